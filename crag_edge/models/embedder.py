@@ -1,0 +1,99 @@
+"""Sentence embeddings from a converted BERT graph (see `bert_onnx`) on onnxruntime's CPU."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Encoding, Tokenizer
+
+from crag_edge.models.onnx_session import create_session
+from crag_edge.types import Vector
+
+OUTPUT_NAME = "sentence_embedding"
+
+
+class OnnxEmbedder:
+    """The `Embedder` protocol over an ONNX graph whose output is already pooled and normalised."""
+
+    def __init__(
+        self,
+        onnx_path: Path,
+        tokenizer_path: Path,
+        model_id: str,
+        threads: int = 0,
+        batch_size: int = 32,
+        max_tokens: int = 256,
+    ) -> None:
+        if batch_size < 1 or max_tokens < 2:
+            raise ValueError(
+                f"need batch_size >= 1, max_tokens >= 2; got {batch_size}, {max_tokens}"
+            )
+        self._session = create_session(onnx_path, threads)
+        outputs = {o.name: o.shape for o in self._session.get_outputs()}
+        shape = outputs.get(OUTPUT_NAME)
+        if shape is None or not isinstance(shape[-1], int):
+            raise ValueError(f"{onnx_path} has no {OUTPUT_NAME!r} output of fixed width")
+        self._dim = shape[-1]
+        self._model_id = model_id
+        self._batch_size = batch_size
+        # tokenizer.json files often carry their own truncation/padding (MiniLM's: fixed 128).
+        # Both are reset: padding is done per batch below, and chunkers need the raw counts.
+        self._tokenizer = _plain_tokenizer(tokenizer_path)
+        self._truncating = _plain_tokenizer(tokenizer_path)
+        self._truncating.enable_truncation(max_tokens)
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The model's tokenizer without truncation or padding, for counting tokens in chunks."""
+        return self._tokenizer
+
+    def embed(self, texts: Sequence[str]) -> Vector:
+        """(len(texts), dim) float32 unit vectors, in input order.
+
+        Texts are batched by token length so each batch pads only to its own longest text;
+        texts longer than `max_tokens` are truncated.
+        """
+        result = np.empty((len(texts), self._dim), dtype=np.float32)
+        if not texts:
+            return result
+        encodings = self._truncating.encode_batch(list(texts))
+        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
+        for start in range(0, len(order), self._batch_size):
+            rows = order[start : start + self._batch_size]
+            feeds = _pad([encodings[i] for i in rows])
+            result[rows] = self._session.run([OUTPUT_NAME], feeds)[0]
+        return result
+
+
+def _plain_tokenizer(path: Path) -> Tokenizer:
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer not found: {path}; run `crag-edge models pull`")
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def _pad(encodings: list[Encoding]) -> dict[str, np.ndarray]:
+    """Right-pad one batch to its longest member; padded positions get attention_mask 0."""
+    width = max(len(e.ids) for e in encodings)
+    feeds = {
+        name: np.zeros((len(encodings), width), dtype=np.int64)
+        for name in ("input_ids", "attention_mask", "token_type_ids")
+    }
+    for row, encoding in enumerate(encodings):
+        n = len(encoding.ids)
+        feeds["input_ids"][row, :n] = encoding.ids
+        feeds["attention_mask"][row, :n] = 1
+        feeds["token_type_ids"][row, :n] = encoding.type_ids
+    return feeds

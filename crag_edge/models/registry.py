@@ -1,0 +1,57 @@
+"""Turn settings into ready runtimes: find a model's verified files or say how to get them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from crag_edge.config import Settings
+from crag_edge.models.manifest import ModelSpec, load_manifest
+from crag_edge.models.provision import EMBEDDER_ONNX, EMBEDDER_ONNX_INT8, model_path
+
+if TYPE_CHECKING:
+    from crag_edge.models.embedder import OnnxEmbedder
+
+
+class ModelNotInstalledError(RuntimeError):
+    """A model the settings ask for is not in the model folder; the message says how to pull it."""
+
+
+def installed_file(settings: Settings, model_id: str, name: str) -> Path:
+    """The path of one file of a pulled model, or a `ModelNotInstalledError` with the fix."""
+    spec = load_manifest(settings.model_dir).get(model_id)
+    path = model_path(settings.model_dir, spec) / name
+    if not path.is_file():
+        raise ModelNotInstalledError(
+            f"{spec.role} {model_id!r} is not installed ({path} is missing): run "
+            f"`crag-edge models pull {model_id}` (model folder: {settings.model_dir}, "
+            f"set CRAG_EDGE_MODEL_DIR to use another)"
+        )
+    return path
+
+
+def embedder_spec(settings: Settings) -> ModelSpec:
+    spec = load_manifest(settings.model_dir).get(settings.embedder)
+    if spec.role != "embedder":
+        raise ModelNotInstalledError(f"{settings.embedder!r} is a {spec.role}, not an embedder")
+    return spec
+
+
+def load_embedder(settings: Settings) -> OnnxEmbedder:
+    """The ONNX embedder named by the settings, at the configured precision.
+
+    The model id recorded in a corpus omits the precision: int8 vectors stay within
+    cosine ~0.99 of fp32 ones, so a corpus may be queried at either precision.
+    """
+    from crag_edge.models.embedder import OnnxEmbedder
+
+    spec = embedder_spec(settings)
+    graph = EMBEDDER_ONNX_INT8 if settings.embedder_precision == "int8" else EMBEDDER_ONNX
+    return OnnxEmbedder(
+        onnx_path=installed_file(settings, spec.model_id, graph),
+        tokenizer_path=installed_file(settings, spec.model_id, "tokenizer.json"),
+        model_id=spec.model_id,
+        threads=settings.onnx_threads,
+        batch_size=settings.embed_batch_size,
+        max_tokens=settings.embed_max_tokens,
+    )

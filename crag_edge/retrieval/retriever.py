@@ -1,0 +1,51 @@
+"""Bm25, dense or hybrid (RRF) retrieval returning `Hit`s with every retriever's score and rank."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from crag_edge.retrieval.dense import search_dense
+from crag_edge.retrieval.fusion import rrf
+from crag_edge.retrieval.lexical import search_bm25
+from crag_edge.store import Corpus
+from crag_edge.types import Embedder, Hit
+
+Mode = Literal["bm25", "dense", "hybrid"]
+MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
+
+
+class Retriever:
+    """Searches one corpus; `candidates` hits per retriever feed the fusion."""
+
+    def __init__(self, corpus: Corpus, embedder: Embedder, *, candidates: int = 100,
+                 rrf_k: int = 60) -> None:
+        self.corpus = corpus
+        self.embedder = embedder
+        self.candidates = candidates
+        self.rrf_k = rrf_k
+
+    def search(self, query: str, top_k: int, mode: Mode = "hybrid") -> list[Hit]:
+        """The best `top_k` chunks for `query`, best first."""
+        if mode not in MODES:
+            raise ValueError(f"unknown retrieval mode {mode!r}; use one of {', '.join(MODES)}")
+        depth = max(self.candidates, top_k)
+        ranked: dict[str, list[tuple[int, float]]] = {}
+        if mode in ("bm25", "hybrid"):
+            ranked["bm25"] = search_bm25(self.corpus, query, depth)
+        if mode in ("dense", "hybrid"):
+            ranked["dense"] = search_dense(self.corpus, self.embedder, query, depth)
+        fused = rrf(ranked, self.rrf_k)[:top_k]
+        chunks = self.corpus.get_chunks([f.item_id for f in fused])
+        return [
+            Hit(
+                chunk=chunks[f.item_id],
+                rank=rank,
+                score=f.score,
+                dense_score=f.scores.get("dense"),
+                dense_rank=f.ranks.get("dense"),
+                bm25_score=f.scores.get("bm25"),
+                bm25_rank=f.ranks.get("bm25"),
+            )
+            for rank, f in enumerate(fused, start=1)
+            if f.item_id in chunks
+        ]

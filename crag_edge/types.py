@@ -1,0 +1,59 @@
+"""Plain dataclasses shared by every layer: no behaviour, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A span of one document's extracted text; `start`/`end` are character offsets into it."""
+
+    chunk_id: int
+    doc_id: int
+    ordinal: int
+    text: str
+    start: int
+    end: int
+    source: str
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk with every retriever's score and rank (None: that retriever missed it).
+
+    `dense_score` is cosine similarity in [-1, 1]; `bm25_score` is FTS5's bm25 negated so that
+    higher is better; `score` is the fused (RRF) score that `rank` orders by.
+    """
+
+    chunk: Chunk
+    rank: int
+    score: float
+    dense_score: float | None = None
+    dense_rank: int | None = None
+    bm25_score: float | None = None
+    bm25_rank: int | None = None
+    origin: str = "search"
+
+
+class Embedder(Protocol):
+    """What ingest and retrieval need from an embedding model."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Vector:
+        """Return an (n, dim) float32 array of L2-normalised embeddings."""
+        ...

@@ -1,0 +1,49 @@
+"""Shared fixtures: the real MiniLM checkpoint pulled by `make test`, its ONNX conversions."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from crag_edge.config import Settings
+from crag_edge.models.bert_onnx import convert_bert
+from crag_edge.models.embedder import OnnxEmbedder
+from crag_edge.models.quantize import quantize_int8
+
+MINILM = "all-minilm-l6-v2"
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> Path:
+    """The model folder `make test` fills (`crag-edge models pull`); never a hub at test time."""
+    return Settings.load().model_dir
+
+
+@pytest.fixture(scope="session")
+def minilm_dir(model_dir: Path) -> Path:
+    """all-MiniLM-L6-v2 checkpoint folder (config.json, model.safetensors, tokenizer.json)."""
+    path = Path(os.environ.get("CRAG_EDGE_TEST_MINILM", model_dir / MINILM))
+    if not (path / "model.safetensors").is_file():
+        pytest.fail(f"MiniLM checkpoint not found in {path}: run `make test-models` "
+                    f"(or `crag-edge models pull {MINILM}`)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_onnx(minilm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """MiniLM converted here, in this run (the conversion itself is under test)."""
+    return convert_bert(minilm_dir, tmp_path_factory.mktemp("onnx") / "model.onnx", "embedding")
+
+
+@pytest.fixture(scope="session")
+def minilm_int8_onnx(minilm_onnx: Path) -> Path:
+    """The int8 dynamically quantized form of `minilm_onnx`."""
+    return quantize_int8(minilm_onnx, minilm_onnx.with_name("model.int8.onnx"))
+
+
+@pytest.fixture(scope="session")
+def embedder(minilm_dir: Path, minilm_onnx: Path) -> OnnxEmbedder:
+    """The real MiniLM embedder, as ingest and retrieval use it."""
+    return OnnxEmbedder(minilm_onnx, minilm_dir / "tokenizer.json", MINILM, threads=2)
