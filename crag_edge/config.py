@@ -32,6 +32,7 @@ SEED_ENV_NAMES = {
 class SettingsError(ValueError):
     """A setting has an invalid value; the message names the setting and where it came from."""
 
+
 # The TOML path is per call, not state that outlives it: a ContextVar scoped by `Settings.load`.
 _CONFIG_PATH: ContextVar[Path | None] = ContextVar("crag_edge_config_path", default=None)
 
@@ -61,7 +62,9 @@ class Settings(BaseSettings):
     )
 
     # -- models -------------------------------------------------------------------------
-    model_dir: Path = Field(default_factory=default_model_dir, description="Where model files live.")
+    model_dir: Path = Field(
+        default_factory=default_model_dir, description="Where model files live."
+    )
     embedder: str = Field("all-minilm-l6-v2", description="Manifest id of the embedder.")
     embedder_precision: Literal["fp32", "int8"] = Field(
         "fp32", description="fp32 or the int8 dynamically quantized ONNX graph."

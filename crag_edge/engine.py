@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
 
 from crag_edge.config import Settings
-from crag_edge.ingest import IngestReport, ProgressEvent, ingest
+from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.models.registry import load_embedder
 from crag_edge.retrieval import Mode, Retriever
 from crag_edge.store import Corpus
@@ -26,8 +25,9 @@ class Engine:
         self.corpus = corpus
         self.embedder = embedder
         self.settings = settings
-        self.retriever = Retriever(corpus, embedder, candidates=settings.candidates,
-                                   rrf_k=settings.rrf_k)
+        self.retriever = Retriever(
+            corpus, embedder, candidates=settings.candidates, rrf_k=settings.rrf_k
+        )
 
     @classmethod
     def open(
@@ -63,19 +63,33 @@ class Engine:
         self,
         inputs: Sequence[Path | str],
         *,
-        fmt: Literal["auto", "beir"] = "auto",
+        fmt: Format = "auto",
         prune: bool = False,
         progress: Callable[[ProgressEvent], None] | None = None,
     ) -> IngestReport:
         """Add or update files (incremental by content hash); see `crag_edge.ingest`."""
-        return ingest(self.corpus, self.embedder, [Path(p) for p in inputs], fmt=fmt,
-                      settings=self.settings, prune=prune, progress=progress)
+        return ingest(
+            self.corpus,
+            self.embedder,
+            self.embedder.tokenizer,
+            inputs,
+            settings=self.settings,
+            fmt=fmt,
+            prune=prune,
+            progress=progress,
+        )
 
-    def search(self, question: str, *, mode: Mode | None = None, top_k: int | None = None,
-               ) -> list[Hit]:
+    def search(
+        self,
+        question: str,
+        *,
+        mode: Mode | None = None,
+        top_k: int | None = None,
+    ) -> list[Hit]:
         """Retrieve the best chunks for `question`."""
-        return self.retriever.search(question, top_k=top_k or self.settings.top_k,
-                                     mode=mode or self.settings.retrieval_mode)
+        return self.retriever.search(
+            question, top_k=top_k or self.settings.top_k, mode=mode or self.settings.retrieval_mode
+        )
 
     def close(self) -> None:
         self.corpus.close()
@@ -83,6 +97,10 @@ class Engine:
     def __enter__(self) -> Engine:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()

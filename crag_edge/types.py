@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+from tokenizers import Tokenizer
 
 Vector = npt.NDArray[np.float32]
 
@@ -53,6 +54,11 @@ class Embedder(Protocol):
 
     @property
     def dim(self) -> int: ...
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The model's tokenizer without truncation or padding: chunk sizes are counted in it."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> Vector:
         """Return an (n, dim) float32 array of L2-normalised embeddings."""

@@ -61,7 +61,9 @@ def build_wheel(folder: Path, package: str, version: str, members: dict[str, byt
     path = folder / f"{dist}-{version}-py3-none-any.whl"
     info = f"{dist}-{version}.dist-info"
     metadata = f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n"
-    wheel = "Wheel-Version: 1.0\nGenerator: crag-edge-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    wheel = (
+        "Wheel-Version: 1.0\nGenerator: crag-edge-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     with zipfile.ZipFile(path, "w") as archive:
         for name, data in members.items():
             archive.writestr(name, data)

@@ -60,8 +60,9 @@ def test_toml_file_and_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         ("CRAG_EDGE_CHUNK_OVERLAP", "500", "chunk_overlap"),
     ],
 )
-def test_invalid_values_fail_with_the_setting_named(monkeypatch: pytest.MonkeyPatch, name: str,
-                                                    value: str, named: str) -> None:
+def test_invalid_values_fail_with_the_setting_named(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, named: str
+) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match=named):
         Settings.load()
@@ -76,7 +77,7 @@ def test_config_file_errors(tmp_path: Path) -> None:
         Settings.load(broken)
     typo = tmp_path / "typo.toml"
     typo.write_text("top_kk = 3\n")
-    with pytest.raises(SettingsError, match="unknown setting.*top_kk"):
+    with pytest.raises(SettingsError, match=r"unknown setting.*top_kk"):
         Settings.load(typo)
     wrong = tmp_path / "wrong.toml"
     wrong.write_text('top_k = "ten"\n')

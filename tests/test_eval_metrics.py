@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from crag_edge.evaluation import EvalDataError, ndcg_at, percentile, read_qrels, read_queries, recall_at
+from crag_edge.evaluation import (
+    EvalDataError,
+    ndcg_at,
+    percentile,
+    read_qrels,
+    read_queries,
+    recall_at,
+)
 from crag_edge.evaluation.retrieval import document_key
 
 
@@ -18,7 +25,8 @@ def test_ndcg_hand_computed() -> None:
     assert ndcg_at(["x"] * 10 + ["a"], {"a": 1}, 10) == 0.0
     assert ndcg_at(["a"], {}, 10) == 0.0
     assert ndcg_at(["b", "a"], {"a": 2, "b": 1}, 10) == pytest.approx(
-        (1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)))
+        (1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3))
+    )
 
 
 def test_recall_and_percentile() -> None:
@@ -49,8 +57,9 @@ def test_readers(tmp_path: Path) -> None:
         ("r.tsv", "1 d1 high\n", "not an integer"),
     ],
 )
-def test_reader_errors_name_file_and_line(tmp_path: Path, name: str, body: str,
-                                          complaint: str) -> None:
+def test_reader_errors_name_file_and_line(
+    tmp_path: Path, name: str, body: str, complaint: str
+) -> None:
     path = tmp_path / name
     path.write_text(body)
     reader = read_queries if name.endswith("jsonl") else read_qrels

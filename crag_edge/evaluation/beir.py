@@ -18,7 +18,7 @@ def read_queries(path: Path) -> dict[str, str]:
             record = json.loads(line)
             queries[str(record["_id"])] = str(record["text"])
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise EvalDataError(f"{path}:{number}: expected {{\"_id\", \"text\"}}: {exc}") from None
+            raise EvalDataError(f'{path}:{number}: expected {{"_id", "text"}}: {exc}') from None
     return queries
 
 

@@ -1,4 +1,4 @@
-"""The model manifest: which files each model needs, pinned by size and sha256, and where to get them.
+"""The model manifest: the files each model needs, pinned by size and sha256, and their sources.
 
 The built-in manifest ships inside the package; `<model_dir>/manifest.local.toml` may add
 models or replace built-in ones (same format), e.g. a cross-encoder trained on the user's

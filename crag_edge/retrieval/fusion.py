@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -16,7 +16,7 @@ class Fused:
     scores: dict[str, float] = field(default_factory=dict)
 
 
-def rrf(ranked: dict[str, Sequence[tuple[int, float]]], k: int = 60) -> list[Fused]:
+def rrf(ranked: Mapping[str, Sequence[tuple[int, float]]], k: int = 60) -> list[Fused]:
     """Fuse named ranked lists of (id, score); ties broken by best single rank, then id.
 
     Items missing from a list contribute nothing for it. Duplicate ids within one list

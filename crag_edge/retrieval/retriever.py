@@ -17,8 +17,9 @@ MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
 class Retriever:
     """Searches one corpus; `candidates` hits per retriever feed the fusion."""
 
-    def __init__(self, corpus: Corpus, embedder: Embedder, *, candidates: int = 100,
-                 rrf_k: int = 60) -> None:
+    def __init__(
+        self, corpus: Corpus, embedder: Embedder, *, candidates: int = 100, rrf_k: int = 60
+    ) -> None:
         self.corpus = corpus
         self.embedder = embedder
         self.candidates = candidates

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real MiniLM checkpoint pulled by `make test`, its ONNX conversions."""
+"""Shared fixtures (loaded for tests/ and benchmarks/ by the root conftest.py): real models."""
 
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ def minilm_dir(model_dir: Path) -> Path:
     """all-MiniLM-L6-v2 checkpoint folder (config.json, model.safetensors, tokenizer.json)."""
     path = Path(os.environ.get("CRAG_EDGE_TEST_MINILM", model_dir / MINILM))
     if not (path / "model.safetensors").is_file():
-        pytest.fail(f"MiniLM checkpoint not found in {path}: run `make test-models` "
-                    f"(or `crag-edge models pull {MINILM}`)")
+        pytest.fail(
+            f"MiniLM checkpoint not found in {path}: run `make test-models` "
+            f"(or `crag-edge models pull {MINILM}`)"
+        )
     return path
 
 

@@ -1,0 +1,42 @@
+"""Ingest: load files into text, chunk it by embedder tokens, embed, store incrementally."""
+
+from crag_edge.ingest.chunker import Chunker, TextSpan
+from crag_edge.ingest.loaders import (
+    LoadedDocument,
+    LoadError,
+    iter_beir,
+    load_html,
+    load_markdown,
+    load_pdf,
+    load_text,
+    loader_for,
+)
+from crag_edge.ingest.pipeline import (
+    EMBED_GROUP,
+    Format,
+    IngestReport,
+    Progress,
+    ProgressEvent,
+    embedding_text,
+    ingest,
+)
+
+__all__ = [
+    "EMBED_GROUP",
+    "Chunker",
+    "Format",
+    "IngestReport",
+    "LoadError",
+    "LoadedDocument",
+    "Progress",
+    "ProgressEvent",
+    "TextSpan",
+    "embedding_text",
+    "ingest",
+    "iter_beir",
+    "load_html",
+    "load_markdown",
+    "load_pdf",
+    "load_text",
+    "loader_for",
+]

@@ -1,0 +1,40 @@
+"""The corpus store: one SQLite file per corpus with FTS5 and sqlite-vec indexes."""
+
+from crag_edge.store.connection import connect
+from crag_edge.store.corpus import (
+    ChunkRecord,
+    Corpus,
+    CorpusStats,
+    DocumentRecord,
+    StoredDocument,
+)
+from crag_edge.store.errors import (
+    CorpusError,
+    CorpusExistsError,
+    CorpusNotFoundError,
+    CorruptCorpusError,
+    EmbedderMismatchError,
+    NotACorpusError,
+    ReadOnlyCorpusError,
+    SchemaTooNewError,
+)
+from crag_edge.store.schema import APPLICATION_ID, SCHEMA_VERSION
+
+__all__ = [
+    "APPLICATION_ID",
+    "SCHEMA_VERSION",
+    "ChunkRecord",
+    "Corpus",
+    "CorpusError",
+    "CorpusExistsError",
+    "CorpusNotFoundError",
+    "CorpusStats",
+    "CorruptCorpusError",
+    "DocumentRecord",
+    "EmbedderMismatchError",
+    "NotACorpusError",
+    "ReadOnlyCorpusError",
+    "SchemaTooNewError",
+    "StoredDocument",
+    "connect",
+]

@@ -1,0 +1,511 @@
+"""One corpus = one SQLite file: documents, their chunks, an FTS5 index and a sqlite-vec index.
+
+Opening never writes before the file has been checked read-only (header, application id,
+schema version, meta), so a foreign or damaged file is reported and left byte-for-byte intact.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+import apsw
+import numpy as np
+
+from crag_edge.store.connection import connect, has_pending_journal
+from crag_edge.store.errors import (
+    CorpusError,
+    CorpusExistsError,
+    CorpusNotFoundError,
+    CorruptCorpusError,
+    EmbedderMismatchError,
+    NotACorpusError,
+    ReadOnlyCorpusError,
+    SchemaTooNewError,
+)
+from crag_edge.store.schema import APPLICATION_ID, SCHEMA_VERSION, migrate, user_version
+from crag_edge.types import Chunk, Vector
+
+MAX_DIM = 8192  # sqlite-vec's limit for a vec0 column
+MAX_KNN = 4096  # sqlite-vec's limit for k in one KNN query
+
+META_EMBEDDER = "embedder_id"
+META_DIM = "dim"
+META_CREATED = "created_at"
+META_LAST_INGEST = "last_ingest_at"
+META_CHUNK_TOKENS = "chunk_tokens"
+META_CHUNK_OVERLAP = "chunk_overlap"
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    """A document as ingest hands it to the store; `size`/`mtime` describe its source file."""
+
+    source: str
+    title: str
+    text: str
+    content_hash: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    size: int | None = None
+    mtime: float | None = None
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """A chunk to store: `text == document.text[start:end]`."""
+
+    text: str
+    start: int
+    end: int
+    token_count: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A document row without its text (fetch that with `Corpus.document_text`)."""
+
+    id: int
+    source: str
+    title: str
+    content_hash: str
+    metadata: dict[str, Any]
+    size: int | None
+    mtime: float | None
+    ingested_at: float
+
+
+@dataclass(frozen=True)
+class CorpusStats:
+    """What `crag-edge` shows about a corpus; times are unix seconds."""
+
+    path: Path
+    documents: int
+    chunks: int
+    db_bytes: int
+    embedder_id: str
+    dim: int
+    schema_version: int
+    created_at: float
+    last_ingest_at: float | None
+    chunk_tokens: int | None
+    chunk_overlap: int | None
+
+
+class Corpus:
+    """A crag-edge corpus file. Build one with `create`, `open` or `open_or_create`."""
+
+    def __init__(self, conn: apsw.Connection, path: Path, *, readonly: bool) -> None:
+        self._conn = conn
+        self._path = path
+        self._readonly = readonly
+        self._meta = self.meta()
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: Path | str, embedder_id: str, dim: int) -> Corpus:
+        """Create a new corpus whose vectors have `dim` dimensions from `embedder_id`."""
+        path = Path(path).expanduser().resolve()
+        if not embedder_id:
+            raise ValueError("embedder_id must not be empty")
+        if not 1 <= dim <= MAX_DIM:
+            raise ValueError(f"embedding dim must be between 1 and {MAX_DIM}, got {dim}")
+        if path.exists() and (not path.is_file() or path.stat().st_size > 0):
+            raise CorpusExistsError(path, "already exists; open it instead of creating it")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = connect(path, create=True)
+        try:
+            with conn:
+                migrate(conn, dim)
+                conn.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [
+                        (META_EMBEDDER, embedder_id),
+                        (META_DIM, str(dim)),
+                        (META_CREATED, repr(time.time())),
+                    ],
+                )
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path, readonly=False)
+
+    @classmethod
+    def open(cls, path: Path | str, *, readonly: bool = False) -> Corpus:
+        """Open an existing corpus, upgrading its schema first when opened read-write."""
+        path = Path(path).expanduser().resolve()
+        version, meta = _inspect(path)
+        conn = connect(path, readonly=readonly)
+        try:
+            if version < SCHEMA_VERSION:
+                if readonly:
+                    raise CorpusError(
+                        path,
+                        f"schema version {version} is older than {SCHEMA_VERSION}; "
+                        "open it read-write once to upgrade it",
+                    )
+                migrate(conn, int(meta[META_DIM]))
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path, readonly=readonly)
+
+    @classmethod
+    def open_or_create(cls, path: Path | str, embedder_id: str, dim: int) -> Corpus:
+        """Open `path` if it holds a corpus built with this embedder, else create it."""
+        path = Path(path).expanduser().resolve()
+        if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+            return cls.create(path, embedder_id, dim)
+        corpus = cls.open(path)
+        try:
+            corpus.check_embedder(embedder_id, dim)
+        except BaseException:
+            corpus.close()
+            raise
+        return corpus
+
+    def close(self) -> None:
+        """Close the connection; the last writer to close checkpoints and removes the WAL."""
+        self._conn.close()
+
+    def __enter__(self) -> Corpus:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- meta ----------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def readonly(self) -> bool:
+        return self._readonly
+
+    @property
+    def embedder_id(self) -> str:
+        return self._meta[META_EMBEDDER]
+
+    @property
+    def dim(self) -> int:
+        return int(self._meta[META_DIM])
+
+    def check_embedder(self, embedder_id: str, dim: int) -> None:
+        """Refuse to mix vectors from different models: their similarities mean nothing."""
+        if (embedder_id, dim) != (self.embedder_id, self.dim):
+            raise EmbedderMismatchError(
+                self._path,
+                f"built with embedder {self.embedder_id!r} (dim {self.dim}), "
+                f"not {embedder_id!r} (dim {dim}); use that embedder or a new corpus file",
+            )
+
+    def meta(self) -> dict[str, str]:
+        """Every key/value in the `meta` table."""
+        rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
+        return {cast(str, key): cast(str, value) for key, value in rows}
+
+    def set_meta(self, values: Mapping[str, str]) -> None:
+        """Insert or overwrite meta entries (the embedder and dim cannot change)."""
+        self._require_writable()
+        fixed = {META_EMBEDDER, META_DIM} & values.keys()
+        if fixed:
+            raise ValueError(f"meta keys {sorted(fixed)} are fixed when a corpus is created")
+        with self._conn:
+            self._conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                list(values.items()),
+            )
+        self._meta = self.meta()
+
+    def stats(self) -> CorpusStats:
+        """Counts, size and provenance of the corpus."""
+        documents, chunks, pages, page_size = cast(
+            tuple[int, int, int, int],
+            self._conn.execute(
+                "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks), "
+                "(SELECT page_count FROM pragma_page_count), "
+                "(SELECT page_size FROM pragma_page_size)"
+            ).fetchall()[0],
+        )
+        meta = self.meta()
+        return CorpusStats(
+            path=self._path,
+            documents=documents,
+            chunks=chunks,
+            db_bytes=pages * page_size,
+            embedder_id=self.embedder_id,
+            dim=self.dim,
+            schema_version=user_version(self._conn),
+            created_at=float(meta[META_CREATED]),
+            last_ingest_at=_optional(float, meta.get(META_LAST_INGEST)),
+            chunk_tokens=_optional(int, meta.get(META_CHUNK_TOKENS)),
+            chunk_overlap=_optional(int, meta.get(META_CHUNK_OVERLAP)),
+        )
+
+    # -- documents -----------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group several writes into one commit; nested writes become savepoints."""
+        with self._conn:
+            yield
+
+    def document(self, source: str) -> StoredDocument | None:
+        """The stored document for `source`, or None."""
+        rows = self._conn.execute(
+            "SELECT id, source, title, content_hash, metadata, size, mtime, ingested_at "
+            "FROM documents WHERE source = ?",
+            (source,),
+        ).fetchall()
+        if not rows:
+            return None
+        doc_id, src, title, content_hash, metadata, size, mtime, ingested_at = cast(
+            tuple[int, str, str, str, str, int | None, float | None, float], rows[0]
+        )
+        return StoredDocument(
+            doc_id, src, title, content_hash, json.loads(metadata), size, mtime, ingested_at
+        )
+
+    def document_text(self, doc_id: int) -> str:
+        """The full extracted text of a document (chunk offsets index into it)."""
+        rows = self._conn.execute("SELECT text FROM documents WHERE id = ?", (doc_id,)).fetchall()
+        if not rows:
+            raise KeyError(f"no document with id {doc_id} in {self._path}")
+        return cast(str, rows[0][0])
+
+    def list_sources(self) -> list[str]:
+        """Every document source, sorted."""
+        rows = self._conn.execute("SELECT source FROM documents ORDER BY source").fetchall()
+        return [cast(str, row[0]) for row in rows]
+
+    def replace_document(
+        self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: Vector
+    ) -> int:
+        """Store `doc` with its chunks and their vectors, replacing any previous version.
+
+        Everything happens in one transaction (a savepoint inside `transaction()`): a failure
+        at any point leaves the previous version, chunks and index rows exactly as they were.
+        Returns the document id, which stays the same across replacements.
+        """
+        self._require_writable()
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        if len(chunks) == 0 and matrix.size == 0:
+            matrix = matrix.reshape(0, self.dim)
+        if matrix.shape != (len(chunks), self.dim):
+            raise ValueError(
+                f"{doc.source}: expected vectors of shape ({len(chunks)}, {self.dim}), "
+                f"got {matrix.shape}"
+            )
+        for chunk in chunks:
+            if not 0 <= chunk.start <= chunk.end <= len(doc.text) or (
+                doc.text[chunk.start : chunk.end] != chunk.text
+            ):
+                raise ValueError(
+                    f"{doc.source}: chunk [{chunk.start}:{chunk.end}] does not match the text"
+                )
+        with self._conn:
+            self._conn.execute(
+                "DELETE FROM chunks WHERE doc_id = (SELECT id FROM documents WHERE source = ?)",
+                (doc.source,),
+            )
+            doc_id = cast(
+                int,
+                self._conn.execute(
+                    "INSERT INTO documents (source, title, content_hash, text, metadata, "
+                    "size, mtime, ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (source) DO UPDATE SET title = excluded.title, "
+                    "content_hash = excluded.content_hash, text = excluded.text, "
+                    "metadata = excluded.metadata, size = excluded.size, "
+                    "mtime = excluded.mtime, ingested_at = excluded.ingested_at "
+                    "RETURNING id",
+                    (
+                        doc.source,
+                        doc.title,
+                        doc.content_hash,
+                        doc.text,
+                        _to_json(doc.metadata),
+                        doc.size,
+                        doc.mtime,
+                        time.time(),
+                    ),
+                ).fetchall()[0][0],
+            )
+            for ordinal, (chunk, vector) in enumerate(zip(chunks, matrix, strict=True)):
+                chunk_id = self._conn.execute(
+                    "INSERT INTO chunks (doc_id, ordinal, text, start_char, end_char, "
+                    "token_count, metadata) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    (
+                        doc_id,
+                        ordinal,
+                        chunk.text,
+                        chunk.start,
+                        chunk.end,
+                        chunk.token_count,
+                        _to_json(chunk.metadata),
+                    ),
+                ).fetchall()[0][0]
+                self._conn.execute(
+                    "INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
+                    (chunk_id, vector.tobytes()),
+                )
+        return doc_id
+
+    def update_file_stat(self, source: str, size: int, mtime: float) -> None:
+        """Record a new size/mtime for an unchanged document so the next run can skip it."""
+        self._require_writable()
+        with self._conn:
+            self._conn.execute(
+                "UPDATE documents SET size = ?, mtime = ? WHERE source = ?", (size, mtime, source)
+            )
+
+    def delete_document(self, source: str) -> bool:
+        """Delete a document with its chunks and index rows; False if it was not stored."""
+        self._require_writable()
+        with self._conn:
+            rows = self._conn.execute(
+                "DELETE FROM documents WHERE source = ? RETURNING id", (source,)
+            ).fetchall()
+        return bool(rows)
+
+    # -- search --------------------------------------------------------------------------
+
+    def search_fts(self, match_expr: str, limit: int) -> list[tuple[int, float]]:
+        """(chunk id, -bm25) for an FTS5 MATCH expression, best first (higher is better)."""
+        if limit <= 0:
+            return []
+        try:
+            rows = self._conn.execute(
+                "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+                (match_expr, limit),
+            ).fetchall()
+        except apsw.SQLError as exc:
+            raise ValueError(f"invalid FTS5 query {match_expr!r}: {exc}") from None
+        return [(cast(int, rowid), -cast(float, rank)) for rowid, rank in rows]
+
+    def search_vec(self, vector: Vector, limit: int) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) of the nearest chunks, best first.
+
+        `limit` is capped at sqlite-vec's maximum k (4096).
+        """
+        query = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
+        if query.size != self.dim:
+            raise ValueError(f"query vector has {query.size} dimensions, corpus has {self.dim}")
+        if limit <= 0:
+            return []
+        rows = self._conn.execute(
+            "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ? "
+            "ORDER BY distance",
+            (query.tobytes(), min(limit, MAX_KNN)),
+        ).fetchall()
+        return [(cast(int, rowid), 1.0 - cast(float, distance)) for rowid, distance in rows]
+
+    def get_chunks(self, ids: Iterable[int]) -> dict[int, Chunk]:
+        """The chunks with these ids (missing ids are absent), with their document's source."""
+        rows = self._conn.execute(
+            "SELECT c.id, c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.metadata, "
+            "d.source, d.title FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id "
+            "WHERE c.id IN (SELECT value FROM json_each(?))",
+            (json.dumps([int(i) for i in ids]),),
+        ).fetchall()
+        chunks = {}
+        for row in rows:
+            chunk_id, doc_id, ordinal, text, start, end, metadata, source, title = cast(
+                tuple[int, int, int, str, int, int, str, str, str], row
+            )
+            chunks[chunk_id] = Chunk(
+                chunk_id, doc_id, ordinal, text, start, end, source, title, json.loads(metadata)
+            )
+        return chunks
+
+    def _require_writable(self) -> None:
+        if self._readonly:
+            raise ReadOnlyCorpusError(self._path, "opened read-only; reopen it to write")
+
+
+def _inspect(path: Path) -> tuple[int, dict[str, str]]:
+    """Read-only checks before anything may write: return (schema version, meta)."""
+    if not path.exists():
+        raise CorpusNotFoundError(path, "no such corpus file")
+    if not path.is_file():
+        raise NotACorpusError(path, "not a regular file")
+    _check_header(path)
+    try:
+        conn = connect(path, inspect_only=True)
+    except apsw.Error as exc:
+        raise CorpusError(path, f"cannot open: {exc}") from None
+    try:
+        app_id = cast(int, conn.execute("PRAGMA application_id").fetchall()[0][0])
+        if app_id != APPLICATION_ID:
+            raise NotACorpusError(
+                path,
+                f"a SQLite database with application_id {app_id:#x}, not a crag-edge corpus "
+                f"({APPLICATION_ID:#x}); it was left untouched",
+            )
+        version = user_version(conn)
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNewError(
+                path,
+                f"schema version {version} is newer than this crag-edge supports "
+                f"({SCHEMA_VERSION}); upgrade crag-edge",
+            )
+        try:
+            rows = conn.execute("SELECT key, value FROM meta").fetchall()
+        except apsw.SQLError:
+            raise NotACorpusError(path, "crag-edge application_id but no meta table") from None
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        raise CorruptCorpusError(path, f"damaged database: {exc}") from None
+    finally:
+        conn.close()
+    meta = {cast(str, key): cast(str, value) for key, value in rows}
+    missing = sorted({META_EMBEDDER, META_DIM, META_CREATED} - meta.keys())
+    if missing:
+        raise NotACorpusError(path, f"meta table lacks {', '.join(missing)}")
+    return version, meta
+
+
+def _check_header(path: Path) -> None:
+    """Catch non-databases and truncated files from the 100-byte header alone."""
+    size = path.stat().st_size
+    if size == 0:
+        raise NotACorpusError(path, "empty file, not a crag-edge corpus")
+    with path.open("rb") as fh:
+        header = fh.read(100)
+    if not header.startswith(_SQLITE_MAGIC):
+        raise CorruptCorpusError(path, "not a SQLite database (bad file header)")
+    if len(header) < 100:
+        raise CorruptCorpusError(path, f"truncated: only {size} bytes")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # The in-header page count is only valid when the change counters agree; a pending WAL
+    # or rollback journal may legitimately hold pages the main file does not have yet.
+    expected = pages * page_size
+    if header[24:28] == header[92:96] and expected > size and not has_pending_journal(path):
+        raise CorruptCorpusError(path, f"truncated: header declares {expected} bytes, has {size}")
+
+
+def _to_json(value: Mapping[str, Any]) -> str:
+    """ASCII JSON: stray surrogates in metadata are escaped instead of failing to encode."""
+    return json.dumps(value, sort_keys=True)
+
+
+def _optional(convert: Callable[[str], _T], value: str | None) -> _T | None:
+    return None if value is None else convert(value)

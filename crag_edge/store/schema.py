@@ -1,0 +1,91 @@
+"""Versioned schema: ordered migrations, `PRAGMA user_version` as the version, an application id.
+
+Migration SQL may use `{dim}`, replaced by the corpus's embedding dimension (the vec0 column
+type needs it literally). Pending migrations run in one transaction with the version bump, so
+a failed upgrade leaves the file exactly as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import cast
+
+import apsw
+
+# "CRAG" in ASCII: lets us tell our files from any other SQLite database without guessing.
+APPLICATION_ID = 0x43524147
+
+Migration = tuple[int, str]
+
+_V1 = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE documents (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    source       TEXT NOT NULL UNIQUE,
+    title        TEXT NOT NULL DEFAULT '',
+    content_hash TEXT NOT NULL,
+    text         TEXT NOT NULL,
+    metadata     TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+    size         INTEGER,
+    mtime        REAL,
+    ingested_at  REAL NOT NULL
+);
+
+CREATE TABLE chunks (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    doc_id      INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal     INTEGER NOT NULL,
+    text        TEXT NOT NULL,
+    start_char  INTEGER NOT NULL CHECK (start_char >= 0),
+    end_char    INTEGER NOT NULL CHECK (end_char >= start_char),
+    token_count INTEGER NOT NULL CHECK (token_count >= 0),
+    metadata    TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+    UNIQUE (doc_id, ordinal)
+);
+
+CREATE VIRTUAL TABLE chunks_fts USING fts5(
+    title, text,
+    content = '', contentless_delete = 1,
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+
+CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{dim}] distance_metric=cosine);
+
+CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts (rowid, title, text)
+    VALUES (new.id, (SELECT title FROM documents WHERE id = new.doc_id), new.text);
+END;
+
+CREATE TRIGGER chunks_index_delete AFTER DELETE ON chunks BEGIN
+    DELETE FROM chunks_fts WHERE rowid = old.id;
+    DELETE FROM chunks_vec WHERE rowid = old.id;
+END;
+"""
+
+MIGRATIONS: tuple[Migration, ...] = ((1, _V1),)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def user_version(conn: apsw.Connection) -> int:
+    """The schema version recorded in the file header (0 for a new database)."""
+    return cast(int, conn.execute("PRAGMA user_version").fetchall()[0][0])
+
+
+def migrate(conn: apsw.Connection, dim: int, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Apply every migration newer than the file's version, all or nothing; return the version."""
+    versions = [version for version, _ in migrations]
+    if versions != sorted(set(versions)):
+        raise ValueError(f"migrations must have strictly increasing versions, got {versions}")
+    with conn:
+        current = user_version(conn)
+        for version, sql in migrations:
+            if version > current:
+                conn.execute(sql.replace("{dim}", str(int(dim))))
+                conn.execute(f"PRAGMA user_version = {int(version)}")
+                current = version
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    return current

@@ -1,0 +1,35 @@
+"""Tiny real documents for loader and ingest tests (no fixtures files to keep in the repo)."""
+
+from __future__ import annotations
+
+
+def make_pdf(pages: list[str], title: str | None = None) -> bytes:
+    """A minimal valid PDF: one line of Helvetica text per page, optional /Info title."""
+    count = len(pages)
+    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(count))
+    objects = {
+        1: "<< /Type /Catalog /Pages 2 0 R >>",
+        2: f"<< /Type /Pages /Kids [{kids}] /Count {count} >>",
+        3: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    }
+    for i, text in enumerate(pages):
+        stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET"
+        objects[4 + 2 * i] = (
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            f"/Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>"
+        )
+        objects[5 + 2 * i] = f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream"
+    trailer = ""
+    if title is not None:
+        objects[4 + 2 * count] = f"<< /Title ({title}) >>"
+        trailer = f" /Info {4 + 2 * count} 0 R"
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = {}
+    for number in sorted(objects):
+        offsets[number] = len(out)
+        out += f"{number} 0 obj\n{objects[number]}\nendobj\n".encode("latin-1")
+    xref, size = len(out), len(objects) + 1
+    out += f"xref\n0 {size}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{offsets[n]:010d} 00000 n \n".encode() for n in range(1, size))
+    out += f"trailer\n<< /Size {size} /Root 1 0 R{trailer} >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)

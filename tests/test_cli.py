@@ -1,0 +1,201 @@
+"""Every CLI command, run as a user runs it (in-process via Typer's runner), on real files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from crag_edge.cli import app
+
+MINI = Path(__file__).parent / "data" / "scifact_mini"
+SAMPLE = Path(__file__).parent.parent / "sample_corpus"
+runner = CliRunner()
+
+
+def invoke(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args), env=env, catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def beir_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("cli") / "mini.db"
+    result = invoke(
+        "ingest", "--db", str(db), "--format", "beir", str(MINI / "corpus.jsonl"), "--json"
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["added"] == 40 and report["errors"] == []
+    return db
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        ["models"],
+        ["models", "pull"],
+        ["models", "list"],
+        ["models", "verify"],
+        ["ingest"],
+        ["query"],
+        ["eval"],
+        ["eval", "retrieval"],
+    ],
+)
+def test_every_command_explains_itself(command: list[str]) -> None:
+    result = invoke(*command, "--help")
+    assert result.exit_code == 0
+    assert "Usage" in result.stdout and len(result.stdout) > 200
+
+
+def test_ingest_is_incremental_and_reports_json(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLE, docs)
+    db = str(tmp_path / "c.db")
+    first = json.loads(invoke("ingest", "--db", db, str(docs), "--json").stdout)
+    assert first["added"] == 6 and first["chunks_written"] > 6
+    assert first["chunks_per_second"] > 0
+    (docs / "honeybees.txt").write_text("Bees dance. Changed text.", encoding="utf-8")
+    (docs / "sqlite-wal.md").unlink()
+    (docs / "notes.xyz").write_text("unknown format")
+    second = json.loads(invoke("ingest", "--db", db, str(docs), "--prune", "--json").stdout)
+    assert (second["added"], second["updated"], second["unchanged"], second["pruned"]) == (
+        0,
+        1,
+        4,
+        1,
+    )
+    assert [s for s, _ in second["skipped"]] == [str((docs / "notes.xyz").resolve())]
+
+
+def test_ingest_reports_bad_files_without_aborting(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.txt").write_text("Photosynthesis makes sugar from light.")
+    (docs / "bad.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
+    (docs / "bad.txt").write_bytes(b"not utf-8 \xc3\x28 at all")
+    result = invoke("ingest", "--db", str(tmp_path / "c.db"), str(docs))
+    assert result.exit_code == 0
+    assert "added 1," in result.stdout and "errors 2" in result.stdout
+    assert "failed" in result.stderr and "bad.pdf" in result.stderr and "bad.txt" in result.stderr
+
+
+def test_query_json_shape(beir_db: Path) -> None:
+    result = invoke(
+        "query", "--db", str(beir_db), "--json", "--top-k", "5", "vitamin D and bone fractures"
+    )
+    data = json.loads(result.stdout)
+    assert data["question"] == "vitamin D and bone fractures"
+    assert [h["rank"] for h in data["hits"]] == [1, 2, 3, 4, 5]
+    first = data["hits"][0]
+    assert set(first) >= {
+        "rank",
+        "score",
+        "dense_score",
+        "dense_rank",
+        "bm25_score",
+        "bm25_rank",
+        "chunk_id",
+        "doc_id",
+        "source",
+        "title",
+        "start",
+        "end",
+        "text",
+    }
+    assert first["source"].startswith("beir:")
+
+
+@pytest.mark.parametrize("mode", ["bm25", "dense", "hybrid"])
+def test_query_modes_and_hostile_text(beir_db: Path, mode: str) -> None:
+    for text in ['NEAR("x" AND', "*", "'; DROP TABLE chunks;--", "???"]:
+        result = invoke("query", "--db", str(beir_db), "--mode", mode, "--json", text)
+        assert result.exit_code == 0, result.output
+        assert isinstance(json.loads(result.stdout)["hits"], list)
+
+
+def test_eval_retrieval_json_shape(beir_db: Path) -> None:
+    result = invoke(
+        "eval",
+        "retrieval",
+        "--db",
+        str(beir_db),
+        "--queries",
+        str(MINI / "queries.jsonl"),
+        "--qrels",
+        str(MINI / "qrels.tsv"),
+        "--mode",
+        "hybrid",
+        "--json",
+    )
+    data = json.loads(result.stdout)
+    assert data["queries"] == 12
+    assert set(data) >= {"ndcg@10", "recall@10", "recall@100", "queries"}
+    assert 0.5 < data["ndcg@10"] <= 1.0  # 40 documents: the gold abstracts are easy to find
+    assert data["recall@100"] == 1.0
+
+
+def test_readable_errors_for_bad_databases(tmp_path: Path) -> None:
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("just text")
+    before = hashlib.sha256(foreign.read_bytes()).hexdigest()
+    result = invoke("query", "--db", str(foreign), "x")
+    assert result.exit_code == 1
+    assert "not a SQLite database" in result.stderr and "Traceback" not in result.stderr
+    assert hashlib.sha256(foreign.read_bytes()).hexdigest() == before
+    missing = invoke("query", "--db", str(tmp_path / "nope.db"), "x")
+    assert missing.exit_code == 1 and "no such corpus" in missing.stderr
+
+
+def test_invalid_settings_exit_2_naming_the_setting() -> None:
+    result = invoke("query", "--db", "x.db", "q", env={"KB_AGENT_MAX_ITERATIONS": "lots"})
+    assert result.exit_code == 2
+    assert "KB_AGENT_MAX_ITERATIONS" in result.stderr
+
+
+def test_models_list_and_verify(tmp_path: Path, model_dir: Path) -> None:
+    listed = json.loads(invoke("models", "list", "--json").stdout)
+    ids = {m["id"]: m for m in listed}
+    assert (
+        ids["all-minilm-l6-v2"]["present"] is True and ids["all-minilm-l6-v2"]["role"] == "embedder"
+    )
+    verified = invoke("models", "verify", "all-minilm-l6-v2", "--json")
+    assert verified.exit_code == 0 and json.loads(verified.stdout)[0]["ok"] is True
+
+
+def _toy_model_dir(tmp_path: Path, source: str) -> Path:
+    payload = b"toy model weights" * 100
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "manifest.local.toml").write_text(
+        f"""[models.toy]
+role = "llm-small"
+license = "MIT"
+[[models.toy.files]]
+name = "toy.bin"
+size = {len(payload)}
+sha256 = "{hashlib.sha256(payload).hexdigest()}"
+sources = [{source}]
+"""
+    )
+    (tmp_path / "usb").mkdir()
+    (tmp_path / "usb" / "toy.bin").write_bytes(payload)
+    return tmp_path / "models"
+
+
+def test_models_pull_air_gapped(tmp_path: Path) -> None:
+    models = _toy_model_dir(tmp_path, '{ kind = "url", url = "http://hub.invalid/toy.bin" }')
+    env = {"CRAG_EDGE_MODEL_DIR": str(models)}
+    failed = invoke("models", "pull", "toy", env=env)
+    assert failed.exit_code == 1
+    assert "Air-gapped?" in failed.stderr and "hub.invalid" in failed.stderr
+    pulled = invoke("models", "pull", "toy", "--from", str(tmp_path / "usb"), "--json", env=env)
+    assert pulled.exit_code == 0
+    assert json.loads(pulled.stdout)[0]["files"][0]["state"] == "ok"
+    (models / "toy" / "toy.bin").write_bytes(b"tampered")
+    tampered = invoke("models", "verify", "toy", env=env)
+    assert tampered.exit_code == 1 and "size-mismatch" in tampered.stdout

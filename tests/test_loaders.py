@@ -1,0 +1,161 @@
+"""Loaders on real files: every format, and the broken files users actually have."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pypdf
+import pytest
+
+from crag_edge.ingest import (
+    LoadError,
+    iter_beir,
+    load_html,
+    load_markdown,
+    load_pdf,
+    load_text,
+    loader_for,
+)
+from tests.documents import make_pdf
+
+
+def write(path: Path, data: bytes | str) -> Path:
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def test_text_is_decoded_and_newlines_normalised(tmp_path: Path) -> None:
+    doc = load_text(write(tmp_path / "notes.txt", b"\xef\xbb\xbfCaf\xc3\xa9\r\nline two\rend"))
+    assert (doc.source, doc.title, doc.text) == (
+        str(tmp_path / "notes.txt"),
+        "notes",
+        "Café\nline two\nend",
+    )
+
+
+def test_text_with_utf16_bom(tmp_path: Path) -> None:
+    doc = load_text(write(tmp_path / "w.txt", "Grüße".encode("utf-16")))
+    assert doc.text == "Grüße"
+
+
+def test_non_utf8_text_is_a_load_error(tmp_path: Path) -> None:
+    path = write(tmp_path / "latin.txt", "café au lait".encode("latin-1"))
+    with pytest.raises(LoadError, match=r"not valid utf-8 \(byte 3.*convert the file to UTF-8"):
+        load_text(path)
+
+
+def test_binary_content_is_a_load_error(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match="binary"):
+        load_text(write(tmp_path / "blob.txt", b"abc\x00\x01\x02"))
+
+
+def test_markdown_kept_verbatim_and_titled_by_first_heading(tmp_path: Path) -> None:
+    text = "Intro line\n\n## Setup ##\n\n- step *one*\n\n# Later\n"
+    doc = load_markdown(write(tmp_path / "guide.md", text))
+    assert (doc.title, doc.text) == ("Setup", text)
+    assert load_markdown(write(tmp_path / "plain.md", "no heading")).title == "plain"
+
+
+def test_html_keeps_visible_text_and_structure(tmp_path: Path) -> None:
+    html = """<!DOCTYPE html><html><head><title> The   Page </title>
+    <style>p { color: red }</style><script>var s = "<p>hidden</p>";</script></head>
+    <body><h1>Heading</h1><p>First &amp; <b>bold</b>
+    paragraph.</p><div>line<br>break</div><ul><li>one</li><li>two</li></ul>
+    <table><tr><td>a</td><td>b</td></tr></table><noscript>enable js</noscript></body></html>"""
+    doc = load_html(write(tmp_path / "page.html", html))
+    assert doc.title == "The Page"
+    assert doc.text == "Heading\n\nFirst & bold paragraph.\n\nline\nbreak\n\none\ntwo\n\na b"
+
+
+def test_malformed_html_still_yields_its_text(tmp_path: Path) -> None:
+    html = "<p>unclosed <b>bold <div>stray</span></div> 1 < 2 &amp; <h1>Title<p>after"
+    doc = load_html(write(tmp_path / "broken.htm", html))
+    assert doc.text == "unclosed bold\nstray\n1 < 2 &\n\nTitle\n\nafter"
+    assert doc.title == "broken"  # the <h1> never closes, so there is no reliable title
+    doc = load_html(write(tmp_path / "unclosed.html", "<p>kept</p><script>lost forever"))
+    assert doc.text == "kept"
+    # The stdlib parser raises AssertionError on unknown marked sections such as these.
+    doc = load_html(write(tmp_path / "ie.html", "<p>a<![if !IE]>b<![endif]>c<![ junk d"))
+    assert doc.text == "abc<![ junk d"
+
+
+def test_html_declared_charset_is_honoured(tmp_path: Path) -> None:
+    body = '<meta charset="iso-8859-1"><p>café</p>'.encode("latin-1")
+    assert load_html(write(tmp_path / "latin.html", body)).text == "café"
+    with pytest.raises(LoadError, match="not valid utf-8"):
+        load_html(write(tmp_path / "undeclared.html", "<p>café</p>".encode("latin-1")))
+    bogus = '<meta charset="no-such-codec"><p>café</p>'.encode("latin-1")
+    with pytest.raises(LoadError, match="unknown"):
+        load_html(write(tmp_path / "bogus.html", bogus))
+
+
+def test_pdf_pages_and_offsets(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "paper.pdf", make_pdf(["Page one text.", "Second page here."], "A Paper")
+    )
+    doc = load_pdf(path)
+    assert doc.title == "A Paper"
+    assert doc.metadata == {"page_count": 2, "page_starts": [0, 16]}
+    assert doc.text == "Page one text.\n\nSecond page here."
+    assert doc.text[16:].startswith("Second page")
+    assert load_pdf(write(tmp_path / "untitled.pdf", make_pdf(["x"]))).title == "untitled"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"this is not a pdf at all", id="not-a-pdf"),
+        pytest.param(make_pdf(["Some text."])[:150], id="truncated"),
+        pytest.param(b"%PDF-1.4\n1 0 obj << /Type /Catalog", id="garbage-after-header"),
+    ],
+)
+def test_broken_pdf_is_a_load_error(tmp_path: Path, data: bytes) -> None:
+    with pytest.raises(LoadError, match="unreadable PDF"):
+        load_pdf(write(tmp_path / "broken.pdf", data))
+
+
+def test_encrypted_pdf_needs_a_password(tmp_path: Path) -> None:
+    writer = pypdf.PdfWriter(clone_from=io.BytesIO(make_pdf(["secret"])))
+    writer.encrypt("password", algorithm="RC4-128")
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    with pytest.raises(LoadError, match="password"):
+        load_pdf(write(tmp_path / "locked.pdf", buffer.getvalue()))
+
+
+def test_beir_lines_load_and_bad_lines_are_reported(tmp_path: Path) -> None:
+    lines = [
+        '{"_id": "d1", "title": "First", "text": "Alpha text."}',
+        "",
+        '{"_id": 2, "text": "No title.", "metadata": {"year": 2020}}',
+        "{not json",
+        '["a", "list"]',
+        '{"title": "no id", "text": "x"}',
+        '{"_id": "d5", "text": 5}',
+        '{"_id": "d6", "title": null, "text": "Null title."}',
+        '{"_id": "d7", "title": "Lone \\ud800", "text": "surrogate \\udc00 escapes"}',
+    ]
+    path = write(tmp_path / "corpus.jsonl", "\n".join(lines) + "\n")
+    items = list(iter_beir(path))
+    docs = [i for i in items if not isinstance(i, LoadError)]
+    errors = [i for i in items if isinstance(i, LoadError)]
+    assert [(d.source, d.title, d.text) for d in docs] == [
+        ("beir:d1", "First", "Alpha text."),
+        ("beir:2", "", "No title."),
+        ("beir:d6", "", "Null title."),
+        ("beir:d7", "Lone ?", "surrogate ? escapes"),  # storable UTF-8
+    ]
+    assert docs[1].metadata == {"year": 2020}
+    assert [e.source for e in errors] == [f"{path}:{n}" for n in (4, 5, 6, 7)]
+    assert "invalid JSON" in errors[0].reason
+    assert "_id" in errors[2].reason
+
+
+def test_loader_dispatch_by_suffix() -> None:
+    assert loader_for(Path("A.TXT")) is load_text
+    assert loader_for(Path("b.markdown")) is load_markdown
+    assert loader_for(Path("c.htm")) is load_html
+    assert loader_for(Path("d.pdf")) is load_pdf
+    assert loader_for(Path("e.png")) is None
+    assert loader_for(Path("Makefile")) is None
