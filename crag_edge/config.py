@@ -12,7 +12,7 @@ import os
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic_settings import (
@@ -22,6 +22,8 @@ from pydantic_settings import (
 )
 
 ENV_PREFIX = "CRAG_EDGE_"
+FastPathRule = Literal["read_file", "few_context", "high_vector_score"]
+Tier = Literal["signals", "cross_encoder", "llm"]
 SEED_ENV_NAMES = {
     "vector_score_threshold": "KB_AGENT_VECTOR_SCORE_THRESHOLD",
     "auto_approve_max_items": "KB_AGENT_AUTO_APPROVE_MAX_ITEMS",
@@ -71,6 +73,16 @@ class Settings(BaseSettings):
     )
     llm: str = Field("qwen2.5-coder-1.5b-instruct", description="Manifest id of the default LLM.")
     llm_small: str = Field("smollm2-135m-instruct", description="Manifest id of the small LLM.")
+    llm_threads: int = Field(0, ge=0, le=256, description="llama.cpp threads; 0 = all cores.")
+    llm_context: int = Field(
+        4096, ge=512, le=131072, description="LLM context window in tokens (prompt + output)."
+    )
+    llm_max_tokens: int = Field(
+        256, ge=1, le=8192, description="Upper bound on tokens one LLM call may generate."
+    )
+    llm_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="Seconds one LLM call may take, queueing included."
+    )
     onnx_threads: int = Field(0, ge=0, le=256, description="ONNX intra-op threads; 0 = all cores.")
     embed_batch_size: int = Field(32, ge=1, le=4096)
     embed_max_tokens: int = Field(256, ge=8, le=512, description="Truncation length for embedding.")
@@ -95,9 +107,42 @@ class Settings(BaseSettings):
         2, ge=0, le=1000, validation_alias=_seed_alias("auto_approve_max_items")
     )
     max_iterations: int = Field(3, ge=1, le=100, validation_alias=_seed_alias("max_iterations"))
+    fast_path_rules: list[FastPathRule] = Field(
+        default_factory=lambda: list(get_args(FastPathRule)),
+        description="Rules that approve evidence without any model call; [] disables all.",
+    )
+    correct_threshold: float = Field(0.7, ge=0.0, le=1.0, description="Aggregate >= this: CORRECT.")
+    incorrect_threshold: float = Field(
+        0.3, ge=0.0, le=1.0, description="Aggregate < this: INCORRECT."
+    )
+    discard_below: float = Field(
+        0.3, ge=0.0, le=1.0, description="Items scoring below are dropped."
+    )
+    aggregation: Literal["mean", "rank_weighted", "max", "min"] = Field(
+        "max", description="How kept items' scores become one score."
+    )
+    confidence_margin: float = Field(
+        0.1,
+        ge=0.0,
+        le=0.5,
+        description="An item leaves the cascade once its score is this far past a threshold.",
+    )
+    grading_tiers: list[Tier] = Field(
+        default_factory=lambda: list(get_args(Tier)),
+        description="Model tiers of the cascade, cheapest first; remove one to skip it.",
+    )
+    min_chunk_tokens: int = Field(
+        40, ge=1, le=8192, description="Length adequacy reaches 1 at this many tokens."
+    )
+    audit_log: Path | None = Field(None, description="Append audit events here as JSON lines.")
 
     @model_validator(mode="after")
-    def _overlap_below_size(self) -> Settings:
+    def _consistent(self) -> Settings:
+        if self.incorrect_threshold > self.correct_threshold:
+            raise ValueError(
+                f"incorrect_threshold ({self.incorrect_threshold}) must not exceed "
+                f"correct_threshold ({self.correct_threshold})"
+            )
         if self.chunk_overlap >= self.chunk_tokens:
             raise ValueError(
                 f"chunk_overlap ({self.chunk_overlap}) must be smaller than "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 import numpy as np
@@ -26,6 +27,7 @@ class Chunk:
     source: str
     title: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    token_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,3 +65,36 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Vector:
         """Return an (n, dim) float32 array of L2-normalised embeddings."""
         ...
+
+
+@dataclass(frozen=True)
+class ScoredBatch:
+    """Relevance scores in [0, 1], one per passage, and any warnings raised while scoring."""
+
+    scores: list[float]
+    warnings: list[str] = field(default_factory=list)
+
+
+class PairScorer(Protocol):
+    """A model that judges (query, passage) relevance for a whole batch in one call."""
+
+    @property
+    def name(self) -> str: ...
+
+    def score(self, query: str, passages: Sequence[str]) -> ScoredBatch: ...
+
+
+class Decision(StrEnum):
+    """The CRAG retrieval-evaluator outcome."""
+
+    CORRECT = "CORRECT"
+    AMBIGUOUS = "AMBIGUOUS"
+    INCORRECT = "INCORRECT"
+
+
+class Action(StrEnum):
+    """What the pipeline does next (seed 001's grader actions)."""
+
+    GENERATE = "GENERATE"
+    REFINE = "REFINE"
+    RE_RETRIEVE = "RE_RETRIEVE"

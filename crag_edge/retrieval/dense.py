@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 from crag_edge.store import Corpus
-from crag_edge.types import Embedder
+from crag_edge.types import Vector
 
 
-def search_dense(
-    corpus: Corpus,
-    embedder: Embedder,
-    text: str,
-    limit: int,
-) -> list[tuple[int, float]]:
-    """(chunk id, cosine similarity), best first."""
-    if not text.strip():
-        return []
-    vector = embedder.embed([text])[0]
+def search_dense(corpus: Corpus, vector: Vector, limit: int) -> list[tuple[int, float]]:
+    """(chunk id, cosine similarity) for an embedded query, best first."""
     return corpus.search_vec(vector, limit)

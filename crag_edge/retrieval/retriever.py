@@ -8,7 +8,7 @@ from crag_edge.retrieval.dense import search_dense
 from crag_edge.retrieval.fusion import rrf
 from crag_edge.retrieval.lexical import search_bm25
 from crag_edge.store import Corpus
-from crag_edge.types import Embedder, Hit
+from crag_edge.types import Embedder, Hit, Vector
 
 Mode = Literal["bm25", "dense", "hybrid"]
 MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
@@ -25,16 +25,23 @@ class Retriever:
         self.candidates = candidates
         self.rrf_k = rrf_k
 
-    def search(self, query: str, top_k: int, mode: Mode = "hybrid") -> list[Hit]:
-        """The best `top_k` chunks for `query`, best first."""
+    def embed_query(self, query: str) -> Vector:
+        """The query's embedding (callers that grade reuse it for similarities)."""
+        return self.embedder.embed([query])[0]
+
+    def search(
+        self, query: str, top_k: int, mode: Mode = "hybrid", query_vector: Vector | None = None
+    ) -> list[Hit]:
+        """The best `top_k` chunks for `query`, best first (`query_vector`: already embedded)."""
         if mode not in MODES:
             raise ValueError(f"unknown retrieval mode {mode!r}; use one of {', '.join(MODES)}")
         depth = max(self.candidates, top_k)
         ranked: dict[str, list[tuple[int, float]]] = {}
         if mode in ("bm25", "hybrid"):
             ranked["bm25"] = search_bm25(self.corpus, query, depth)
-        if mode in ("dense", "hybrid"):
-            ranked["dense"] = search_dense(self.corpus, self.embedder, query, depth)
+        if mode in ("dense", "hybrid") and query.strip():
+            vector = self.embed_query(query) if query_vector is None else query_vector
+            ranked["dense"] = search_dense(self.corpus, vector, depth)
         fused = rrf(ranked, self.rrf_k)[:top_k]
         chunks = self.corpus.get_chunks([f.item_id for f in fused])
         return [

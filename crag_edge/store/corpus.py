@@ -417,21 +417,45 @@ class Corpus:
         ).fetchall()
         return [(cast(int, rowid), 1.0 - cast(float, distance)) for rowid, distance in rows]
 
+    def get_vectors(self, ids: Sequence[int]) -> Vector:
+        """The stored embeddings of these chunk ids, in order (a row of NaN for unknown ids)."""
+        rows = self._conn.execute(
+            "SELECT rowid, embedding FROM chunks_vec "
+            "WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps([int(i) for i in ids]),),
+        ).fetchall()
+        found = {cast(int, rowid): cast(bytes, blob) for rowid, blob in rows}
+        matrix = np.full((len(ids), self.dim), np.nan, dtype=np.float32)
+        for row, chunk_id in enumerate(ids):
+            if chunk_id in found:
+                matrix[row] = np.frombuffer(found[chunk_id], dtype=np.float32)
+        return matrix
+
     def get_chunks(self, ids: Iterable[int]) -> dict[int, Chunk]:
         """The chunks with these ids (missing ids are absent), with their document's source."""
         rows = self._conn.execute(
             "SELECT c.id, c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.metadata, "
-            "d.source, d.title FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id "
+            "d.source, d.title, c.token_count "
+            "FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id "
             "WHERE c.id IN (SELECT value FROM json_each(?))",
             (json.dumps([int(i) for i in ids]),),
         ).fetchall()
         chunks = {}
         for row in rows:
-            chunk_id, doc_id, ordinal, text, start, end, metadata, source, title = cast(
-                tuple[int, int, int, str, int, int, str, str, str], row
+            chunk_id, doc_id, ordinal, text, start, end, metadata, source, title, tokens = cast(
+                tuple[int, int, int, str, int, int, str, str, str, int], row
             )
             chunks[chunk_id] = Chunk(
-                chunk_id, doc_id, ordinal, text, start, end, source, title, json.loads(metadata)
+                chunk_id,
+                doc_id,
+                ordinal,
+                text,
+                start,
+                end,
+                source,
+                title,
+                json.loads(metadata),
+                tokens,
             )
         return chunks
 

@@ -1,0 +1,287 @@
+"""The grading cascade: rules → signals → cross-encoder → LLM judge, cheapest first.
+
+Each tier scores only the items still uncertain after the tiers before it; an item leaves as
+soon as its calibrated score is `confidence_margin` past the CORRECT or INCORRECT threshold.
+An item's score is that of the last (most expensive, most trusted) tier that saw it. The
+decision then drops items below `discard_below`, aggregates the rest and applies the
+thresholds. Everything that shaped the outcome lands in the `Grading` and the audit log.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from crag_edge.config import Settings
+from crag_edge.grading.calibration import Platt
+from crag_edge.grading.result import Grading, ItemGrade
+from crag_edge.grading.rules import first_matching_rule
+from crag_edge.grading.signals import SignalWeights, combine, compute_signals
+from crag_edge.kernels import Aggregation, aggregate, score_variance
+from crag_edge.observability import AuditLog, Metrics
+from crag_edge.types import Action, Decision, Hit, PairScorer
+
+FloatArray = npt.NDArray[np.float64]
+RANK_WEIGHTED_VARIANCE_LIMIT = 0.1  # seed 003: above it, the ambiguous band stays ambiguous
+
+
+@dataclass(frozen=True)
+class Calibrations:
+    """Raw score → probability of relevance, per tier (fitted by `crag-edge eval grading`)."""
+
+    signals: Platt = field(default_factory=Platt)
+    cross_encoder: Platt = field(default_factory=Platt)
+    llm: Platt = field(default_factory=Platt)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the cascade needs to know about each hit, beyond its text."""
+
+    hits: Sequence[Hit]
+    similarities: FloatArray  # query-passage cosine, NaN where unknown
+    token_counts: npt.NDArray[np.int64]
+
+
+class Grader:
+    """Grades hit lists. Holds the (optional) model tiers; safe to share between threads."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        cross_encoder: PairScorer | None = None,
+        llm_judge: PairScorer | None = None,
+        calibrations: Calibrations | None = None,
+        weights: SignalWeights | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.cross_encoder = cross_encoder
+        self.llm_judge = llm_judge
+        self.calibrations = calibrations or Calibrations()
+        self.weights = weights or SignalWeights()
+        self.metrics = metrics or Metrics()
+
+    def tier_status(self) -> dict[str, str]:
+        """Which model tiers will run: `ok`, `disabled` (settings) or `unavailable` (no model)."""
+        models = {"signals": True, "cross_encoder": self.cross_encoder, "llm": self.llm_judge}
+        return {
+            tier: (
+                "disabled"
+                if tier not in self.settings.grading_tiers
+                else "ok"
+                if model
+                else "unavailable"
+            )
+            for tier, model in models.items()
+        }
+
+    def grade(self, query: str, evidence: Evidence, audit: AuditLog) -> Grading:
+        """Score every hit and decide CORRECT / AMBIGUOUS / INCORRECT."""
+        s = self.settings
+        started = time.perf_counter()
+        hits = evidence.hits
+        items = [ItemGrade(chunk_id=h.chunk.chunk_id, rank=h.rank) for h in hits]
+        timings: dict[str, float] = {}
+        status = self.tier_status()
+        thresholds = {
+            "correct": s.correct_threshold,
+            "incorrect": s.incorrect_threshold,
+            "discard_below": s.discard_below,
+            "margin": s.confidence_margin,
+        }
+
+        rule = first_matching_rule(hits, s)
+        timings["rules"] = _ms(started)
+        if rule is not None:
+            for item in items:
+                item.score, item.decided_by, item.reason = 1.0, "rules", f"fast path: {rule}"
+                item.tiers["rules"] = 1.0
+            audit.emit("fast_path_hit", rule_name=rule, items=len(items))
+            self.metrics.fast_path.labels(rule=rule).inc()
+            grading = Grading(
+                Decision.CORRECT,
+                Action.GENERATE,
+                1.0,
+                items,
+                reason=f"fast-path rule {rule!r} matched",
+                rule=rule,
+                decided_by="rules",
+                aggregation=s.aggregation,
+                thresholds=thresholds,
+                tiers=status,
+                tier_items={"rules": len(items)},
+                timings_ms=timings,
+            )
+            return self._finish(grading, audit)
+
+        pending = list(range(len(items)))
+        tier_items: dict[str, int] = {}
+        warnings: list[str] = []
+        if status["signals"] == "ok" and pending:
+            tier_started = time.perf_counter()
+            self._signals_tier(query, evidence, items)
+            tier_items["signals"] = len(pending)
+            pending = self._unsettled(items, pending)
+            timings["signals"] = _ms(tier_started)
+        for tier, scorer, calibration in (
+            ("cross_encoder", self.cross_encoder, self.calibrations.cross_encoder),
+            ("llm", self.llm_judge, self.calibrations.llm),
+        ):
+            if status[tier] != "ok" or not pending or scorer is None:
+                continue
+            tier_started = time.perf_counter()
+            batch = scorer.score(query, [hits[i].chunk.text for i in pending])
+            probabilities = calibration(batch.scores)
+            for i, raw, p in zip(pending, batch.scores, probabilities, strict=True):
+                items[i].tiers[tier] = float(p)
+                items[i].tiers[f"{tier}_raw"] = float(raw)
+                items[i].score, items[i].decided_by = float(p), tier
+            for warning in batch.warnings:
+                warnings.append(f"{tier}: {warning}")
+                audit.emit("grading_warning", tier=tier, warning=warning)
+                self.metrics.warnings.labels(kind=tier).inc()
+            tier_items[tier] = len(pending)
+            pending = self._unsettled(items, pending)
+            timings[tier] = _ms(tier_started)
+        for tier, count in tier_items.items():
+            self.metrics.tier_items.labels(tier=tier).inc(count)
+
+        decision_started = time.perf_counter()
+        grading = self._decide(items, audit)
+        timings["decide"] = _ms(decision_started)
+        grading.thresholds, grading.tiers, grading.tier_items = thresholds, status, tier_items
+        grading.timings_ms, grading.warnings = timings, warnings
+        return self._finish(grading, audit)
+
+    def _signals_tier(self, query: str, evidence: Evidence, items: list[ItemGrade]) -> None:
+        hits = evidence.hits
+        signals = compute_signals(
+            query,
+            [h.chunk.text for h in hits],
+            evidence.similarities,
+            evidence.token_counts,
+            [h.chunk.source for h in hits],
+            self.settings.min_chunk_tokens,
+        )
+        raw = combine(signals, self.weights)
+        probabilities = self.calibrations.signals(raw)
+        for i, item in enumerate(items):
+            item.signals = {name: _finite(values[i]) for name, values in signals.items()}
+            item.tiers["signals"] = float(probabilities[i])
+            item.tiers["signals_raw"] = float(raw[i])
+            item.score, item.decided_by = float(probabilities[i]), "signals"
+
+    def _unsettled(self, items: list[ItemGrade], pending: list[int]) -> list[int]:
+        """Items whose score is not yet confidently past either threshold."""
+        s = self.settings
+        high, low = (
+            s.correct_threshold + s.confidence_margin,
+            s.incorrect_threshold - s.confidence_margin,
+        )
+        return [i for i in pending if low <= items[i].score < high]
+
+    def _decide(self, items: list[ItemGrade], audit: AuditLog) -> Grading:
+        s = self.settings
+        for item in items:
+            item.kept = item.score >= s.discard_below
+            item.reason = (
+                f"{item.decided_by} score {item.score:.2f} "
+                f"{'>=' if item.kept else '<'} discard_below {s.discard_below}"
+            )
+            if not item.kept:
+                audit.emit(
+                    "item_discarded",
+                    chunk_id=item.chunk_id,
+                    rank=item.rank,
+                    score=round(item.score, 4),
+                    tier=item.decided_by,
+                )
+                self.metrics.discarded.inc()
+        kept = [item for item in items if item.kept]
+        decided_by = max((i.decided_by for i in items), key=_tier_order, default="")
+        if not kept:
+            reason = "no evidence" if not items else "every item scored below discard_below"
+            return Grading(
+                Decision.INCORRECT,
+                Action.RE_RETRIEVE,
+                0.0,
+                items,
+                reason=reason,
+                decided_by=decided_by,
+                aggregation=s.aggregation,
+            )
+        scores = np.array([item.score for item in kept], dtype=np.float64)
+        strategy = Aggregation.parse(s.aggregation)
+        score = float(aggregate(scores, int(strategy)))
+        if score >= s.correct_threshold:
+            decision, reason = (
+                Decision.CORRECT,
+                f"{s.aggregation} score {score:.2f} >= {s.correct_threshold}",
+            )
+        elif score < s.incorrect_threshold:
+            decision, reason = (
+                Decision.INCORRECT,
+                f"{s.aggregation} score {score:.2f} < {s.incorrect_threshold}",
+            )
+        else:
+            decision, reason = (
+                Decision.AMBIGUOUS,
+                f"{s.aggregation} score {score:.2f} between thresholds",
+            )
+            variance = float(score_variance(scores))
+            if (
+                strategy == Aggregation.RANK_WEIGHTED
+                and score > 0.5
+                and variance <= RANK_WEIGHTED_VARIANCE_LIMIT
+            ):
+                decision = Decision.CORRECT
+                reason += f", but consistent (variance {variance:.3f} <= 0.1) and > 0.5 (seed 003)"
+        action = {
+            Decision.CORRECT: Action.GENERATE,
+            Decision.AMBIGUOUS: Action.REFINE,
+            Decision.INCORRECT: Action.RE_RETRIEVE,
+        }[decision]
+        return Grading(
+            decision,
+            action,
+            score,
+            items,
+            reason=reason,
+            decided_by=decided_by,
+            aggregation=s.aggregation,
+        )
+
+    def _finish(self, grading: Grading, audit: AuditLog) -> Grading:
+        audit.emit(
+            "decision",
+            decision=str(grading.decision),
+            action=str(grading.action),
+            score=round(grading.score, 4),
+            reason=grading.reason,
+            rule=grading.rule,
+            decided_by=grading.decided_by,
+        )
+        self.metrics.decisions.labels(decision=str(grading.decision)).inc()
+        return grading
+
+
+_TIERS = ("", "rules", "signals", "cross_encoder", "llm")
+
+
+def _tier_order(tier: str) -> int:
+    return _TIERS.index(tier) if tier in _TIERS else 0
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no NaN: an unavailable signal is None."""
+    return float(value) if np.isfinite(value) else None
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,44 @@
+"""What grading returns: per-item scores per tier and signal, the decision and its reasons."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from crag_edge.types import Action, Decision
+
+
+@dataclass
+class ItemGrade:
+    """One hit's grade: every tier it reached, the tier that settled it, and why it was kept."""
+
+    chunk_id: int
+    rank: int
+    score: float = 0.0
+    decided_by: str = ""
+    tiers: dict[str, float] = field(default_factory=dict)
+    signals: dict[str, float | None] = field(default_factory=dict)
+    kept: bool = True
+    reason: str = ""
+
+
+@dataclass
+class Grading:
+    """The retrieval evaluator's verdict on one hit list."""
+
+    decision: Decision
+    action: Action
+    score: float
+    items: list[ItemGrade]
+    reason: str
+    rule: str | None = None
+    decided_by: str = ""
+    aggregation: str = ""
+    thresholds: dict[str, float] = field(default_factory=dict)
+    tiers: dict[str, str] = field(default_factory=dict)
+    tier_items: dict[str, int] = field(default_factory=dict)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,177 @@
+"""Text → hashed term ids for the keyword-coverage kernel.
+
+Keyword coverage must compare *words*, not substrings ("cat" must not hit "category"), and
+must survive light inflection ("cats" should hit "cat"). Text is NFKC-normalised, case-folded
+and split into Unicode word tokens; English stopwords are dropped; plain ASCII words get
+Porter's steps 1a-1c and 5 (plurals, -ed/-ing, y→i, final -e, -ll); every term is hashed
+to a stable signed 64-bit id (BLAKE2b, 8 bytes — never Python's salted ``hash()``) so that
+ids can be stored at ingest time and compared across processes.
+
+Words in other scripts are kept as whole tokens without stemming; scripts written without
+spaces (Chinese, Japanese) therefore yield one token per run of characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["STOPWORDS", "batch_terms", "query_terms", "stem", "term_id", "tokenize"]
+
+_WORD = re.compile(r"[^\W_]+")
+_ASCII_WORD = re.compile(r"[a-z]+")
+_VOWELS = frozenset("aeiou")
+
+# English function words (NLTK's list plus contraction fragments such as the "s" of "it's"),
+# matched against case-folded tokens before stemming.
+_STOPWORD_LIST = """
+    a about above after again against ain all am an and any are aren as at be because been
+    before being below between both but by can couldn d did didn do does doesn doing don
+    down during each few for from further had hadn has hasn have haven having he her here
+    hers herself him himself his how i if in into is isn it its itself just ll m ma me
+    mightn more most mustn my myself needn no nor not now o of off on once only or other
+    our ours ourselves out over own re s same shan she should shouldn so some such t than
+    that the their theirs them themselves then there these they this those through to too
+    under until up ve very was wasn we were weren what when where which while who whom why
+    will with won wouldn y you your yours yourself yourselves
+"""
+STOPWORDS: frozenset[str] = frozenset(_STOPWORD_LIST.split())
+
+
+def _is_consonant(word: str, i: int) -> bool:
+    char = word[i]
+    if char in _VOWELS:
+        return False
+    if char == "y":
+        return i == 0 or not _is_consonant(word, i - 1)
+    return True
+
+
+def _measure(stem: str) -> int:
+    """Porter's m: the number of vowel→consonant transitions in the stem."""
+    m, previous_vowel = 0, False
+    for i in range(len(stem)):
+        consonant = _is_consonant(stem, i)
+        if consonant and previous_vowel:
+            m += 1
+        previous_vowel = not consonant
+    return m
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _is_consonant(stem, i) for i in range(len(stem)))
+
+
+def _ends_double_consonant(word: str) -> bool:
+    return len(word) >= 2 and word[-1] == word[-2] and _is_consonant(word, len(word) - 1)
+
+
+def _ends_cvc(word: str) -> bool:
+    """Consonant-vowel-consonant ending, last letter not w/x/y (Porter's *o)."""
+    n = len(word)
+    return (
+        n >= 3
+        and _is_consonant(word, n - 3)
+        and not _is_consonant(word, n - 2)
+        and _is_consonant(word, n - 1)
+        and word[-1] not in "wxy"
+    )
+
+
+def _step_1a(word: str) -> str:
+    if word.endswith("sses") or word.endswith("ies"):
+        return word[:-2]
+    if word.endswith("ss"):
+        return word
+    if word.endswith("s"):
+        return word[:-1]
+    return word
+
+
+def _step_1b(word: str) -> str:
+    if word.endswith("eed"):
+        return word[:-1] if _measure(word[:-3]) > 0 else word
+    for suffix in ("ed", "ing"):
+        if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]):
+            word = word[: -len(suffix)]
+            break
+    else:
+        return word
+    if word.endswith(("at", "bl", "iz")):
+        return word + "e"
+    if _ends_double_consonant(word) and word[-1] not in "lsz":
+        return word[:-1]
+    if _measure(word) == 1 and _ends_cvc(word):
+        return word + "e"
+    return word
+
+
+def _step_1c(word: str) -> str:
+    if word.endswith("y") and _has_vowel(word[:-1]):
+        return word[:-1] + "i"
+    return word
+
+
+def _step_5(word: str) -> str:
+    """Drop a final -e and undouble a final -ll, so "matches"/"match" and "controlling"/"control"
+    meet at the same stem after step 1."""
+    if word.endswith("e"):
+        m = _measure(word[:-1])
+        if m > 1 or (m == 1 and not _ends_cvc(word[:-1])):
+            word = word[:-1]
+    if word.endswith("ll") and _measure(word) > 1:
+        word = word[:-1]
+    return word
+
+
+def stem(word: str) -> str:
+    """Light Porter stem of a case-folded ASCII word; other words are returned unchanged."""
+    if len(word) <= 2 or not _ASCII_WORD.fullmatch(word):
+        return word
+    return _step_5(_step_1c(_step_1b(_step_1a(word))))
+
+
+def tokenize(text: str) -> list[str]:
+    """The terms of ``text`` in order (with repeats): normalised, stopwords removed, stemmed."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return [stem(token) for token in _WORD.findall(folded) if token not in STOPWORDS]
+
+
+def term_id(term: str) -> int:
+    """Stable signed 64-bit id of a term: the same in every process and on every platform."""
+    digest = hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
+def _sorted_unique_ids(text: str, known: dict[str, int]) -> list[int]:
+    ids: set[int] = set()
+    for term in set(tokenize(text)):
+        tid = known.get(term)
+        if tid is None:
+            tid = known[term] = term_id(term)
+        ids.add(tid)
+    return sorted(ids)
+
+
+def query_terms(text: str) -> npt.NDArray[np.int64]:
+    """Sorted unique term ids of a query (empty when it has only stopwords or no words)."""
+    return np.array(_sorted_unique_ids(text, {}), dtype=np.int64)
+
+
+def batch_terms(texts: Iterable[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Term ids of many texts in CSR form: item i owns ``ids[offsets[i]:offsets[i + 1]]``.
+
+    Each item's ids are unique and sorted ascending so kernels can binary-search them.
+    """
+    known: dict[str, int] = {}
+    offsets = [0]
+    flat: list[int] = []
+    for text in texts:
+        flat.extend(_sorted_unique_ids(text, known))
+        offsets.append(len(flat))
+    return np.array(offsets, dtype=np.int64), np.array(flat, dtype=np.int64)
