@@ -25,15 +25,17 @@ from rich.progress import (
 from rich.table import Table
 
 from crag_edge.config import Settings, SettingsError
-from crag_edge.engine import Engine
+from crag_edge.engine import Engine, result_to_dict
 from crag_edge.evaluation import EvalDataError, evaluate_retrieval, read_qrels, read_queries
+from crag_edge.evaluation.grading import SCORERS, evaluate_grading, sample_queries
+from crag_edge.evaluation.pairs import pairs_from, read_pairs, write_pairs
+from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent
 from crag_edge.models import provision
 from crag_edge.models.manifest import ManifestError, load_manifest
-from crag_edge.models.registry import ModelNotInstalledError
+from crag_edge.models.registry import ModelNotInstalledError, load_embedder
 from crag_edge.retrieval import Mode
 from crag_edge.store import CorpusError
-from crag_edge.types import Hit
 
 app = typer.Typer(
     help="crag-edge: Corrective RAG that runs fully offline. Retrieve from a local corpus, "
@@ -351,27 +353,6 @@ def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
         err.print(f"[red]failed[/] {source}: {message}", highlight=False)
 
 
-def hit_to_dict(hit: Hit) -> dict[str, Any]:
-    """The JSON shape of one hit (stable: independent checks read it)."""
-    c = hit.chunk
-    return {
-        "rank": hit.rank,
-        "score": hit.score,
-        "dense_score": hit.dense_score,
-        "dense_rank": hit.dense_rank,
-        "bm25_score": hit.bm25_score,
-        "bm25_rank": hit.bm25_rank,
-        "origin": hit.origin,
-        "chunk_id": c.chunk_id,
-        "doc_id": c.doc_id,
-        "source": c.source,
-        "title": c.title,
-        "start": c.start,
-        "end": c.end,
-        "text": c.text,
-    }
-
-
 @app.command()
 @friendly_errors
 def query(
@@ -382,23 +363,40 @@ def query(
     top_k: Annotated[int | None, typer.Option("--top-k", help="Hits to return.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Retrieve the best chunks for a question (bm25, dense or hybrid RRF)."""
+    """Retrieve the best chunks for a question, grade each one, and decide CORRECT /
+    AMBIGUOUS / INCORRECT."""
     with Engine.open(db, _settings(ctx)) as engine:
-        hits = engine.search(question, mode=_mode(mode), top_k=top_k)
+        result = engine.query(question, mode=_mode(mode), top_k=top_k)
     if as_json:
-        print_json({"question": question, "hits": [hit_to_dict(h) for h in hits]})
+        print_json(result_to_dict(result))
         return
-    for h in hits:
-        name = h.chunk.title or Path(h.chunk.source).name
+    grading = result.grading
+    colour = {"CORRECT": "green", "AMBIGUOUS": "yellow", "INCORRECT": "red"}[grading.decision]
+    out.print(
+        f"[bold {colour}]{grading.decision}[/]  score {grading.score:.2f} "
+        f"({grading.reason}); next: {grading.action}",
+        highlight=False,
+    )
+    unavailable = [t for t, state in grading.tiers.items() if state != "ok"]
+    if unavailable:
         out.print(
-            f"[bold]{h.rank}. {name}[/]  [dim]{Path(h.chunk.source).name} "
-            f"[{h.chunk.start}:{h.chunk.end}]  rrf {h.score:.4f} · cos {_fmt(h.dense_score)} "
-            f"· bm25 {_fmt(h.bm25_score)}[/]",
+            f"[dim]tiers not run: {', '.join(f'{t} ({grading.tiers[t]})' for t in unavailable)}[/]",
+            highlight=False,
+        )
+    grades = {g.chunk_id: g for g in grading.items}
+    for h in result.hits:
+        grade = grades[h.chunk.chunk_id]
+        name = h.chunk.title or Path(h.chunk.source).name
+        mark = "[green]kept[/]" if grade.kept else "[red]dropped[/]"
+        out.print(
+            f"[bold]{h.rank}. {name}[/]  {mark} {grade.score:.2f} by {grade.decided_by}  "
+            f"[dim]{Path(h.chunk.source).name} [{h.chunk.start}:{h.chunk.end}]  "
+            f"rrf {h.score:.4f} · cos {_fmt(h.dense_score)} · bm25 {_fmt(h.bm25_score)}[/]",
             highlight=False,
         )
         snippet = " ".join(h.chunk.text.split())
         out.print(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}", highlight=False)
-    if not hits:
+    if not result.hits:
         out.print("no hits: the corpus is empty or nothing matches")
 
 
@@ -449,6 +447,95 @@ def eval_retrieval(
         return
     for key, value in result.items():
         out.print(f"{key:>15}: {value}", highlight=False)
+
+
+@eval_app.command("pairs")
+@friendly_errors
+def eval_pairs(
+    source: Annotated[str, typer.Option("--from", help="wikiqa, climate-fever or scifact.")],
+    path: Annotated[
+        Path, typer.Argument(help="WikiQA .tsv, Climate-FEVER .jsonl, or the SciFact folder.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Pairs file to write (JSON Lines).")],
+) -> None:
+    """Convert a labelled dataset into (query, passage, label) pairs for `eval grading`."""
+    pairs = pairs_from(source, path)
+    write_pairs(pairs, out)
+    err.print(f"wrote {len(pairs)} pairs ({sum(p.label for p in pairs)} relevant) to {out}")
+
+
+@eval_app.command("grading")
+@friendly_errors
+def eval_grading(
+    ctx: typer.Context,
+    pairs_file: Annotated[
+        Path,
+        typer.Option("--pairs", help='JSON Lines of {"query": ..., "passage": ..., "label": 0|1}.'),
+    ],
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", help="Evaluate the pairs of this many randomly chosen queries (seeded)."
+        ),
+    ] = None,
+    scorers: Annotated[
+        str,
+        typer.Option(
+            "--scorers", help="Comma-separated scorers to run alone: " + ",".join(SCORERS)
+        ),
+    ] = ",".join(SCORERS),
+    fit_calibration: Annotated[
+        bool,
+        typer.Option("--fit-calibration", help="Also fit Platt (a, b) per tier on these pairs."),
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """ROC-AUC, accuracy at the thresholds and items/s of each scorer alone and of the cascade."""
+    settings = _settings(ctx).model_copy(update={"fast_path_rules": []})
+    chosen = [s.strip() for s in scorers.split(",") if s.strip()]
+    unknown = sorted(set(chosen) - set(SCORERS))
+    if unknown:
+        raise ValueError(f"unknown scorer(s) {', '.join(unknown)}; use {', '.join(SCORERS)}")
+    pairs = sample_queries(read_pairs(pairs_file), limit)
+    embedder = load_embedder(settings)
+    grader = build_grader(settings)
+    with Progress(
+        TextColumn("eval grading"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=as_json,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("queries", total=len({p.query for p in pairs}))
+        report = evaluate_grading(
+            pairs,
+            embedder,
+            grader,
+            scorers=chosen,
+            fit_calibration=fit_calibration,
+            on_group=lambda: bar.advance(task),
+        )
+    if as_json:
+        print_json(report)
+        return
+    out.print(
+        f"{report['pairs']} pairs, {report['positives']} relevant, "
+        f"{report['queries']} queries; tiers {report['tiers']}",
+        highlight=False,
+    )
+    table = Table("scorer", "ROC-AUC", "acc@discard", "acc@correct", "items/s")
+    for name, row in [*report["scorers"].items(), ("cascade", report["cascade"])]:
+        table.add_row(
+            name,
+            str(row["roc_auc"]),
+            str(row["accuracy_at_discard_below"]),
+            str(row["accuracy_at_correct"]),
+            str(row["items_per_s"]),
+        )
+    out.print(table)
+    out.print(f"share of items reaching each tier: {report['cascade']['tier_share']}")
 
 
 def main() -> None:

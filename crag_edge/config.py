@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     embedder_precision: Literal["fp32", "int8"] = Field(
         "fp32", description="fp32 or the int8 dynamically quantized ONNX graph."
     )
+    cross_encoder: str | None = Field(
+        None, description="Manifest id of the cross-encoder; None: the first one installed."
+    )
     llm: str = Field("qwen2.5-coder-1.5b-instruct", description="Manifest id of the default LLM.")
     llm_small: str = Field("smollm2-135m-instruct", description="Manifest id of the small LLM.")
     llm_threads: int = Field(0, ge=0, le=256, description="llama.cpp threads; 0 = all cores.")
@@ -135,6 +138,11 @@ class Settings(BaseSettings):
         40, ge=1, le=8192, description="Length adequacy reaches 1 at this many tokens."
     )
     audit_log: Path | None = Field(None, description="Append audit events here as JSON lines.")
+    # Platt scaling (a, b) per tier: p = sigmoid(a * raw + b), fitted on SciFact pairs with
+    # `crag-edge eval grading --fit-calibration` (see README, "Grading"); None = use as is.
+    calibration_signals: tuple[float, float] | None = None
+    calibration_cross_encoder: tuple[float, float] | None = None
+    calibration_llm: tuple[float, float] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

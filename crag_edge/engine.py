@@ -17,6 +17,7 @@ import numpy as np
 
 from crag_edge.config import Settings
 from crag_edge.grading import Evidence, Grader, Grading
+from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditLog, AuditSink, Metrics
@@ -55,7 +56,7 @@ class Engine:
         self.retriever = Retriever(
             corpus, embedder, candidates=settings.candidates, rrf_k=settings.rrf_k
         )
-        self.grader = grader or Grader(settings, metrics=self.metrics)
+        self.grader = grader or build_grader(settings, self.metrics)
         self.audit_sink = AuditSink(settings.audit_log) if settings.audit_log else None
 
     @classmethod

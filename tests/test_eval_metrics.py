@@ -15,6 +15,7 @@ from crag_edge.evaluation import (
     read_queries,
     recall_at,
 )
+from crag_edge.evaluation.metrics import roc_auc
 from crag_edge.evaluation.retrieval import document_key
 
 
@@ -72,3 +73,11 @@ def test_reader_errors_name_file_and_line(
 def test_document_key() -> None:
     assert document_key("beir:4983") == "4983"
     assert document_key("/data/docs/report.pdf") == "report.pdf"
+
+
+def test_roc_auc_hand_computed() -> None:
+    assert roc_auc([0.9, 0.8, 0.1], [1, 1, 0]) == 1.0
+    assert roc_auc([0.1, 0.2, 0.9], [1, 1, 0]) == 0.0
+    assert roc_auc([0.5, 0.5], [1, 0]) == 0.5
+    assert roc_auc([0.9, 0.3, 0.5, 0.1], [1, 1, 0, 0]) == 0.75
+    assert math.isnan(roc_auc([0.1, 0.2], [1, 1]))

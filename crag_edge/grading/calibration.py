@@ -28,6 +28,22 @@ class Platt:
         return 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
 
 
+@dataclass(frozen=True)
+class Identity:
+    """No calibration: for scores that are already probabilities of relevance."""
+
+    def __call__(self, raw: npt.ArrayLike) -> FloatArray:
+        return np.asarray(raw, dtype=np.float64)
+
+
+Calibration = Platt | Identity
+
+
+def calibration(params: tuple[float, float] | None) -> Calibration:
+    """A Platt scaler for fitted (a, b), identity for None."""
+    return Identity() if params is None else Platt(*params)
+
+
 def fit_platt(raw: npt.ArrayLike, labels: npt.ArrayLike, iterations: int = 100) -> Platt:
     """Maximum-likelihood (a, b) with Platt's target smoothing, which keeps it finite on
     separable data. Needs both classes present."""

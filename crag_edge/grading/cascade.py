@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from crag_edge.config import Settings
-from crag_edge.grading.calibration import Platt
+from crag_edge.grading.calibration import Calibration, Identity, calibration
 from crag_edge.grading.result import Grading, ItemGrade
 from crag_edge.grading.rules import first_matching_rule
 from crag_edge.grading.signals import SignalWeights, combine, compute_signals
@@ -33,9 +33,17 @@ RANK_WEIGHTED_VARIANCE_LIMIT = 0.1  # seed 003: above it, the ambiguous band sta
 class Calibrations:
     """Raw score → probability of relevance, per tier (fitted by `crag-edge eval grading`)."""
 
-    signals: Platt = field(default_factory=Platt)
-    cross_encoder: Platt = field(default_factory=Platt)
-    llm: Platt = field(default_factory=Platt)
+    signals: Calibration = field(default_factory=Identity)
+    cross_encoder: Calibration = field(default_factory=Identity)
+    llm: Calibration = field(default_factory=Identity)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Calibrations:
+        return cls(
+            signals=calibration(settings.calibration_signals),
+            cross_encoder=calibration(settings.calibration_cross_encoder),
+            llm=calibration(settings.calibration_llm),
+        )
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,7 @@ class Grader:
         self.settings = settings
         self.cross_encoder = cross_encoder
         self.llm_judge = llm_judge
-        self.calibrations = calibrations or Calibrations()
+        self.calibrations = calibrations or Calibrations.from_settings(settings)
         self.weights = weights or SignalWeights()
         self.metrics = metrics or Metrics()
 
@@ -129,7 +137,7 @@ class Grader:
             tier_items["signals"] = len(pending)
             pending = self._unsettled(items, pending)
             timings["signals"] = _ms(tier_started)
-        for tier, scorer, calibration in (
+        for tier, scorer, calibrate in (
             ("cross_encoder", self.cross_encoder, self.calibrations.cross_encoder),
             ("llm", self.llm_judge, self.calibrations.llm),
         ):
@@ -137,7 +145,7 @@ class Grader:
                 continue
             tier_started = time.perf_counter()
             batch = scorer.score(query, [hits[i].chunk.text for i in pending])
-            probabilities = calibration(batch.scores)
+            probabilities = calibrate(batch.scores)
             for i, raw, p in zip(pending, batch.scores, probabilities, strict=True):
                 items[i].tiers[tier] = float(p)
                 items[i].tiers[f"{tier}_raw"] = float(raw)

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Encoding, Tokenizer
+from tokenizers import Tokenizer
 
-from crag_edge.models.onnx_session import create_session
+from crag_edge.models.onnx_session import create_session, pad_batch, plain_tokenizer
 from crag_edge.types import Vector
 
 OUTPUT_NAME = "sentence_embedding"
@@ -40,8 +40,8 @@ class OnnxEmbedder:
         self._batch_size = batch_size
         # tokenizer.json files often carry their own truncation/padding (MiniLM's: fixed 128).
         # Both are reset: padding is done per batch below, and chunkers need the raw counts.
-        self._tokenizer = _plain_tokenizer(tokenizer_path)
-        self._truncating = _plain_tokenizer(tokenizer_path)
+        self._tokenizer = plain_tokenizer(tokenizer_path)
+        self._truncating = plain_tokenizer(tokenizer_path)
         self._truncating.enable_truncation(max_tokens)
 
     @property
@@ -70,30 +70,6 @@ class OnnxEmbedder:
         order = np.argsort([len(e.ids) for e in encodings], kind="stable")
         for start in range(0, len(order), self._batch_size):
             rows = order[start : start + self._batch_size]
-            feeds = _pad([encodings[i] for i in rows])
+            feeds = pad_batch([encodings[i] for i in rows])
             result[rows] = self._session.run([OUTPUT_NAME], feeds)[0]
         return result
-
-
-def _plain_tokenizer(path: Path) -> Tokenizer:
-    if not path.is_file():
-        raise FileNotFoundError(f"tokenizer not found: {path}; run `crag-edge models pull`")
-    tokenizer = Tokenizer.from_file(str(path))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
-
-
-def _pad(encodings: list[Encoding]) -> dict[str, np.ndarray]:
-    """Right-pad one batch to its longest member; padded positions get attention_mask 0."""
-    width = max(len(e.ids) for e in encodings)
-    feeds = {
-        name: np.zeros((len(encodings), width), dtype=np.int64)
-        for name in ("input_ids", "attention_mask", "token_type_ids")
-    }
-    for row, encoding in enumerate(encodings):
-        n = len(encoding.ids)
-        feeds["input_ids"][row, :n] = encoding.ids
-        feeds["attention_mask"][row, :n] = 1
-        feeds["token_type_ids"][row, :n] = encoding.type_ids
-    return feeds

@@ -1,11 +1,13 @@
-"""One way to open an ONNX graph for every runtime (embedder, cross-encoder): CPU, bounded."""
+"""What every BERT runtime (embedder, cross-encoder) shares: the session, tokenizer, padding."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnxruntime as ort
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidGraph, InvalidProtobuf
+from tokenizers import Encoding, Tokenizer
 
 PULL_HINT = "run `crag-edge models pull` to fetch and convert it again"
 
@@ -28,3 +30,28 @@ def create_session(path: Path, threads: int = 0) -> ort.InferenceSession:
         )
     except (Fail, InvalidGraph, InvalidProtobuf) as exc:
         raise ValueError(f"ONNX model {path} is corrupt or unreadable: {exc}; {PULL_HINT}") from exc
+
+
+def plain_tokenizer(path: Path) -> Tokenizer:
+    """`path` with its own truncation and padding removed: each runtime sets what it needs."""
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer not found: {path}; run `crag-edge models pull`")
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def pad_batch(encodings: list[Encoding]) -> dict[str, np.ndarray]:
+    """Right-pad one batch to its longest member; padded positions get attention_mask 0."""
+    width = max(len(e.ids) for e in encodings)
+    feeds = {
+        name: np.zeros((len(encodings), width), dtype=np.int64)
+        for name in ("input_ids", "attention_mask", "token_type_ids")
+    }
+    for row, encoding in enumerate(encodings):
+        n = len(encoding.ids)
+        feeds["input_ids"][row, :n] = encoding.ids
+        feeds["attention_mask"][row, :n] = 1
+        feeds["token_type_ids"][row, :n] = encoding.type_ids
+    return feeds

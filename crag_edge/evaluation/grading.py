@@ -1,0 +1,166 @@
+"""Grading quality against human labels: ROC-AUC, accuracy at the thresholds, speed per scorer.
+
+Pairs are grouped by query, and each group is graded as one hit list (so list-level signals
+such as coherence mean what they mean at query time). Fast-path rules are switched off: they
+approve evidence without judging it, which is not what is measured here.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from crag_edge.evaluation.metrics import roc_auc
+from crag_edge.evaluation.pairs import Pair
+from crag_edge.grading import Evidence, Grader, fit_platt
+from crag_edge.grading.signals import combine, compute_signals
+from crag_edge.observability import AuditLog
+from crag_edge.types import Chunk, Embedder, Hit
+
+MODEL_SCORERS = ("cross_encoder", "llm")
+SCORERS = ("cosine", "coverage", "signals", *MODEL_SCORERS)
+
+
+@dataclass
+class _Scores:
+    values: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def sample_queries(pairs: Sequence[Pair], limit: int | None, seed: int = 13) -> list[Pair]:
+    """All pairs of `limit` randomly chosen queries (seeded), or every pair when no limit."""
+    if limit is None:
+        return list(pairs)
+    queries = list(dict.fromkeys(p.query for p in pairs))
+    chosen = set(random.Random(seed).sample(queries, min(limit, len(queries))))
+    return [p for p in pairs if p.query in chosen]
+
+
+def evaluate_grading(
+    pairs: Sequence[Pair],
+    embedder: Embedder,
+    grader: Grader,
+    *,
+    scorers: Sequence[str] = SCORERS,
+    fit_calibration: bool = False,
+    on_group: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Score every pair with each scorer alone and with the full cascade."""
+    settings = grader.settings
+    groups: dict[str, list[int]] = {}
+    for index, pair in enumerate(pairs):
+        groups.setdefault(pair.query, []).append(index)
+    labels = [p.label for p in pairs]
+    tokens = [len(e.ids) for e in embedder.tokenizer.encode_batch([p.passage for p in pairs])]
+    results: dict[str, _Scores] = {name: _Scores() for name in scorers}
+    cosine = _Scores()
+    cascade = _Scores(values=[0.0] * len(pairs))
+    reached: dict[str, int] = {}
+    status = grader.tier_status()
+    order: list[int] = []
+
+    for query, members in groups.items():
+        order.extend(members)
+        passages = [pairs[i].passage for i in members]
+        started = time.perf_counter()
+        vectors = embedder.embed([query, *passages])
+        sims = (vectors[1:] @ vectors[0]).astype(np.float64)
+        embed_seconds = time.perf_counter() - started
+        cosine.seconds += embed_seconds
+        cosine.values.extend(sims.tolist())
+
+        started = time.perf_counter()
+        signals = compute_signals(
+            query,
+            passages,
+            sims,
+            [tokens[i] for i in members],
+            [f"pair:{i}" for i in members],
+            settings.min_chunk_tokens,
+        )
+        raw_signals = combine(signals, grader.weights)
+        signal_seconds = time.perf_counter() - started
+        if "coverage" in results:
+            results["coverage"].values.extend(signals["coverage"].tolist())
+            results["coverage"].seconds += signal_seconds
+        if "signals" in results:
+            results["signals"].values.extend(raw_signals.tolist())
+            results["signals"].seconds += signal_seconds
+        for name in MODEL_SCORERS:
+            scorer = grader.cross_encoder if name == "cross_encoder" else grader.llm_judge
+            if name in results and scorer is not None:
+                started = time.perf_counter()
+                results[name].values.extend(scorer.score(query, passages).scores)
+                results[name].seconds += time.perf_counter() - started
+
+        started = time.perf_counter()
+        hits = [_as_hit(pairs[i], i, rank, sims[rank], tokens[i]) for rank, i in enumerate(members)]
+        evidence = Evidence(hits, sims, np.array([tokens[i] for i in members], dtype=np.int64))
+        grading = grader.grade(query, evidence, AuditLog())
+        cascade.seconds += time.perf_counter() - started + embed_seconds
+        for item, i in zip(grading.items, members, strict=True):
+            cascade.values[i] = item.score
+        for tier, count in grading.tier_items.items():
+            reached[tier] = reached.get(tier, 0) + count
+        if on_group:
+            on_group()
+
+    ordered_labels = [labels[i] for i in order]
+    report: dict[str, Any] = {
+        "pairs": len(pairs),
+        "positives": sum(labels),
+        "queries": len(groups),
+        "thresholds": {
+            "discard_below": settings.discard_below,
+            "correct": settings.correct_threshold,
+        },
+        "tiers": status,
+        "scorers": {},
+    }
+    everything = {"cosine": cosine, **{k: v for k, v in results.items() if k != "cosine"}}
+    calibrated = {
+        "signals": grader.calibrations.signals,
+        "cross_encoder": grader.calibrations.cross_encoder,
+        "llm": grader.calibrations.llm,
+    }
+    for name, scores in everything.items():
+        if name not in scorers or not scores.values:
+            continue
+        values = scores.values
+        shown = [float(v) for v in calibrated[name](values)] if name in calibrated else values
+        report["scorers"][name] = _summary(shown, ordered_labels, scores.seconds, settings)
+        if fit_calibration and name in calibrated:
+            platt = fit_platt(values, ordered_labels)
+            report["scorers"][name]["fitted_calibration"] = {"a": platt.a, "b": platt.b}
+    report["cascade"] = _summary(cascade.values, labels, cascade.seconds, settings)
+    report["cascade"]["tier_share"] = {t: round(n / len(pairs), 4) for t, n in reached.items()}
+    return report
+
+
+def _as_hit(pair: Pair, index: int, rank: int, similarity: float, tokens: int) -> Hit:
+    chunk = Chunk(
+        index, index, 0, pair.passage, 0, len(pair.passage), f"pair:{index}", token_count=tokens
+    )
+    return Hit(
+        chunk=chunk, rank=rank + 1, score=0.0, dense_score=float(similarity), dense_rank=rank + 1
+    )
+
+
+def _summary(
+    scores: list[float], labels: list[int], seconds: float, settings: Any
+) -> dict[str, Any]:
+    def accuracy(threshold: float) -> float:
+        hits = sum(int(s >= threshold) == y for s, y in zip(scores, labels, strict=True))
+        return round(hits / len(labels), 4)
+
+    return {
+        "roc_auc": round(roc_auc(scores, labels), 4),
+        "accuracy_at_discard_below": accuracy(settings.discard_below),
+        "accuracy_at_correct": accuracy(settings.correct_threshold),
+        "items_per_s": round(len(scores) / seconds, 1) if seconds > 0 else None,
+    }

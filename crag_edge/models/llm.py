@@ -1,0 +1,407 @@
+"""GGUF chat models on llama.cpp: one loaded model shared by many threads, every call bounded.
+
+A llama.cpp context is single-threaded state (KV cache, sampler), so a `LlamaRuntime` owns one
+`Llama` and serialises every call with a lock. Each call has a wall-clock deadline that
+covers waiting for the lock, prompt evaluation (checked between `n_batch`-token chunks) and
+generation (a llama-cpp `stopping_criteria`); a call that runs out of time returns what it
+has and says so instead of raising.
+
+`logits_all` stays off: it makes llama.cpp keep n_ctx x n_vocab floats (4096 x 151,936 x 4 B =
+2.5 GB for Qwen2.5) just to serve OpenAI-style `logprobs`. The yes/no judge only needs the
+next-token distribution at the last prompt position, which llama.cpp computes anyway; it is
+read with `llama_get_logits_ith(ctx, -1)` (`next_token_logprobs`). Prompts are evaluated
+incrementally against what is already in the KV cache, so prompts sharing a prefix (one
+question, many passages) pay for that prefix once.
+
+`create_chat_completion` accepts no `stopping_criteria` (its chat handler installs its own),
+so `chat` renders the model's own chat template and calls `create_completion` with tokens.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from crag_edge.config import Settings
+from crag_edge.models.manifest import load_manifest
+from crag_edge.models.registry import installed_file
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama, LlamaGrammar
+
+Message = Mapping[str, str]
+FinishReason = Literal["stop", "length", "timeout"]
+
+GGUF_MAGIC = b"GGUF"
+INSTALL_HINT = "pip install 'crag-edge[llm]'"
+
+
+class LlmUnavailableError(RuntimeError):
+    """llama-cpp-python is not installed; the message says how to install it."""
+
+
+class LlmCallError(RuntimeError):
+    """llama.cpp failed while evaluating a prompt (e.g. the prompt does not fit the context)."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The text one `chat` call produced and why it ended."""
+
+    text: str
+    finish_reason: FinishReason
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.finish_reason == "timeout"
+
+
+@dataclass(frozen=True)
+class NextTokenLogprobs:
+    """Per prompt, the log-probabilities of the requested tokens as the next token.
+
+    `rows[i]` is None when prompt i was not evaluated before the deadline (then `timed_out`).
+    `evaluated_tokens` counts the prompt tokens actually run, after reusing cached prefixes.
+    """
+
+    rows: list[list[float] | None]
+    timed_out: bool
+    evaluated_tokens: int
+    seconds: float
+
+
+class _Deadline:
+    """A wall-clock limit, usable as a llama-cpp stopping criterion; remembers that it fired."""
+
+    def __init__(self, seconds: float) -> None:
+        self._at = time.monotonic() + seconds
+        self.fired = False
+
+    def remaining(self) -> float:
+        return max(0.0, self._at - time.monotonic())
+
+    def expired(self) -> bool:
+        if time.monotonic() >= self._at:
+            self.fired = True
+        return self.fired
+
+    def __call__(self, input_ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> bool:
+        return self.expired()
+
+
+class LlamaRuntime:
+    """One GGUF chat model, loaded once, safe to share between threads.
+
+    `n_threads` 0 uses every core available to the process. `max_tokens` and `timeout_s`
+    are the defaults and upper bounds of each call.
+    """
+
+    def __init__(
+        self,
+        model_path: Path | str,
+        *,
+        model_id: str = "",
+        n_ctx: int = 4096,
+        n_threads: int = 0,
+        n_batch: int = 512,
+        max_tokens: int = 256,
+        timeout_s: float = 60.0,
+    ) -> None:
+        if n_ctx < 64 or n_batch < 1 or max_tokens < 1 or n_threads < 0 or timeout_s <= 0:
+            raise ValueError(
+                "need n_ctx >= 64, n_batch >= 1, max_tokens >= 1, n_threads >= 0, timeout_s > 0; "
+                f"got {n_ctx}, {n_batch}, {max_tokens}, {n_threads}, {timeout_s}"
+            )
+        path = Path(model_path)
+        self._model_id = model_id or path.stem
+        _check_gguf(path, self._model_id)
+        llama_cpp = _import_llama_cpp()
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        threads = n_threads or _available_cores()
+        try:
+            self._llm: Llama = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_batch=n_batch,
+                n_threads=threads,
+                n_threads_batch=threads,
+                logits_all=False,
+                verbose=False,
+            )
+        except ValueError as exc:  # llama.cpp rejects the file: truncated or not a model
+            raise ValueError(
+                f"{path} is not a loadable GGUF model ({exc}); the file may be corrupt or "
+                f"truncated: run `crag-edge models verify` and `crag-edge models pull "
+                f"{self._model_id}`"
+            ) from None
+        template = self._llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ValueError(
+                f"{path} has no chat template: crag-edge needs an instruction-tuned chat model"
+            )
+        model = self._llm._model  # token texts for the template; no public accessor exists
+        self._formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=model.token_get_text(self._llm.token_eos()),
+            bos_token=model.token_get_text(self._llm.token_bos()),
+        )
+        self._llama_cpp = llama_cpp
+        self._lock = threading.Lock()
+        self._n_ctx = n_ctx
+        self._n_batch = n_batch
+        self._n_vocab = self._llm.n_vocab()
+        self._max_tokens = max_tokens
+        self._timeout_s = timeout_s
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def n_ctx(self) -> int:
+        return self._n_ctx
+
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
+
+    @property
+    def timeout_s(self) -> float:
+        return self._timeout_s
+
+    # Tokenizing reads the vocabulary only, which llama.cpp never mutates after loading:
+    # these need no lock, so callers can budget prompts while another thread generates.
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of plain text (special-token markup is not interpreted)."""
+        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """`text` cut to at most `max_tokens` tokens, on a token boundary."""
+        ids = self.tokenize(text)
+        if len(ids) <= max_tokens:
+            return text
+        return self._llm.detokenize(ids[:max_tokens]).decode("utf-8", errors="ignore")
+
+    def chat_tokens(self, messages: Sequence[Message]) -> list[int]:
+        """The prompt the model's own chat template makes of `messages`, ending in the
+        assistant turn's header, as token ids."""
+        # The template reads plain role/content dicts; llama-cpp types them as OpenAI messages.
+        rendered = self._formatter(messages=cast(Any, [dict(m) for m in messages]))
+        ids = self._llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=False, special=True)
+        return list(ids)
+
+    def check_grammar(self, grammar: str) -> None:
+        """Raise ValueError for a GBNF text llama.cpp cannot parse.
+
+        llama-cpp-python hands an invalid grammar's NULL sampler to llama.cpp, which then
+        crashes the process; parsing it here first turns that into an exception.
+        """
+        lib = self._llama_cpp
+        sampler = lib.llama_sampler_init_grammar(
+            self._llm._model.vocab, grammar.encode("utf-8"), b"root"
+        )
+        if not sampler:
+            raise ValueError(f"invalid GBNF grammar (llama.cpp could not parse it):\n{grammar}")
+        lib.llama_sampler_free(sampler)
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        grammar: str | None = None,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Completion:
+        """Generate the assistant's reply, optionally constrained by a GBNF `grammar`.
+
+        Never blocks past the deadline: a call that runs out of time (queueing for the
+        model, evaluating the prompt or generating) returns the text so far with
+        `finish_reason == "timeout"`.
+        """
+        limit = self._max_tokens if max_tokens is None else min(max_tokens, self._max_tokens)
+        if limit < 1:
+            raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
+        deadline = _Deadline(self._bounded_timeout(timeout_s))
+        compiled = self._compile(grammar) if grammar is not None else None
+        prompt = self.chat_tokens(messages)
+        self._check_fits(len(prompt) + 1)
+        started = time.monotonic()
+        if not self._lock.acquire(timeout=deadline.remaining()):
+            return Completion("", "timeout", len(prompt), 0, time.monotonic() - started)
+        try:
+            if self._eval_prompt(prompt, deadline) is None:
+                return Completion("", "timeout", len(prompt), 0, time.monotonic() - started)
+            response: Any = self._llm.create_completion(
+                prompt=prompt,
+                max_tokens=limit,
+                temperature=temperature,
+                grammar=compiled,
+                stopping_criteria=self._llama_cpp.StoppingCriteriaList([deadline]),
+                stop=[],
+            )
+        except RuntimeError as exc:
+            raise LlmCallError(f"{self._model_id}: generation failed: {exc}") from exc
+        finally:
+            self._lock.release()
+        choice = response["choices"][0]
+        finish: FinishReason = "timeout" if deadline.fired else choice["finish_reason"]
+        return Completion(
+            text=choice["text"],
+            finish_reason=finish,
+            prompt_tokens=len(prompt),
+            completion_tokens=response["usage"]["completion_tokens"],
+            seconds=time.monotonic() - started,
+        )
+
+    def next_token_logprobs(
+        self,
+        prompts: Iterable[Sequence[Message]],
+        token_ids: Sequence[int],
+        *,
+        timeout_s: float | None = None,
+    ) -> NextTokenLogprobs:
+        """For each chat prompt, log P(token) of each of `token_ids` as the assistant's first
+        token, normalised over the whole vocabulary.
+
+        One forward pass per prompt and no sampling; prompts sharing a prefix with the one
+        before reuse its KV cache. Prompts left when the deadline passes get None.
+        """
+        ids = np.asarray(token_ids, dtype=np.intp)
+        if ids.size == 0 or ids.min() < 0 or ids.max() >= self._n_vocab:
+            raise ValueError(f"token ids must be in [0, {self._n_vocab}); got {list(token_ids)}")
+        deadline = _Deadline(self._bounded_timeout(timeout_s))
+        tokenized = [self.chat_tokens(p) for p in prompts]
+        for prompt in tokenized:
+            self._check_fits(len(prompt))
+        rows: list[list[float] | None] = [None] * len(tokenized)
+        started = time.monotonic()
+        evaluated = 0
+        if not self._lock.acquire(timeout=deadline.remaining()):
+            return NextTokenLogprobs(rows, True, 0, time.monotonic() - started)
+        try:
+            for i, prompt in enumerate(tokenized):
+                count = self._eval_prompt(prompt, deadline)
+                if count is None:
+                    break
+                evaluated += count
+                rows[i] = self._last_logprobs(ids)
+        except RuntimeError as exc:
+            raise LlmCallError(f"{self._model_id}: prompt evaluation failed: {exc}") from exc
+        finally:
+            self._lock.release()
+        timed_out = any(row is None for row in rows)
+        return NextTokenLogprobs(rows, timed_out, evaluated, time.monotonic() - started)
+
+    # -- internals; callers hold the lock --------------------------------------------------
+
+    def _eval_prompt(self, prompt: list[int], deadline: _Deadline) -> int | None:
+        """Bring the KV cache to exactly `prompt`, evaluating only what is not cached yet;
+        return how many tokens that took.
+
+        Works in `n_batch` chunks and gives up (returning None) once the deadline has
+        passed; the cache then holds a prefix that the next call can still reuse.
+        """
+        llm = self._llm
+        keep = _common_prefix(llm.input_ids[: llm.n_tokens], prompt)
+        keep = min(keep, len(prompt) - 1)  # the last position must be evaluated for its logits
+        if keep == 0:
+            llm.reset()
+        else:
+            llm.n_tokens = keep  # Llama.eval drops the KV cache past n_tokens before decoding
+        for start in range(keep, len(prompt), self._n_batch):
+            if deadline.expired():
+                return None
+            llm.eval(prompt[start : start + self._n_batch])
+        return len(prompt) - keep
+
+    def _last_logprobs(self, ids: npt.NDArray[np.intp]) -> list[float]:
+        pointer = self._llama_cpp.llama_get_logits_ith(self._llm.ctx, -1)
+        logits = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,)).astype(np.float64)
+        peak = logits.max()
+        log_norm = peak + np.log(np.exp(logits - peak).sum())
+        return [float(v) for v in logits[ids] - log_norm]
+
+    def _compile(self, grammar: str) -> LlamaGrammar:
+        self.check_grammar(grammar)
+        return self._llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)
+
+    def _bounded_timeout(self, timeout_s: float | None) -> float:
+        if timeout_s is None:
+            return self._timeout_s
+        return max(0.0, min(timeout_s, self._timeout_s))
+
+    def _check_fits(self, n_tokens: int) -> None:
+        if n_tokens >= self._n_ctx:
+            raise ValueError(
+                f"prompt of {n_tokens} tokens does not fit the {self._n_ctx}-token context of "
+                f"{self._model_id}; shorten it or raise CRAG_EDGE_LLM_CONTEXT"
+            )
+
+
+def load_llm(settings: Settings, model_id: str | None = None) -> LlamaRuntime:
+    """The runtime of a pulled LLM (default: `settings.llm`), sized by the settings."""
+    model_id = model_id or settings.llm
+    spec = load_manifest(settings.model_dir).get(model_id)
+    if spec.role not in ("llm", "llm-small"):
+        raise ValueError(f"{model_id!r} is a {spec.role}, not an LLM")
+    return LlamaRuntime(
+        installed_file(settings, model_id, spec.files[0].name),
+        model_id=model_id,
+        n_ctx=settings.llm_context,
+        n_threads=settings.llm_threads,
+        max_tokens=settings.llm_max_tokens,
+        timeout_s=settings.llm_timeout_s,
+    )
+
+
+def _import_llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as exc:  # also raised when the compiled library fails to load
+        raise LlmUnavailableError(
+            f"the LLM runtime needs llama-cpp-python ({exc}): run `{INSTALL_HINT}` "
+            "(it compiles llama.cpp from source where no wheel fits, ~5 minutes)"
+        ) from None
+    return llama_cpp
+
+
+def _check_gguf(path: Path, model_id: str) -> None:
+    """Fail early, with the fix, on a missing file or one that is not GGUF at all."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"LLM file not found: {path}; run `crag-edge models pull {model_id}`"
+        )
+    with path.open("rb") as handle:
+        magic = handle.read(len(GGUF_MAGIC))
+    if magic != GGUF_MAGIC:
+        raise ValueError(
+            f"{path} is not a GGUF model (starts with {magic!r}, expected {GGUF_MAGIC!r}); "
+            f"run `crag-edge models pull {model_id}` to fetch a verified copy"
+        )
+
+
+def _available_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def _common_prefix(cached: npt.NDArray[np.intc] | Sequence[int], prompt: Sequence[int]) -> int:
+    n = min(len(cached), len(prompt))
+    if n == 0:
+        return 0
+    differs = np.flatnonzero(np.asarray(cached[:n]) != np.asarray(prompt[:n]))
+    return int(differs[0]) if differs.size else n

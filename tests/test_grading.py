@@ -1,0 +1,245 @@
+"""Fast-path rules, the cascade's routing between tiers, and the three-way decision."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crag_edge.config import Settings
+from crag_edge.engine import Engine, result_to_dict
+from crag_edge.grading import Calibrations, Evidence, Grader, Platt, first_matching_rule
+from crag_edge.observability import AuditLog, Metrics
+from crag_edge.types import Action, Chunk, Decision, Hit, ScoredBatch
+
+SAMPLE = Path(__file__).parent.parent / "sample_corpus"
+NO_RULES: dict[str, object] = {"fast_path_rules": []}
+
+
+class ScriptedScorer:
+    """A model tier with known answers (by passage text), recording what it was asked.
+
+    The cascade's routing is what is under test here; the real models have tests of their own.
+    """
+
+    def __init__(self, name: str, answers: dict[str, float], warnings: Sequence[str] = ()) -> None:
+        self._name = name
+        self.answers = answers
+        self.warnings = list(warnings)
+        self.calls: list[list[str]] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def score(self, query: str, passages: Sequence[str]) -> ScoredBatch:
+        self.calls.append(list(passages))
+        return ScoredBatch([self.answers[p] for p in passages], list(self.warnings))
+
+
+def hit(
+    i: int, text: str, dense: float | None = 0.5, origin: str = "search", source: str | None = None
+) -> Hit:
+    chunk = Chunk(i, i, 0, text, 0, len(text), source or f"doc{i}.txt", token_count=80)
+    return Hit(chunk=chunk, rank=i, score=1 / (60 + i), dense_score=dense, origin=origin)
+
+
+def evidence(hits: list[Hit]) -> Evidence:
+    sims = np.array([np.nan if h.dense_score is None else h.dense_score for h in hits])
+    return Evidence(hits, sims, np.array([h.chunk.token_count for h in hits], dtype=np.int64))
+
+
+def settings(**overrides: object) -> Settings:
+    return Settings.load(**overrides)  # type: ignore[arg-type]
+
+
+# -- fast-path rules -------------------------------------------------------------------------
+
+
+def test_few_context_needs_at_least_one_item_and_honours_the_seed_limit() -> None:
+    s = settings(auto_approve_max_items=2)
+    assert first_matching_rule([hit(1, "a"), hit(2, "b")], s) == "few_context"
+    assert first_matching_rule([hit(1, "a"), hit(2, "b"), hit(3, "c")], s) is None
+    assert first_matching_rule([], s) is None
+
+
+def test_high_vector_score_needs_every_item_from_vector_search_above_threshold() -> None:
+    s = settings(auto_approve_max_items=0, vector_score_threshold=0.8)
+    assert (
+        first_matching_rule([hit(i, "x", dense=0.85) for i in range(5)], s) == "high_vector_score"
+    )
+    assert first_matching_rule([hit(1, "x", 0.9), hit(2, "y", 0.79), hit(3, "z", 0.9)], s) is None
+    assert first_matching_rule([hit(1, "x", 0.9), hit(2, "y", None), hit(3, "z", 0.9)], s) is None
+
+
+def test_read_file_and_rule_configuration() -> None:
+    hits = [hit(i, "x", origin="read_file") for i in range(4)]
+    assert first_matching_rule(hits, settings()) == "read_file"
+    assert first_matching_rule(hits, settings(fast_path_rules=[])) is None
+    few = [hit(1, "x", dense=0.95)]
+    assert (
+        first_matching_rule(few, settings(fast_path_rules=["high_vector_score", "few_context"]))
+        == "high_vector_score"
+    )
+
+
+def test_fast_path_scores_everything_one_and_calls_no_model() -> None:
+    judge = ScriptedScorer("llm", {})
+    grader = Grader(settings(), llm_judge=judge)
+    audit = AuditLog()
+    grading = grader.grade("q", evidence([hit(1, "a"), hit(2, "b")]), audit)
+    assert (grading.decision, grading.action, grading.rule) == (
+        Decision.CORRECT,
+        Action.GENERATE,
+        "few_context",
+    )
+    assert [i.score for i in grading.items] == [1.0, 1.0] and judge.calls == []
+    assert audit.named("fast_path_hit")[0].fields["rule_name"] == "few_context"
+
+
+# -- cascade routing -------------------------------------------------------------------------
+
+
+def test_only_uncertain_items_reach_the_expensive_tiers() -> None:
+    texts = ["certain yes", "certain no", "unsure one", "unsure two"]
+    # Signals calibrated so the raw signal score decides: identity-ish through a steep Platt.
+    signal_scores = {"certain yes": 0.95, "certain no": 0.05, "unsure one": 0.5, "unsure two": 0.45}
+    cross = ScriptedScorer("ce", {"unsure one": 0.9, "unsure two": 0.5})
+    judge = ScriptedScorer("llm", {"unsure two": 0.1})
+    grader = Grader(settings(**NO_RULES), cross_encoder=cross, llm_judge=judge)
+    grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
+    grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
+    assert cross.calls == [["unsure one", "unsure two"]]
+    assert judge.calls == [["unsure two"]]
+    by_text = dict(zip(texts, grading.items, strict=True))
+    assert by_text["unsure one"].decided_by == "cross_encoder"
+    assert by_text["unsure two"].decided_by == "llm" and by_text["unsure two"].score == 0.1
+    assert grading.tier_items == {"signals": 4, "cross_encoder": 2, "llm": 1}
+    assert set(grading.timings_ms) >= {"rules", "signals", "cross_encoder", "llm", "decide"}
+
+
+def _fixed_signals(scores: dict[str, float]):  # type: ignore[no-untyped-def]
+    def tier(query: str, ev: Evidence, items: list) -> None:  # type: ignore[type-arg]
+        for h, item in zip(ev.hits, items, strict=True):
+            item.score = item.tiers["signals"] = scores[h.chunk.text]
+            item.decided_by = "signals"
+
+    return tier
+
+
+def test_missing_tiers_are_reported_and_skipped() -> None:
+    grader = Grader(settings(**NO_RULES))
+    grading = grader.grade(
+        "bees", evidence([hit(i, f"bees dance {i}") for i in range(3)]), AuditLog()
+    )
+    assert grading.tiers == {"signals": "ok", "cross_encoder": "unavailable", "llm": "unavailable"}
+    disabled = Grader(
+        settings(**NO_RULES, grading_tiers=["signals"]), cross_encoder=ScriptedScorer("ce", {})
+    )
+    assert disabled.tier_status()["cross_encoder"] == "disabled"
+
+
+def test_model_warnings_become_audit_events_and_metrics() -> None:
+    judge = ScriptedScorer("llm", {"x": 0.5, "y": 0.5}, warnings=["unparseable output; 0.5 each"])
+    metrics = Metrics()
+    grader = Grader(settings(**NO_RULES, grading_tiers=["llm"]), llm_judge=judge, metrics=metrics)
+    audit = AuditLog()
+    grading = grader.grade("q", evidence([hit(1, "x"), hit(2, "y"), hit(3, "x")]), audit)
+    assert grading.warnings == ["llm: unparseable output; 0.5 each"]
+    assert audit.named("grading_warning")[0].fields["tier"] == "llm"
+    assert b'crag_grading_warnings_total{kind="llm"} 1.0' in metrics.exposition()
+
+
+# -- the decision ----------------------------------------------------------------------------
+
+
+def graded(scores: list[float], **overrides: object):  # type: ignore[no-untyped-def]
+    texts = [f"passage {i}" for i in range(len(scores))]
+    judge = ScriptedScorer("llm", dict(zip(texts, scores, strict=True)))
+    grader = Grader(settings(**NO_RULES, grading_tiers=["llm"], **overrides), llm_judge=judge)
+    audit = AuditLog()
+    return grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), audit), audit
+
+
+@pytest.mark.parametrize(
+    ("aggregation", "scores", "decision"),
+    [
+        ("max", [0.9, 0.35, 0.4], Decision.CORRECT),
+        ("mean", [0.9, 0.35, 0.4], Decision.AMBIGUOUS),
+        ("min", [0.9, 0.8, 0.75], Decision.CORRECT),
+        ("min", [0.9, 0.8, 0.35], Decision.AMBIGUOUS),
+        ("mean", [0.2, 0.25, 0.28], Decision.INCORRECT),
+        # seed 003: in the ambiguous band, a consistent list above 0.5 is CORRECT...
+        ("rank_weighted", [0.65, 0.6, 0.62], Decision.CORRECT),
+        # ...an inconsistent one (variance > 0.1) stays AMBIGUOUS
+        ("rank_weighted", [0.4, 0.99, 0.31, 0.99], Decision.AMBIGUOUS),
+    ],
+)
+def test_aggregations(aggregation: str, scores: list[float], decision: Decision) -> None:
+    grading, _ = graded(scores, aggregation=aggregation)
+    assert grading.decision == decision, grading.reason
+
+
+def test_items_below_discard_are_dropped_and_audited() -> None:
+    grading, audit = graded([0.9, 0.1, 0.29, 0.5], aggregation="mean")
+    assert [i.kept for i in grading.items] == [True, False, False, True]
+    assert grading.score == pytest.approx(0.7) and grading.decision == Decision.CORRECT
+    dropped = audit.named("item_discarded")
+    assert [e.fields["chunk_id"] for e in dropped] == [1, 2]
+
+
+def test_everything_dropped_is_incorrect_and_re_retrieves() -> None:
+    grading, audit = graded([0.1, 0.2])
+    assert (grading.decision, grading.action) == (Decision.INCORRECT, Action.RE_RETRIEVE)
+    assert "every item" in grading.reason
+    assert audit.named("decision")[0].fields["decision"] == "INCORRECT"
+    empty = Grader(settings(**NO_RULES)).grade("q", evidence([]), AuditLog())
+    assert empty.decision == Decision.INCORRECT and empty.reason == "no evidence"
+
+
+def test_calibration_is_applied_before_thresholds() -> None:
+    texts = ["a", "b", "c"]
+    judge = ScriptedScorer("llm", {"a": 0.99, "b": 0.95, "c": 0.90})
+    steep = Calibrations(llm=Platt(a=40.0, b=-38.0))  # the "yes for everything" skew of DESIGN §4
+    grader = Grader(
+        settings(**NO_RULES, grading_tiers=["llm"]), llm_judge=judge, calibrations=steep
+    )
+    grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
+    assert [round(i.score, 2) for i in grading.items] == [0.83, 0.5, 0.12]
+    assert grading.items[0].tiers["llm_raw"] == 0.99
+
+
+# -- through the engine ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:  # type: ignore[no-untyped-def]
+    db = tmp_path_factory.mktemp("grading") / "sample.db"
+    with Engine.open(db, Settings.load(), create=True, embedder=embedder) as engine:
+        engine.ingest([SAMPLE])
+    return db
+
+
+def test_engine_query_grades_and_audits(sample_db: Path, embedder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "audit.jsonl"
+    s = Settings.load(audit_log=log, fast_path_rules=[])
+    with Engine.open(sample_db, s, embedder=embedder) as engine:
+        result = engine.query("How do honeybees communicate where flowers are?")
+    data = json.loads(json.dumps(result_to_dict(result)))  # JSON-serialisable end to end
+    assert data["decision"] in ("CORRECT", "AMBIGUOUS", "INCORRECT")
+    assert data["hits"][0]["source"].endswith("honeybees.txt")
+    grade = data["hits"][0]["grade"]
+    assert set(grade["signals"]) == {"similarity", "coverage", "length", "diversity"}
+    assert data["tier_items"]["signals"] == len(data["hits"])
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert events[-1]["event"] == "decision" and events[-1]["question"].startswith("How do")
+
+
+def test_engine_fast_path(sample_db: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    with Engine.open(sample_db, Settings.load(), embedder=embedder) as engine:
+        result = engine.query("waggle dance", top_k=2)
+    assert result.grading.rule == "few_context" and result.grading.decision == Decision.CORRECT
+    assert b'crag_fast_path_hits_total{rule="few_context"} 1.0' in engine.metrics.exposition()
