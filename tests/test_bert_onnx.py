@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,22 +14,7 @@ from tokenizers import Tokenizer
 from crag_edge.models.bert_onnx import convert_bert
 from crag_edge.models.embedder import OnnxEmbedder
 from tests.bert_reference import ReferenceBert
-
-TINY_CONFIG: dict[str, Any] = {
-    "architectures": ["BertForSequenceClassification"],
-    "model_type": "bert",
-    "hidden_act": "gelu",
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_attention_heads": 4,
-    "num_hidden_layers": 2,
-    "max_position_embeddings": 64,
-    "type_vocab_size": 2,
-    "vocab_size": 100,
-    "layer_norm_eps": 1e-12,
-    "position_embedding_type": "absolute",
-}
-NUM_LABELS = 3
+from tests.tiny_bert import NUM_LABELS, TINY_CONFIG, tiny_checkpoint
 
 SENTENCES = [
     "The cat sat on the mat.",
@@ -84,57 +68,9 @@ def _random_feeds(rng: np.random.Generator, batch: int = 4, seq: int = 12) -> di
     }
 
 
-def _tiny_checkpoint(
-    directory: Path, *, prefix: str = "bert.", legacy_ln: bool = False, **config: Any
-) -> Path:
-    """A random BertForSequenceClassification checkpoint, saved as transformers would."""
-    cfg = {**TINY_CONFIG, **config}
-    rng = np.random.default_rng(0)
-    hidden, inter = cfg["hidden_size"], cfg["intermediate_size"]
-
-    def normal(*shape: int) -> np.ndarray:
-        return rng.normal(0.0, 0.2, size=shape).astype(np.float32)
-
-    tensors = {
-        "embeddings.word_embeddings.weight": normal(cfg["vocab_size"], hidden),
-        "embeddings.position_embeddings.weight": normal(cfg["max_position_embeddings"], hidden),
-        "embeddings.token_type_embeddings.weight": normal(cfg["type_vocab_size"], hidden),
-        "embeddings.LayerNorm.weight": 1.0 + normal(hidden),
-        "embeddings.LayerNorm.bias": normal(hidden),
-        "pooler.dense.weight": normal(hidden, hidden),
-        "pooler.dense.bias": normal(hidden),
-    }
-    for i in range(cfg["num_hidden_layers"]):
-        p = f"encoder.layer.{i}"
-        for name, (rows, cols) in {
-            "attention.self.query": (hidden, hidden),
-            "attention.self.key": (hidden, hidden),
-            "attention.self.value": (hidden, hidden),
-            "attention.output.dense": (hidden, hidden),
-            "intermediate.dense": (inter, hidden),
-            "output.dense": (hidden, inter),
-        }.items():
-            tensors[f"{p}.{name}.weight"] = normal(rows, cols)
-            tensors[f"{p}.{name}.bias"] = normal(rows)
-        for ln in ("attention.output.LayerNorm", "output.LayerNorm"):
-            tensors[f"{p}.{ln}.weight"] = 1.0 + normal(hidden)
-            tensors[f"{p}.{ln}.bias"] = normal(hidden)
-    if legacy_ln:
-        legacy = {"LayerNorm.weight": "LayerNorm.gamma", "LayerNorm.bias": "LayerNorm.beta"}
-        for new, old in legacy.items():
-            tensors = {k.replace(new, old): v for k, v in tensors.items()}
-    tensors = {prefix + k: v for k, v in tensors.items()}
-    tensors["classifier.weight"] = normal(NUM_LABELS, hidden)
-    tensors["classifier.bias"] = normal(NUM_LABELS)
-    directory.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(directory / "model.safetensors"))
-    (directory / "config.json").write_text(json.dumps(cfg))
-    return directory
-
-
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _tiny_checkpoint(tmp_path_factory.mktemp("tiny_bert"))
+    return tiny_checkpoint(tmp_path_factory.mktemp("tiny_bert"))
 
 
 def test_minilm_embedding_matches_reference(minilm_dir: Path, minilm_onnx: Path) -> None:
@@ -161,7 +97,7 @@ def test_tiny_classifier_matches_reference(tiny_dir: Path, tmp_path: Path) -> No
 
 
 def test_unprefixed_legacy_names_give_same_graph(tmp_path: Path, tiny_dir: Path) -> None:
-    legacy = _tiny_checkpoint(tmp_path / "legacy", prefix="", legacy_ln=True)
+    legacy = tiny_checkpoint(tmp_path / "legacy", prefix="", legacy_ln=True)
     feeds = _random_feeds(np.random.default_rng(2))
     modern = _run(convert_bert(tiny_dir, tmp_path / "modern.onnx", "embedding"), feeds)
     old = _run(convert_bert(legacy, tmp_path / "legacy.onnx", "embedding"), feeds)
@@ -190,13 +126,13 @@ def test_padding_does_not_change_the_result(tiny_dir: Path, tmp_path: Path) -> N
 def test_unsupported_config_is_rejected(
     tmp_path: Path, config: dict[str, Any], message: str
 ) -> None:
-    checkpoint = _tiny_checkpoint(tmp_path / "ckpt", **config)
+    checkpoint = tiny_checkpoint(tmp_path / "ckpt", **config)
     with pytest.raises(ValueError, match=message):
         convert_bert(checkpoint, tmp_path / "out.onnx", "embedding")
 
 
 def test_missing_tensor_is_named(tmp_path: Path) -> None:
-    checkpoint = _tiny_checkpoint(tmp_path / "ckpt")
+    checkpoint = tiny_checkpoint(tmp_path / "ckpt")
     tensors = load_file(str(checkpoint / "model.safetensors"))
     del tensors["bert.encoder.layer.1.attention.self.key.weight"]
     save_file(tensors, str(checkpoint / "model.safetensors"))
