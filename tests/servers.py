@@ -1,17 +1,22 @@
-"""Real local servers for tests: an HTTP file server (with Range support) and a wheel folder.
+"""Real local servers for tests: an HTTP file server (with Range support), a scriptable HTTP
+API server, and a wheel folder.
 
-They stand in for the outside world (a model hub, a package index) and speak its real
-protocols: HTTP/1.1 with byte ranges, and pip's `--find-links` wheel folders.
+They stand in for the outside world (a model hub, a search API, a package index) and speak
+its real protocols: HTTP/1.1 with byte ranges, JSON over HTTP, and pip's `--find-links`
+wheel folders.
 """
 
 from __future__ import annotations
 
 import threading
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 
 @contextmanager
@@ -46,6 +51,73 @@ def file_server(files: dict[str, bytes], *, fail_after: int | None = None) -> It
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass(frozen=True)
+class ApiRequest:
+    """One request as an `api_server` responder sees it."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: Message
+    body: bytes
+
+
+# (status, headers, body)
+ApiResponse = tuple[int, dict[str, str], bytes]
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that give up (timeouts under test) close the socket: not worth a traceback."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass
+
+
+@contextmanager
+def api_server(respond: Callable[[ApiRequest], ApiResponse]) -> Iterator[str]:
+    """Answer every GET and POST on 127.0.0.1 with `respond(request)`; yield the base URL.
+
+    `respond` may sleep to play a slow service; handler threads are daemons, so a reply
+    still pending when the test ends does not hold it up.
+    """
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            parts = urlsplit(self.path)
+            request = ApiRequest(
+                self.command,
+                parts.path,
+                parse_qs(parts.query),
+                self.headers,
+                self.rfile.read(length),
+            )
+            status, headers, body = respond(request)
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = _answer
+        do_POST = _answer
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = _QuietServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -1,0 +1,1 @@
+"""Corrective actions taken after grading: refine strips, expand/rewrite queries, fall back."""

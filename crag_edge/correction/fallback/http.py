@@ -1,0 +1,210 @@
+"""What the web providers share: one bounded HTTP exchange, JSON decoding, and turning
+search results into `Hit`s.
+
+Every exchange is bounded in time (a total deadline on top of httpx's per-phase timeouts, so
+a server that trickles bytes cannot hold a query) and in size (decompressed bytes), and every
+transport failure becomes a `FallbackError` that names the host and what to check.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from tokenizers import Tokenizer
+
+from crag_edge.correction.fallback.base import ENV_TIMEOUT, FallbackError, fallback_id
+from crag_edge.types import Chunk, Hit
+
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+USER_AGENT = "crag-edge (fallback search)"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A complete HTTP reply, read within the deadline and size cap."""
+
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+
+@dataclass(frozen=True)
+class WebResult:
+    """One search result as a web provider reported it, before it becomes a `Hit`."""
+
+    url: str
+    title: str
+    content: str
+    score: float | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_base_url(provider: str, url: str, setting: str) -> str:
+    """The base URL without a trailing slash; a `FallbackError` naming `setting` if unusable."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise FallbackError(provider, f"invalid URL {url!r}: {exc}", f"fix {setting}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise FallbackError(
+            provider, f"invalid URL {url!r}: need http:// or https:// and a host", f"fix {setting}"
+        )
+    return url.rstrip("/")
+
+
+def send(
+    provider: str,
+    method: str,
+    url: str,
+    *,
+    timeout_s: float,
+    unreachable_hint: str,
+    headers: Mapping[str, str] | None = None,
+    params: Mapping[str, str] | None = None,
+    json_body: Any = None,
+    follow_redirects: bool = False,
+) -> Reply:
+    """One request, read completely within `timeout_s` and `MAX_REPLY_BYTES`; any status."""
+    deadline = time.monotonic() + timeout_s
+    late = FallbackError(
+        provider,
+        f"no complete reply from {url} within {timeout_s:g} s",
+        f"check that the service is responsive, or raise {ENV_TIMEOUT}",
+    )
+    try:
+        with (
+            httpx.Client(
+                timeout=timeout_s,
+                follow_redirects=follow_redirects,
+                max_redirects=3,
+                headers={"User-Agent": USER_AGENT},
+            ) as client,
+            client.stream(method, url, headers=headers, params=params, json=json_body) as response,
+        ):
+            body = bytearray()
+            for piece in response.iter_bytes():
+                body += piece
+                if len(body) > MAX_REPLY_BYTES:
+                    raise FallbackError(
+                        provider,
+                        f"reply from {url} exceeds {MAX_REPLY_BYTES // 2**20} MiB",
+                        "point the setting at a search API, not a file or a page",
+                    )
+                if time.monotonic() > deadline:
+                    raise late
+            return Reply(response.status_code, response.headers, bytes(body))
+    except httpx.TimeoutException:
+        raise late from None
+    except httpx.ConnectError as exc:
+        raise FallbackError(provider, f"cannot connect to {url}: {exc}", unreachable_hint) from None
+    except httpx.TooManyRedirects:
+        raise FallbackError(provider, f"{url} redirects too often", unreachable_hint) from None
+    except httpx.HTTPError as exc:
+        raise FallbackError(
+            provider, f"request to {url} failed: {type(exc).__name__}: {exc}", unreachable_hint
+        ) from None
+
+
+def decode_json(provider: str, reply: Reply, hint: str) -> Any:
+    """The reply body as JSON, or a `FallbackError` saying what came back instead."""
+    try:
+        return json.loads(reply.body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        kind = reply.headers.get("Content-Type", "no Content-Type")
+        raise FallbackError(provider, f"reply is not valid JSON ({kind}): {exc}", hint) from None
+
+
+def retry_after(reply: Reply) -> str:
+    """', retry after N s' from a Retry-After header (seconds or an HTTP date), else ''."""
+    value = reply.headers.get("Retry-After", "").strip()
+    if not value:
+        return ""
+    return f", retry after {value} s" if value.isdigit() else f", retry after {value}"
+
+
+def text_field(item: Mapping[str, Any], key: str) -> str:
+    """A string field of a JSON object, '' when missing or not a string."""
+    value = item.get(key)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def score_field(item: Mapping[str, Any]) -> float | None:
+    """The provider's relevance score, when it sent a number."""
+    value = item.get("score")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def result_items(provider: str, data: Any, service: str, hint: str) -> list[dict[str, Any]]:
+    """The objects of a reply's `results` list that carry an http(s) `url`.
+
+    A reply without such a list, or whose every result lacks a URL, is not the service's
+    format (a proxy page, another API): that is an error, not an empty answer.
+    """
+    items = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise FallbackError(
+            provider, f"reply has no `results` list, so it is not a {service} search reply", hint
+        )
+    usable = [
+        item for item in items if isinstance(item, dict) and is_web_url(text_field(item, "url"))
+    ]
+    if items and not usable:
+        raise FallbackError(
+            provider, f"none of the {len(items)} results has a `url`: not {service}'s format", hint
+        )
+    return usable
+
+
+def is_web_url(value: str) -> bool:
+    """True for absolute http(s) URLs: the only kind a result may cite."""
+    try:
+        parsed = httpx.URL(value)
+    except httpx.InvalidURL:
+        return False
+    return parsed.scheme in ("http", "https") and bool(parsed.host)
+
+
+def url_key(url: str) -> str:
+    """A URL reduced to what identifies the page, for removing duplicates across providers:
+    scheme, `www.`, fragment, default port and trailing slash do not matter."""
+    parsed = httpx.URL(url)
+    host = parsed.host.lower().removeprefix("www.")
+    port = f":{parsed.port}" if parsed.port else ""
+    query = f"?{parsed.query.decode('ascii', 'replace')}" if parsed.query else ""
+    return f"{host}{port}{parsed.path.rstrip('/')}{query}"
+
+
+def web_hits(provider: str, results: Sequence[WebResult], tokenizer: Tokenizer | None) -> list[Hit]:
+    """Results, best first, as `Hit`s: text is title and snippet (what graders and the
+    generator read), the source is the URL, and the provider's score stays in metadata."""
+    texts = ["\n\n".join(part for part in (r.title, r.content) if part) for r in results]
+    tokens = (
+        [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+        if tokenizer is not None and texts
+        else [0] * len(texts)
+    )
+    hits = []
+    for rank, (result, text, count) in enumerate(zip(results, texts, tokens, strict=True), 1):
+        metadata = {"provider": provider, "url": result.url, "provider_score": result.score}
+        chunk = Chunk(
+            chunk_id=fallback_id("url", result.url, text),
+            doc_id=fallback_id("url", result.url),
+            ordinal=0,
+            text=text,
+            start=0,
+            end=len(text),
+            source=result.url,
+            title=result.title,
+            metadata={"fallback": metadata | result.extra},
+            token_count=count,
+        )
+        score = 0.0 if result.score is None else result.score
+        hits.append(Hit(chunk=chunk, rank=rank, score=score, origin=f"fallback:{provider}"))
+    return hits

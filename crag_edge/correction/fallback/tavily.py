@@ -1,0 +1,144 @@
+"""Tavily, a hosted search API for LLM applications: `POST /search` with a bearer API key.
+
+Replies are `{"query", "results": [{"title", "url", "content", "score"}], ...}`; errors carry
+`{"detail": {"error": "..."}}`. Besides 401/429, Tavily uses 432 (plan limit) and 433
+(pay-as-you-go limit). The key is sent only in the Authorization header and never appears in
+an error message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenizers import Tokenizer
+
+from crag_edge.correction.fallback.base import ENV_TAVILY_KEY, ENV_TAVILY_URL, FallbackError
+from crag_edge.correction.fallback.http import (
+    Reply,
+    WebResult,
+    check_base_url,
+    decode_json,
+    result_items,
+    retry_after,
+    score_field,
+    send,
+    text_field,
+    web_hits,
+)
+from crag_edge.types import Hit
+
+TAVILY_URL = "https://api.tavily.com"
+API_MAX_RESULTS = 20  # the API refuses max_results above 20
+
+
+class TavilyProvider:
+    """Web results from the Tavily search API (basic depth: one credit per search)."""
+
+    name = "tavily"
+
+    def __init__(
+        self,
+        api_key: str | None,
+        *,
+        base_url: str = TAVILY_URL,
+        timeout_s: float = 5.0,
+        max_results: int = 5,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        self.api_key = api_key
+        self.base_url = check_base_url(self.name, base_url, ENV_TAVILY_URL)
+        self.timeout_s = timeout_s
+        self.max_results = max_results
+        self.tokenizer = tokenizer
+
+    def __repr__(self) -> str:
+        return f"TavilyProvider(base_url={self.base_url!r}, api_key=<hidden>)"
+
+    def search(self, query: str, limit: int) -> list[Hit]:
+        if not self.api_key:
+            raise FallbackError(self.name, "no API key configured", f"set {ENV_TAVILY_KEY}")
+        count = min(limit, self.max_results, API_MAX_RESULTS)
+        if count <= 0 or not query.strip():
+            return []
+        url = f"{self.base_url}/search"
+        reply = send(
+            self.name,
+            "POST",
+            url,
+            timeout_s=self.timeout_s,
+            unreachable_hint=f"check the network path to Tavily, or {ENV_TAVILY_URL}",
+            headers={"Authorization": f"Bearer {self.api_key}", "Accept": "application/json"},
+            json_body={"query": query, "max_results": count, "search_depth": "basic"},
+        )
+        if reply.status != 200:
+            raise self._status_error(reply, self.api_key)
+        data = decode_json(self.name, reply, f"check that {ENV_TAVILY_URL} is the Tavily API")
+        return web_hits(self.name, self._results(data)[:count], self.tokenizer)
+
+    def close(self) -> None:
+        """Nothing to release: every search uses its own short-lived connection."""
+
+    def _status_error(self, reply: Reply, api_key: str) -> FallbackError:
+        status, detail = reply.status, _detail(reply).replace(api_key, "<hidden>")
+        key_hint = f"check {ENV_TAVILY_KEY}"
+        if status == 401:
+            return FallbackError(
+                self.name, f"API key rejected (401 Unauthorized{detail})", key_hint
+            )
+        if status == 403:
+            return FallbackError(self.name, f"access forbidden (403 Forbidden{detail})", key_hint)
+        if status == 429:
+            return FallbackError(
+                self.name,
+                f"rate limited (429 Too Many Requests{retry_after(reply)}{detail})",
+                "wait and retry, or send fewer queries per minute",
+            )
+        if status == 432:
+            return FallbackError(
+                self.name,
+                f"the plan's credit limit is used up (432{detail})",
+                "upgrade the Tavily plan or wait for the monthly reset",
+            )
+        if status == 433:
+            return FallbackError(
+                self.name,
+                f"the pay-as-you-go limit is reached (433{detail})",
+                "raise the pay-as-you-go limit in the Tavily dashboard",
+            )
+        if status == 400:
+            return FallbackError(
+                self.name,
+                f"request refused (400 Bad Request{detail})",
+                "the Tavily API may have changed; report it with this message",
+            )
+        return FallbackError(
+            self.name,
+            f"{self.base_url} answered HTTP {status}{detail}",
+            "Tavily may be unavailable; retry later" if status >= 500 else key_hint,
+        )
+
+    def _results(self, data: Any) -> list[WebResult]:
+        hint = f"check that {ENV_TAVILY_URL} is the Tavily API"
+        items = result_items(self.name, data, "Tavily", hint)
+        return [
+            WebResult(
+                url=text_field(item, "url"),
+                title=text_field(item, "title"),
+                content=text_field(item, "content"),
+                score=score_field(item),
+            )
+            for item in items
+            if text_field(item, "title") or text_field(item, "content")
+        ]
+
+
+def _detail(reply: Reply) -> str:
+    """': <reason>' from Tavily's `{"detail": {"error": ...}}` error body, else ''."""
+    try:
+        data = decode_json(TavilyProvider.name, reply, "")
+    except FallbackError:
+        return ""
+    detail = data.get("detail") if isinstance(data, dict) else None
+    if isinstance(detail, dict):
+        detail = detail.get("error")
+    return f": {detail}" if isinstance(detail, str) and detail else ""
