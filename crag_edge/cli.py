@@ -25,7 +25,7 @@ from rich.progress import (
 from rich.table import Table
 
 from crag_edge.config import Settings, SettingsError
-from crag_edge.engine import Engine, result_to_dict
+from crag_edge.engine import Engine
 from crag_edge.evaluation import EvalDataError, evaluate_retrieval, read_qrels, read_queries
 from crag_edge.evaluation.grading import SCORERS, evaluate_grading, sample_queries
 from crag_edge.evaluation.pairs import pairs_from, read_pairs, write_pairs
@@ -368,24 +368,26 @@ def query(
     with Engine.open(db, _settings(ctx)) as engine:
         result = engine.query(question, mode=_mode(mode), top_k=top_k)
     if as_json:
-        print_json(result_to_dict(result))
+        print_json(result.to_dict())
         return
-    grading = result.grading
-    colour = {"CORRECT": "green", "AMBIGUOUS": "yellow", "INCORRECT": "red"}[grading.decision]
+    colour = {"CORRECT": "green", "AMBIGUOUS": "yellow", "INCORRECT": "red"}[result.decision]
     out.print(
-        f"[bold {colour}]{grading.decision}[/]  score {grading.score:.2f} "
-        f"({grading.reason}); next: {grading.action}",
+        f"[bold {colour}]{result.decision}[/]  score {result.score:.2f} "
+        f"({result.reason}); next: {result.action}; iterations {result.iterations}",
         highlight=False,
     )
-    unavailable = [t for t, state in grading.tiers.items() if state != "ok"]
+    for correction in result.corrections:
+        if correction.type in ("expand", "rewrite", "fallback"):
+            out.print(f"[dim]correction: {correction.type} {correction.detail}[/]", highlight=False)
+    unavailable = [t for t, state in result.tiers.items() if state != "ok"]
     if unavailable:
         out.print(
-            f"[dim]tiers not run: {', '.join(f'{t} ({grading.tiers[t]})' for t in unavailable)}[/]",
+            f"[dim]tiers not run: {', '.join(f'{t} ({result.tiers[t]})' for t in unavailable)}[/]",
             highlight=False,
         )
-    grades = {g.chunk_id: g for g in grading.items}
-    for h in result.hits:
-        grade = grades[h.chunk.chunk_id]
+    last_round = result.hits[-result.rounds[-1].hits :] if result.rounds[-1].hits else []
+    out.print(f"[bold]hits of round {result.iterations}[/] (all rounds: --json)", highlight=False)
+    for h, grade in last_round:
         name = h.chunk.title or Path(h.chunk.source).name
         mark = "[green]kept[/]" if grade.kept else "[red]dropped[/]"
         out.print(
@@ -398,6 +400,18 @@ def query(
         out.print(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}", highlight=False)
     if not result.hits:
         out.print("no hits: the corpus is empty or nothing matches")
+    if result.insufficient_evidence:
+        out.print(
+            "[bold red]insufficient evidence[/]: nothing trustworthy was found", highlight=False
+        )
+    else:
+        out.print(f"[bold]context[/] ({len(result.context)} strips):", highlight=False)
+        for item in result.context:
+            out.print(
+                f"  [{item.n}] {Path(item.source).name} [{item.start}:{item.end}] "
+                f"{' '.join(item.text.split())[:200]}",
+                highlight=False,
+            )
 
 
 def _fmt(value: float | None) -> str:

@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -138,6 +138,30 @@ class Settings(BaseSettings):
         40, ge=1, le=8192, description="Length adequacy reaches 1 at this many tokens."
     )
     audit_log: Path | None = Field(None, description="Append audit events here as JSON lines.")
+    # -- correction ------------------------------------------------------------------------
+    strip_mode: Literal["sentences", "fixed_num", "selection"] = Field(
+        "sentences", description="How kept evidence is split into strips for refinement."
+    )
+    strip_threshold: float = Field(0.35, ge=0.0, le=1.0, description="Strips below are dropped.")
+    context_budget_tokens: int = Field(
+        4096, ge=64, le=131072, description="Token budget of the recomposed context."
+    )
+    synonyms_file: Path | None = Field(None, description="TOML table term = [synonyms].")
+    synonyms_per_term: int = Field(2, ge=0, le=20)
+    rewrite_with_llm: bool = Field(True, description="Let the LLM write keyword queries.")
+    min_kept_items: int = Field(
+        2, ge=0, le=100, description="AMBIGUOUS with fewer kept items also asks the fallback."
+    )
+    fallback_providers: list[Literal["local", "searxng", "tavily"]] = Field(
+        default_factory=list, description="[] = local when fallback_db is set, else none."
+    )
+    fallback_timeout_s: float = Field(5.0, gt=0, le=300)
+    fallback_max_results: int = Field(5, ge=1, le=100)
+    fallback_db: Path | None = Field(None, description="Second crag-edge corpus (air-gapped).")
+    searxng_url: str | None = None
+    tavily_api_key: SecretStr | None = None
+    tavily_url: str = "https://api.tavily.com"
+
     # Platt scaling (a, b) per tier: p = sigmoid(a * raw + b), fitted on SciFact pairs with
     # `crag-edge eval grading --fit-calibration` (see README, "Grading"); None = use as is.
     calibration_signals: tuple[float, float] | None = None

@@ -15,10 +15,12 @@ from crag_edge.cli import app
 MINI = Path(__file__).parent / "data" / "scifact_mini"
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
 runner = CliRunner()
+# The cheap tiers only: the LLM tier has its own tests (tests/test_llm.py, test_crag.py).
+FAST = {"CRAG_EDGE_GRADING_TIERS": '["signals", "cross_encoder"]'}
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
-    return runner.invoke(app, list(args), env=env, catch_exceptions=False)
+    return runner.invoke(app, list(args), env=FAST | (env or {}), catch_exceptions=False)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +93,12 @@ def test_query_json_shape(beir_db: Path) -> None:
     )
     data = json.loads(result.stdout)
     assert data["question"] == "vitamin D and bone fractures"
-    assert [h["rank"] for h in data["hits"]] == [1, 2, 3, 4, 5]
+    assert [h["rank"] for h in data["hits"][:5]] == [1, 2, 3, 4, 5]
+    assert data["rounds"][0]["hits"] == 5 and len(data["hits"]) == sum(
+        r["hits"] for r in data["rounds"]
+    )
+    assert data["decision"] in ("CORRECT", "AMBIGUOUS", "INCORRECT")
+    assert set(data) >= {"context", "corrections", "fallback", "timings_ms", "tiers", "audit"}
     first = data["hits"][0]
     assert set(first) >= {
         "rank",

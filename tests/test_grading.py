@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from crag_edge.config import Settings
-from crag_edge.engine import Engine, result_to_dict
+from crag_edge.engine import Engine
 from crag_edge.grading import Calibrations, Evidence, Grader, Platt, first_matching_rule
 from crag_edge.observability import AuditLog, Metrics
 from crag_edge.types import Action, Chunk, Decision, Hit, ScoredBatch
@@ -225,21 +225,23 @@ def sample_db(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:  # ty
 
 def test_engine_query_grades_and_audits(sample_db: Path, embedder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     log = tmp_path / "audit.jsonl"
-    s = Settings.load(audit_log=log, fast_path_rules=[])
+    s = Settings.load(audit_log=log, fast_path_rules=[], grading_tiers=["signals"])
     with Engine.open(sample_db, s, embedder=embedder) as engine:
         result = engine.query("How do honeybees communicate where flowers are?")
-    data = json.loads(json.dumps(result_to_dict(result)))  # JSON-serialisable end to end
+    data = json.loads(json.dumps(result.to_dict()))  # JSON-serialisable end to end
     assert data["decision"] in ("CORRECT", "AMBIGUOUS", "INCORRECT")
     assert data["hits"][0]["source"].endswith("honeybees.txt")
     grade = data["hits"][0]["grade"]
     assert set(grade["signals"]) == {"similarity", "coverage", "length", "diversity"}
-    assert data["tier_items"]["signals"] == len(data["hits"])
+    assert data["rounds"][0]["hits"] == 10 and data["iterations"] == len(data["rounds"])
     events = [json.loads(line) for line in log.read_text().splitlines()]
-    assert events[-1]["event"] == "decision" and events[-1]["question"].startswith("How do")
+    assert [e["event"] for e in events].count("decision") == data["iterations"]
+    assert all(e["question"].startswith("How do") for e in events)
 
 
 def test_engine_fast_path(sample_db: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     with Engine.open(sample_db, Settings.load(), embedder=embedder) as engine:
         result = engine.query("waggle dance", top_k=2)
-    assert result.grading.rule == "few_context" and result.grading.decision == Decision.CORRECT
+    assert result.rule == "few_context" and result.decision == Decision.CORRECT
+    assert result.iterations == 1 and result.context
     assert b'crag_fast_path_hits_total{rule="few_context"} 1.0' in engine.metrics.exposition()

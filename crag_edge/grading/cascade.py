@@ -89,8 +89,13 @@ class Grader:
             for tier, model in models.items()
         }
 
-    def grade(self, query: str, evidence: Evidence, audit: AuditLog) -> Grading:
-        """Score every hit and decide CORRECT / AMBIGUOUS / INCORRECT."""
+    def grade(
+        self, query: str, evidence: Evidence, audit: AuditLog, *, use_rules: bool = True
+    ) -> Grading:
+        """Score every hit and decide CORRECT / AMBIGUOUS / INCORRECT.
+
+        `use_rules=False` skips the fast path: evidence from a fallback must be judged.
+        """
         s = self.settings
         started = time.perf_counter()
         hits = evidence.hits
@@ -104,7 +109,7 @@ class Grader:
             "margin": s.confidence_margin,
         }
 
-        rule = first_matching_rule(hits, s)
+        rule = first_matching_rule(hits, s) if use_rules else None
         timings["rules"] = _ms(started)
         if rule is not None:
             for item in items:

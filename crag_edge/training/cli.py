@@ -1,0 +1,217 @@
+"""`crag-edge evaluator ...`: a typer sub-app, mounted by `crag_edge.cli`.
+
+Kept out of `crag_edge/cli.py` so that the main CLI never imports training code; nothing
+here imports torch until `train` runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from crag_edge.config import Settings
+from crag_edge.evaluation import EvalDataError
+from crag_edge.models.manifest import ManifestError
+from crag_edge.models.provision import PullError
+from crag_edge.models.registry import ModelNotInstalledError
+from crag_edge.store import CorpusError
+from crag_edge.training import TorchMissingError
+from crag_edge.training.data import LabelStoreError
+from crag_edge.training.pipeline import DEFAULT_LICENSE, TrainOptions, train_evaluator
+
+evaluator_app = typer.Typer(
+    help="Train the retrieval evaluator (the cascade's cross-encoder) on your own corpus.",
+    no_args_is_help=True,
+)
+err = Console(stderr=True, soft_wrap=True)
+EXPECTED = (
+    TorchMissingError,
+    LabelStoreError,
+    CorpusError,
+    EvalDataError,
+    ManifestError,
+    ModelNotInstalledError,
+    PullError,
+    FileNotFoundError,
+    ValueError,
+)
+
+
+@evaluator_app.callback()
+def evaluator() -> None:
+    """Train the retrieval evaluator (the cascade's cross-encoder) on your own corpus."""
+
+
+class _RichEvents:
+    """Pipeline progress as one rich bar per stage."""
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+        self.task: TaskID | None = None
+
+    def stage(self, name: str, total: int | None) -> None:
+        if self.task is not None:
+            self.bar.stop_task(self.task)
+        self.task = self.bar.add_task(name, total=total)
+
+    def update(self, completed: int, total: int | None = None) -> None:
+        if self.task is not None:
+            if total is not None:
+                self.bar.update(self.task, total=total)
+            self.bar.update(self.task, completed=completed)
+
+    def note(self, message: str) -> None:
+        self.bar.console.print(f"  {message}", highlight=False)
+
+
+@evaluator_app.command("train")
+def train(
+    ctx: typer.Context,
+    db: Annotated[Path, typer.Option("--db", help="Corpus database to draw pairs from.")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Output folder (default <db>.evaluator beside the db)."),
+    ] = None,
+    labels: Annotated[
+        Path | None,
+        typer.Option("--labels", help='Human labels, JSON Lines {"query","passage","label"}.'),
+    ] = None,
+    budget_minutes: Annotated[
+        float, typer.Option("--budget-minutes", help="Wall-clock budget for the whole run.")
+    ] = 30.0,
+    max_pairs: Annotated[int, typer.Option("--max-pairs", help="Stop labelling here.")] = 6000,
+    layers: Annotated[
+        int, typer.Option("--layers", help="Keep the first L MiniLM layers (1-6).")
+    ] = 4,
+    vocab_size: Annotated[
+        int | None,
+        typer.Option("--vocab-size", help="Prune the vocabulary to N tokens (smaller model)."),
+    ] = None,
+    negatives: Annotated[
+        int, typer.Option("--negatives", help="Hard negatives mined per query.")
+    ] = 3,
+    epochs: Annotated[float, typer.Option("--epochs", help="Passes over the pairs.")] = 2.0,
+    learning_rate: Annotated[float, typer.Option("--lr", help="Peak learning rate.")] = 6e-5,
+    llm_labels: Annotated[
+        bool,
+        typer.Option(
+            "--llm-labels/--no-llm-labels",
+            help="Let the local LLM write queries and judge pairs (slow; used when installed).",
+        ),
+    ] = True,
+    model_id: Annotated[
+        str | None, typer.Option("--model-id", help="Manifest id (default evaluator-<db>).")
+    ] = None,
+    register: Annotated[
+        bool,
+        typer.Option("--register/--no-register", help="Install it as the cascade's cross-encoder."),
+    ] = True,
+    data_license: Annotated[
+        str, typer.Option("--data-license", help="Licence/attribution of the training data.")
+    ] = DEFAULT_LICENSE,
+    seed: Annotated[int, typer.Option("--seed")] = 13,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Label pairs from the corpus, fine-tune a MiniLM cross-encoder, export ONNX + int8,
+    write a model card and register it. Rerun the same command to resume."""
+    settings: Settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings.load()
+    options = TrainOptions(
+        db=db,
+        out=out or db.with_name(f"{db.stem}.evaluator"),
+        labels=labels,
+        budget_minutes=budget_minutes,
+        max_pairs=max_pairs,
+        layers=layers,
+        vocab_size=vocab_size,
+        negatives=negatives,
+        llm_labels=llm_labels,
+        epochs=epochs,
+        learning_rate=learning_rate,
+        seed=seed,
+        model_id=model_id or "",
+        register=register,
+        data_license=data_license,
+    )
+    options = replace(options, command=reproduce_command(options))
+    if not db.is_file():
+        raise _fail(f"no corpus at {db}: build one with `crag-edge ingest --db {db} PATH...`")
+    try:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            disable=as_json,
+        ) as bar:
+            report = train_evaluator(settings, options, _RichEvents(bar))
+    except EXPECTED as exc:
+        raise _fail(str(exc)) from None
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/]: rerun the same command to resume")
+        raise typer.Exit(130) from None
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return
+    _print_summary(report)
+
+
+def reproduce_command(o: TrainOptions) -> str:
+    """The command with every setting spelled out, for the model card: the defaults may
+    change between versions, the card must not."""
+    args = ["crag-edge", "evaluator", "train", "--db", str(o.db), "--out", str(o.out)]
+    if o.labels:
+        args += ["--labels", str(o.labels)]
+    args += ["--budget-minutes", f"{o.budget_minutes:g}", "--max-pairs", str(o.max_pairs)]
+    args += ["--layers", str(o.layers)]
+    if o.vocab_size is not None:
+        args += ["--vocab-size", str(o.vocab_size)]
+    args += ["--negatives", str(o.negatives), "--epochs", f"{o.epochs:g}"]
+    args += ["--lr", f"{o.learning_rate:g}", "--seed", str(o.seed)]
+    args.append("--llm-labels" if o.llm_labels else "--no-llm-labels")
+    if o.model_id:
+        args += ["--model-id", o.model_id]
+    if o.data_license != DEFAULT_LICENSE:
+        args += ["--data-license", o.data_license]
+    return shlex.join(args)
+
+
+def _print_summary(report: dict[str, Any]) -> None:
+    checks, train = report["checks"], report["training"]
+    err.print(
+        f"[green]trained[/] {report['model_id']}: {report['data']['pairs']} pairs, "
+        f"{train['steps_done']}/{train['total_steps']} steps in {train['seconds']} s; "
+        f"validation AUC {checks.get('validation_auc_int8')} (int8), "
+        f"ONNX vs torch {checks['onnx_fp32_max_abs_diff']:.1e}, "
+        f"{checks['latency_ms_20_pairs']} ms / 20 pairs; "
+        f"{report['release_bytes'] / 1e6:.1f} MB in {report['release_dir']}",
+        highlight=False,
+    )
+    if "registered" in report:
+        err.print(
+            f"registered as cross-encoder {report['model_id']!r} in "
+            f"{report['registered']['model_dir']}",
+            highlight=False,
+        )
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(1)

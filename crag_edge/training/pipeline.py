@@ -1,0 +1,318 @@
+"""`crag-edge evaluator train`, end to end: label → fine-tune → export → check → register.
+
+Every stage is resumable or cheap to redo: labelled units are appended to `labels.jsonl`,
+the training state to `train_state.pt` (both in the output folder); rerunning the same
+command continues where an interrupted or out-of-budget run stopped. Labelling may use at
+most `LABEL_SHARE` of the budget, so training always gets its part.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from crag_edge.config import Settings
+from crag_edge.engine import Engine
+from crag_edge.evaluation.pairs import Pair, read_pairs
+from crag_edge.models.llm import LlmUnavailableError
+from crag_edge.models.manifest import load_manifest
+from crag_edge.models.onnx_session import plain_tokenizer
+from crag_edge.models.provision import EMBEDDER_ONNX_INT8, model_path, pull_model
+from crag_edge.models.registry import ModelNotInstalledError
+from crag_edge.training import require_torch
+from crag_edge.training.data import (
+    LABELS_FILE,
+    Labeller,
+    LabelOptions,
+    LabelStore,
+    PairBuilder,
+    is_validation,
+    label_corpus,
+)
+from crag_edge.training.vocab import prune_tokenizer
+
+LABEL_SHARE = 0.5
+CHECKPOINT_DIR = "checkpoint"
+REPORT_FILE = "report.json"
+MAX_CHECK_PAIRS = 64
+DEFAULT_LICENSE = "base weights Apache-2.0 (all-MiniLM-L6-v2); training data: the user's corpus"
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """Everything `evaluator train` takes; the defaults are the shipped evaluator's."""
+
+    db: Path
+    out: Path
+    labels: Path | None = None
+    budget_minutes: float = 30.0
+    max_pairs: int = 6000
+    layers: int = 4
+    vocab_size: int | None = None
+    negatives: int = 3
+    llm_labels: bool = True
+    epochs: float = 2.0
+    batch_size: int = 16
+    learning_rate: float = 6e-5
+    max_length: int = 256
+    seed: int = 13
+    threads: int = 2
+    model_id: str = ""
+    register: bool = True
+    data_license: str = DEFAULT_LICENSE
+    command: str = ""
+
+
+class Events(Protocol):
+    """Progress for the CLI: one stage at a time, each with its own counter."""
+
+    def stage(self, name: str, total: int | None) -> None: ...
+
+    def update(self, completed: int, total: int | None = None) -> None: ...
+
+    def note(self, message: str) -> None: ...
+
+
+class NoEvents:
+    """The API default: progress is not shown."""
+
+    def stage(self, name: str, total: int | None) -> None:
+        """Nothing to show."""
+
+    def update(self, completed: int, total: int | None = None) -> None:
+        """Nothing to show."""
+
+    def note(self, message: str) -> None:
+        """Nothing to show."""
+
+
+def default_model_id(db: Path) -> str:
+    return f"evaluator-{db.stem}"
+
+
+def _llm_labeller(settings: Settings, events: Events) -> Labeller | None:
+    from crag_edge.training.llm_labels import LlmLabeller
+
+    try:
+        return LlmLabeller.from_settings(settings)
+    except (LlmUnavailableError, ModelNotInstalledError, FileNotFoundError, ValueError) as exc:
+        events.note(f"LLM labels off: {exc}; using heuristic pseudo-queries and hard labels")
+        return None
+
+
+def _file_digest(path: Path | None) -> str | None:
+    return None if path is None else hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def train_evaluator(
+    settings: Settings, options: TrainOptions, events: Events | None = None
+) -> dict[str, Any]:
+    """Run every stage; returns the report also written to `<out>/report.json`."""
+    require_torch()
+    import torch
+
+    from crag_edge.training import export
+    from crag_edge.training.model import from_pretrained, parameter_count, save_checkpoint
+    from crag_edge.training.trainer import (
+        TrainConfig,
+        Trainer,
+        encode,
+        fingerprint,
+        predict_logits,
+    )
+
+    events = events or NoEvents()
+    started = time.monotonic()
+    deadline = started + options.budget_minutes * 60
+    options.out.mkdir(parents=True, exist_ok=True)
+    model_id = options.model_id or default_model_id(options.db)
+    human: Sequence[Pair] = read_pairs(options.labels) if options.labels else []
+    base_spec = load_manifest(settings.model_dir).get(settings.embedder)
+    base_dir = model_path(settings.model_dir, base_spec)
+
+    # -- label -----------------------------------------------------------------------------
+    with Engine.open(options.db, settings, readonly=True) as engine:
+        labeller = _llm_labeller(settings, events) if options.llm_labels else None
+        label_options = LabelOptions(options.max_pairs, options.negatives, seed=options.seed)
+        identity = {
+            "db": str(options.db.resolve()),
+            "labels_sha256": _file_digest(options.labels),
+            "llm": labeller.name if labeller else None,
+            "negatives": label_options.negatives,
+            "pool": label_options.pool,
+            "seed": label_options.seed,
+        }
+        store = LabelStore(options.out / LABELS_FILE, identity)
+        builder = PairBuilder(engine.corpus, engine.retriever, label_options, labeller)
+        chunks = builder.chunk_count
+        events.stage("label pairs", options.max_pairs)
+        events.update(len(store.pairs))
+        complete = label_corpus(
+            builder,
+            human,
+            store,
+            deadline=started + LABEL_SHARE * options.budget_minutes * 60,
+            on_unit=events.update,
+        )
+    if not complete:
+        events.note(
+            f"labelling stopped at the budget with {len(store.pairs)} pairs; "
+            "rerun the same command to label more (finished units are kept)"
+        )
+    pairs = store.pairs
+    train_pairs = [p for p in pairs if not is_validation(p.unit)]
+    val_pairs = [p for p in pairs if is_validation(p.unit)]
+    if not train_pairs:
+        raise ValueError(f"no training pairs could be made from {options.db}")
+
+    # -- model and tokenizer ---------------------------------------------------------------
+    checkpoint = options.out / CHECKPOINT_DIR
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    tokenizer_doc: dict[str, Any] = json.loads(
+        (base_dir / "tokenizer.json").read_text(encoding="utf-8")
+    )
+    vocab_rows = None
+    if options.vocab_size is not None:
+        tokenizer_doc, vocab_rows = prune_tokenizer(tokenizer_doc, options.vocab_size)
+    model = from_pretrained(
+        base_dir,
+        layers=options.layers,
+        vocab_rows=vocab_rows,
+        max_positions=options.max_length,
+        seed=options.seed,
+    )
+    save_checkpoint(model, tokenizer_doc, checkpoint)  # the tokenizer the runtime will load
+    tokenizer = plain_tokenizer(checkpoint / "tokenizer.json")
+    tokenizer.enable_truncation(options.max_length, strategy="longest_first")
+
+    # -- train -----------------------------------------------------------------------------
+    torch.set_num_threads(options.threads)
+    config = TrainConfig(
+        batch_size=options.batch_size,
+        learning_rate=options.learning_rate,
+        epochs=options.epochs,
+        max_length=options.max_length,
+        seed=options.seed,
+    )
+    trainer = Trainer(
+        model,
+        encode(tokenizer, train_pairs),
+        [p.label for p in train_pairs],
+        config,
+        options.out,
+        fingerprint(config, model, train_pairs),
+    )
+    events.stage("train", trainer.planned_steps)
+    result = trainer.train(deadline, on_step=lambda step, total, _loss: events.update(step, total))
+    if not result.complete:
+        events.note(
+            f"training stopped at step {result.steps_done} of {result.total_steps} (budget); "
+            "rerun the same command to continue from the checkpoint"
+        )
+
+    # -- export and check ------------------------------------------------------------------
+    events.stage("export ONNX + int8", None)
+    save_checkpoint(model, tokenizer_doc, checkpoint)
+    fp32, int8 = export.export_onnx(checkpoint, options.out)
+    checked = (val_pairs or train_pairs)[:MAX_CHECK_PAIRS]
+    check_encodings = encode(tokenizer, checked)
+    reference = predict_logits(model, check_encodings)
+    checks: dict[str, Any] = {
+        "pairs_checked": len(checked),
+        "onnx_fp32_max_abs_diff": export.agreement(
+            reference, export.onnx_logits(fp32, check_encodings, options.threads)
+        ),
+        "onnx_int8_max_abs_diff": export.agreement(
+            reference, export.onnx_logits(int8, check_encodings, options.threads)
+        ),
+    }
+    if checks["onnx_fp32_max_abs_diff"] > export.MAX_FP32_DIFF:
+        raise export.ExportError(
+            f"the ONNX graph disagrees with the trained model by "
+            f"{checks['onnx_fp32_max_abs_diff']:.3g} (limit {export.MAX_FP32_DIFF:g})"
+        )
+    if val_pairs:
+        val_encodings = encode(tokenizer, val_pairs)
+        val_labels = [p.label for p in val_pairs]
+        checks["validation_auc_torch"] = export.auc(
+            predict_logits(model, val_encodings), val_labels
+        )
+        checks["validation_auc_int8"] = export.auc(
+            export.onnx_logits(int8, val_encodings, options.threads), val_labels
+        )
+    sample = (val_pairs or train_pairs)[: export.LATENCY_PAIRS]
+    checks["latency_ms_20_pairs"] = export.latency_ms(
+        int8, checkpoint / "tokenizer.json", sample[0].query, [p.passage for p in sample]
+    )
+
+    origins: dict[str, int] = {}
+    for p in pairs:
+        origins[p.origin] = origins.get(p.origin, 0) + 1
+    report: dict[str, Any] = {
+        "model_id": model_id,
+        "command": options.command or "(Python API)",
+        "data_license": options.data_license,
+        "data": {
+            "db": options.db.name,
+            "chunks": chunks,
+            "labels_file": options.labels.name if options.labels else None,
+            "llm": identity["llm"],
+            "pairs": len(pairs),
+            "train_pairs": len(train_pairs),
+            "validation_pairs": len(val_pairs),
+            "complete": complete,
+            "origins": origins,
+        },
+        "training": {
+            "base_model": settings.embedder,
+            "layers": options.layers,
+            "vocab_size": model.config["vocab_size"],
+            "max_positions": model.config["max_position_embeddings"],
+            "parameters": parameter_count(model),
+            "learning_rate": options.learning_rate,
+            "batch_size": options.batch_size,
+            "max_length": options.max_length,
+            "epochs": options.epochs,
+            "threads": options.threads,
+            "seed": options.seed,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            **{k: v for k, v in asdict(result).items() if k != "losses"},
+        },
+        "size_bytes": {"fp32": fp32.stat().st_size, "int8": int8.stat().st_size},
+        "checks": checks,
+    }
+    (options.out / export.CARD).write_text(export.model_card(report), encoding="utf-8")
+    files = {
+        EMBEDDER_ONNX_INT8: int8,
+        "tokenizer.json": checkpoint / "tokenizer.json",
+        "config.json": checkpoint / "config.json",
+        export.CARD: options.out / export.CARD,
+    }
+    folder = export.release(options.out, files)
+    report["release_dir"] = str(folder)
+    report["release_bytes"] = sum((folder / n).stat().st_size for n in export.RELEASE_FILES)
+
+    # -- register --------------------------------------------------------------------------
+    if options.register:
+        events.stage("register", None)
+        description = (
+            f"crag-edge evaluator trained on {options.db.name}: MiniLM L{options.layers}, int8"
+        )
+        spec = export.register(
+            settings.model_dir, model_id, folder, options.data_license, description
+        )
+        pulled = pull_model(spec, settings.model_dir)
+        report["registered"] = {
+            "model_dir": str(settings.model_dir),
+            "files": {f.name: f.state for f in pulled.files},
+        }
+    report["seconds_total"] = round(time.monotonic() - started, 1)
+    (options.out / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
