@@ -39,8 +39,8 @@ test: test-models
 	$(BIN)/python -m pytest
 
 lint: install
-	$(BIN)/ruff check crag_edge tests benchmarks
-	$(BIN)/ruff format --check crag_edge tests benchmarks
+	$(BIN)/ruff check crag_edge tests benchmarks scripts
+	$(BIN)/ruff format --check crag_edge tests benchmarks scripts
 	$(BIN)/mypy
 
 bench: test-models

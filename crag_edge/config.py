@@ -122,7 +122,7 @@ class Settings(BaseSettings):
         0.3, ge=0.0, le=1.0, description="Items scoring below are dropped."
     )
     aggregation: Literal["mean", "rank_weighted", "max", "min"] = Field(
-        "max", description="How kept items' scores become one score."
+        "rank_weighted", description="How kept items' scores become one score (README: Grading)."
     )
     confidence_margin: float = Field(
         0.1,
@@ -164,7 +164,7 @@ class Settings(BaseSettings):
 
     # Platt scaling (a, b) per tier: p = sigmoid(a * raw + b), fitted on SciFact pairs with
     # `crag-edge eval grading --fit-calibration` (see README, "Grading"); None = use as is.
-    calibration_signals: tuple[float, float] | None = None
+    calibration_signals: tuple[float, float] | None = (17.96, -11.71)
     calibration_cross_encoder: tuple[float, float] | None = None
     calibration_llm: tuple[float, float] | None = None
 

@@ -1,0 +1,208 @@
+"""LlamaRuntime and LlmJudge on the real SmolLM2-135M GGUF.
+
+SmolLM2 is far too small to judge relevance, so these tests check plumbing (shapes,
+bounds, timeouts, errors, locking), never the quality of the scores.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from crag_edge.config import Settings
+from crag_edge.grading.llm_judge import MODES, JudgeMode, LlmJudge, parse_ratings, rating_grammar
+from crag_edge.models.llm import LlamaRuntime, LlmUnavailableError, load_llm
+from crag_edge.models.manifest import load_manifest
+from crag_edge.models.registry import ModelNotInstalledError, installed_file
+from crag_edge.types import PairScorer
+
+pytestmark = pytest.mark.models
+
+MODEL_ID = "smollm2-135m-instruct"
+QUERY = "What is the boiling point of water at sea level?"
+PASSAGES = [
+    "Water boils at 100 degrees Celsius at sea level.",
+    "The Eiffel Tower is in Paris.",
+    "At higher altitudes water boils at lower temperatures.",
+    "Bananas are rich in potassium.",
+    "Pressure cookers raise the boiling point of water.",
+    "The Pacific is the largest ocean.",
+    "Sea level is the average height of the ocean's surface.",
+]
+
+
+@pytest.fixture(scope="module")
+def model_path() -> Path:
+    settings = Settings.load()
+    spec = load_manifest(settings.model_dir).get(MODEL_ID)
+    try:
+        return installed_file(settings, MODEL_ID, spec.files[0].name)
+    except ModelNotInstalledError as exc:
+        pytest.fail(f"{exc}; run `make test-models`")
+
+
+@pytest.fixture(scope="module")
+def runtime(model_path: Path) -> LlamaRuntime:
+    # One thread: llama.cpp's spinning workers collapse when the cores are shared with
+    # other test processes, and a 135M model gains little from a second one.
+    return LlamaRuntime(model_path, model_id=MODEL_ID, n_ctx=2048, n_threads=1, timeout_s=120)
+
+
+def test_runtime_answers(runtime: LlamaRuntime) -> None:
+    reply = runtime.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)
+    assert reply.text.strip()
+    assert reply.finish_reason in ("stop", "length")
+    assert 0 < reply.completion_tokens <= 8
+
+
+def test_grammar_constrains_chat(runtime: LlamaRuntime) -> None:
+    reply = runtime.chat(
+        [{"role": "user", "content": "Is the sky green?"}], grammar='root ::= "yes" | "no"'
+    )
+    assert reply.text in ("yes", "no")
+    assert reply.finish_reason == "stop"
+
+
+def test_invalid_grammar_is_an_error_not_a_crash(runtime: LlamaRuntime) -> None:
+    with pytest.raises(ValueError, match="invalid GBNF"):
+        runtime.chat([{"role": "user", "content": "hi"}], grammar='root ::= "a" (((')
+
+
+def test_chat_timeout_returns_instead_of_raising(runtime: LlamaRuntime) -> None:
+    reply = runtime.chat([{"role": "user", "content": "Tell a long story."}], timeout_s=0.0)
+    assert reply.timed_out
+    assert reply.text == ""
+
+
+def test_waiting_for_a_busy_model_counts_against_the_timeout(runtime: LlamaRuntime) -> None:
+    with runtime._lock:  # another thread holding the model
+        reply = runtime.chat([{"role": "user", "content": "hi"}], timeout_s=0.2)
+        probs = runtime.next_token_logprobs(
+            [[{"role": "user", "content": "hi"}]], [0], timeout_s=0.2
+        )
+    assert reply.timed_out
+    assert probs.timed_out and probs.rows == [None]
+
+
+def test_shared_prefixes_are_evaluated_once(runtime: LlamaRuntime) -> None:
+    prompts = [[{"role": "user", "content": f"{QUERY}\n{p}"}] for p in PASSAGES[:3]]
+    ids = [runtime.tokenize("Yes")[0], runtime.tokenize("No")[0]]
+    forward = runtime.next_token_logprobs(prompts, ids)
+    backward = runtime.next_token_logprobs(prompts[::-1], ids)
+    total = sum(len(runtime.chat_tokens(p)) for p in prompts)
+    assert forward.evaluated_tokens < total
+    for a, b in zip(forward.rows, backward.rows[::-1], strict=True):
+        assert a is not None and b is not None
+        assert a == pytest.approx(b, abs=1e-3)
+        assert all(v < 0 for v in a)
+
+
+def test_scorer_protocol_and_empty_batch(runtime: LlamaRuntime) -> None:
+    judge: PairScorer = LlmJudge(runtime, "grammar")
+    assert judge.name == "llm-grammar"
+    assert judge.score(QUERY, []).scores == []
+
+
+@pytest.mark.parametrize("n", [1, 3, 7])
+def test_grammar_mode_returns_exactly_n_scores(runtime: LlamaRuntime, n: int) -> None:
+    batch = LlmJudge(runtime, "grammar").score(QUERY, PASSAGES[:n])
+    assert batch.warnings == []
+    assert len(batch.scores) == n
+    assert all(0.0 <= s <= 1.0 for s in batch.scores)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_logprob_mode_returns_n_probabilities(runtime: LlamaRuntime, n: int) -> None:
+    batch = LlmJudge(runtime, "logprob").score(QUERY, PASSAGES[:n])
+    assert not any("timed out" in w for w in batch.warnings)
+    assert len(batch.scores) == n
+    assert all(0.0 < s < 1.0 and math.isfinite(s) for s in batch.scores)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_timeout_scores_neutral_with_a_warning(runtime: LlamaRuntime, mode: JudgeMode) -> None:
+    batch = LlmJudge(runtime, mode, timeout_s=0.0).score(QUERY, PASSAGES[:3])
+    assert batch.scores == [0.5, 0.5, 0.5]
+    assert len(batch.warnings) == 1 and "timed out" in batch.warnings[0]
+
+
+def test_truncated_grammar_output_scores_neutral_with_a_warning(model_path: Path) -> None:
+    starved = LlamaRuntime(model_path, model_id=MODEL_ID, n_ctx=1024, n_threads=1, max_tokens=4)
+    batch = LlmJudge(starved, "grammar").score(QUERY, PASSAGES[:3])
+    assert batch.scores == [0.5, 0.5, 0.5]
+    assert len(batch.warnings) == 1 and "ran out of tokens" in batch.warnings[0]
+
+
+def test_long_passages_are_truncated_to_fit(runtime: LlamaRuntime) -> None:
+    long = "water " * 5000  # far beyond the 2048-token context on its own
+    for mode in MODES:
+        judge = LlmJudge(runtime, mode, max_passage_tokens=32)
+        batch = judge.score(QUERY, [long, PASSAGES[0]])
+        assert len(batch.scores) == 2
+        assert not any("timed out" in w for w in batch.warnings)
+
+
+def test_two_threads_share_one_model(runtime: LlamaRuntime) -> None:
+    grammar, logprob = LlmJudge(runtime, "grammar"), LlmJudge(runtime, "logprob")
+    start = threading.Barrier(2)
+
+    def run(judge: LlmJudge, n: int) -> list[float]:
+        start.wait()
+        batch = judge.score(QUERY, PASSAGES[:n])
+        assert not any("timed out" in w for w in batch.warnings)
+        return batch.scores
+
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.submit(run, grammar, 4), pool.submit(run, logprob, 2)
+        assert len(first.result()) == 4
+        assert len(second.result()) == 2
+
+
+def test_missing_model_file_says_how_to_pull(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=f"crag-edge models pull {MODEL_ID}"):
+        LlamaRuntime(tmp_path / "absent.gguf", model_id=MODEL_ID)
+    with pytest.raises(ModelNotInstalledError, match=f"crag-edge models pull {MODEL_ID}"):
+        load_llm(Settings.load(model_dir=tmp_path), MODEL_ID)
+
+
+def test_load_llm_rejects_non_llm_models() -> None:
+    with pytest.raises(ValueError, match="not an LLM"):
+        load_llm(Settings.load(), "all-minilm-l6-v2")
+
+
+def test_random_bytes_are_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "random.gguf"
+    path.write_bytes(bytes(range(256)) * 64)
+    with pytest.raises(ValueError, match="not a GGUF model"):
+        LlamaRuntime(path, model_id=MODEL_ID)
+
+
+def test_corrupt_gguf_body_is_a_clear_error(tmp_path: Path, model_path: Path) -> None:
+    path = tmp_path / "truncated.gguf"
+    with model_path.open("rb") as handle:
+        path.write_bytes(handle.read(1 << 20))  # a valid header, then the file just ends
+    with pytest.raises(ValueError, match="not a loadable GGUF model"):
+        LlamaRuntime(path, model_id=MODEL_ID)
+
+
+def test_missing_llama_cpp_says_how_to_install(
+    model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` fail
+    with pytest.raises(LlmUnavailableError, match=r"pip install 'crag-edge\[llm\]'"):
+        LlamaRuntime(model_path, model_id=MODEL_ID)
+
+
+def test_rating_grammar_and_parser_agree() -> None:
+    assert rating_grammar(2) == 'root ::= "[1] " r "\\n" "[2] " r\nr ::= [0-9]\n'
+    assert parse_ratings("[1] 3\n[2] 9", 2) == [3, 9]
+    assert parse_ratings("[1] 3", 2) is None  # too few
+    assert parse_ratings("[2] 3\n[1] 9", 2) is None  # out of order
+    assert parse_ratings("[1] 3\n[2] x", 2) is None
+    with pytest.raises(ValueError):
+        rating_grammar(0)
