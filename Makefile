@@ -33,7 +33,7 @@ test-models: install
 
 demo: models
 	$(BIN)/crag-edge ingest --db $(DEMO_DB) sample_corpus
-	$(BIN)/crag-edge query --db $(DEMO_DB) "$(DEMO_QUESTION)"
+	$(BIN)/crag-edge answer --db $(DEMO_DB) "$(DEMO_QUESTION)"
 
 test: test-models
 	$(BIN)/python -m pytest

@@ -28,7 +28,13 @@ from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.evaluation import EvalDataError, evaluate_retrieval, read_qrels, read_queries
 from crag_edge.evaluation.grading import SCORERS, evaluate_grading, sample_queries
-from crag_edge.evaluation.pairs import pairs_from, read_pairs, write_pairs
+from crag_edge.evaluation.pairs import (
+    pairs_from,
+    pairs_from_retrieval,
+    read_pairs,
+    write_pairs,
+)
+from crag_edge.generation import cited
 from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent
 from crag_edge.models import provision
@@ -414,6 +420,46 @@ def query(
             )
 
 
+@app.command()
+@friendly_errors
+def answer(
+    ctx: typer.Context,
+    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
+    db: DbOption,
+    mode: ModeOption = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="Hits per retrieval.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run the corrective loop, then stream an answer that cites its evidence by number."""
+    with Engine.open(db, _settings(ctx)) as engine:
+        result, pieces = engine.answer(question, mode=_mode(mode), top_k=top_k)
+        if not as_json:
+            colour = {"CORRECT": "green", "AMBIGUOUS": "yellow", "INCORRECT": "red"}
+            err.print(
+                f"[bold {colour[result.decision]}]{result.decision}[/] "
+                f"({result.reason}); {len(result.context)} evidence strips",
+                highlight=False,
+            )
+        text = ""
+        for piece in pieces:
+            text += piece
+            if not as_json:
+                out.print(piece, end="", highlight=False)
+    sources = cited(text, result.context)
+    if as_json:
+        print_json(
+            {"answer": text, "citations": [asdict(c) for c in sources], "result": result.to_dict()}
+        )
+        return
+    out.print()
+    for item in sources:
+        out.print(
+            f"[{item.n}] {item.title or Path(item.source).name} — {item.source} "
+            f"[{item.start}:{item.end}]",
+            highlight=False,
+        )
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -466,14 +512,38 @@ def eval_retrieval(
 @eval_app.command("pairs")
 @friendly_errors
 def eval_pairs(
-    source: Annotated[str, typer.Option("--from", help="wikiqa, climate-fever or scifact.")],
-    path: Annotated[
-        Path, typer.Argument(help="WikiQA .tsv, Climate-FEVER .jsonl, or the SciFact folder.")
+    ctx: typer.Context,
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            help="wikiqa, climate-fever, scifact, or retrieval (needs --db, --queries, "
+            "--qrels: the top-k hits of each query labelled by its qrels).",
+        ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Pairs file to write (JSON Lines).")],
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="WikiQA .tsv, Climate-FEVER .jsonl, or the SciFact folder."),
+    ] = None,
+    db: Annotated[Path | None, typer.Option("--db", help="Corpus (for --from retrieval).")] = None,
+    queries: Annotated[Path | None, typer.Option("--queries", help="BEIR queries.jsonl.")] = None,
+    qrels: Annotated[Path | None, typer.Option("--qrels", help="BEIR qrels .tsv.")] = None,
+    top_k: Annotated[int, typer.Option("--top-k", help="Hits per query (retrieval).")] = 10,
 ) -> None:
-    """Convert a labelled dataset into (query, passage, label) pairs for `eval grading`."""
-    pairs = pairs_from(source, path)
+    """Make (query, passage, label) pairs for `eval grading` from a labelled dataset, or from
+    your own corpus's retrieval results (to calibrate the grader on what it will really see)."""
+    if source == "retrieval":
+        if db is None or queries is None or qrels is None:
+            raise ValueError("--from retrieval needs --db, --queries and --qrels")
+        with Engine.open(db, _settings(ctx), readonly=True) as engine:
+            pairs = pairs_from_retrieval(
+                lambda q: engine.search(q, top_k=top_k), read_queries(queries), read_qrels(qrels)
+            )
+    else:
+        if path is None:
+            raise ValueError(f"--from {source} needs the dataset path")
+        pairs = pairs_from(source, path)
     write_pairs(pairs, out)
     err.print(f"wrote {len(pairs)} pairs ({sum(p.label for p in pairs)} relevant) to {out}")
 

@@ -1,19 +1,20 @@
 """The engine: one corpus, its models and settings, and the order of the pipeline's stages.
 
 Stages: ingest; and per question, the corrective loop (`crag.CragLoop`: retrieve, grade,
-correct, refine); generation joins here when it is built.
+correct, refine), then optionally generation (`generation.stream_answer`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import FallbackConfig, build_providers
 from crag_edge.crag import CragLoop
+from crag_edge.generation import stream_answer
 from crag_edge.grading import Grader
 from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
@@ -156,6 +157,15 @@ class Engine:
             ]
             self.audit_sink.write(events, question=question, corpus=str(self.corpus.path))
         return result
+
+    def answer(
+        self, question: str, *, mode: Mode | None = None, top_k: int | None = None
+    ) -> tuple[CragResult, Iterator[str]]:
+        """The loop's result and the answer's text as a stream (generated lazily)."""
+        result = self.query(question, mode=mode, top_k=top_k)
+        needs_model = bool(result.context) and not result.insufficient_evidence
+        llm = self.llm() if needs_model else None
+        return result, stream_answer(llm, result, timeout_s=self.settings.llm_timeout_s)
 
     def llm(self) -> LlamaRuntime | None:
         """The default LLM, loaded on first use and shared; None when it is not installed

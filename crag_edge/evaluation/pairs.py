@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from crag_edge.evaluation.beir import EvalDataError
+from crag_edge.types import Hit
 
 SOURCES = ("wikiqa", "climate-fever", "scifact")
 
@@ -63,6 +64,26 @@ def pairs_from(source: str, path: Path) -> list[Pair]:
     if not path.exists():
         raise EvalDataError(f"not found: {path}")
     return list(readers[source](path))
+
+
+def pairs_from_retrieval(
+    search: Callable[[str], list[Hit]],
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+) -> list[Pair]:
+    """Every retrieved chunk of every judged query, labelled by the qrels of its document:
+    the very distribution the grader sees at query time (hard negatives included), which is
+    what a calibration should be fitted on."""
+    from crag_edge.evaluation.retrieval import document_key
+
+    pairs = []
+    for qid, text in queries.items():
+        if qid not in qrels:
+            continue
+        for hit in search(text):
+            relevant = qrels[qid].get(document_key(hit.chunk.source), 0) > 0
+            pairs.append(Pair(text, hit.chunk.text, int(relevant)))
+    return pairs
 
 
 def _wikiqa(path: Path) -> Iterator[Pair]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -265,6 +265,45 @@ class LlamaRuntime:
             completion_tokens=response["usage"]["completion_tokens"],
             seconds=time.monotonic() - started,
         )
+
+    def stream_chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Iterator[str]:
+        """Yield the assistant's reply piece by piece (for answers shown as they are written).
+
+        Holds the model for the whole stream; stops quietly at the deadline. Raises
+        `TimeoutError` if the model could not even be acquired in time.
+        """
+        limit = self._max_tokens if max_tokens is None else min(max_tokens, self._max_tokens)
+        deadline = _Deadline(self._bounded_timeout(timeout_s))
+        prompt = self.chat_tokens(messages)
+        self._check_fits(len(prompt) + 1)
+        if not self._lock.acquire(timeout=deadline.remaining()):
+            raise TimeoutError(f"{self._model_id} stayed busy past the timeout")
+        try:
+            if self._eval_prompt(prompt, deadline) is None:
+                return
+            pieces: Any = self._llm.create_completion(
+                prompt=prompt,
+                max_tokens=limit,
+                temperature=temperature,
+                stopping_criteria=self._llama_cpp.StoppingCriteriaList([deadline]),
+                stop=[],
+                stream=True,
+            )
+            for piece in pieces:
+                text = piece["choices"][0]["text"]
+                if text:
+                    yield text
+        except RuntimeError as exc:
+            raise LlmCallError(f"{self._model_id}: generation failed: {exc}") from exc
+        finally:
+            self._lock.release()
 
     def next_token_logprobs(
         self,

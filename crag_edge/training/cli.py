@@ -108,6 +108,10 @@ def train(
     ] = 3,
     epochs: Annotated[float, typer.Option("--epochs", help="Passes over the pairs.")] = 2.0,
     learning_rate: Annotated[float, typer.Option("--lr", help="Peak learning rate.")] = 6e-5,
+    max_length: Annotated[
+        int,
+        typer.Option("--max-length", help="Tokens per pair in training (inference reads 256)."),
+    ] = 256,
     llm_labels: Annotated[
         bool,
         typer.Option(
@@ -143,6 +147,7 @@ def train(
         llm_labels=llm_labels,
         epochs=epochs,
         learning_rate=learning_rate,
+        max_length=max_length,
         seed=seed,
         model_id=model_id or "",
         register=register,
@@ -184,7 +189,8 @@ def reproduce_command(o: TrainOptions) -> str:
     if o.vocab_size is not None:
         args += ["--vocab-size", str(o.vocab_size)]
     args += ["--negatives", str(o.negatives), "--epochs", f"{o.epochs:g}"]
-    args += ["--lr", f"{o.learning_rate:g}", "--seed", str(o.seed)]
+    args += ["--lr", f"{o.learning_rate:g}", "--max-length", str(o.max_length)]
+    args += ["--seed", str(o.seed)]
     args.append("--llm-labels" if o.llm_labels else "--no-llm-labels")
     if o.model_id:
         args += ["--model-id", o.model_id]

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.evaluation.pairs import Pair, read_pairs
+from crag_edge.models.cross_encoder import MAX_LENGTH, MIN_LENGTH
 from crag_edge.models.llm import LlmUnavailableError
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.onnx_session import plain_tokenizer
@@ -135,6 +136,20 @@ def train_evaluator(
     human: Sequence[Pair] = read_pairs(options.labels) if options.labels else []
     base_spec = load_manifest(settings.model_dir).get(settings.embedder)
     base_dir = model_path(settings.model_dir, base_spec)
+    # Option errors surface now, not after the slow labelling.
+    base_config = json.loads((base_dir / "config.json").read_text(encoding="utf-8"))
+    if not 1 <= options.layers <= base_config["num_hidden_layers"]:
+        raise ValueError(f"--layers must be 1-{base_config['num_hidden_layers']}")
+    if not MIN_LENGTH <= options.max_length <= base_config["max_position_embeddings"]:
+        raise ValueError(
+            f"--max-length must be {MIN_LENGTH}-{base_config['max_position_embeddings']}"
+        )
+    tokenizer_doc: dict[str, Any] = json.loads(
+        (base_dir / "tokenizer.json").read_text(encoding="utf-8")
+    )
+    vocab_rows = None
+    if options.vocab_size is not None:
+        tokenizer_doc, vocab_rows = prune_tokenizer(tokenizer_doc, options.vocab_size)
 
     # -- label -----------------------------------------------------------------------------
     with Engine.open(options.db, settings, readonly=True) as engine:
@@ -174,17 +189,11 @@ def train_evaluator(
     # -- model and tokenizer ---------------------------------------------------------------
     checkpoint = options.out / CHECKPOINT_DIR
     checkpoint.mkdir(parents=True, exist_ok=True)
-    tokenizer_doc: dict[str, Any] = json.loads(
-        (base_dir / "tokenizer.json").read_text(encoding="utf-8")
-    )
-    vocab_rows = None
-    if options.vocab_size is not None:
-        tokenizer_doc, vocab_rows = prune_tokenizer(tokenizer_doc, options.vocab_size)
     model = from_pretrained(
         base_dir,
         layers=options.layers,
         vocab_rows=vocab_rows,
-        max_positions=options.max_length,
+        max_positions=max(options.max_length, MAX_LENGTH),  # what inference may read
         seed=options.seed,
     )
     save_checkpoint(model, tokenizer_doc, checkpoint)  # the tokenizer the runtime will load

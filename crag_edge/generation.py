@@ -1,0 +1,73 @@
+"""Answer from the final context only, with numbered citations that resolve to documents.
+
+The prompt forbids knowledge outside the context and asks for "[n]" citations; when the
+loop found no trustworthy evidence, no model is called: the answer says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+from crag_edge.models.llm import LlamaRuntime, Message
+from crag_edge.result import ContextItem, CragResult
+
+INSUFFICIENT = (
+    "The evidence is insufficient to answer this question: nothing trustworthy was found "
+    "in the corpus{fallback}."
+)
+SYSTEM = (
+    "You are a careful assistant. Answer the user's question in one to three sentences, "
+    "using only facts stated in the numbered context passages, and cite the passages you "
+    "used with their numbers in brackets, like [1]. Never add facts that are not in the "
+    "passages. Only if no passage helps answer the question, say that the evidence is "
+    "insufficient."
+)
+_CITATION = re.compile(r"\[(\d+)\]")
+
+
+def answer_messages(question: str, context: Sequence[ContextItem]) -> list[Message]:
+    passages = "\n\n".join(
+        f"[{item.n}] ({item.title or item.source}) {item.text}" for item in context
+    )
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": f"Context passages:\n\n{passages}\n\nQuestion: {question}"},
+    ]
+
+
+def stream_answer(
+    llm: LlamaRuntime | None,
+    result: CragResult,
+    *,
+    max_tokens: int = 512,
+    timeout_s: float | None = None,
+) -> Iterator[str]:
+    """The answer's text as it is generated; the insufficient-evidence sentence without a
+    model call when the context is empty."""
+    if result.insufficient_evidence or not result.context:
+        tried = result.fallback.get("used") or []
+        yield INSUFFICIENT.format(
+            fallback=f" or by the fallback ({', '.join(tried)})" if tried else ""
+        )
+        return
+    if llm is None:
+        raise RuntimeError(
+            "no LLM is installed to write the answer: run `crag-edge models pull` "
+            "(the context above is the evidence it would use)"
+        )
+    yield from llm.stream_chat(
+        answer_messages(result.question, result.context), max_tokens=max_tokens, timeout_s=timeout_s
+    )
+
+
+def cited(answer: str, context: Sequence[ContextItem]) -> list[ContextItem]:
+    """The context items the answer cites, in order of first citation; unknown numbers are
+    ignored (a model may invent one)."""
+    by_number = {item.n: item for item in context}
+    seen: dict[int, ContextItem] = {}
+    for match in _CITATION.finditer(answer):
+        number = int(match.group(1))
+        if number in by_number and number not in seen:
+            seen[number] = by_number[number]
+    return list(seen.values())
