@@ -38,6 +38,7 @@ from crag_edge.generation import cited
 from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent
 from crag_edge.models import provision
+from crag_edge.models.llm import SharedLlm
 from crag_edge.models.manifest import ManifestError, load_manifest
 from crag_edge.models.registry import ModelNotInstalledError, load_embedder
 from crag_edge.retrieval import Mode
@@ -582,7 +583,7 @@ def eval_grading(
         raise ValueError(f"unknown scorer(s) {', '.join(unknown)}; use {', '.join(SCORERS)}")
     pairs = sample_queries(read_pairs(pairs_file), limit)
     embedder = load_embedder(settings)
-    grader = build_grader(settings)
+    grader = build_grader(settings, llm=SharedLlm(settings))
     with Progress(
         TextColumn("eval grading"),
         BarColumn(),

@@ -6,7 +6,6 @@ correct, refine), then optionally generation (`generation.stream_answer`).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -18,8 +17,8 @@ from crag_edge.generation import stream_answer
 from crag_edge.grading import Grader
 from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
-from crag_edge.models.llm import LlamaRuntime, LlmUnavailableError, load_llm
-from crag_edge.models.registry import ModelNotInstalledError, load_embedder
+from crag_edge.models.llm import SharedLlm
+from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
 from crag_edge.result import CragResult
 from crag_edge.retrieval import Mode, Retriever
@@ -64,9 +63,7 @@ class Engine:
         self.retriever = Retriever(
             corpus, embedder, candidates=settings.candidates, rrf_k=settings.rrf_k
         )
-        self._llm: LlamaRuntime | None = None
-        self._llm_missing = False
-        self._llm_lock = threading.Lock()
+        self.llm = SharedLlm(settings)
         self.grader = grader or build_grader(settings, self.metrics, llm=self.llm)
         self.audit_sink = AuditSink(settings.audit_log) if settings.audit_log else None
         self.fallbacks = build_providers(fallback_config(settings), embedder)
@@ -166,17 +163,6 @@ class Engine:
         needs_model = bool(result.context) and not result.insufficient_evidence
         llm = self.llm() if needs_model else None
         return result, stream_answer(llm, result, timeout_s=self.settings.llm_timeout_s)
-
-    def llm(self) -> LlamaRuntime | None:
-        """The default LLM, loaded on first use and shared; None when it is not installed
-        or llama-cpp-python is missing (the tiers and rewrites that need it step aside)."""
-        with self._llm_lock:
-            if self._llm is None and not self._llm_missing:
-                try:
-                    self._llm = load_llm(self.settings)
-                except (ModelNotInstalledError, LlmUnavailableError):
-                    self._llm_missing = True
-            return self._llm
 
     def close(self) -> None:
         for provider in self.fallbacks:

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from crag_edge.config import Settings
 from crag_edge.models.manifest import load_manifest
-from crag_edge.models.registry import installed_file
+from crag_edge.models.registry import ModelNotInstalledError, installed_file
 
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
@@ -404,6 +404,27 @@ def load_llm(settings: Settings, model_id: str | None = None) -> LlamaRuntime:
         max_tokens=settings.llm_max_tokens,
         timeout_s=settings.llm_timeout_s,
     )
+
+
+class SharedLlm:
+    """The default LLM, loaded on first use and shared by every caller; None when it is not
+    installed or llama-cpp-python is missing (the tiers and rewrites that need it step aside).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._runtime: LlamaRuntime | None = None
+        self._missing = False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> LlamaRuntime | None:
+        with self._lock:
+            if self._runtime is None and not self._missing:
+                try:
+                    self._runtime = load_llm(self._settings)
+                except (ModelNotInstalledError, LlmUnavailableError):
+                    self._missing = True
+            return self._runtime
 
 
 def _import_llama_cpp() -> Any:
