@@ -27,6 +27,7 @@ from rich.table import Table
 from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.evaluation import EvalDataError, evaluate_retrieval, read_qrels, read_queries
+from crag_edge.evaluation.crag import evaluate_crag
 from crag_edge.evaluation.grading import SCORERS, evaluate_grading, sample_queries
 from crag_edge.evaluation.pairs import (
     pairs_from,
@@ -508,6 +509,57 @@ def eval_retrieval(
         return
     for key, value in result.items():
         out.print(f"{key:>15}: {value}", highlight=False)
+
+
+@eval_app.command("crag")
+@friendly_errors
+def eval_crag(
+    ctx: typer.Context,
+    db: DbOption,
+    queries: Annotated[Path, typer.Option("--queries", help="BEIR queries.jsonl.")],
+    qrels: Annotated[Path, typer.Option("--qrels", help="BEIR qrels .tsv (or TREC qrels).")],
+    fallback_db: Annotated[
+        Path | None, typer.Option("--fallback-db", help="Second corpus for the `local` fallback.")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Only the first N judged queries.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The full loop per query vs plain top-k RAG: decisions, fallback rate, evidence recall,
+    noise rate and latency per path."""
+    settings = _settings(ctx)
+    if fallback_db is not None:
+        settings = settings.model_copy(update={"fallback_db": fallback_db})
+    judgements = read_qrels(qrels)
+    texts = {q: t for q, t in read_queries(queries).items() if q in judgements}
+    if limit is not None:
+        texts = dict(list(texts.items())[:limit])
+    with (
+        Engine.open(db, settings, readonly=True) as engine,
+        Progress(
+            TextColumn("eval crag"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            disable=as_json,
+            transient=True,
+        ) as bar,
+    ):
+        task = bar.add_task("queries", total=len(texts))
+        report = evaluate_crag(
+            engine.query,
+            lambda q: engine.search(q),
+            texts,
+            judgements,
+            on_query=lambda: bar.advance(task),
+        )
+    if as_json:
+        print_json(report)
+        return
+    for key, value in report.items():
+        out.print(f"{key:>27}: {value}", highlight=False)
 
 
 @eval_app.command("pairs")

@@ -1,6 +1,7 @@
 """The CRAG loop (seed 001's state machine): retrieve → grade → correct, until GENERATE.
 
-- CORRECT (GENERATE): keep the good items, refine them into strips, done.
+- CORRECT (GENERATE): keep the good items, refine them into strips, done (a fast-path
+  rule skips refinement too: it promises no model call).
 - AMBIGUOUS (REFINE): keep the good items, expand the query (synonyms), re-retrieve, fuse the
   new hits with the kept ones, and ask the fallback too when fewer than `min_kept_items`
   remain; grade again.
@@ -182,9 +183,12 @@ class CragLoop:
         if not insufficient and final_items:
             for hit, _ in final_items:
                 corrections.append(Correction("keep", {"chunk_id": hit.chunk.chunk_id}))
-            context = self._timed(
-                timings, "refine", self._refine, question, final_items, corrections
-            )
+            if grading.rule is not None:  # the fast path calls no model, refinement included
+                context = _whole_chunks(final_items)
+            else:
+                context = self._timed(
+                    timings, "refine", self._refine, question, final_items, corrections
+                )
         if insufficient:
             audit.emit("insufficient_evidence", iterations=iteration)
         decision = grading.decision if not insufficient else Decision.INCORRECT
@@ -359,6 +363,24 @@ class CragLoop:
             seconds = time.perf_counter() - started
             timings[stage] = round(timings.get(stage, 0.0) + seconds * 1000, 3)
             self.metrics.stage_seconds.labels(stage=stage).observe(seconds)
+
+
+def _whole_chunks(items: Sequence[tuple[Hit, ItemGrade]]) -> list[ContextItem]:
+    return [
+        ContextItem(
+            n,
+            h.chunk.chunk_id,
+            h.chunk.doc_id,
+            h.chunk.source,
+            h.chunk.title,
+            h.chunk.start,
+            h.chunk.end,
+            h.chunk.text,
+            h.origin,
+            g.score,
+        )
+        for n, (h, g) in enumerate(items, start=1)
+    ]
 
 
 def _dedupe(hits: Sequence[Hit]) -> list[Hit]:

@@ -245,3 +245,17 @@ def test_engine_fast_path(sample_db: Path, embedder) -> None:  # type: ignore[no
     assert result.rule == "few_context" and result.decision == Decision.CORRECT
     assert result.iterations == 1 and result.context
     assert b'crag_fast_path_hits_total{rule="few_context"} 1.0' in engine.metrics.exposition()
+
+
+@pytest.mark.parametrize(
+    ("score", "decision", "kept"),
+    [
+        (0.7, Decision.CORRECT, True),  # CORRECT is >= correct_threshold
+        (0.6999, Decision.AMBIGUOUS, True),
+        (0.3, Decision.AMBIGUOUS, True),  # INCORRECT is < incorrect_threshold; kept is >=
+        (0.2999, Decision.INCORRECT, False),
+    ],
+)
+def test_thresholds_at_their_boundaries(score: float, decision: Decision, kept: bool) -> None:
+    grading, _ = graded([score], aggregation="mean")
+    assert grading.decision == decision and grading.items[0].kept is kept

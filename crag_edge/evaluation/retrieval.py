@@ -21,7 +21,9 @@ CHUNKS_PER_DOCUMENT = 3
 
 
 def document_key(source: str) -> str:
-    """The id qrels use for a document: the BEIR `_id`, or the file name."""
+    """The id qrels use for a document: the BEIR `_id`, or the file name (a fallback corpus's
+    hits read `<db>#<source>`: the part after `#` counts)."""
+    source = source.rsplit("#", 1)[-1]
     if source.startswith("beir:"):
         return source.removeprefix("beir:")
     return PurePath(source).name

@@ -4,11 +4,12 @@ Where the (query, passage, label) pairs come from, per *unit* (one query and its
 
 - human units: every query of a `--labels` file with its labelled passages, plus hard
   negatives mined for it (top hybrid-retrieval hits that are none of its labelled passages);
-- corpus units: one chunk as the positive for a pseudo-query, plus mined hard negatives from
-  other documents and one random chunk. The pseudo-query is a question the local LLM wrote
-  for the chunk (generative pseudo-labelling) when an LLM is used, else the document title
-  (first chunk) or one of the chunk's sentences, which is then cut out of the passage
-  (inverse cloze task: the model must find the context, not the copy).
+- corpus units: one chunk as the positive for a pseudo-query, plus hard negatives mined
+  from other documents (not for cloze queries, see `_chunk_unit`) and random chunks. The
+  pseudo-query is a question the local LLM wrote for the chunk (generative
+  pseudo-labelling) when an LLM is used, else the document title (first chunk) or one of
+  the chunk's sentences, which is then cut out of the passage (inverse cloze task: the
+  model must find the context, not the copy).
 
 With an LLM judge, corpus pairs get soft labels: the mean of the heuristic label and the
 judge's calibrated probability, which demotes mined negatives that are in fact relevant.
@@ -41,6 +42,7 @@ _SPACES = re.compile(r"\s+")
 MIN_QUERY_WORDS, MAX_QUERY_WORDS = 4, 40
 MIN_PASSAGE_WORDS = 20
 VALIDATION_SHARE = 10  # one unit in this many is held out for validation
+RANDOM_NEGATIVES = 2  # unrelated chunks per corpus unit: what an off-topic hit looks like
 
 
 class LabelStoreError(ValueError):
@@ -100,7 +102,12 @@ def pseudo_query(chunk: Chunk) -> tuple[str, str, str] | None:
         return title, chunk.text, "title"
     sentences = _SENTENCE_END.split(chunk.text.strip())
     for index, sentence in enumerate(sentences):
-        if MIN_QUERY_WORDS + 2 <= len(sentence.split()) <= MAX_QUERY_WORDS:
+        if index == 0 and chunk.ordinal > 0:
+            continue  # a chunk after the first starts mid-sentence: a fragment, not a query
+        if (
+            sentence[:1].isupper()
+            and MIN_QUERY_WORDS + 2 <= len(sentence.split()) <= MAX_QUERY_WORDS
+        ):
             rest = " ".join(sentences[:index] + sentences[index + 1 :])
             if len(rest.split()) >= MIN_PASSAGE_WORDS:
                 return sentence, rest, "sentence"
@@ -213,12 +220,17 @@ class PairBuilder:
         if not query:
             return []
         rows = [(passage, 1.0, origin)]
-        for negative in self._mine(unit, query, lambda c: c.doc_id == chunk.doc_id):
-            rows.append((negative.text, 0.0, f"{origin}-mined"))
-        random_id = self._rng(unit, "random").choice(self._chunk_ids)
-        easy = self.corpus.get_chunks([random_id]).get(random_id)
-        if easy is not None and easy.doc_id != chunk.doc_id:
-            rows.append((easy.text, 0.0, f"{origin}-random"))
+        # Retrieval finds passages that share the query's words. A cut-out sentence no longer
+        # shares them with its own context, so mined negatives would teach "overlap means
+        # irrelevant": cloze units get random negatives only.
+        if origin != "sentence":
+            for negative in self._mine(unit, query, lambda c: c.doc_id == chunk.doc_id):
+                rows.append((negative.text, 0.0, f"{origin}-mined"))
+        rng = self._rng(unit, "random")
+        for random_id in rng.sample(self._chunk_ids, min(RANDOM_NEGATIVES, len(self._chunk_ids))):
+            easy = self.corpus.get_chunks([random_id]).get(random_id)
+            if easy is not None and easy.doc_id != chunk.doc_id:
+                rows.append((easy.text, 0.0, f"{origin}-random"))
         if self.labeller is not None:
             judged = self.labeller.judge(query, [text for text, _, _ in rows])
             rows = [

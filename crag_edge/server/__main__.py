@@ -1,0 +1,3 @@
+from crag_edge.server.cli import main
+
+main()

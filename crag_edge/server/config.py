@@ -1,0 +1,137 @@
+"""`ServerConfig`: everything the HTTP service needs, from the settings object plus CLI options.
+
+Server settings are read from `Settings` when it has them (`server_*` fields and `api_token`)
+and otherwise from the environment (`CRAG_EDGE_API_TOKEN`, `CRAG_EDGE_SERVER_*`), so the
+service works before and after those fields are added to `crag_edge.config.Settings`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+TOKEN_ENV = "CRAG_EDGE_API_TOKEN"
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+
+class ServerConfigError(ValueError):
+    """The server must not start with this configuration; the message says why."""
+
+
+def is_loopback(host: str) -> bool:
+    """True only for addresses that never leave this machine (127.0.0.0/8, ::1, localhost)."""
+    name = host.strip().strip("[]").lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # any other host name may resolve to a public interface
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Limits, auth and paths of one server. Defaults suit a 2-core box with one shared LLM."""
+
+    db: Path
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_token: str | None = field(default=None, repr=False)
+    ingest_roots: tuple[Path, ...] = ()
+    max_body_bytes: int = 64 * 1024
+    max_question_chars: int = 2000
+    max_ingest_paths: int = 100
+    workers: int = 1  # query/answer calls running at once (the models are shared)
+    max_waiting: int = 8  # calls allowed to wait for a worker; beyond: 503 + Retry-After
+    queue_timeout_s: float = 30.0  # longest wait for a worker before 503
+    retry_after_s: int = 2
+    max_jobs_kept: int = 100
+    shutdown_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.max_waiting < 0:
+            raise ServerConfigError("workers must be >= 1 and max_waiting >= 0")
+        if self.max_body_bytes < 1024 or self.max_question_chars < 1:
+            raise ServerConfigError("max_body_bytes must be >= 1024, max_question_chars >= 1")
+        if not 0 <= self.port <= 65535:
+            raise ServerConfigError(f"port must be between 0 and 65535, got {self.port}")
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.api_token)
+
+    def validate_bind(self) -> None:
+        """Refuse to listen beyond loopback without a token: anyone on the network could ask."""
+        if not is_loopback(self.host) and not self.api_token:
+            raise ServerConfigError(
+                f"refusing to listen on {self.host!r} without an API token: binding beyond "
+                f"loopback (127.0.0.1, ::1, localhost) requires bearer-token auth; set "
+                f"{TOKEN_ENV} (or the api_token setting), or bind to 127.0.0.1"
+            )
+
+    def with_overrides(self, **changes: Any) -> ServerConfig:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @classmethod
+    def from_settings(
+        cls,
+        db: Path | str,
+        settings: object | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> ServerConfig:
+        """Settings fields `api_token` / `server_<name>` win over `CRAG_EDGE_*` env vars; explicit
+        keyword overrides (CLI options) win over both; `None` overrides are ignored."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        token = getattr(settings, "api_token", None)
+        if token is not None and hasattr(token, "get_secret_value"):
+            token = token.get_secret_value()
+        values["api_token"] = token or env.get(TOKEN_ENV) or None
+        for name, kind in _TUNABLES.items():
+            value = getattr(settings, f"server_{name}", None)
+            if value is None and (raw := env.get(f"CRAG_EDGE_SERVER_{name.upper()}")):
+                try:
+                    value = kind(raw)
+                except ValueError as exc:
+                    raise ServerConfigError(
+                        f"CRAG_EDGE_SERVER_{name.upper()}={raw!r} is not a valid {kind.__name__}"
+                    ) from exc
+            if value is not None:
+                values[name] = value
+        roots = getattr(settings, "server_ingest_roots", None)
+        if roots is None and (raw_roots := env.get("CRAG_EDGE_SERVER_INGEST_ROOTS")):
+            roots = [r for r in raw_roots.split(os.pathsep) if r]
+        if roots:
+            values["ingest_roots"] = roots
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if "ingest_roots" in values:
+            values["ingest_roots"] = normalise_roots(values["ingest_roots"])
+        return cls(db=Path(db), **values)
+
+
+_TUNABLES: dict[str, type] = {
+    "max_body_bytes": int,
+    "max_question_chars": int,
+    "max_ingest_paths": int,
+    "workers": int,
+    "max_waiting": int,
+    "queue_timeout_s": float,
+    "retry_after_s": int,
+}
+
+
+def normalise_roots(roots: Sequence[Path | str]) -> tuple[Path, ...]:
+    """Each ingest root, resolved (symlinks followed once, here); every one must be a folder."""
+    resolved = []
+    for root in roots:
+        path = Path(root).expanduser().resolve()
+        if not path.is_dir():
+            raise ServerConfigError(f"ingest root {str(root)!r} is not an existing folder")
+        resolved.append(path)
+    return tuple(resolved)

@@ -1,0 +1,327 @@
+"""`CragApp`: ask a question, watch each stage of the CRAG loop, read the evidence and answer.
+
+Model and disk work never runs on the event loop: opening the corpus, every question and
+every ingest run in thread workers, which report back with `call_from_thread`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
+from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
+
+from crag_edge.config import Settings
+from crag_edge.engine import Engine
+from crag_edge.generation import cited, stream_answer
+from crag_edge.result import ContextItem, CragResult
+from crag_edge.tui.screens import HelpScreen, IngestScreen
+from crag_edge.tui.widgets import (
+    DecisionPanel,
+    EvidenceTable,
+    QuestionInput,
+    StageLine,
+    chunk_view,
+    citation_label,
+)
+
+INSUFFICIENT_TITLE = "Answer — insufficient evidence"
+
+
+class CragApp(App[None]):
+    """The laptop face of crag-edge. Give it an open `engine`, or a `db` to open in a worker."""
+
+    TITLE = "crag-edge"
+    CSS = """
+    #question { margin: 0 1; }
+    #stages { height: auto; max-height: 2; padding: 0 2; }
+    #body { height: 1fr; }
+    #left, #right { width: 1fr; }
+    #evidence { height: 1fr; border: round $primary; }
+    #chunk-scroll { height: 1fr; border: round $secondary; padding: 0 1; }
+    #decision { height: auto; max-height: 14; border: round $accent; padding: 0 1; }
+    #answer-scroll { height: 1fr; border: round $success; padding: 0 1; }
+    #citations { height: auto; max-height: 5; border: round $success-darken-2; }
+    #citations.-empty { display: none; }
+    #right.insufficient #answer-scroll { border: heavy $warning; }
+    #right.insufficient #answer { color: $warning; text-style: bold; }
+    #right.failed #answer-scroll { border: heavy $error; }
+    #answer-scroll { min-height: 5; }
+    Screen.-short #question { border: none; height: 1; padding: 0 1; background: $boost; }
+    Screen.-short #decision { max-height: 8; }
+    Screen.-short #citations { max-height: 3; }
+    """
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]  # noqa: RUF012 (as App declares it)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("f1", "help", "Help"),
+        Binding("question_mark", "help", "Help", show=False),
+        Binding("ctrl+l", "focus_question", "Question"),
+        Binding("ctrl+r", "focus_evidence", "Evidence"),
+        Binding("ctrl+o", "ingest", "Ingest"),
+        Binding("ctrl+y", "copy_answer", "Copy answer"),
+        Binding("escape", "cancel", "Cancel", show=False),
+        Binding("ctrl+t", "toggle_theme", "Theme"),
+    ]
+
+    def __init__(
+        self,
+        *,
+        engine: Engine | None = None,
+        db: Path | None = None,
+        settings: Settings | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.settings = engine.settings if engine is not None else settings or Settings.load()
+        self.db = Path(engine.corpus.path) if engine is not None else db
+        self.clock = clock
+        self.result: CragResult | None = None
+        self.answer_text = ""
+        self._pending: str | None = None
+        self._run = 0
+        self._owns_engine = engine is None
+
+    # -- layout ------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield QuestionInput(placeholder="Ask a question and press Enter…", id="question")
+        yield StageLine(clock=self.clock, id="stages")
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                yield EvidenceTable(id="evidence")
+                with VerticalScroll(id="chunk-scroll"):
+                    yield Static("Select a row to read its chunk.", id="chunk")
+            with Vertical(id="right"):
+                yield DecisionPanel(id="decision")
+                with VerticalScroll(id="answer-scroll"):
+                    yield Static("", id="answer")
+                yield OptionList(id="citations", classes="-empty")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = str(self.db) if self.db else "no corpus"
+        self.query_one("#evidence", EvidenceTable).border_title = "Evidence"
+        self.query_one("#chunk-scroll").border_title = "Chunk"
+        self.query_one("#decision").border_title = "Decision"
+        self.query_one("#answer-scroll").border_title = "Answer"
+        self.query_one("#citations").border_title = "Citations"
+        self.query_one("#question", QuestionInput).focus()
+        if self.engine is not None:
+            self.corpus_ready()
+        elif self.db is not None and self.db.exists():
+            self.stages.idle(f"Opening {self.db} and loading the embedder…")
+            self.open_engine(self.db)
+        else:
+            where = f"No corpus at {self.db}" if self.db else "No corpus given (--db PATH)"
+            self.stages.idle(f"{where}: press ctrl+o to ingest files into one.")
+
+    @property
+    def stages(self) -> StageLine:
+        return self.query_one("#stages", StageLine)
+
+    def corpus_ready(self) -> None:
+        assert self.engine is not None
+        stats = self.engine.corpus.stats()
+        self.sub_title = f"{stats.path} · {stats.documents} documents · {stats.chunks} chunks"
+        self.stages.idle("Type a question and press Enter.")
+        if self._pending is not None:
+            question, self._pending = self._pending, None
+            self.ask(question)
+
+    # -- engine ------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="open", exit_on_error=False)
+    def open_engine(self, db: Path, create: bool = False) -> None:
+        try:
+            engine = Engine.open(db, self.settings, create=create)
+        except Exception as exc:
+            self.call_from_thread(self.stages.idle, f"Cannot open {db}: {exc}")
+            return
+        self.call_from_thread(self._set_engine, engine)
+
+    def _set_engine(self, engine: Engine) -> None:
+        self.engine = engine
+        self.db = Path(engine.corpus.path)
+        self._owns_engine = True
+        self.corpus_ready()
+
+    def use_engine(self, engine: Engine) -> None:
+        """Adopt an engine opened elsewhere (the ingest screen creates one for a new corpus)."""
+        if self.engine is None:
+            self._set_engine(engine)
+
+    def on_unmount(self) -> None:
+        if self._owns_engine and self.engine is not None:
+            self.engine.close()
+
+    # -- asking ------------------------------------------------------------------------------
+
+    @on(Input.Submitted, "#question")
+    def _submitted(self, event: Input.Submitted) -> None:
+        question = event.value.strip()
+        if not question:
+            return
+        box = self.query_one("#question", QuestionInput)
+        box.remember(question)
+        box.value = ""
+        self.ask(question)
+
+    def ask(self, question: str) -> None:
+        """Start the pipeline for `question` in a worker (a running one is cancelled)."""
+        self._run += 1
+        self.result = None
+        self.answer_text = ""
+        self.stages.reset()
+        self.query_one("#decision", DecisionPanel).clear(f"Working on: {question}")
+        self.query_one("#evidence", EvidenceTable).clear(columns=True)
+        self.query_one("#chunk", Static).update("")
+        self.query_one("#answer", Static).update("")
+        citations = self.query_one("#citations", OptionList)
+        citations.clear_options()
+        citations.add_class("-empty")
+        right = self.query_one("#right")
+        right.remove_class("insufficient", "failed")
+        self.query_one("#answer-scroll").border_title = "Answer"
+        if self.engine is None:
+            self._pending = question
+            self.stages.idle(f"Queued until the corpus is open: {question}")
+            return
+        self.run_question(question, self._run)
+
+    @work(thread=True, exclusive=True, group="ask", exit_on_error=False)
+    def run_question(self, question: str, run: int) -> None:
+        engine = self.engine
+        assert engine is not None
+        worker = get_current_worker()
+
+        def ui(fn: Callable[..., Any], *args: Any) -> None:
+            if not worker.is_cancelled:
+                self.call_from_thread(self._guarded, run, fn, *args)
+
+        try:
+            ui(self.stages.start, "retrieve")
+            hits = engine.search(question)
+            ui(self.stages.finish, "retrieve", f"{len(hits)} hits")
+            if worker.is_cancelled:
+                return
+            tiers = "+".join(engine.settings.grading_tiers) or "rules"
+            ui(self.stages.start, "grade", tiers)
+            result = engine.query(question)
+            ui(self.stages.finish, "grade", f"{tiers} · {len(result.hits)} graded")
+            ui(self.stages.done, "decision", str(result.decision))
+            actions = sorted({c.type for c in result.corrections} - {"keep"})
+            if actions:
+                ui(self.stages.done, "actions", ", ".join(actions))
+            ui(self._show_result, result)
+            if worker.is_cancelled:
+                return
+            ui(self.stages.start, "answer")
+            needs_model = bool(result.context) and not result.insufficient_evidence
+            llm = engine.llm() if needs_model else None
+            for token in stream_answer(llm, result, timeout_s=engine.settings.llm_timeout_s):
+                if worker.is_cancelled:
+                    return
+                ui(self._append_answer, token)
+            ui(self.stages.finish, "answer")
+            ui(self._finish_answer, result)
+        except Exception as exc:
+            ui(self._failed, f"{type(exc).__name__}: {exc}")
+
+    def _guarded(self, run: int, fn: Callable[..., Any], *args: Any) -> None:
+        """Apply a worker's update only if it belongs to the latest question."""
+        if run == self._run:
+            fn(*args)
+
+    def _show_result(self, result: CragResult) -> None:
+        self.result = result
+        self.query_one("#decision", DecisionPanel).show(result, self.settings)
+        table = self.query_one("#evidence", EvidenceTable)
+        table.load(result)
+        table.border_title = (
+            f"Evidence · {len(result.hits)} hits · {len(result.context)} in context"
+        )
+        if result.insufficient_evidence or not result.context:
+            self.query_one("#right").add_class("insufficient")
+            self.query_one("#answer-scroll").border_title = INSUFFICIENT_TITLE
+
+    def _append_answer(self, token: str) -> None:
+        self.answer_text += token
+        self.query_one("#answer", Static).update(self.answer_text)
+        self.query_one("#answer-scroll", VerticalScroll).scroll_end(animate=False)
+
+    def _finish_answer(self, result: CragResult) -> None:
+        items = cited(self.answer_text, result.context)
+        citations = self.query_one("#citations", OptionList)
+        citations.clear_options()
+        citations.add_options(Option(citation_label(item), id=str(item.n)) for item in items)
+        citations.set_class(not items, "-empty")
+
+    def _failed(self, message: str) -> None:
+        self.stages.fail(message)
+        self.query_one("#right").add_class("failed")
+        self.query_one("#answer", Static).update(message)
+
+    # -- evidence ----------------------------------------------------------------------------
+
+    @on(DataTable.RowHighlighted, "#evidence")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        table = self.query_one("#evidence", EvidenceTable)
+        if self.result is None or event.cursor_row >= len(table.entries):
+            return
+        hit, grade = table.entries[event.cursor_row]
+        self.query_one("#chunk", Static).update(chunk_view(hit, grade, self.result.context))
+        self.query_one("#chunk-scroll").border_title = f"Chunk · rank {hit.rank}"
+
+    @on(OptionList.OptionSelected, "#citations")
+    def _citation_selected(self, event: OptionList.OptionSelected) -> None:
+        if self.result is None or event.option.id is None:
+            return
+        item = self._context_item(int(event.option.id))
+        table = self.query_one("#evidence", EvidenceTable)
+        if item is not None and table.select_chunk(item.chunk_id):
+            table.focus()
+
+    def _context_item(self, n: int) -> ContextItem | None:
+        assert self.result is not None
+        return next((item for item in self.result.context if item.n == n), None)
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_focus_question(self) -> None:
+        self.query_one("#question").focus()
+
+    def action_focus_evidence(self) -> None:
+        self.query_one("#evidence").focus()
+
+    def action_ingest(self) -> None:
+        if not isinstance(self.screen, IngestScreen):
+            self.push_screen(IngestScreen())
+
+    def action_copy_answer(self) -> None:
+        if self.answer_text:
+            self.copy_to_clipboard(self.answer_text)
+            self.notify("Answer copied to the clipboard.")
+
+    def action_cancel(self) -> None:
+        if self.stages.running:
+            self.workers.cancel_group(self, "ask")
+            self._run += 1
+            self.stages.fail("cancelled")
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"

@@ -1,0 +1,31 @@
+"""`crag-edge tui`: the command the main CLI registers (textual is imported only when run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from crag_edge.config import Settings
+
+DEFAULT_DB = Path("demo.db")
+
+
+def tui(
+    ctx: typer.Context,
+    db: Annotated[
+        Path,
+        typer.Option("--db", help="Corpus database file (created by the ingest screen if absent)."),
+    ] = DEFAULT_DB,
+) -> None:
+    """Terminal UI: ask questions and watch retrieve, grade, decide, correct and answer."""
+    try:
+        from crag_edge.tui.app import CragApp
+    except ImportError as exc:  # the `tui` extra is not installed
+        typer.echo(
+            f"error: the terminal UI needs textual ({exc}): pip install 'crag-edge[tui]'", err=True
+        )
+        raise typer.Exit(1) from None
+    settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings.load()
+    CragApp(db=db, settings=settings).run()

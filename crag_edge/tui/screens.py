@@ -1,0 +1,264 @@
+"""The help screen and the ingest screen (add files or folders, with progress and cancel)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.suggester import Suggester
+from textual.widgets import Button, Footer, Header, Input, Log, Markdown, ProgressBar, Static
+from textual.worker import get_current_worker
+
+from crag_edge.engine import Engine
+from crag_edge.ingest import IngestReport, ProgressEvent
+from crag_edge.store.corpus import CorpusStats
+
+if TYPE_CHECKING:
+    from crag_edge.tui.app import CragApp
+
+HELP = """\
+# crag-edge — keys
+
+| key | does |
+| --- | --- |
+| **Enter** | ask (in the question box): retrieve → grade → decide → correct → answer |
+| **↑ / ↓** | previous / next question (in the question box) |
+| **Esc** | cancel the running question |
+| **ctrl+l** | focus the question box |
+| **ctrl+r** | focus the evidence table (↑/↓ shows each chunk) |
+| **Tab / shift+Tab** | move between panels; Enter on a citation jumps to its evidence |
+| **ctrl+y** | copy the answer |
+| **ctrl+o** | ingest files or folders into the corpus |
+| **ctrl+t** | light / dark theme |
+| **F1** or **?** | this help |
+| **ctrl+q** | quit |
+
+**Decision** — CORRECT: the evidence is trusted and refined into the context;
+AMBIGUOUS: kept evidence is corrected (query rewrite, fallback);
+INCORRECT: the evidence is discarded, the fallback (if configured) is asked.
+With no trustworthy context the answer says *insufficient evidence* and no model is called.
+
+Press **Esc** to close.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and what the decision words mean."""
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    #help { width: 90%; max-width: 100; height: 90%; border: round $accent;
+            background: $surface; padding: 0 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("f1", "dismiss", "Close", show=False),
+        Binding("q", "dismiss", "Close", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help"):
+            yield Markdown(HELP)
+
+
+class PathSuggester(Suggester):
+    """Completes file and folder names (accept with →)."""
+
+    def __init__(self) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+
+    async def get_suggestion(self, value: str) -> str | None:
+        if not value:
+            return None
+        path = Path(value).expanduser()
+        parent, prefix = (path, "") if value.endswith("/") else (path.parent, path.name)
+        try:
+            names = sorted(
+                child.name + ("/" if child.is_dir() else "")
+                for child in parent.iterdir()
+                if child.name.startswith(prefix) and not child.name.startswith(".")
+            )
+        except OSError:
+            return None
+        return value + names[0][len(prefix) :] if names else None
+
+
+class IngestCancelled(Exception):
+    """Raised from the progress callback to stop an ingest between documents."""
+
+
+def describe_stats(stats: CorpusStats) -> str:
+    def when(ts: float | None) -> str:
+        return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "never"
+
+    chunking = (
+        f"{stats.chunk_tokens} tokens, overlap {stats.chunk_overlap}"
+        if stats.chunk_tokens
+        else "not yet"
+    )
+    return (
+        f"[b]{stats.path}[/b]\n"
+        f"documents {stats.documents} · chunks {stats.chunks} · "
+        f"{stats.db_bytes / 1e6:.1f} MB\n"
+        f"embedder {stats.embedder_id} ({stats.dim}d) · chunking {chunking}\n"
+        f"created {when(stats.created_at)} · last ingest {when(stats.last_ingest_at)}"
+    )
+
+
+class IngestScreen(Screen[None]):
+    """Add files or folders to the corpus; the work runs in a thread and can be cancelled."""
+
+    DEFAULT_CSS = """
+    IngestScreen #form { height: auto; padding: 0 1; }
+    IngestScreen Input { width: 1fr; }
+    IngestScreen Button { margin: 0 1; }
+    IngestScreen #stats { height: auto; border: round $primary; padding: 0 1; }
+    IngestScreen #progress-row { height: 1; padding: 0 1; }
+    IngestScreen #ingest-status { height: auto; padding: 0 1; }
+    IngestScreen #ingest-log { height: 1fr; border: round $secondary; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("ctrl+g", "cancel_ingest", "Cancel ingest"),
+        Binding("ctrl+q", "app.quit", "Quit", priority=True),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.report: IngestReport | None = None
+        self.running = False
+
+    @property
+    def crag(self) -> CragApp:
+        from crag_edge.tui.app import CragApp
+
+        assert isinstance(self.app, CragApp)
+        return self.app
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="form"):
+            with Horizontal(classes="row"):
+                yield Input(
+                    str(self.crag.db or "corpus.db"),
+                    placeholder="Corpus database file",
+                    id="db",
+                    disabled=self.crag.engine is not None,
+                )
+            with Horizontal(classes="row"):
+                yield Input(
+                    placeholder="File or folder to add (→ completes), e.g. sample_corpus",
+                    id="path",
+                    suggester=PathSuggester(),
+                )
+                yield Button("Ingest", id="start", variant="primary")
+                yield Button("Cancel", id="cancel", variant="error", disabled=True)
+        yield Static("", id="stats")
+        with Horizontal(id="progress-row"):
+            yield ProgressBar(id="progress", show_eta=False)
+        yield Static("", id="ingest-status")
+        yield Log(id="ingest-log", highlight=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#stats").border_title = "Corpus"
+        self.query_one("#ingest-log").border_title = "Files"
+        self.query_one("#path", Input).focus()
+        self._show_stats()
+
+    def _show_stats(self) -> None:
+        engine = self.crag.engine
+        stats = self.query_one("#stats", Static)
+        if engine is None:
+            stats.update("No corpus open: ingesting creates the database file above.")
+        else:
+            stats.update(describe_stats(engine.corpus.stats()))
+
+    @on(Input.Submitted, "#path")
+    @on(Button.Pressed, "#start")
+    def _start(self, _: Any) -> None:
+        value = self.query_one("#path", Input).value.strip()
+        if self.running or not value:
+            return
+        path = Path(value).expanduser()
+        if not path.exists():
+            self.query_one("#ingest-status", Static).update(f"[red]No such file or folder: {path}")
+            return
+        db = Path(self.query_one("#db", Input).value.strip() or "corpus.db")
+        self.running = True
+        self.query_one("#start", Button).disabled = True
+        self.query_one("#cancel", Button).disabled = False
+        self.query_one("#progress", ProgressBar).update(total=None, progress=0)
+        self.query_one("#ingest-status", Static).update(f"Ingesting {path}…")
+        self.run_ingest(path, db)
+
+    @work(thread=True, exclusive=True, group="ingest", exit_on_error=False)
+    def run_ingest(self, path: Path, db: Path) -> None:
+        worker = get_current_worker()
+        app = self.crag
+        try:
+            engine = app.engine
+            if engine is None:
+                engine = Engine.open(db, app.settings, create=True)
+                app.call_from_thread(app.use_engine, engine)
+
+            def progress(event: ProgressEvent) -> None:
+                app.call_from_thread(self._progress, event)
+                if worker.is_cancelled:
+                    raise IngestCancelled
+
+            report = engine.ingest([path], progress=progress)
+        except IngestCancelled:
+            done = "Cancelled: every document written is complete."
+            app.call_from_thread(self._finished, None, done)
+        except Exception as exc:
+            app.call_from_thread(self._finished, None, f"[red]Failed: {type(exc).__name__}: {exc}")
+        else:
+            app.call_from_thread(self._finished, report, "")
+
+    def _progress(self, event: ProgressEvent) -> None:
+        self.query_one("#progress", ProgressBar).update(total=event.total, progress=event.done)
+        self.query_one("#ingest-log", Log).write_line(f"{event.status:<9} {event.source}")
+        self.query_one("#ingest-status", Static).update(
+            f"{event.done}/{event.total} · {event.source}"
+        )
+
+    def _finished(self, report: IngestReport | None, message: str) -> None:
+        self.running = False
+        self.report = report
+        self.query_one("#start", Button).disabled = False
+        self.query_one("#cancel", Button).disabled = True
+        self.query_one("#db", Input).disabled = self.crag.engine is not None
+        log = self.query_one("#ingest-log", Log)
+        if report is not None:
+            for source, reason in report.errors:
+                log.write_line(f"ERROR     {source}: {reason}")
+            for source, reason in report.skipped:
+                log.write_line(f"skipped   {source}: {reason}")
+            message = (
+                f"Done in {report.seconds:.1f}s: {report.added} added, {report.updated} updated, "
+                f"{report.unchanged} unchanged, {len(report.errors)} errors, "
+                f"{report.chunks_written} chunks written."
+            )
+        self.query_one("#ingest-status", Static).update(message)
+        self._show_stats()
+        if self.crag.engine is not None:
+            self.crag.corpus_ready()
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel_ingest(self) -> None:
+        if self.running:
+            self.workers.cancel_group(self, "ingest")
+            self.query_one("#ingest-status", Static).update("Cancelling after the current batch…")
+
+    def action_back(self) -> None:
+        if self.running:
+            self.notify("An ingest is running: cancel it (ctrl+g) first.", severity="warning")
+            return
+        self.app.pop_screen()

@@ -1,0 +1,318 @@
+"""The panels of the ask screen: stage line, decision, evidence table, chunk view, answer."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Input, Static
+
+from crag_edge.config import Settings
+from crag_edge.grading import ItemGrade
+from crag_edge.result import ContextItem, CragResult
+from crag_edge.types import Hit
+
+DECISION_STYLE = {
+    "CORRECT": "bold black on green",
+    "AMBIGUOUS": "bold black on yellow",
+    "INCORRECT": "bold white on red",
+}
+TIER_LABELS = {"signals": "signals", "cross_encoder": "x-enc", "llm": "llm"}
+TIER_ORDER = ("signals", "cross_encoder", "llm")
+_STRIP_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+class QuestionInput(Input):
+    """The question box, with a history on up/down."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "history(-1)", "Previous", show=False),
+        Binding("down", "history(1)", "Next", show=False),
+    ]
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.history: list[str] = []
+        self._position = 0
+
+    def remember(self, question: str) -> None:
+        if not self.history or self.history[-1] != question:
+            self.history.append(question)
+        self._position = len(self.history)
+
+    def action_history(self, step: int) -> None:
+        if not self.history:
+            return
+        self._position = max(0, min(len(self.history), self._position + step))
+        self.value = self.history[self._position] if self._position < len(self.history) else ""
+        self.cursor_position = len(self.value)
+
+
+@dataclass
+class Stage:
+    name: str
+    started: float
+    detail: str = ""
+    ms: float | None = None
+    failed: bool = False
+
+
+class StageLine(Static):
+    """retrieve → grade → decision → actions → answer, each with its time as it happens."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter, **kwargs: str) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.clock = clock
+        self.stages: list[Stage] = []
+        self.idle_text = "Type a question and press Enter."
+
+    def on_mount(self) -> None:
+        self.set_interval(0.2, self._tick)
+        self._render_stages()
+
+    def reset(self) -> None:
+        self.stages = []
+        self._render_stages()
+
+    def idle(self, message: str) -> None:
+        self.idle_text = message
+        self.stages = []
+        self._render_stages()
+
+    def start(self, name: str, detail: str = "") -> None:
+        self.stages.append(Stage(name, self.clock(), detail))
+        self._render_stages()
+
+    def finish(self, name: str, detail: str | None = None, ms: float | None = None) -> None:
+        for stage in reversed(self.stages):
+            if stage.name == name and stage.ms is None:
+                stage.ms = ms if ms is not None else (self.clock() - stage.started) * 1000
+                if detail is not None:
+                    stage.detail = detail
+                break
+        self._render_stages()
+
+    def done(self, name: str, detail: str) -> None:
+        """A stage that has no duration of its own (the decision)."""
+        self.stages.append(Stage(name, self.clock(), detail, ms=0.0))
+        self._render_stages()
+
+    def fail(self, message: str) -> None:
+        for stage in self.stages:
+            if stage.ms is None:
+                stage.failed = True
+                stage.ms = (self.clock() - stage.started) * 1000
+        self.stages.append(Stage("error", self.clock(), message, ms=0.0, failed=True))
+        self._render_stages()
+
+    @property
+    def running(self) -> bool:
+        return any(stage.ms is None for stage in self.stages)
+
+    def _tick(self) -> None:
+        if self.running:
+            self._render_stages()
+
+    def _render_stages(self) -> None:
+        if not self.stages:
+            self.update(Text(self.idle_text, style="dim"))
+            return
+        line = Text()
+        for i, stage in enumerate(self.stages):
+            if i:
+                line.append(" → ", style="dim")
+            if stage.failed:
+                line.append(f"✗ {stage.name}", style="bold red")
+            elif stage.ms is None:
+                elapsed = self.clock() - stage.started
+                line.append(f"⋯ {stage.name}… {elapsed:.1f}s", style="bold yellow")
+            else:
+                line.append(f"✓ {stage.name}", style="green")
+            if stage.detail:
+                style = DECISION_STYLE.get(stage.detail, "")
+                line.append(" ")
+                line.append(stage.detail, style=style)
+            if stage.ms is not None and stage.ms > 0 and not stage.failed:
+                line.append(f" {stage.ms:.0f}ms", style="dim")
+        self.update(line)
+
+
+class DecisionPanel(Static):
+    """The verdict: decision word, score, rule, thresholds, corrections, iterations, fallback."""
+
+    def __init__(self, **kwargs: str) -> None:
+        super().__init__(Text("No question asked yet.", style="dim"), **kwargs)  # type: ignore[arg-type]
+        self.decision: str | None = None
+
+    def clear(self, message: str = "…") -> None:
+        self.decision = None
+        self.update(Text(message, style="dim"))
+
+    def show(self, result: CragResult, settings: Settings) -> None:
+        self.decision = str(result.decision)
+        head = Text()
+        head.append(f" {result.decision} ", style=DECISION_STYLE.get(str(result.decision), "bold"))
+        head.append(f"  score {result.score:.2f}", style="bold")
+        head.append(f"  action {result.action}", style="dim")
+        lines: list[RenderableType] = [head]
+
+        def row(label: str, value: str, style: str = "") -> None:
+            line = Text()
+            line.append(f"{label:<12}", style="bold dim")
+            line.append(value, style=style)
+            lines.append(line)
+
+        row("rule", result.rule or "none fired (graded)")
+        row(
+            "thresholds",
+            f"correct ≥ {settings.correct_threshold:.2f} · incorrect < "
+            f"{settings.incorrect_threshold:.2f} · discard < {settings.discard_below:.2f}",
+        )
+        iterations = f"{result.iterations} of max {settings.max_iterations}"
+        if result.max_iterations_reached:
+            iterations += " (limit reached)"
+        row("iterations", iterations)
+        for r in result.rounds:
+            row(
+                f"  round {r.iteration}",
+                f"{r.strategy}: {r.query!r} → {r.decision} {r.score:.2f} (kept {r.kept}/{r.hits})",
+                "dim",
+            )
+        row("corrections", describe_corrections(result) or "none")
+        row("fallback", describe_fallback(result))
+        if result.tiers:
+            row("tiers", ", ".join(f"{k}: {v}" for k, v in result.tiers.items()), "dim")
+        if result.reason:
+            row("reason", result.reason, "italic")
+        for warning in result.warnings:
+            row("warning", warning, "yellow")
+        self.update(Group(*lines))
+
+
+def describe_corrections(result: CragResult) -> str:
+    """Corrective actions in order, repeated ones (keep, discard) counted."""
+    parts: list[str] = []
+    counts: dict[str, int] = {}
+    for c in result.corrections:
+        detail = c.detail
+        if c.type in ("rewrite", "expand") and detail.get("query"):
+            parts.append(f"{c.type} → {detail['query']!r}")
+        elif c.type == "discard":
+            counts["discard"] = counts.get("discard", 0) + len(detail.get("chunk_ids") or [0])
+        elif c.type == "keep":
+            counts["keep"] = counts.get("keep", 0) + 1
+        elif c.type == "fallback":
+            used = ", ".join(map(str, detail.get("providers") or [])) or "no provider"
+            parts.append(f"fallback ({used}) → {detail.get('results', 0)} results")
+        elif c.type == "refine" and "strips_total" in detail:
+            parts.append(f"refine (strips {detail['strips_kept']}/{detail['strips_total']})")
+        else:
+            parts.append(c.type)
+    counted = [f"{name} x{n}" for name, n in counts.items()]
+    return ", ".join(counted + parts)
+
+
+def describe_fallback(result: CragResult) -> str:
+    fb = result.fallback
+    used = fb.get("used") or []
+    if not used and not fb.get("reason"):
+        return "not needed"
+    text = f"used {', '.join(map(str, used))}" if used else "none available"
+    if fb.get("reason"):
+        text += f" — {fb['reason']}"
+    if fb.get("failures"):
+        text += f" · failures: {fb['failures']}"
+    return text
+
+
+class EvidenceTable(DataTable[Text | str]):
+    """Every graded hit of every round: rank, source, score per tier, kept or dropped and why."""
+
+    def __init__(self, **kwargs: str) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
+        self.entries: list[tuple[Hit, ItemGrade]] = []
+
+    def load(self, result: CragResult) -> None:
+        self.clear(columns=True)
+        self.entries = list(result.hits)
+        present = {t for _, grade in self.entries for t in grade.tiers}
+        tiers = [t for t in TIER_ORDER if t in present] + sorted(present - set(TIER_ORDER))
+        self.add_column("#", key="rank")
+        self.add_column("source", key="source")
+        self.add_column("fused", key="fused")
+        for tier in tiers:
+            self.add_column(TIER_LABELS.get(tier, tier), key=f"tier:{tier}")
+        self.add_column("grade", key="grade")
+        self.add_column("kept", key="kept")
+        self.add_column("why", key="why")
+        for i, (hit, grade) in enumerate(self.entries):
+            kept = Text("kept", style="bold green") if grade.kept else Text("dropped", style="red")
+            cells: list[Text | str] = [
+                str(hit.rank),
+                short_source(hit.chunk.source),
+                f"{hit.score:.3f}",
+                *[_score(grade.tiers.get(t)) for t in tiers],
+                _score(grade.score),
+                kept,
+                grade.reason or grade.decided_by,
+            ]
+            self.add_row(*cells, key=str(i))
+
+    def select_chunk(self, chunk_id: int) -> bool:
+        """Move the cursor to the (first kept) row of this chunk; False if absent."""
+        rows = [i for i, (hit, _) in enumerate(self.entries) if hit.chunk.chunk_id == chunk_id]
+        if not rows:
+            return False
+        kept = [i for i in rows if self.entries[i][1].kept]
+        self.move_cursor(row=(kept or rows)[0])
+        return True
+
+
+def _score(value: float | None) -> Text:
+    if value is None:
+        return Text("—", style="dim")
+    style = "green" if value >= 0.7 else "yellow" if value >= 0.3 else "red"
+    return Text(f"{value:.2f}", style=style)
+
+
+def short_source(source: str, width: int = 28) -> str:
+    name = source.rsplit("/", 1)[-1]
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def chunk_view(hit: Hit, grade: ItemGrade, context: Sequence[ContextItem]) -> Text:
+    """The chunk's text with the strips that made it into the final context highlighted."""
+    chunk = hit.chunk
+    text = Text()
+    text.append(f"{chunk.source}", style="bold")
+    text.append(f"  chars {chunk.start}-{chunk.end}  rank {hit.rank}  ", style="dim")
+    text.append("kept" if grade.kept else "dropped", style="green" if grade.kept else "red")
+    if grade.reason:
+        text.append(f" ({grade.reason})", style="dim")
+    text.append("\n")
+    if grade.signals:
+        signals = " ".join(
+            f"{k}={v:.2f}" for k, v in grade.signals.items() if isinstance(v, int | float)
+        )
+        text.append(f"signals: {signals}\n", style="dim italic")
+    body = Text(chunk.text)
+    for item in context:
+        if item.chunk_id != chunk.chunk_id:
+            continue
+        pieces = [item.text] if item.text in chunk.text else _STRIP_SPLIT.split(item.text)
+        for piece in pieces:
+            piece = piece.strip()
+            if len(piece) >= 12:
+                body.highlight_regex(re.escape(piece), style="bold on dark_green")
+    text.append_text(body)
+    return text
+
+
+def citation_label(item: ContextItem) -> str:
+    return f"[{item.n}] {short_source(item.source, 40)}  chars {item.start}-{item.end}"

@@ -1,0 +1,62 @@
+"""Split SciFact for the fallback experiment (README, "Correction"): corpus A lacks the gold
+abstracts of a random half of the train claims; corpus B holds exactly those abstracts.
+
+    python scripts/scifact_split.py ../shared/data/scifact OUT_DIR [--seed 7]
+
+Writes OUT_DIR/{corpus_A.jsonl, corpus_B.jsonl, queries_A.jsonl, queries_B.jsonl,
+qrels_A.tsv, qrels_B.tsv}: queries_B are the claims whose evidence only corpus B has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+from crag_edge.evaluation import read_qrels, read_queries
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scifact", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    qrels = read_qrels(args.scifact / "qrels" / "train.tsv")
+    queries = read_queries(args.scifact / "queries.jsonl")
+    judged = sorted(q for q in qrels if q in queries)
+    moved = set(random.Random(args.seed).sample(judged, len(judged) // 2))
+    gold_b = {doc for q in moved for doc in qrels[q]}
+    # A claim is answerable from A only if none of its gold abstracts moved to B.
+    kept = [q for q in judged if q not in moved and not gold_b.intersection(qrels[q])]
+    args.out.mkdir(parents=True, exist_ok=True)
+    with (
+        (args.scifact / "corpus.jsonl").open(encoding="utf-8") as source,
+        (args.out / "corpus_A.jsonl").open("w", encoding="utf-8") as a,
+        (args.out / "corpus_B.jsonl").open("w", encoding="utf-8") as b,
+    ):
+        for line in source:
+            (b if json.loads(line)["_id"] in gold_b else a).write(line)
+    for name, ids in (("A", kept), ("B", sorted(moved))):
+        with (args.out / f"queries_{name}.jsonl").open("w", encoding="utf-8") as handle:
+            for q in ids:
+                handle.write(json.dumps({"_id": q, "text": queries[q]}) + "\n")
+        with (args.out / f"qrels_{name}.tsv").open("w", encoding="utf-8") as handle:
+            handle.write("query-id\tcorpus-id\tscore\n")
+            for q in ids:
+                for doc, grade in qrels[q].items():
+                    handle.write(f"{q}\t{doc}\t{grade}\n")
+    print(
+        json.dumps(
+            {
+                "moved_claims": len(moved),
+                "answerable_from_A": len(kept),
+                "abstracts_in_B": len(gold_b),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
