@@ -43,6 +43,7 @@ from crag_edge.models.llm import SharedLlm
 from crag_edge.models.manifest import ManifestError, load_manifest
 from crag_edge.models.registry import ModelNotInstalledError, load_embedder
 from crag_edge.retrieval import Mode
+from crag_edge.server.cli import serve
 from crag_edge.store import CorpusError
 
 app = typer.Typer(
@@ -673,6 +674,9 @@ def eval_grading(
         )
     out.print(table)
     out.print(f"share of items reaching each tier: {report['cascade']['tier_share']}")
+
+
+app.command()(serve)
 
 
 def main() -> None:

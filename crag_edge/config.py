@@ -162,6 +162,16 @@ class Settings(BaseSettings):
     tavily_api_key: SecretStr | None = None
     tavily_url: str = "https://api.tavily.com"
 
+    # -- HTTP service (crag-edge serve) -----------------------------------------------------
+    api_token: SecretStr | None = Field(None, description="Bearer token; required off loopback.")
+    server_ingest_roots: list[Path] | None = None
+    server_max_body_bytes: int = Field(65536, ge=1024, le=1 << 30)
+    server_max_question_chars: int = Field(2000, ge=1, le=100000)
+    server_workers: int = Field(1, ge=1, le=64)
+    server_max_waiting: int = Field(8, ge=0, le=10000)
+    server_queue_timeout_s: float = Field(30.0, gt=0, le=3600)
+    server_retry_after_s: int = Field(2, ge=1, le=3600)
+
     # Platt scaling (a, b) per tier: p = sigmoid(a * raw + b), fitted on SciFact pairs with
     # `crag-edge eval grading --fit-calibration` (see README, "Grading"); None = use as is.
     calibration_signals: tuple[float, float] | None = (17.96, -11.71)

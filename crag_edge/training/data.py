@@ -7,9 +7,9 @@ Where the (query, passage, label) pairs come from, per *unit* (one query and its
 - corpus units: one chunk as the positive for a pseudo-query, plus hard negatives mined
   from other documents (not for cloze queries, see `_chunk_unit`) and random chunks. The
   pseudo-query is a question the local LLM wrote for the chunk (generative
-  pseudo-labelling) when an LLM is used, else the document title (first chunk) or one of
-  the chunk's sentences, which is then cut out of the passage (inverse cloze task: the
-  model must find the context, not the copy).
+  pseudo-labelling) when an LLM is used, else the document title (first chunk), or for
+  untitled documents one of the chunk's sentences, cut out of the passage (inverse cloze
+  task: the model must find the context, not the copy).
 
 With an LLM judge, corpus pairs get soft labels: the mean of the heuristic label and the
 judge's calibrated probability, which demotes mined negatives that are in fact relevant.
@@ -93,21 +93,23 @@ def normalise(text: str) -> str:
 def pseudo_query(chunk: Chunk) -> tuple[str, str, str] | None:
     """(query, passage, origin) made from the chunk alone, or None if it offers none.
 
-    A title asks for the whole document, so it is used for its first chunk only.
+    A title asks for the whole document, so it is used for its first chunk only. Chunks of
+    untitled documents get a cloze query instead: one of their sentences, cut out of the
+    passage. Not both in one corpus: cloze positives share few words with their query while
+    the mined negatives of title units share many, and together they teach the model that
+    word overlap means irrelevance (measured: WikiQA ROC-AUC 0.36).
     """
     title = chunk.title.strip()
-    words = len(title.split())
-    usable = chunk.ordinal == 0 and MIN_QUERY_WORDS <= words <= MAX_QUERY_WORDS
-    if usable and normalise(title) not in normalise(chunk.text):
-        return title, chunk.text, "title"
+    if MIN_QUERY_WORDS <= len(title.split()) <= MAX_QUERY_WORDS:
+        if chunk.ordinal == 0 and normalise(title) not in normalise(chunk.text):
+            return title, chunk.text, "title"
+        return None
     sentences = _SENTENCE_END.split(chunk.text.strip())
     for index, sentence in enumerate(sentences):
         if index == 0 and chunk.ordinal > 0:
             continue  # a chunk after the first starts mid-sentence: a fragment, not a query
-        if (
-            sentence[:1].isupper()
-            and MIN_QUERY_WORDS + 2 <= len(sentence.split()) <= MAX_QUERY_WORDS
-        ):
+        words = len(sentence.split())
+        if sentence[:1].isupper() and MIN_QUERY_WORDS + 2 <= words <= MAX_QUERY_WORDS:
             rest = " ".join(sentences[:index] + sentences[index + 1 :])
             if len(rest.split()) >= MIN_PASSAGE_WORDS:
                 return sentence, rest, "sentence"

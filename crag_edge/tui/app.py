@@ -24,6 +24,7 @@ from crag_edge.engine import Engine
 from crag_edge.generation import cited, stream_answer
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.tui.screens import HelpScreen, IngestScreen
+from crag_edge.tui.settings import SettingsScreen
 from crag_edge.tui.widgets import (
     DecisionPanel,
     EvidenceTable,
@@ -67,6 +68,7 @@ class CragApp(App[None]):
         Binding("ctrl+l", "focus_question", "Question"),
         Binding("ctrl+r", "focus_evidence", "Evidence"),
         Binding("ctrl+o", "ingest", "Ingest"),
+        Binding("f2", "settings", "Settings"),
         Binding("ctrl+y", "copy_answer", "Copy answer"),
         Binding("escape", "cancel", "Cancel", show=False),
         Binding("ctrl+t", "toggle_theme", "Theme"),
@@ -78,9 +80,11 @@ class CragApp(App[None]):
         engine: Engine | None = None,
         db: Path | None = None,
         settings: Settings | None = None,
+        config: Path | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         super().__init__()
+        self.config_path = config
         self.engine = engine
         self.settings = engine.settings if engine is not None else settings or Settings.load()
         self.db = Path(engine.corpus.path) if engine is not None else db
@@ -311,6 +315,21 @@ class CragApp(App[None]):
     def action_ingest(self) -> None:
         if not isinstance(self.screen, IngestScreen):
             self.push_screen(IngestScreen())
+
+    def action_settings(self) -> None:
+        if not isinstance(self.screen, SettingsScreen):
+            self.push_screen(SettingsScreen())
+
+    def apply_settings(self, settings: Settings) -> None:
+        """Use `settings` from the next question on (the open corpus and embedder are kept)."""
+        if self.stages.running:
+            raise RuntimeError("a question is running: apply once it has finished")
+        old = self.engine
+        if old is not None:
+            self.engine = Engine(old.corpus, old.embedder, settings)
+            for provider in old.fallbacks:
+                provider.close()
+        self.settings = settings
 
     def action_copy_answer(self) -> None:
         if self.answer_text:

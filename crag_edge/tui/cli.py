@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -28,4 +29,7 @@ def tui(
         )
         raise typer.Exit(1) from None
     settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings.load()
-    CragApp(db=db, settings=settings).run()
+    # The settings screen saves to the --config file given to `crag-edge` (or CRAG_EDGE_CONFIG).
+    parent = ctx.parent.params if ctx.parent is not None else {}
+    config = parent.get("config") or os.environ.get("CRAG_EDGE_CONFIG")
+    CragApp(db=db, settings=settings, config=Path(config) if config else None).run()

@@ -35,6 +35,7 @@ HELP = """\
 | **Tab / shift+Tab** | move between panels; Enter on a citation jumps to its evidence |
 | **ctrl+y** | copy the answer |
 | **ctrl+o** | ingest files or folders into the corpus |
+| **F2** | settings: thresholds, tiers, fallback, LLM (Enter applies, ctrl+s also saves) |
 | **ctrl+t** | light / dark theme |
 | **F1** or **?** | this help |
 | **ctrl+q** | quit |
@@ -116,6 +117,7 @@ class IngestScreen(Screen[None]):
 
     DEFAULT_CSS = """
     IngestScreen #form { height: auto; padding: 0 1; }
+    IngestScreen .row { height: auto; }
     IngestScreen Input { width: 1fr; }
     IngestScreen Button { margin: 0 1; }
     IngestScreen #stats { height: auto; border: round $primary; padding: 0 1; }
@@ -161,7 +163,7 @@ class IngestScreen(Screen[None]):
                 yield Button("Cancel", id="cancel", variant="error", disabled=True)
         yield Static("", id="stats")
         with Horizontal(id="progress-row"):
-            yield ProgressBar(id="progress", show_eta=False)
+            yield ProgressBar(total=1, id="progress", show_eta=False)
         yield Static("", id="ingest-status")
         yield Log(id="ingest-log", highlight=False)
         yield Footer()

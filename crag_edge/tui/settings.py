@@ -1,0 +1,163 @@
+"""The settings screen: thresholds, grading tiers, fallback providers and the LLM, applied to
+the next question and optionally saved to a TOML config file (`--config`)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Static
+
+from crag_edge.config import Settings, SettingsError, Tier
+
+if TYPE_CHECKING:
+    from crag_edge.tui.app import CragApp
+
+NUMBERS: tuple[tuple[str, str], ...] = (
+    ("correct_threshold", "CORRECT at or above"),
+    ("incorrect_threshold", "INCORRECT below"),
+    ("discard_below", "drop items below"),
+    ("max_iterations", "max iterations"),
+    ("top_k", "hits retrieved (top_k)"),
+)
+TIERS: tuple[str, ...] = get_args(Tier)
+PROVIDERS: tuple[str, ...] = ("local", "searxng", "tavily")
+EDITABLE = (*(name for name, _ in NUMBERS), "grading_tiers", "fallback_providers", "llm")
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))  # a TOML basic string
+
+
+def save_settings(path: Path, settings: Settings, names: tuple[str, ...] = EDITABLE) -> None:
+    """Write `names` into the TOML file at `path`, keeping its other keys (flat or under
+    a [crag_edge] table, as `Settings.load` reads it)."""
+    data: dict[str, Any] = {}
+    if path.is_file():
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    nested = isinstance(data.get("crag_edge"), dict)
+    table: dict[str, Any] = data["crag_edge"] if nested else data
+    if any(isinstance(v, dict) for v in table.values()):
+        raise SettingsError(f"{path} has tables other than [crag_edge]; edit it by hand")
+    for name in names:
+        table[name] = getattr(settings, name)
+    lines = ["[crag_edge]"] if nested else []
+    lines += [f"{key} = {toml_value(value)}" for key, value in table.items() if value is not None]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+class SettingsScreen(Screen[None]):
+    """Edit the settings the next question uses."""
+
+    DEFAULT_CSS = """
+    SettingsScreen #form { padding: 0 1; }
+    SettingsScreen .row { height: auto; margin: 0 0 1 0; }
+    SettingsScreen .row Label { width: 26; }
+    SettingsScreen .row Input { width: 1fr; height: 1; border: none; padding: 0 1; }
+    SettingsScreen .row Input:focus { background: $boost; text-style: bold; }
+    SettingsScreen .row Checkbox { width: auto; height: 1; border: none; padding: 0 1; }
+    SettingsScreen #buttons { height: auto; padding: 1 0 0 0; }
+    SettingsScreen #buttons Button { margin: 0 1 0 0; }
+    SettingsScreen #settings-status { height: auto; padding: 0 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("ctrl+s", "apply(True)", "Apply & save"),
+    ]
+
+    @property
+    def crag(self) -> CragApp:
+        from crag_edge.tui.app import CragApp
+
+        assert isinstance(self.app, CragApp)
+        return self.app
+
+    def compose(self) -> ComposeResult:
+        settings = self.crag.settings
+        yield Header()
+        with VerticalScroll(id="form"):
+            for name, label in NUMBERS:
+                with Horizontal(classes="row"):
+                    yield Label(label)
+                    yield Input(str(getattr(settings, name)), id=name)
+            with Horizontal(classes="row"):
+                yield Label("grading tiers")
+                for tier in TIERS:
+                    yield Checkbox(tier, tier in settings.grading_tiers, id=f"tier-{tier}")
+            with Horizontal(classes="row"):
+                yield Label("fallback providers")
+                for provider in PROVIDERS:
+                    on_ = provider in settings.fallback_providers
+                    yield Checkbox(provider, on_, id=f"fallback-{provider}")
+            with Horizontal(classes="row"):
+                yield Label("LLM (manifest id)")
+                yield Input(settings.llm, id="llm")
+            with Horizontal(classes="row"):
+                yield Label("config file")
+                yield Input(str(self.crag.config_path or "crag-edge.toml"), id="config")
+            with Horizontal(id="buttons"):
+                yield Button("Apply", id="apply", variant="primary")
+                yield Button("Apply & save", id="save", variant="success")
+        yield Static("Changes apply to the next question.", id="settings-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#correct_threshold", Input).focus()
+
+    def edited(self) -> Settings:
+        """The current settings with this form's values; raises SettingsError."""
+        changes: dict[str, Any] = {}
+        for name, _ in NUMBERS:
+            raw = self.query_one(f"#{name}", Input).value.strip()
+            try:
+                changes[name] = int(raw) if name in ("max_iterations", "top_k") else float(raw)
+            except ValueError:
+                raise SettingsError(f"{name}: {raw!r} is not a number") from None
+        changes["grading_tiers"] = [
+            t for t in TIERS if self.query_one(f"#tier-{t}", Checkbox).value
+        ]
+        changes["fallback_providers"] = [
+            p for p in PROVIDERS if self.query_one(f"#fallback-{p}", Checkbox).value
+        ]
+        changes["llm"] = self.query_one("#llm", Input).value.strip()
+        current = self.crag.settings.model_dump()
+        return Settings.load(**{**current, **changes})
+
+    @on(Button.Pressed, "#apply")
+    @on(Input.Submitted)
+    def _apply_pressed(self) -> None:
+        self.action_apply(False)
+
+    @on(Button.Pressed, "#save")
+    def _save_pressed(self) -> None:
+        self.action_apply(True)
+
+    def action_apply(self, save: bool) -> None:
+        status = self.query_one("#settings-status", Static)
+        try:
+            settings = self.edited()
+            self.crag.apply_settings(settings)
+            message = "Applied: the next question uses these settings."
+            if save:
+                path = Path(self.query_one("#config", Input).value.strip() or "crag-edge.toml")
+                save_settings(path, settings)
+                self.crag.config_path = path
+                message += f" Saved to {path} (load it with --config {path})."
+        except (SettingsError, RuntimeError, OSError, tomllib.TOMLDecodeError) as exc:
+            status.update(f"[red]{exc}")
+            return
+        status.update(message)
+        self.notify(message)
