@@ -45,6 +45,7 @@ from crag_edge.models.registry import ModelNotInstalledError, load_embedder
 from crag_edge.retrieval import Mode
 from crag_edge.server.cli import serve
 from crag_edge.store import CorpusError
+from crag_edge.tui.cli import tui as tui_command
 
 app = typer.Typer(
     help="crag-edge: Corrective RAG that runs fully offline. Retrieve from a local corpus, "
@@ -677,6 +678,7 @@ def eval_grading(
 
 
 app.command()(serve)
+app.command("tui")(friendly_errors(tui_command))
 
 
 def main() -> None:

@@ -1,0 +1,418 @@
+"""The terminal UI driven by Textual's Pilot: the real app on a real small corpus and the
+small models (signals tier only, for speed), plus snapshots of the main screens from a
+canned engine (model output and timings are not deterministic)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("textual")
+
+from textual import events
+from textual.pilot import Pilot
+from textual.widgets import Checkbox, Input, Log, ProgressBar, Static
+
+from crag_edge.config import Settings
+from crag_edge.engine import Engine
+from crag_edge.grading import ItemGrade
+from crag_edge.result import ContextItem, Correction, CragResult, Round
+from crag_edge.store.corpus import CorpusStats
+from crag_edge.tui import CragApp
+from crag_edge.tui.screens import HelpScreen, IngestScreen
+from crag_edge.tui.widgets import DecisionPanel, EvidenceTable, StageLine
+from crag_edge.types import Action, Chunk, Decision, Hit
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
+QUESTION = "How does reciprocal rank fusion combine rankings?"
+DECISIONS = ("CORRECT", "AMBIGUOUS", "INCORRECT")
+MAX_KEY_LATENCY_S = 0.5  # measured ~0.1 s worst case on a loaded 2-core machine
+
+
+def tui_settings() -> Settings:
+    return Settings.load(grading_tiers=["signals"], llm_max_tokens=24)
+
+
+def run(
+    app: CragApp, body: Callable[[Pilot[None]], Awaitable[None]], size: tuple[int, int]
+) -> None:
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await body(pilot)
+
+    asyncio.run(main())
+
+
+async def wait_for(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting for the UI"
+        await pilot.pause(0.1)
+
+
+def busy(app: CragApp) -> bool:
+    return any(worker.is_running for worker in app.workers)
+
+
+async def key_latency(box: Input, key: str) -> float:
+    """Seconds from a key event reaching the app to the focused box showing it. (Pilot's own
+    `press` waits for the whole process to go CPU-idle, so it cannot measure this.)"""
+    before = box.value
+    started = time.perf_counter()
+    box.app.post_message(events.Key(key, key))
+    while box.value == before:
+        await asyncio.sleep(0.002)
+    return time.perf_counter() - started
+
+
+@pytest.fixture(scope="module")
+def corpus_db(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
+    db = tmp_path_factory.mktemp("tui") / "corpus.db"
+    with Engine.open(db, tui_settings(), create=True, embedder=embedder) as engine:
+        engine.ingest([SAMPLE])
+    return db
+
+
+@pytest.fixture
+def engine(corpus_db: Path, embedder: Any) -> Iterator[Engine]:
+    with Engine.open(corpus_db, tui_settings(), embedder=embedder) as opened:
+        yield opened
+
+
+@pytest.mark.models
+@pytest.mark.slow
+def test_ask_shows_stages_decision_evidence_and_answer(engine: Engine) -> None:
+    app = CragApp(engine=engine)
+
+    async def body(pilot: Pilot[None]) -> None:
+        box = app.query_one("#question", Input)
+        assert app.focused is box  # launched: the question box has focus
+        await pilot.press(*QUESTION, "enter")
+        stages = app.query_one("#stages", StageLine)
+        await wait_for(pilot, lambda: bool(stages.stages))
+        # Input stays responsive while the pipeline runs in its worker.
+        latencies = []
+        while busy(app):
+            latencies.append(await key_latency(box, "a"))
+            await asyncio.sleep(0.05)
+        assert box.value == "a" * len(latencies) and latencies
+        assert max(latencies) < MAX_KEY_LATENCY_S, latencies
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+
+        names = [stage.name for stage in stages.stages]
+        assert names[:3] == ["retrieve", "grade", "decision"] and names[-1] == "answer"
+        assert all(stage.ms is not None and not stage.failed for stage in stages.stages)
+        assert app.result is not None
+        decision = app.query_one("#decision", DecisionPanel)
+        assert decision.decision in DECISIONS
+        screen_text = app.export_screenshot()
+        assert str(app.result.decision) in screen_text
+        table = app.query_one("#evidence", EvidenceTable)
+        assert table.row_count == len(app.result.hits) > 0
+        assert app.answer_text.strip()
+        # The first row is highlighted: its chunk is shown; moving down shows the next.
+        await pilot.press("ctrl+r", "down")
+        hit, _ = table.entries[1]
+        shown = str(app.query_one("#chunk", Static).render())
+        assert hit.chunk.text[:40] in shown.replace("\n", " ") or hit.chunk.source in shown
+
+    run(app, body, (120, 40))
+
+
+@pytest.mark.models
+def test_help_screen_and_quit(engine: Engine) -> None:
+    app = CragApp(engine=engine)
+
+    async def body(pilot: Pilot[None]) -> None:
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("ctrl+r", "question_mark")  # "?" outside the question box
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape", "ctrl+l", *"why?")
+        assert app.query_one("#question", Input).value == "why?"  # "?" types in the box
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert not app.is_running
+
+    run(app, body, (80, 24))
+
+
+@pytest.mark.models
+@pytest.mark.slow
+def test_ingest_with_progress_then_ask(tmp_path: Path, embedder: Any) -> None:
+    with Engine.open(tmp_path / "new.db", tui_settings(), create=True, embedder=embedder) as eng:
+        app = CragApp(engine=eng)
+
+        async def body(pilot: Pilot[None]) -> None:
+            await pilot.press("ctrl+o")
+            screen = app.screen
+            assert isinstance(screen, IngestScreen)
+            await pilot.press(*str(SAMPLE), "enter")
+            box = screen.query_one("#path", Input)
+            latencies = []
+            while screen.running:
+                latencies.append(await key_latency(box, "x"))
+                await asyncio.sleep(0.05)
+            assert not latencies or max(latencies) < MAX_KEY_LATENCY_S, latencies
+            await wait_for(pilot, lambda: screen.report is not None, timeout=300)
+            assert screen.report is not None and screen.report.added == 6
+            bar = screen.query_one("#progress", ProgressBar)
+            assert bar.total == 6 and bar.progress == 6
+            log = screen.query_one("#ingest-log", Log)
+            assert sum("added" in line for line in log.lines) == 6
+            assert "documents 6" in str(screen.query_one("#stats", Static).render())
+            await pilot.press("escape")
+            assert not isinstance(app.screen, IngestScreen)
+            assert "6 documents" in app.sub_title
+
+        run(app, body, (100, 30))
+
+
+@pytest.mark.models
+@pytest.mark.slow
+def test_ingest_cancel_leaves_a_sound_corpus(tmp_path: Path, embedder: Any) -> None:
+    db = tmp_path / "cancel.db"
+    with Engine.open(db, tui_settings(), create=True, embedder=embedder) as eng:
+        app = CragApp(engine=eng)
+
+        async def body(pilot: Pilot[None]) -> None:
+            await pilot.press("ctrl+o")
+            screen = app.screen
+            assert isinstance(screen, IngestScreen)
+            await pilot.press(*str(SAMPLE), "enter", "ctrl+g")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            status = str(screen.query_one("#ingest-status", Static).render())
+            assert "Cancelled" in status, status
+            assert not screen.running
+            await pilot.press("escape")
+            assert not isinstance(app.screen, IngestScreen)
+
+        run(app, body, (100, 30))
+        # Every document written is whole: ingesting again completes the corpus.
+        report = eng.ingest([SAMPLE])
+        assert report.added + report.updated + report.unchanged == 6 and not report.errors
+        assert eng.corpus.stats().documents == 6
+
+
+# -- snapshots (canned engine: deterministic text, no timings) ------------------------------
+
+
+class CannedCorpus:
+    path = Path("demo.db")
+
+    def stats(self) -> CorpusStats:
+        return CorpusStats(
+            Path("demo.db"), 6, 13, 1_200_000, "all-minilm-l6-v2", 384, 1, 0.0, None, 200, 40
+        )
+
+
+def canned_result(question: str) -> CragResult:
+    texts = [
+        (
+            "reciprocal-rank-fusion.md",
+            "Reciprocal rank fusion (RRF) ignores the raw scores and "
+            "uses only ranks: every document receives the sum of 1 / (k + rank).",
+        ),
+        ("corrective-rag.md", "Corrective RAG grades retrieved evidence before generation."),
+        ("honeybees.txt", "Honeybees communicate the direction of food with a waggle dance."),
+    ]
+    hits, grades = [], []
+    for i, (source, text) in enumerate(texts, 1):
+        chunk = Chunk(i, i, 0, text, 0, len(text), f"sample_corpus/{source}", source)
+        hits.append(Hit(chunk, i, 1 / (60 + i)))
+        score = [0.91, 0.55, 0.04][i - 1]
+        grades.append(
+            ItemGrade(
+                i,
+                i,
+                score,
+                "signals",
+                {"signals": score},
+                {"similarity": score},
+                score >= 0.3,
+                f"signals score {score:.2f}",
+            )
+        )
+    context = [
+        ContextItem(1, 1, 1, hits[0].chunk.source, "RRF", 0, 60, texts[0][1][:60], "search", 0.91)
+    ]
+    return CragResult(
+        question,
+        Decision.CORRECT,
+        Action.GENERATE,
+        0.82,
+        "rank_weighted score 0.82 >= 0.7",
+        context,
+        list(zip(hits, grades, strict=True)),
+        corrections=[
+            Correction("discard", {"chunk_ids": [3]}),
+            Correction("refine", {"strips_kept": 1, "strips_total": 3}),
+        ],
+        rounds=[Round(1, question, "hybrid", Decision.CORRECT, 0.82, 3, 2)],
+        fallback={"used": [], "reason": None, "failures": []},
+        tiers={"signals": "ok"},
+    )
+
+
+class CannedEngine:
+    """Just what the app calls: settings, corpus.stats, search, query, llm."""
+
+    def __init__(self) -> None:
+        self.settings = Settings.load(grading_tiers=["signals"])
+        self.corpus = CannedCorpus()
+
+    def search(self, question: str) -> list[Hit]:
+        return [hit for hit, _ in canned_result(question).hits]
+
+    def query(self, question: str) -> CragResult:
+        return canned_result(question)
+
+    def llm(self) -> Any:
+        class Llm:
+            def stream_chat(self, messages: Any, **kwargs: Any) -> Iterator[str]:
+                yield from ["RRF sums ", "1 / (k + rank) ", "over the rankings [1]."]
+
+        return Llm()
+
+    def close(self) -> None:
+        pass
+
+
+def canned_app() -> CragApp:
+    return CragApp(engine=CannedEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+
+async def ask_canned(pilot: Pilot[None]) -> None:
+    await pilot.press(*"How does RRF work?", "enter")
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def steady(*keys: str, ask: bool = False) -> Callable[[Pilot[None]], Awaitable[None]]:
+    """Press `keys` (and ask the canned question), then stop cursors blinking: a blinking
+    cursor makes a screenshot depend on timing."""
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        if ask:
+            await ask_canned(pilot)
+        await pilot.press(*keys)
+        for box in pilot.app.screen.query(Input):
+            box.cursor_blink = False
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_snapshot_main_after_answer(snap_compare: Any, size: tuple[int, int]) -> None:
+    assert snap_compare(canned_app(), terminal_size=size, run_before=steady(ask=True))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_snapshot_main_idle(snap_compare: Any, size: tuple[int, int]) -> None:
+    assert snap_compare(canned_app(), terminal_size=size, run_before=steady())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_snapshot_help(snap_compare: Any, size: tuple[int, int]) -> None:
+    assert snap_compare(canned_app(), terminal_size=size, run_before=steady("f1"))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+@pytest.mark.parametrize("key", ["ctrl+o", "f2"], ids=["ingest", "settings"])
+def test_snapshot_ingest_and_settings(snap_compare: Any, size: tuple[int, int], key: str) -> None:
+    assert snap_compare(canned_app(), terminal_size=size, run_before=steady(key))
+
+
+def test_canned_answer_cites_and_citation_jumps_to_evidence() -> None:
+    app = canned_app()
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        assert app.answer_text.endswith("[1].")
+        screen_text = app.export_screenshot()
+        assert "CORRECT" in screen_text
+        table = app.query_one("#evidence", EvidenceTable)
+        table.move_cursor(row=2)
+        app.query_one("#citations").focus()
+        await pilot.press("down", "enter")
+        assert app.focused is table and table.cursor_row == 0
+
+    run(app, body, (120, 40))
+
+
+def test_insufficient_evidence_state() -> None:
+    app = canned_app()
+    engine: Any = app.engine
+
+    def insufficient(question: str) -> CragResult:
+        result = canned_result(question)
+        result.decision, result.action = Decision.INCORRECT, Action.RE_RETRIEVE
+        result.context, result.insufficient_evidence = [], True
+        return result
+
+    engine.query = insufficient
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        assert app.query_one("#right").has_class("insufficient")
+        assert "insufficient" in app.answer_text
+        assert "INCORRECT" in app.export_screenshot()
+
+    run(app, body, (80, 24))
+
+
+def test_tui_command_registers_with_typer() -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from crag_edge.tui.cli import tui
+
+    cli = typer.Typer()
+    cli.command("tui")(tui)
+    cli.command("noop")(lambda: None)  # a group, so "tui" is a subcommand as in crag-edge
+    result = CliRunner().invoke(cli, ["tui", "--help"])
+    assert result.exit_code == 0 and "--db" in result.output
+
+
+@pytest.mark.models
+def test_settings_screen_applies_and_saves(engine: Engine, tmp_path: Path) -> None:
+    from crag_edge.tui.settings import SettingsScreen
+
+    config = tmp_path / "crag-edge.toml"
+    config.write_text("chunk_tokens = 180\n")
+    app = CragApp(engine=engine, config=config)
+
+    async def body(pilot: Pilot[None]) -> None:
+        await pilot.press("f2")
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        assert screen.query_one("#config", Input).value == str(config)
+        screen.query_one("#correct_threshold", Input).value = "0.95"
+        assert screen.query_one("#tier-signals", Checkbox).value
+        await pilot.press("ctrl+s")
+        assert app.settings.correct_threshold == 0.95
+        assert app.engine is not None and app.engine is not engine
+        assert app.engine.settings.correct_threshold == 0.95
+        assert app.engine.corpus is engine.corpus  # the open corpus is kept
+        saved = Settings.load(config)
+        assert saved.correct_threshold == 0.95 and saved.chunk_tokens == 180
+        assert saved.grading_tiers == ["signals"]
+        # An invalid combination is refused with the reason; nothing changes.
+        screen.query_one("#incorrect_threshold", Input).value = "0.99"
+        await pilot.press("enter")
+        assert "incorrect_threshold" in str(screen.query_one("#settings-status", Static).render())
+        assert app.settings.incorrect_threshold != 0.99
+        await pilot.press("escape")
+        assert not isinstance(app.screen, SettingsScreen)
+
+    run(app, body, (100, 30))
