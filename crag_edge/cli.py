@@ -45,6 +45,7 @@ from crag_edge.models.registry import ModelNotInstalledError, load_embedder
 from crag_edge.retrieval import Mode
 from crag_edge.server.cli import serve
 from crag_edge.store import CorpusError
+from crag_edge.training.cli import evaluator_app
 from crag_edge.tui.cli import tui as tui_command
 
 app = typer.Typer(
@@ -59,6 +60,7 @@ models_app = typer.Typer(
 eval_app = typer.Typer(help="Measure quality on labelled data.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 app.add_typer(eval_app, name="eval")
+app.add_typer(evaluator_app, name="evaluator")
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)

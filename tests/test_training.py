@@ -1,0 +1,318 @@
+"""The evaluator trainer: pairs, resumable labelling and training, ONNX export, registration.
+
+Tests that train need PyTorch (the `train` extra) and are skipped only when it is missing;
+the rest (pairs, vocabulary pruning, manifest writing) run everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from crag_edge.cli import app
+from crag_edge.config import Settings
+from crag_edge.engine import Engine
+from crag_edge.evaluation.pairs import Pair
+from crag_edge.models.manifest import load_manifest
+from crag_edge.models.onnx_session import plain_tokenizer
+from crag_edge.models.provision import pull_model
+from crag_edge.models.registry import load_cross_encoder
+from crag_edge.training import TRAIN_HINT, TorchMissingError, require_torch
+from crag_edge.training.data import (
+    LabelOptions,
+    LabelStore,
+    LabelStoreError,
+    PairBuilder,
+    label_corpus,
+    normalise,
+    pseudo_query,
+)
+from crag_edge.training.export import register
+from crag_edge.training.vocab import kept_token_ids, prune_tokenizer
+from crag_edge.types import Chunk
+from tests.fixtures import MINILM
+
+needs_torch = pytest.mark.skipif(
+    find_spec("torch") is None, reason=f"PyTorch is not installed: {TRAIN_HINT}"
+)
+runner = CliRunner()
+
+DOCS = {
+    "bees.txt": "The waggle dance of honeybees. A forager returns to the hive and dances on the "
+    "comb. The angle of the waggle run to the vertical gives the direction of the food "
+    "relative to the sun. The duration of the run encodes the distance to the flowers. "
+    "Karl von Frisch decoded the dance and shared a Nobel Prize for it in 1973.",
+    "wal.txt": "Write-ahead logging in SQLite. Changes are appended to a separate WAL file "
+    "instead of overwriting the database. Readers keep reading the old pages while a writer "
+    "appends, so readers never block writers. A checkpoint copies the pages back into the "
+    "database file when the log grows past a threshold.",
+    "leaves.txt": "How leaves capture light. Chlorophyll absorbs red and blue light and "
+    "reflects green, which is why leaves look green. The light reactions split water and "
+    "release oxygen. The Calvin cycle then fixes carbon dioxide into sugars with the enzyme "
+    "RuBisCO, which is slow but abundant.",
+    "rrf.txt": "Reciprocal rank fusion merges ranked lists. Each document scores the sum of "
+    "one over k plus its rank in every list. It needs no score normalisation, which is why "
+    "it combines lexical and dense retrieval so well. The constant k is usually sixty.",
+    "tides.txt": "Why the sea has tides. The moon's gravity pulls the ocean into two bulges "
+    "on opposite sides of the earth. As the earth turns, a coast passes through both "
+    "bulges every day, giving two high tides. Spring tides happen when sun and moon align.",
+    "bread.txt": "Baking bread with yeast. Yeast ferments sugars in the dough and releases "
+    "carbon dioxide, which the gluten network traps, so the dough rises. Kneading develops "
+    "the gluten. Baking kills the yeast and sets the crumb while the crust browns.",
+}
+HUMAN = [
+    Pair("how do bees tell others where food is", DOCS["bees.txt"], 1),
+    Pair("how do bees tell others where food is", DOCS["bread.txt"], 0),
+    Pair("does a reader block a writer in sqlite", DOCS["wal.txt"], 1),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_env(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> dict[str, Any]:
+    """A model folder holding only MiniLM (linked), and a six-document corpus built with it."""
+    root = tmp_path_factory.mktemp("training")
+    model_dir = root / "models"
+    model_dir.mkdir()
+    (model_dir / MINILM).symlink_to(minilm_dir.resolve(), target_is_directory=True)
+    if not (minilm_dir / "model.onnx").is_file():
+        pull_model(load_manifest().get(MINILM), model_dir)  # verifies and converts only
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    settings = Settings(model_dir=model_dir)
+    db = root / "tiny.db"
+    with Engine.open(db, settings, create=True) as engine:
+        engine.ingest([docs])
+    labels = root / "labels.jsonl"
+    labels.write_text(
+        "".join(json.dumps(p.__dict__) + "\n" for p in HUMAN),
+        encoding="utf-8",
+    )
+    return {"root": root, "model_dir": model_dir, "db": db, "labels": labels}
+
+
+def _chunk(text: str, title: str = "", ordinal: int = 0) -> Chunk:
+    return Chunk(1, 1, ordinal, text, 0, len(text), "doc.txt", title)
+
+
+def test_pseudo_queries_use_the_title_or_cut_a_sentence_out() -> None:
+    body = " ".join(f"Sentence number {i} talks about a different subject here." for i in range(6))
+    query, passage, origin = pseudo_query(_chunk(body, "How honeybees find flowers")) or ("",) * 3
+    assert (query, passage, origin) == ("How honeybees find flowers", body, "title")
+    query, passage, origin = pseudo_query(_chunk(body, "Short", ordinal=2)) or ("",) * 3
+    assert origin == "sentence" and query not in passage and query in body
+    assert pseudo_query(_chunk("Too short.")) is None
+
+
+def test_vocab_pruning_keeps_every_word_spellable(minilm_dir: Path, tmp_path: Path) -> None:
+    doc = json.loads((minilm_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    pruned, rows = prune_tokenizer(doc, 3000)
+    assert len(rows) == 3000 == len(pruned["model"]["vocab"])
+    (tmp_path / "t.json").write_text(json.dumps(pruned), encoding="utf-8")
+    small, full = (
+        plain_tokenizer(tmp_path / "t.json"),
+        plain_tokenizer(minilm_dir / "tokenizer.json"),
+    )
+    text = ("the photosynthesis of xylophones", "Zymurgy is the chemistry of fermentation")
+    encoding = small.encode(*text)
+    assert "[UNK]" not in encoding.tokens and encoding.tokens[0] == "[CLS]"
+    assert encoding.ids[0] == pruned["model"]["vocab"]["[CLS]"]
+    assert full.encode(*text).tokens[:2] == encoding.tokens[:2]  # common words unchanged
+    assert [rows[i] for i in encoding.ids[:2]] == full.encode(*text).ids[:2]  # rows map back
+    assert len(kept_token_ids(doc["model"]["vocab"], 40_000)) == 30522 - 994  # no [unusedN]
+    with pytest.raises(ValueError, match="spellable"):
+        prune_tokenizer(doc, 100)
+
+
+def test_require_torch_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("crag_edge.training.importlib.util.find_spec", lambda name: None)
+    with pytest.raises(TorchMissingError, match=r"pip install 'crag-edge\[train\]'"):
+        require_torch()
+
+
+def test_labelling_resumes_after_interruption(tiny_env: dict[str, Any], tmp_path: Path) -> None:
+    settings = Settings(model_dir=tiny_env["model_dir"])
+    options = LabelOptions(max_pairs=1000, negatives=2, pool=5)
+    identity = {"db": "tiny", "seed": 13}
+
+    def run(path: Path, stop_after: int | None) -> LabelStore:
+        with Engine.open(tiny_env["db"], settings, readonly=True) as engine:
+            store = LabelStore(path, identity)
+            builder = PairBuilder(engine.corpus, engine.retriever, options)
+
+            def on_unit(_: int) -> None:
+                if stop_after is not None and len(store.done) >= stop_after:
+                    raise KeyboardInterrupt
+
+            with contextlib.suppress(KeyboardInterrupt):
+                label_corpus(builder, HUMAN, store, deadline=time.monotonic() + 60, on_unit=on_unit)
+            return store
+
+    whole = run(tmp_path / "whole.jsonl", None)
+    assert {p.origin for p in whole.pairs} >= {"human", "human-mined", "sentence"}
+    mined = [p for p in whole.pairs if p.origin == "human-mined"]
+    for p in mined:  # never one of the passages labelled for the same query
+        labelled = [normalise(h.passage) for h in HUMAN if h.query == p.query]
+        assert all(normalise(p.passage) not in text for text in labelled)
+    assert mined
+
+    path = tmp_path / "resumed.jsonl"
+    assert len(run(path, 2).done) == 2
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write('{"unit": "chunk:9", "pairs": [{"que')  # a write cut by the interruption
+    resumed = run(path, None)
+    assert resumed.pairs == whole.pairs
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 1 + len(whole.done)
+    with pytest.raises(LabelStoreError, match="another run"):
+        LabelStore(path, {"db": "other"})
+
+
+@needs_torch
+def test_training_resumes_from_its_checkpoint(tiny_env: dict[str, Any], tmp_path: Path) -> None:
+    import torch
+
+    from crag_edge.training.model import from_pretrained
+    from crag_edge.training.trainer import TrainConfig, Trainer
+
+    minilm = tiny_env["model_dir"] / MINILM
+    doc = json.loads((minilm / "tokenizer.json").read_text(encoding="utf-8"))
+    pruned, rows = prune_tokenizer(doc, 2000)  # a small embedding table keeps steps fast
+    (tmp_path / "tokenizer.json").write_text(json.dumps(pruned), encoding="utf-8")
+    tokenizer = plain_tokenizer(tmp_path / "tokenizer.json")
+    tokenizer.enable_truncation(128, strategy="longest_first")
+    texts = [(q, p) for q, p in zip(DOCS, DOCS.values(), strict=True)]
+    encodings = tokenizer.encode_batch(texts)
+    labels = [float(i % 2) for i in range(len(texts))]
+    config = TrainConfig(batch_size=3, epochs=2, checkpoint_every_s=3600)
+
+    def trainer(folder: Path) -> Trainer:
+        model = from_pretrained(minilm, layers=1, vocab_rows=rows, max_positions=128, seed=1)
+        folder.mkdir(exist_ok=True)
+        return Trainer(model, encodings, labels, config, folder, "run")
+
+    straight = trainer(tmp_path / "a")
+    report = straight.train(time.monotonic() + 120)
+    assert report.complete and report.steps_done == report.total_steps == 4
+
+    def interrupt(step: int, _total: int, _loss: float) -> None:
+        if step == 2:
+            raise KeyboardInterrupt
+
+    first = trainer(tmp_path / "b")
+    with pytest.raises(KeyboardInterrupt):
+        first.train(time.monotonic() + 120, on_step=interrupt)
+    second = trainer(tmp_path / "b")
+    resumed = second.train(time.monotonic() + 120)
+    assert resumed.resumed_from == 2 and resumed.complete and resumed.steps_done == 4
+    for name, value in straight.model.state_dict().items():
+        assert torch.allclose(value, second.model.state_dict()[name], atol=1e-6), name
+
+
+@needs_torch
+def test_train_command_end_to_end(tiny_env: dict[str, Any]) -> None:
+    """Label, train, export, check against torch, register, verify: well within a minute."""
+    from crag_edge.training.cli import evaluator_app
+
+    model_dir, out = tiny_env["model_dir"], tiny_env["root"] / "out"
+    env = {"CRAG_EDGE_MODEL_DIR": str(model_dir)}
+    args = ["train", "--db", str(tiny_env["db"]), "--out", str(out)]
+    args += ["--labels", str(tiny_env["labels"]), "--layers", "1", "--vocab-size", "3000"]
+    args += ["--epochs", "1", "--budget-minutes", "1", "--no-llm-labels", "--model-id", "tiny-ce"]
+    started = time.monotonic()
+    result = runner.invoke(evaluator_app, [*args, "--json"], env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert time.monotonic() - started < 60
+    report = json.loads(result.stdout)
+    assert report["checks"]["onnx_fp32_max_abs_diff"] < 1e-4
+    assert report["checks"]["onnx_int8_max_abs_diff"] < 1.0
+    assert report["data"]["origins"]["human"] == len(HUMAN)
+    assert set(report["registered"]["files"].values()) == {"ok"}
+    card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "tiny-ce" in card and "Reproduce" in card and "--layers 1" in card
+
+    verify = runner.invoke(app, ["models", "verify", "tiny-ce"], env=env, catch_exceptions=False)
+    assert verify.exit_code == 0 and verify.stdout.count("ok tiny-ce/") == 4
+    scorer = load_cross_encoder(Settings(model_dir=model_dir))
+    assert scorer is not None and scorer.name == "tiny-ce"
+    scores = scorer.score("how do bees tell others where food is", list(DOCS.values())).scores
+    assert len(scores) == len(DOCS) and all(0.0 <= s <= 1.0 for s in scores)
+
+    again = runner.invoke(evaluator_app, [*args, "--json"], env=env, catch_exceptions=False)
+    assert again.exit_code == 0  # everything resumed: labels and training state reused
+    assert json.loads(again.stdout)["training"]["resumed_from"] == report["training"]["steps_done"]
+
+
+def test_register_writes_a_manifest_the_loader_reads_and_prefers(tmp_path: Path) -> None:
+    folder = tmp_path / "release"
+    folder.mkdir()
+    for name in ("model.int8.onnx", "tokenizer.json", "config.json", "MODEL_CARD.md"):
+        (folder / name).write_text(f"{name} 'quoted' \"text\" é\n", encoding="utf-8")
+    register(tmp_path, "first", folder, 'data: "CC BY 4.0"', "one")
+    spec = register(tmp_path, "second", folder, "Apache-2.0", "two")
+    manifest = load_manifest(tmp_path)
+    assert [m.model_id for m in manifest.by_role("cross-encoder")][:2] == ["first", "second"]
+    assert manifest.get("first").license == 'data: "CC BY 4.0"'
+    assert spec.files[0].sources[0].kind == "local" and spec.files[0].size > 0
+    report = pull_model(spec, tmp_path)
+    assert report.ok and (tmp_path / "second" / "MODEL_CARD.md").is_file()
+
+
+def test_package_sources_copy_files_shipped_inside_the_package(tmp_path: Path) -> None:
+    from crag_edge.models.manifest import ModelFile, ModelSpec, Source
+    from crag_edge.models.provision import sha256_of
+
+    shipped = Path(__file__).resolve().parent.parent / "crag_edge" / "models" / "manifest.toml"
+    source = Source(kind="package", package="crag_edge.models", member="manifest.toml")
+    missing = Source(kind="package", package="crag_edge.models", member="nope.bin")
+    spec = ModelSpec(
+        "pkg",
+        "cross-encoder",
+        "Apache-2.0",
+        "",
+        (
+            ModelFile(
+                "manifest.toml", shipped.stat().st_size, sha256_of(shipped), (missing, source)
+            ),
+        ),
+    )
+    report = pull_model(spec, tmp_path)
+    assert report.ok and "no file 'nope.bin'" in report.files[0].failures[0]
+    assert source.describe() == "package crag_edge.models/manifest.toml"
+
+
+@pytest.mark.models
+def test_llm_labeller_writes_questions_and_soft_labels(
+    tiny_env: dict[str, Any], tmp_path: Path
+) -> None:
+    """Plumbing only, on SmolLM2-135M (far too small to label well): generative queries and
+    judge-blended soft labels reach the labels file."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the llm extra)")
+    from crag_edge.grading.calibration import Identity
+    from crag_edge.grading.llm_judge import LlmJudge
+    from crag_edge.models.llm import LlamaRuntime
+    from crag_edge.models.registry import installed_file
+    from crag_edge.training.llm_labels import LlmLabeller
+
+    smol = "smollm2-135m-instruct"
+    real = Settings.load()
+    path = installed_file(real, smol, load_manifest(real.model_dir).get(smol).files[0].name)
+    runtime = LlamaRuntime(path, model_id=smol, n_ctx=2048, n_threads=1, timeout_s=120)
+    labeller = LlmLabeller(runtime, LlmJudge(runtime), Identity())
+    settings = Settings(model_dir=tiny_env["model_dir"])
+    with Engine.open(tiny_env["db"], settings, readonly=True) as engine:
+        store = LabelStore(tmp_path / "labels.jsonl", {"llm": smol})
+        options = LabelOptions(max_pairs=3, negatives=1, pool=5)
+        builder = PairBuilder(engine.corpus, engine.retriever, options, labeller)
+        assert label_corpus(builder, [], store, deadline=time.monotonic() + 300)
+    assert store.pairs and all(0.0 <= p.label <= 1.0 for p in store.pairs)
+    assert all(p.origin.endswith(f"+{smol}") for p in store.pairs)
+    positives = [p for p in store.pairs if "mined" not in p.origin and "random" not in p.origin]
+    assert all(p.label >= 0.5 for p in positives)  # (1 + judge) / 2
