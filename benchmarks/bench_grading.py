@@ -30,11 +30,14 @@ def engines(
     db = tmp_path_factory.mktemp("bench-grading") / "sample.db"
     with Engine.open(db, Settings.load(), create=True, embedder=embedder) as engine:
         engine.ingest([SAMPLE])
-    cheap = Settings.load(grading_tiers=["signals", "cross_encoder"], fast_path_rules=[],
-                          top_k=20, max_iterations=1)
+    cheap = Settings.load(
+        grading_tiers=["signals", "cross_encoder"], fast_path_rules=[], top_k=20, max_iterations=1
+    )
     fast = Settings.load(top_k=2)
-    opened = {"cheap": Engine.open(db, cheap, embedder=embedder),
-              "fast": Engine.open(db, fast, embedder=embedder)}
+    opened = {
+        "cheap": Engine.open(db, cheap, embedder=embedder),
+        "fast": Engine.open(db, fast, embedder=embedder),
+    }
     for engine in opened.values():
         engine.query(QUESTION)  # warm up: JIT-compiled kernels load from cache, ONNX sessions
     yield opened
