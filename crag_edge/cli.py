@@ -92,6 +92,29 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
+def counting_bar(label: str, quiet: bool) -> Progress:
+    """A progress bar on stderr counting items (files, queries); silent under --json."""
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=quiet,
+        transient=True,
+    )
+
+
+def print_report(report: dict[str, Any], as_json: bool) -> None:
+    """An evaluation report: JSON, or one aligned `key: value` line per entry."""
+    if as_json:
+        print_json(report)
+        return
+    width = max(map(len, report), default=0)
+    for key, value in report.items():
+        out.print(f"{key:>{width}}: {value}", highlight=False)
+
+
 def _settings(ctx: typer.Context) -> Settings:
     settings: Settings = ctx.obj
     return settings
@@ -320,15 +343,7 @@ def ingest(
     checked_fmt: Format = "beir" if fmt == "beir" else "auto"
     with (
         Engine.open(db, _settings(ctx), create=True) as engine,
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            disable=as_json,
-            transient=True,
-        ) as bar,
+        counting_bar("{task.description}", as_json) as bar,
     ):
         task = bar.add_task("ingest", total=None)
 
@@ -494,25 +509,13 @@ def eval_retrieval(
     query_texts, judgements = read_queries(queries), read_qrels(qrels)
     with (
         Engine.open(db, _settings(ctx), readonly=True) as engine,
-        Progress(
-            TextColumn(f"eval {checked}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            disable=as_json,
-            transient=True,
-        ) as bar,
+        counting_bar(f"eval {checked}", as_json) as bar,
     ):
         task = bar.add_task("queries", total=sum(1 for q in query_texts if q in judgements))
         result = evaluate_retrieval(
             engine.retriever, query_texts, judgements, checked, on_query=lambda: bar.advance(task)
         )
-    if as_json:
-        print_json(result)
-        return
-    for key, value in result.items():
-        out.print(f"{key:>15}: {value}", highlight=False)
+    print_report(result, as_json)
 
 
 @eval_app.command("crag")
@@ -541,15 +544,7 @@ def eval_crag(
         texts = dict(list(texts.items())[:limit])
     with (
         Engine.open(db, settings, readonly=True) as engine,
-        Progress(
-            TextColumn("eval crag"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            disable=as_json,
-            transient=True,
-        ) as bar,
+        counting_bar("eval crag", as_json) as bar,
     ):
         task = bar.add_task("queries", total=len(texts))
         report = evaluate_crag(
@@ -559,11 +554,7 @@ def eval_crag(
             judgements,
             on_query=lambda: bar.advance(task),
         )
-    if as_json:
-        print_json(report)
-        return
-    for key, value in report.items():
-        out.print(f"{key:>27}: {value}", highlight=False)
+    print_report(report, as_json)
 
 
 @eval_app.command("pairs")
@@ -640,15 +631,7 @@ def eval_grading(
     pairs = sample_queries(read_pairs(pairs_file), limit)
     embedder = load_embedder(settings)
     grader = build_grader(settings, llm=SharedLlm(settings))
-    with Progress(
-        TextColumn("eval grading"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        disable=as_json,
-        transient=True,
-    ) as bar:
+    with counting_bar("eval grading", as_json) as bar:
         task = bar.add_task("queries", total=len({p.query for p in pairs}))
         report = evaluate_grading(
             pairs,
