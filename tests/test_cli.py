@@ -15,8 +15,11 @@ from crag_edge.cli import app
 MINI = Path(__file__).parent / "data" / "scifact_mini"
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
 runner = CliRunner()
-# The cheap tiers only: the LLM tier has its own tests (tests/test_llm.py, test_crag.py).
-FAST = {"CRAG_EDGE_GRADING_TIERS": '["signals", "cross_encoder"]'}
+# The cheap tiers and keyword rewrites only: the LLM has its own tests (test_llm, test_crag).
+FAST = {
+    "CRAG_EDGE_GRADING_TIERS": '["signals", "cross_encoder"]',
+    "CRAG_EDGE_REWRITE_WITH_LLM": "false",
+}
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
