@@ -180,6 +180,13 @@ def test_ingest_with_progress_then_ask(tmp_path: Path, embedder: Any) -> None:
 @pytest.mark.slow
 def test_ingest_cancel_leaves_a_sound_corpus(tmp_path: Path, embedder: Any) -> None:
     db = tmp_path / "cancel.db"
+    # Enough distinct documents that embedding them takes seconds: the cancel must land
+    # while the ingest runs, not after six small files are already done.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    base = (SAMPLE / "honeybees.txt").read_text(encoding="utf-8")
+    for i in range(200):  # two embedding groups (256 chunks each): the cancel lands between
+        (docs / f"doc{i:03d}.txt").write_text(f"Document {i}.\n\n{base}", encoding="utf-8")
     with Engine.open(db, tui_settings(), create=True, embedder=embedder) as eng:
         app = CragApp(engine=eng)
 
@@ -187,10 +194,13 @@ def test_ingest_cancel_leaves_a_sound_corpus(tmp_path: Path, embedder: Any) -> N
             await pilot.press("ctrl+o")
             screen = app.screen
             assert isinstance(screen, IngestScreen)
-            await pilot.press(*str(SAMPLE), "enter", "ctrl+g")
+            await pilot.press(*str(docs), "enter", "ctrl+g")
             await app.workers.wait_for_complete()
-            await pilot.pause()
-            status = str(screen.query_one("#ingest-status", Static).render())
+            for _ in range(600):  # the worker's last status update arrives through the app
+                status = str(screen.query_one("#ingest-status", Static).render())
+                if not status.startswith("Cancelling"):
+                    break
+                await pilot.pause(0.1)
             assert "Cancelled" in status, status
             assert not screen.running
             await pilot.press("escape")
@@ -198,9 +208,10 @@ def test_ingest_cancel_leaves_a_sound_corpus(tmp_path: Path, embedder: Any) -> N
 
         run(app, body, (100, 30))
         # Every document written is whole: ingesting again completes the corpus.
-        report = eng.ingest([SAMPLE])
-        assert report.added + report.updated + report.unchanged == 6 and not report.errors
-        assert eng.corpus.stats().documents == 6
+        report = eng.ingest([docs])
+        assert report.added + report.updated + report.unchanged == 200 and not report.errors
+        assert report.added > 0, "the cancel landed after the whole ingest"
+        assert eng.corpus.stats().documents == 200
 
 
 # -- snapshots (canned engine: deterministic text, no timings) ------------------------------
