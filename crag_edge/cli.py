@@ -42,6 +42,7 @@ from crag_edge.models import provision
 from crag_edge.models.llm import SharedLlm
 from crag_edge.models.manifest import ManifestError, load_manifest
 from crag_edge.models.registry import ModelNotInstalledError, load_embedder
+from crag_edge.result import CragResult
 from crag_edge.retrieval import Mode
 from crag_edge.server.cli import serve
 from crag_edge.store import CorpusError
@@ -380,23 +381,8 @@ def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
         err.print(f"[red]failed[/] {source}: {message}", highlight=False)
 
 
-@app.command()
-@friendly_errors
-def query(
-    ctx: typer.Context,
-    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
-    db: DbOption,
-    mode: ModeOption = None,
-    top_k: Annotated[int | None, typer.Option("--top-k", help="Hits to return.")] = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Retrieve the best chunks for a question, grade each one, and decide CORRECT /
-    AMBIGUOUS / INCORRECT."""
-    with Engine.open(db, _settings(ctx)) as engine:
-        result = engine.query(question, mode=_mode(mode), top_k=top_k)
-    if as_json:
-        print_json(result.to_dict())
-        return
+def print_result(result: CragResult) -> None:
+    """The decision, corrections, the last round's graded hits and the final context."""
     colour = {"CORRECT": "green", "AMBIGUOUS": "yellow", "INCORRECT": "red"}[result.decision]
     out.print(
         f"[bold {colour}]{result.decision}[/]  score {result.score:.2f} "
@@ -443,6 +429,26 @@ def query(
 
 @app.command()
 @friendly_errors
+def query(
+    ctx: typer.Context,
+    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
+    db: DbOption,
+    mode: ModeOption = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="Hits to return.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Retrieve the best chunks for a question, grade each one, and decide CORRECT /
+    AMBIGUOUS / INCORRECT."""
+    with Engine.open(db, _settings(ctx)) as engine:
+        result = engine.query(question, mode=_mode(mode), top_k=top_k)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    print_result(result)
+
+
+@app.command()
+@friendly_errors
 def answer(
     ctx: typer.Context,
     question: Annotated[str, typer.Argument(help="The question, in plain words.")],
@@ -455,12 +461,8 @@ def answer(
     with Engine.open(db, _settings(ctx)) as engine:
         result, pieces = engine.answer(question, mode=_mode(mode), top_k=top_k)
         if not as_json:
-            colour = {"CORRECT": "green", "AMBIGUOUS": "yellow", "INCORRECT": "red"}
-            err.print(
-                f"[bold {colour[result.decision]}]{result.decision}[/] "
-                f"({result.reason}); {len(result.context)} evidence strips",
-                highlight=False,
-            )
+            print_result(result)
+            out.print("[bold]answer[/]:", highlight=False)
         text = ""
         for piece in pieces:
             text += piece

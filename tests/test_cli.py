@@ -209,3 +209,23 @@ def test_models_pull_air_gapped(tmp_path: Path) -> None:
     (models / "toy" / "toy.bin").write_bytes(b"tampered")
     tampered = invoke("models", "verify", "toy", env=env)
     assert tampered.exit_code == 1 and "size-mismatch" in tampered.stdout
+
+
+def test_answer_prints_the_result_and_a_cited_answer(beir_db: Path) -> None:
+    env = {"CRAG_EDGE_LLM_MAX_TOKENS": "24", "CRAG_EDGE_LLM_THREADS": "1"}
+    result = invoke(
+        "answer",
+        "--db",
+        str(beir_db),
+        "--json",
+        "Does vitamin D reduce the risk of bone fractures?",
+        env=env,
+    )
+    data = json.loads(result.stdout)
+    assert set(data) == {"answer", "citations", "result"} and data["answer"].strip()
+    assert data["result"]["decision"] in ("CORRECT", "AMBIGUOUS", "INCORRECT")
+    numbers = {c["n"] for c in data["result"]["context"]}
+    assert all(c["n"] in numbers for c in data["citations"])
+    text = invoke("answer", "--db", str(beir_db), "What is the capital of Australia?", env=env)
+    assert text.exit_code == 0
+    assert "answer:" in text.stdout and "hits of round" in text.stdout
