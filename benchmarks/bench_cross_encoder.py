@@ -17,6 +17,7 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 from safetensors.numpy import load_file, save_file
 
+from benchmarks.texts import PASSAGE
 from crag_edge.models.bert_onnx import convert_bert
 from crag_edge.models.cross_encoder import OnnxCrossEncoder
 from crag_edge.models.onnx_session import plain_tokenizer
@@ -24,17 +25,6 @@ from crag_edge.models.quantize import quantize_int8
 
 PAIRS, TOKENS, THREADS = 20, 180, 2
 QUERY = "How does corrective retrieval decide whether retrieved evidence can be trusted?"
-PASSAGE = (
-    "Corrective retrieval-augmented generation grades every retrieved passage before it reaches "
-    "the generator. Passages judged correct are refined into short strips, ambiguous ones trigger "
-    "a rewritten query, and incorrect ones are replaced by a fallback search. The Treaty of "
-    "Westphalia, signed in 1648, ended the Thirty Years' War and reshaped the map of Europe. "
-    "Photosynthesis converts light energy into chemical energy stored in glucose, releasing "
-    "oxygen as a by-product. SQLite keeps a whole database in a single file and is embedded in "
-    "billions of devices. Insulin, produced by the pancreas, lowers the concentration of glucose "
-    "in the blood. The central bank raised interest rates by a quarter point to curb inflation, "
-    "citing strong wage growth and persistent price pressure in services. "
-)
 
 
 @pytest.fixture(scope="module")
