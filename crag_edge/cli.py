@@ -45,7 +45,7 @@ from crag_edge.models.registry import ModelNotInstalledError, load_embedder
 from crag_edge.result import CragResult
 from crag_edge.retrieval import Mode
 from crag_edge.server.cli import serve
-from crag_edge.store import CorpusError
+from crag_edge.store import Corpus, CorpusError
 from crag_edge.training.cli import evaluator_app
 from crag_edge.tui.cli import tui as tui_command
 
@@ -59,8 +59,13 @@ models_app = typer.Typer(
     help="Pull, list and verify the local models (sha256-pinned).", no_args_is_help=True
 )
 eval_app = typer.Typer(help="Measure quality on labelled data.", no_args_is_help=True)
+cache_app = typer.Typer(
+    help="The evaluation cache: model scores kept in the corpus file for repeat questions.",
+    no_args_is_help=True,
+)
 app.add_typer(models_app, name="models")
 app.add_typer(eval_app, name="eval")
+app.add_typer(cache_app, name="cache")
 app.add_typer(evaluator_app, name="evaluator")
 
 err = Console(stderr=True, soft_wrap=True)
@@ -360,6 +365,33 @@ def ingest(
     _print_ingest_report(report, as_json)
     if report.errors and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
+
+
+@app.command()
+@friendly_errors
+def stats(db: DbOption, as_json: JsonOption = False) -> None:
+    """Documents, chunks, size, embedder, chunking, cached scores of a corpus (no model loads)."""
+    with Corpus.open(db, readonly=True) as corpus:
+        info = corpus.stats()
+    if as_json:
+        print_json(asdict(info) | {"path": str(info.path)})
+        return
+    table = Table(show_header=False, box=None)
+    for key, value in asdict(info).items():
+        table.add_row(key, str(value))
+    out.print(table)
+
+
+@cache_app.command("clear")
+@friendly_errors
+def cache_clear(db: DbOption, as_json: JsonOption = False) -> None:
+    """Delete every cached model score (they are also dropped with their chunks on ingest)."""
+    with Corpus.open(db) as corpus:
+        removed = corpus.score_cache().clear()
+    if as_json:
+        print_json({"removed": removed})
+        return
+    out.print(f"removed {removed} cached scores from {db}", highlight=False)
 
 
 def _print_ingest_report(report: IngestReport, as_json: bool) -> None:

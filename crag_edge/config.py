@@ -138,6 +138,9 @@ class Settings(BaseSettings):
         40, ge=1, le=8192, description="Length adequacy reaches 1 at this many tokens."
     )
     audit_log: Path | None = Field(None, description="Append audit events here as JSON lines.")
+    score_cache: bool = Field(
+        True, description="Keep cross-encoder/LLM scores in the corpus file for repeat queries."
+    )
     # -- correction ------------------------------------------------------------------------
     strip_mode: Literal["sentences", "fixed_num", "selection"] = Field(
         "sentences", description="How kept evidence is split into strips for refinement."

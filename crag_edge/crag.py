@@ -57,6 +57,7 @@ class CragLoop:
         self.fallbacks = list(fallbacks)
         self.llm = llm
         self.synonyms = load_synonyms(settings.synonyms_file)
+        self.cache = corpus.score_cache() if settings.score_cache else None
 
     def run(
         self,
@@ -76,6 +77,7 @@ class CragLoop:
         fallback: dict[str, Any] = {"used": [], "reason": None, "failures": []}
         warnings: list[str] = []
         kept: dict[int, tuple[Hit, ItemGrade]] = {}
+        cache_hits: dict[str, int] = {}
         tried_alternative = False
 
         query, vector = question, self._timed(timings, "embed", self._embed, question)
@@ -95,8 +97,11 @@ class CragLoop:
                 self._evidence(hits, vector),
                 audit,
                 use_rules=not from_fallback,
+                cache=self.cache,
             )
             warnings.extend(grading.warnings)
+            for tier, count in grading.cache_hits.items():
+                cache_hits[tier] = cache_hits.get(tier, 0) + count
             by_id = {g.chunk_id: g for g in grading.items}
             kept_now = 0
             for hit in hits:
@@ -220,6 +225,7 @@ class CragLoop:
             rule=grading.rule,
             tiers=grading.tiers,
             timings_ms=timings,
+            cache_hits=cache_hits,
             warnings=warnings,
             audit=[e.to_dict() for e in audit.events],
         )

@@ -83,6 +83,12 @@ class Metrics:
         self.tier_items = Counter(
             "crag_tier_items", "Items scored by each grading tier", ["tier"], registry=self.registry
         )
+        self.cache_hits = Counter(
+            "crag_cache_hits",
+            "Model scores served by the evaluation cache, by tier",
+            ["tier"],
+            registry=self.registry,
+        )
         self.warnings = Counter(
             "crag_grading_warnings",
             "Grading warnings (e.g. unparseable LLM output)",

@@ -9,7 +9,8 @@ Shape (stable; `to_dict` is what `query --json`, the HTTP service and checks rea
 - `corrections`: typed actions (keep, discard, refine, expand, rewrite, fallback).
 - `rounds`: one entry per iteration: the query used, its decision and score.
 - `fallback`: providers used, why, and their failures.
-- `iterations`, `max_iterations_reached`, `timings_ms` per stage, `cache_hit`, `tiers`, `audit`.
+- `iterations`, `max_iterations_reached`, `timings_ms` per stage, `tiers`,
+  `cache_hits` (model scores per tier served by the evaluation cache), `audit`.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class CragResult:
     rule: str | None = None
     tiers: dict[str, str] = field(default_factory=dict)
     timings_ms: dict[str, float] = field(default_factory=dict)
-    cache_hit: bool = False
+    cache_hits: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     audit: list[dict[str, Any]] = field(default_factory=list)
 

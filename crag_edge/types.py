@@ -69,10 +69,15 @@ class Embedder(Protocol):
 
 @dataclass(frozen=True)
 class ScoredBatch:
-    """Relevance scores in [0, 1], one per passage, and any warnings raised while scoring."""
+    """Relevance scores in [0, 1], one per passage, and any warnings raised while scoring.
+
+    `failed` lists the passages whose score is a stand-in (0.5 after a timeout or garbage
+    output), not the model's judgement: those are never cached.
+    """
 
     scores: list[float]
     warnings: list[str] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
 
 
 class PairScorer(Protocol):

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from crag_edge.cli import app
+from crag_edge.store import SCHEMA_VERSION
 
 MINI = Path(__file__).parent / "data" / "scifact_mini"
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
@@ -50,6 +51,9 @@ def beir_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["query"],
         ["eval"],
         ["eval", "retrieval"],
+        ["stats"],
+        ["cache"],
+        ["cache", "clear"],
     ],
 )
 def test_every_command_explains_itself(command: list[str]) -> None:
@@ -119,6 +123,19 @@ def test_query_json_shape(beir_db: Path) -> None:
         "text",
     }
     assert first["source"].startswith("beir:")
+
+
+def test_stats_and_cache_clear(beir_db: Path, tmp_path: Path) -> None:
+    data = json.loads(invoke("stats", "--db", str(beir_db), "--json").stdout)
+    assert data["documents"] == 40 and data["chunks"] >= 40
+    assert data["schema_version"] == SCHEMA_VERSION and data["cached_scores"] == 0
+    assert data["embedder_id"] == "all-minilm-l6-v2"
+    assert "documents" in invoke("stats", "--db", str(beir_db)).stdout
+    assert json.loads(invoke("cache", "clear", "--db", str(beir_db), "--json").stdout) == {
+        "removed": 0
+    }
+    missing = invoke("stats", "--db", str(tmp_path / "nope.db"))
+    assert missing.exit_code != 0 and "nope.db" in missing.output
 
 
 @pytest.mark.parametrize("mode", ["bm25", "dense", "hybrid"])

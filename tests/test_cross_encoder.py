@@ -23,9 +23,8 @@ from crag_edge.models.provision import pull_model
 from crag_edge.models.registry import ModelNotInstalledError, load_cross_encoder
 from crag_edge.types import ScoredBatch
 from tests.bert_reference import ReferenceBert
-from tests.tiny_bert import tiny_checkpoint
+from tests.tiny_bert import MINILM_VOCAB, tiny_checkpoint, tiny_classifier
 
-MINILM_VOCAB = 30522
 QUERY = "How does insulin regulate blood sugar?"
 PASSAGES = [
     "Insulin, produced by the pancreas, lowers the concentration of glucose in the blood.",
@@ -41,20 +40,12 @@ PASSAGES = [
 LONG_PASSAGE = " ".join(["insulin glucose pancreas liver muscle"] * 400)  # ~2000 tokens
 
 
-def _classifier(folder: Path, tokenizer: Path, labels: int) -> Path:
-    """A tiny checkpoint folder with MiniLM's tokenizer.json and its fp32 graph `model.onnx`."""
-    tiny_checkpoint(folder, num_labels=labels, vocab_size=MINILM_VOCAB, max_position_embeddings=512)
-    shutil.copy(tokenizer, folder / "tokenizer.json")
-    convert_bert(folder, folder / "model.onnx", "classification")
-    return folder
-
-
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-label", "2-label"])
 def ce_dir(
     request: pytest.FixtureRequest, minilm_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
     folder = tmp_path_factory.mktemp(f"ce{request.param}")
-    return _classifier(folder, minilm_dir / "tokenizer.json", request.param)
+    return tiny_classifier(folder, minilm_dir / "tokenizer.json", request.param)
 
 
 def _scorer(folder: Path, **kwargs: int) -> OnnxCrossEncoder:
@@ -136,7 +127,7 @@ def test_relevance_of_known_logits() -> None:
 
 
 def test_graphs_without_a_relevance_column_are_refused(tmp_path: Path, minilm_dir: Path) -> None:
-    three = _classifier(tmp_path / "three", minilm_dir / "tokenizer.json", 3)
+    three = tiny_classifier(tmp_path / "three", minilm_dir / "tokenizer.json", 3)
     with pytest.raises(ValueError, match="no 'logits' output with 1 or 2 labels"):
         _scorer(three)
     embedding = convert_bert(three, tmp_path / "embedding.onnx", "embedding")

@@ -115,25 +115,26 @@ def test_reopen_keeps_documents_and_meta(corpus: Corpus, db: Path) -> None:
 
 def test_migrations_apply_in_order_and_atomically(corpus: Corpus, db: Path) -> None:
     corpus.close()
-    v2 = (2, "ALTER TABLE documents ADD COLUMN lang TEXT")
-    v3_broken = (3, "CREATE TABLE extra (x); INSERT INTO no_such_table VALUES (1)")
+    nxt = SCHEMA_VERSION + 1
+    added = (nxt, "ALTER TABLE documents ADD COLUMN lang TEXT")
+    broken = (nxt + 1, "CREATE TABLE extra (x); INSERT INTO no_such_table VALUES (1)")
     conn = connect(db)
     try:
-        assert migrate(conn, DIM, (*MIGRATIONS, v2)) == 2
-        assert user_version(conn) == 2
+        assert migrate(conn, DIM, (*MIGRATIONS, added)) == nxt
+        assert user_version(conn) == nxt
         columns = [row[1] for row in conn.execute("PRAGMA table_info(documents)").fetchall()]
         assert "lang" in columns
         with pytest.raises(apsw.SQLError):
-            migrate(conn, DIM, (*MIGRATIONS, v2, v3_broken))
-        assert user_version(conn) == 2
+            migrate(conn, DIM, (*MIGRATIONS, added, broken))
+        assert user_version(conn) == nxt
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_schema").fetchall()}
         assert "extra" not in tables
         with pytest.raises(ValueError, match="increasing"):
-            migrate(conn, DIM, (v2, *MIGRATIONS))
+            migrate(conn, DIM, (added, *MIGRATIONS))
     finally:
         conn.close()
     before = snapshot(db)
-    with pytest.raises(SchemaTooNewError, match="schema version 2 is newer"):
+    with pytest.raises(SchemaTooNewError, match=f"schema version {nxt} is newer"):
         Corpus.open(db)
     assert snapshot(db) == before
 
@@ -148,6 +149,25 @@ def test_schema_too_new_is_refused_without_touching_the_file(corpus: Corpus, db:
         with pytest.raises(SchemaTooNewError, match=str(db)):
             Corpus.open(db, readonly=readonly)
     assert snapshot(db) == before
+
+
+def test_a_version_1_corpus_gains_the_score_cache_and_keeps_its_documents(
+    corpus: Corpus, db: Path
+) -> None:
+    add_two_docs(corpus)
+    corpus.close()
+    conn = connect(db)
+    with conn:
+        conn.execute("DROP TABLE score_cache")
+        conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    with Corpus.open(db) as upgraded:
+        stats = upgraded.stats()
+        assert (stats.documents, stats.chunks, stats.schema_version) == (2, 3, SCHEMA_VERSION)
+        assert stats.cached_scores == 0
+        chunk_id = upgraded.chunk_ids()[0]
+        assert upgraded.score_cache().put("tier:v", "q", {chunk_id: 0.25})
+        assert upgraded.score_cache().get("tier:v", "q", [chunk_id]) == {chunk_id: 0.25}
 
 
 def test_readonly_open_does_not_upgrade_an_old_schema(corpus: Corpus, db: Path) -> None:

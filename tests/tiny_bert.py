@@ -7,11 +7,16 @@ save a BertForSequenceClassification (safetensors + config.json).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from safetensors.numpy import save_file
+
+from crag_edge.models.bert_onnx import convert_bert
+
+MINILM_VOCAB = 30522
 
 TINY_CONFIG: dict[str, Any] = {
     "architectures": ["BertForSequenceClassification"],
@@ -85,3 +90,11 @@ def tiny_checkpoint(
     save_file(tensors, str(directory / "model.safetensors"))
     (directory / "config.json").write_text(json.dumps(cfg))
     return directory
+
+
+def tiny_classifier(folder: Path, tokenizer: Path, labels: int = 1) -> Path:
+    """A tiny cross-encoder folder with MiniLM's tokenizer.json and its fp32 `model.onnx`."""
+    tiny_checkpoint(folder, num_labels=labels, vocab_size=MINILM_VOCAB, max_position_embeddings=512)
+    shutil.copy(tokenizer, folder / "tokenizer.json")
+    convert_bert(folder, folder / "model.onnx", "classification")
+    return folder

@@ -23,7 +23,8 @@ from crag_edge.grading.rules import first_matching_rule
 from crag_edge.grading.signals import SignalWeights, combine, compute_signals
 from crag_edge.kernels import Aggregation, aggregate, score_variance
 from crag_edge.observability import AuditLog, Metrics
-from crag_edge.types import Action, Decision, Hit, PairScorer
+from crag_edge.store import ScoreCache
+from crag_edge.types import Action, Decision, Hit, PairScorer, ScoredBatch
 
 FloatArray = npt.NDArray[np.float64]
 RANK_WEIGHTED_VARIANCE_LIMIT = 0.1  # seed 003: above it, the ambiguous band stays ambiguous
@@ -67,10 +68,14 @@ class Grader:
         calibrations: Calibrations | None = None,
         weights: SignalWeights | None = None,
         metrics: Metrics | None = None,
+        versions: dict[str, str] | None = None,
     ) -> None:
         self.settings = settings
         self.cross_encoder = cross_encoder
         self.llm_judge = llm_judge
+        # The evaluation cache keys model scores by these (model file hash and scoring
+        # setup); a tier without a version is never cached.
+        self.versions = versions or {}
         self.calibrations = calibrations or Calibrations.from_settings(settings)
         self.weights = weights or SignalWeights()
         self.metrics = metrics or Metrics()
@@ -90,11 +95,18 @@ class Grader:
         }
 
     def grade(
-        self, query: str, evidence: Evidence, audit: AuditLog, *, use_rules: bool = True
+        self,
+        query: str,
+        evidence: Evidence,
+        audit: AuditLog,
+        *,
+        use_rules: bool = True,
+        cache: ScoreCache | None = None,
     ) -> Grading:
         """Score every hit and decide CORRECT / AMBIGUOUS / INCORRECT.
 
         `use_rules=False` skips the fast path: evidence from a fallback must be judged.
+        `cache` holds earlier model scores of this corpus's chunks for this query.
         """
         s = self.settings
         started = time.perf_counter()
@@ -135,6 +147,7 @@ class Grader:
 
         pending = list(range(len(items)))
         tier_items: dict[str, int] = {}
+        cache_hits: dict[str, int] = {}
         warnings: list[str] = []
         if status["signals"] == "ok" and pending:
             tier_started = time.perf_counter()
@@ -149,7 +162,10 @@ class Grader:
             if status[tier] != "ok" or not pending or scorer is None:
                 continue
             tier_started = time.perf_counter()
-            batch = scorer.score(query, [hits[i].chunk.text for i in pending])
+            batch, hits_from_cache = self._score(tier, scorer, query, hits, pending, cache)
+            if hits_from_cache:
+                cache_hits[tier] = hits_from_cache
+                self.metrics.cache_hits.labels(tier=tier).inc(hits_from_cache)
             probabilities = calibrate(batch.scores)
             for i, raw, p in zip(pending, batch.scores, probabilities, strict=True):
                 items[i].tiers[tier] = float(p)
@@ -170,7 +186,49 @@ class Grader:
         timings["decide"] = _ms(decision_started)
         grading.thresholds, grading.tiers, grading.tier_items = thresholds, status, tier_items
         grading.timings_ms, grading.warnings = timings, warnings
+        grading.cache_hits = cache_hits
         return self._finish(grading, audit)
+
+    def _score(
+        self,
+        tier: str,
+        scorer: PairScorer,
+        query: str,
+        hits: Sequence[Hit],
+        pending: list[int],
+        cache: ScoreCache | None,
+    ) -> tuple[ScoredBatch, int]:
+        """The tier's raw scores for the pending items, in order, and how many came from the
+        cache. Only this corpus's chunks (origin `search`) are cached: fallback results
+        have no stable id here."""
+        version = self.versions.get(tier)
+        cacheable = {i for i in pending if hits[i].origin == "search"}
+        scorer_key = f"{tier}:{version}"
+        cached = (
+            cache.get(scorer_key, query, [hits[i].chunk.chunk_id for i in sorted(cacheable)])
+            if cache is not None and version and cacheable
+            else {}
+        )
+        missing = [i for i in pending if hits[i].chunk.chunk_id not in cached or i not in cacheable]
+        batch = (
+            scorer.score(query, [hits[i].chunk.text for i in missing])
+            if missing
+            else ScoredBatch([])
+        )
+        fresh = dict(zip(missing, batch.scores, strict=True))
+        if cache is not None and version:
+            failed = {missing[j] for j in batch.failed}
+            cache.put(
+                scorer_key,
+                query,
+                {
+                    hits[i].chunk.chunk_id: score
+                    for i, score in fresh.items()
+                    if i in cacheable and i not in failed
+                },
+            )
+        scores = [fresh[i] if i in fresh else cached[hits[i].chunk.chunk_id] for i in pending]
+        return ScoredBatch(scores, batch.warnings), len(pending) - len(missing)
 
     def _signals_tier(self, query: str, evidence: Evidence, items: list[ItemGrade]) -> None:
         hits = evidence.hits

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from importlib.util import find_spec
 
+from crag_edge import __version__
 from crag_edge.config import Settings
 from crag_edge.grading.cascade import Grader
-from crag_edge.grading.llm_judge import LlmJudge
+from crag_edge.grading.llm_judge import DEFAULT_MODE, LlmJudge
 from crag_edge.models.llm import LlamaRuntime
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.provision import model_path
@@ -36,7 +38,11 @@ class LazyLlmJudge:
                 runtime = self._runtime()
                 if runtime is None:
                     neutral = [0.5] * len(passages)
-                    return ScoredBatch(neutral, ["LLM could not be loaded; scored 0.5 each"])
+                    return ScoredBatch(
+                        neutral,
+                        ["LLM could not be loaded; scored 0.5 each"],
+                        list(range(len(passages))),
+                    )
                 self._judge = LlmJudge(runtime)
         return self._judge.score(query, passages)
 
@@ -58,7 +64,23 @@ def build_grader(
     as `unavailable` in each result rather than failing. `llm` supplies the shared runtime."""
     tiers = settings.grading_tiers
     cross_encoder = load_cross_encoder(settings) if "cross_encoder" in tiers else None
+    versions = {}
+    if cross_encoder is not None:
+        versions["cross_encoder"] = model_version(settings, cross_encoder.name)
     judge = None
     if "llm" in tiers and llm is not None and llm_installed(settings):
         judge = LazyLlmJudge(llm, settings.llm)
-    return Grader(settings, cross_encoder=cross_encoder, llm_judge=judge, metrics=metrics)
+        versions["llm"] = (
+            f"{model_version(settings, settings.llm)}:{DEFAULT_MODE}:ctx{settings.llm_context}"
+        )
+    return Grader(
+        settings, cross_encoder=cross_encoder, llm_judge=judge, metrics=metrics, versions=versions
+    )
+
+
+def model_version(settings: Settings, model_id: str) -> str:
+    """What the evaluation cache keys a model's scores by: its id, the hash of its pinned
+    files and the crag-edge release (prompts and pre-processing live in the code)."""
+    spec = load_manifest(settings.model_dir).get(model_id)
+    files = hashlib.sha256("".join(f.sha256 for f in spec.files).encode()).hexdigest()[:16]
+    return f"{model_id}@{files}/crag-edge-{__version__}"

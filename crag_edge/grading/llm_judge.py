@@ -144,10 +144,12 @@ class LlmJudge:
         )
         scores: list[float] = []
         masses: list[float] = []
+        failed: list[int] = []
         n_yes = len(self._yes_ids)
-        for row in result.rows:
+        for i, row in enumerate(result.rows):
             if row is None:
                 scores.append(NEUTRAL)
+                failed.append(i)
                 continue
             log_yes, log_no = _logsumexp(row[:n_yes]), _logsumexp(row[n_yes:])
             scores.append(1.0 / (1.0 + math.exp(log_no - log_yes)))
@@ -164,7 +166,7 @@ class LlmJudge:
                 f"llm judge: {runtime.model_id} put only {sum(masses) / len(masses):.0%} of its "
                 "first-token probability on yes/no; its scores are unreliable"
             )
-        return ScoredBatch(scores, warnings)
+        return ScoredBatch(scores, warnings, failed)
 
     # -- grammar mode ----------------------------------------------------------------------
 
@@ -180,13 +182,15 @@ class LlmJudge:
             return _neutral(len(passages), "llm judge: the query alone fills the context")
         scores: list[float] = []
         warnings: list[str] = []
+        failed: list[int] = []
         for start in range(0, len(passages), fit):
             group = passages[start : start + fit]
             budget = min(self._max_passage_tokens, room // len(group) - per_item)
             batch = self._grammar_call(query, group, budget, deadline)
             scores.extend(batch.scores)
             warnings.extend(batch.warnings)
-        return ScoredBatch(scores, warnings)
+            failed.extend(start + i for i in batch.failed)
+        return ScoredBatch(scores, warnings, failed)
 
     def _grammar_call(
         self, query: str, passages: Sequence[str], budget: int, deadline: float
@@ -268,4 +272,4 @@ def _left(deadline: float) -> float:
 
 
 def _neutral(n: int, warning: str) -> ScoredBatch:
-    return ScoredBatch([NEUTRAL] * n, [warning])
+    return ScoredBatch([NEUTRAL] * n, [warning], list(range(n)))

@@ -19,6 +19,7 @@ from crag_edge.store.errors import (
     SchemaTooNewError,
 )
 from crag_edge.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from crag_edge.store.score_cache import ScoreCache
 
 __all__ = [
     "APPLICATION_ID",
@@ -35,6 +36,7 @@ __all__ = [
     "NotACorpusError",
     "ReadOnlyCorpusError",
     "SchemaTooNewError",
+    "ScoreCache",
     "StoredDocument",
     "connect",
 ]

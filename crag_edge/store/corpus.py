@@ -30,6 +30,7 @@ from crag_edge.store.errors import (
     SchemaTooNewError,
 )
 from crag_edge.store.schema import APPLICATION_ID, SCHEMA_VERSION, migrate, user_version
+from crag_edge.store.score_cache import ScoreCache
 from crag_edge.types import Chunk, Vector
 
 MAX_DIM = 8192  # sqlite-vec's limit for a vec0 column
@@ -99,6 +100,7 @@ class CorpusStats:
     last_ingest_at: float | None
     chunk_tokens: int | None
     chunk_overlap: int | None
+    cached_scores: int = 0
 
 
 class Corpus:
@@ -258,6 +260,7 @@ class Corpus:
             last_ingest_at=_optional(float, meta.get(META_LAST_INGEST)),
             chunk_tokens=_optional(int, meta.get(META_CHUNK_TOKENS)),
             chunk_overlap=_optional(int, meta.get(META_CHUNK_OVERLAP)),
+            cached_scores=len(self.score_cache()),
         )
 
     # -- documents -----------------------------------------------------------------------
@@ -463,6 +466,10 @@ class Corpus:
         """Every chunk id, ascending: for whole-corpus passes such as sampling training pairs."""
         rows = self._conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
         return [cast(int, row[0]) for row in rows]
+
+    def score_cache(self) -> ScoreCache:
+        """The evaluation cache in this file (reads only when the corpus is read-only)."""
+        return ScoreCache(self._conn, writable=not self._readonly)
 
     def _require_writable(self) -> None:
         if self._readonly:

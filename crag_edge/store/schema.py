@@ -66,7 +66,22 @@ CREATE TRIGGER chunks_index_delete AFTER DELETE ON chunks BEGIN
 END;
 """
 
-MIGRATIONS: tuple[Migration, ...] = ((1, _V1),)
+# v2: the evaluation cache (`store.score_cache`). A row belongs to a chunk and dies with it,
+# so a changed or deleted document can never serve a stale score.
+_V2 = """
+CREATE TABLE score_cache (
+    scorer     TEXT NOT NULL,
+    query_key  BLOB NOT NULL,
+    chunk_id   INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    score      REAL NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (scorer, query_key, chunk_id)
+) WITHOUT ROWID;
+
+CREATE INDEX score_cache_chunk ON score_cache (chunk_id);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

@@ -1,0 +1,79 @@
+"""The evaluation cache: model scores of (query, chunk) pairs, kept in the corpus file.
+
+A cross-encoder or LLM score depends only on the model, the query and the chunk's text, so
+it is stored under (scorer version, query, chunk id). Chunk ids are never reused and a row
+is deleted with its chunk (foreign key, ON DELETE CASCADE): re-ingesting a changed document
+or deleting it invalidates exactly its entries, nothing else. The scorer version names the
+model file's sha256 (`grading.factory`), so a retrained or replaced model misses the cache.
+
+Writes are best effort: a read-only corpus or a writer holding the lock (an ingest) means
+the score is simply not kept, never a failed query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import cast
+
+import apsw
+
+WRITE_TIMEOUT_MS = 50  # a query never waits long for an ingest's write lock
+
+
+def query_key(query: str) -> bytes:
+    """Queries are matched exactly after trimming; hashed so the table stays small."""
+    return hashlib.sha256(query.strip().encode("utf-8")).digest()
+
+
+class ScoreCache:
+    """Get and put raw model scores for one corpus; see the module docstring."""
+
+    def __init__(self, conn: apsw.Connection, *, writable: bool) -> None:
+        self._conn = conn
+        self._writable = writable
+
+    def get(self, scorer: str, query: str, chunk_ids: Sequence[int]) -> dict[int, float]:
+        """The cached scores among `chunk_ids` (absent ids were never scored or changed)."""
+        if not chunk_ids:
+            return {}
+        rows = self._conn.execute(
+            "SELECT chunk_id, score FROM score_cache WHERE scorer = ? AND query_key = ? "
+            "AND chunk_id IN (SELECT value FROM json_each(?))",
+            (scorer, query_key(query), json.dumps([int(i) for i in chunk_ids])),
+        ).fetchall()
+        return {cast(int, chunk_id): cast(float, score) for chunk_id, score in rows}
+
+    def put(self, scorer: str, query: str, scores: Mapping[int, float]) -> bool:
+        """Keep these scores; False when they could not be written (read-only, locked, or a
+        chunk deleted meanwhile), which only costs a later recomputation."""
+        if not self._writable or not scores:
+            return False
+        key, now = query_key(query), time.time()
+        previous = cast(int, self._conn.execute("PRAGMA busy_timeout").fetchall()[0][0])
+        self._conn.set_busy_timeout(WRITE_TIMEOUT_MS)
+        try:
+            with self._conn:
+                self._conn.executemany(
+                    "INSERT INTO score_cache (scorer, query_key, chunk_id, score, created_at) "
+                    "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?) "
+                    "ON CONFLICT DO UPDATE SET score = excluded.score, "
+                    "created_at = excluded.created_at",
+                    [(scorer, key, int(i), float(s), now, int(i)) for i, s in scores.items()],
+                )
+        except (apsw.BusyError, apsw.ReadOnlyError, apsw.ConstraintError):
+            return False
+        finally:
+            self._conn.set_busy_timeout(previous)
+        return True
+
+    def clear(self) -> int:
+        """Delete every cached score; returns how many there were."""
+        with self._conn:
+            rows = self._conn.execute("DELETE FROM score_cache RETURNING 1").fetchall()
+        return len(rows)
+
+    def __len__(self) -> int:
+        return cast(int, self._conn.execute("SELECT count(*) FROM score_cache").fetchall()[0][0])
