@@ -145,7 +145,12 @@ class Settings(BaseSettings):
     strip_mode: Literal["sentences", "fixed_num", "selection"] = Field(
         "sentences", description="How kept evidence is split into strips for refinement."
     )
-    strip_threshold: float = Field(0.35, ge=0.0, le=1.0, description="Strips below are dropped.")
+    strip_scorer: Literal["coverage", "embedding", "cross_encoder"] = Field(
+        "coverage", description="What scores strips; README 'Refinement' has the measurements."
+    )
+    strip_threshold: float = Field(
+        0.1, ge=0.0, le=1.0, description="Strips below are dropped (0.25 suits `embedding`)."
+    )
     context_budget_tokens: int = Field(
         4096, ge=64, le=131072, description="Token budget of the recomposed context."
     )

@@ -319,6 +319,7 @@ class CragLoop:
             chunks,
             self.embedder,
             mode=self.settings.strip_mode,
+            scorer=self.settings.strip_scorer,
             threshold=self.settings.strip_threshold,
             budget_tokens=self.settings.context_budget_tokens,
             cross_encoder=self.grader.cross_encoder,
@@ -332,6 +333,7 @@ class CragLoop:
                     "strips_kept": len(strips),
                     "strips_total": len(scored),
                     "mode": self.settings.strip_mode,
+                    "scorer": self.settings.strip_scorer,
                 },
             )
         )

@@ -1,11 +1,15 @@
 """Knowledge refinement (CRAG's decompose → filter → recompose).
 
 Kept evidence is split into strips (sentences, or fixed windows of words as in the CRAG
-paper's `fixed_num` mode), each strip is scored against the question by the cheapest scorer
-that separates strips (embedding cosine blended with keyword coverage; the cross-encoder when
-one is installed), strips below the threshold are dropped, and the rest are recomposed in
-document order within a token budget. Offsets stay absolute (into the document's text), so
-citations point into the original documents.
+paper's `fixed_num` mode), each strip is scored against the question, strips below the
+threshold are dropped, and the rest are recomposed in document order within a token budget.
+Offsets stay absolute (into the document's text), so citations point into the original
+documents.
+
+The default scorer is the cheapest one that separates strips: keyword coverage. On SciFact's
+rationale sentences it separates them as well as embedding cosine blended with coverage
+(strip AUC 0.720 vs 0.733; cosine alone 0.714) at 2.6 instead of 190 ms per abstract
+(`scripts/measure_refinement.py`, README "Refinement").
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from crag_edge.kernels import keyword_coverage
 from crag_edge.types import Chunk, Embedder, PairScorer
 
 StripMode = Literal["sentences", "fixed_num", "selection"]
+StripScorer = Literal["coverage", "embedding", "cross_encoder"]
 # A sentence ends at . ! ? (optionally closed by a quote or bracket) before whitespace, or at a
 # blank line; abbreviations occasionally split too early, which costs a strip, not a fact.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n")
@@ -83,20 +88,24 @@ def decompose(chunk: Chunk, mode: StripMode, words_per_strip: int = 50) -> list[
 def score_strips(
     question: str,
     strips: Sequence[Strip],
+    scorer: StripScorer,
     embedder: Embedder,
     cross_encoder: PairScorer | None = None,
 ) -> list[float]:
-    """Relevance of each strip: the cross-encoder's probability when one is installed, else
-    the mean of embedding cosine (clipped at 0) and keyword coverage."""
+    """Relevance of each strip: keyword coverage (`coverage`), its mean with embedding cosine
+    clipped at 0 (`embedding`), or the cross-encoder's probability (`cross_encoder`; coverage
+    when none is installed)."""
     if not strips:
         return []
     texts = [s.text for s in strips]
-    if cross_encoder is not None:
+    if scorer == "cross_encoder" and cross_encoder is not None:
         return [float(x) for x in cross_encoder.score(question, texts).scores]
-    vectors = embedder.embed([question, *texts])
-    cosine = np.clip(vectors[1:] @ vectors[0], 0.0, 1.0).astype(np.float64)
     offsets, ids = batch_terms(texts)
     coverage = keyword_coverage(query_terms(question), offsets, ids)
+    if scorer != "embedding":
+        return [float(x) for x in coverage]
+    vectors = embedder.embed([question, *texts])
+    cosine = np.clip(vectors[1:] @ vectors[0], 0.0, 1.0).astype(np.float64)
     return [float(x) for x in (cosine + coverage) / 2.0]
 
 
@@ -132,13 +141,14 @@ def refine(
     embedder: Embedder,
     *,
     mode: StripMode = "sentences",
-    threshold: float = 0.35,
+    scorer: StripScorer = "coverage",
+    threshold: float = 0.1,
     budget_tokens: int = 4096,
     cross_encoder: PairScorer | None = None,
 ) -> tuple[list[Strip], list[Strip]]:
     """(kept strips in document order, every scored strip) for the kept evidence chunks."""
     strips = [strip for chunk in chunks for strip in decompose(chunk, mode)]
-    scores = score_strips(question, strips, embedder, cross_encoder)
+    scores = score_strips(question, strips, scorer, embedder, cross_encoder)
     scored = [
         Strip(s.chunk_id, s.doc_id, s.source, s.title, s.start, s.end, s.text, score)
         for s, score in zip(strips, scores, strict=True)
