@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -27,6 +26,7 @@ from crag_edge.correction.refine import refine
 from crag_edge.grading import Evidence, Grader, Grading, ItemGrade
 from crag_edge.models.llm import LlamaRuntime
 from crag_edge.observability import AuditLog, Metrics
+from crag_edge.progress import Progress, Stopwatch
 from crag_edge.result import ContextItem, Correction, CragResult, Round
 from crag_edge.retrieval import Mode, Retriever, rrf
 from crag_edge.store import Corpus
@@ -65,13 +65,16 @@ class CragLoop:
         *,
         mode: Mode | None = None,
         top_k: int | None = None,
+        progress: Progress | None = None,
     ) -> CragResult:
+        """Answerable evidence for `question`, or an explicit "insufficient evidence";
+        `progress` hears each stage as it starts and ends."""
         s = self.settings
         k = top_k or s.top_k
         strategy: str = mode or s.retrieval_mode
         audit = AuditLog()
-        timings: dict[str, float] = {}
-        corrections: list[Correction] = []
+        clock = Stopwatch(self.metrics, progress)
+        corrections = _Corrections(clock)
         rounds: list[Round] = []
         graded: list[tuple[Hit, ItemGrade]] = []
         fallback: dict[str, Any] = {"used": [], "reason": None, "failures": []}
@@ -80,8 +83,8 @@ class CragLoop:
         cache_hits: dict[str, int] = {}
         tried_alternative = False
 
-        query, vector = question, self._timed(timings, "embed", self._embed, question)
-        hits = self._timed(timings, "retrieve", self._retrieve, query, strategy, k, vector)
+        query, vector = question, clock("embed", self._embed, question)
+        hits = clock("retrieve", self._retrieve, query, strategy, k, vector)
         from_fallback = False
         grading: Grading | None = None
         iteration = 0
@@ -89,8 +92,7 @@ class CragLoop:
         insufficient = False
         while True:
             iteration += 1
-            grading = self._timed(
-                timings,
+            grading = clock(
                 "grade",
                 self.grader.grade,
                 question,
@@ -98,6 +100,15 @@ class CragLoop:
                 audit,
                 use_rules=not from_fallback,
                 cache=self.cache,
+                on_tier=lambda tier, items, ms: clock.emit(
+                    f"grade:{tier}", "start" if ms is None else "end", f"{items} items", ms
+                ),
+            )
+            clock.emit(
+                "decision",
+                "event",
+                f"{grading.decision} {grading.score:.2f}"
+                + (f" (rule {grading.rule})" if grading.rule else ""),
             )
             warnings.extend(grading.warnings)
             for tier, count in grading.cache_hits.items():
@@ -139,9 +150,7 @@ class CragLoop:
                 corrections.append(Correction("expand", {"query": expanded}))
                 query = expanded
                 new_vector = self._embed(expanded) if expanded != question else vector
-                fresh = self._timed(
-                    timings, "retrieve", self._retrieve, expanded, strategy, k, new_vector
-                )
+                fresh = clock("retrieve", self._retrieve, expanded, strategy, k, new_vector)
                 hits = _fuse([h for h, _ in kept.values()], fresh, k, s.rrf_k)
                 from_fallback = False
                 if len(kept) < s.min_kept_items and self.fallbacks:
@@ -150,7 +159,7 @@ class CragLoop:
                         "too few items kept after grading",
                         corrections,
                         fallback,
-                        timings,
+                        clock,
                         audit,
                     )
                     hits = _dedupe([*hits, *extra])
@@ -158,7 +167,7 @@ class CragLoop:
             kept.clear()  # INCORRECT: discard everything
             if self.fallbacks:
                 extra = self._fallback(
-                    question, "retrieval graded INCORRECT", corrections, fallback, timings, audit
+                    question, "retrieval graded INCORRECT", corrections, fallback, clock, audit
                 )
                 if not extra:
                     insufficient = True
@@ -175,9 +184,7 @@ class CragLoop:
                 Correction("rewrite", {"query": query, "by": how, "for": "retrieval"})
             )
             strategy = "bm25" if strategy != "bm25" else "hybrid"
-            hits = self._timed(
-                timings, "retrieve", self._retrieve, query, strategy, k, self._embed(query)
-            )
+            hits = clock("retrieve", self._retrieve, query, strategy, k, self._embed(query))
             from_fallback = False
 
         assert grading is not None
@@ -191,9 +198,7 @@ class CragLoop:
             if grading.rule is not None:  # the fast path calls no model, refinement included
                 context = _whole_chunks(final_items)
             else:
-                context = self._timed(
-                    timings, "refine", self._refine, question, final_items, corrections
-                )
+                context = clock("refine", self._refine, question, final_items, corrections)
         if insufficient:
             audit.emit("insufficient_evidence", iterations=iteration)
         decision = grading.decision if not insufficient else Decision.INCORRECT
@@ -216,7 +221,7 @@ class CragLoop:
             reason=reason,
             context=context,
             hits=graded,
-            corrections=corrections,
+            corrections=list(corrections),
             rounds=rounds,
             fallback=fallback,
             iterations=iteration,
@@ -224,7 +229,7 @@ class CragLoop:
             insufficient_evidence=insufficient,
             rule=grading.rule,
             tiers=grading.tiers,
-            timings_ms=timings,
+            timings_ms=clock.timings,
             cache_hits=cache_hits,
             warnings=warnings,
             audit=[e.to_dict() for e in audit.events],
@@ -269,15 +274,14 @@ class CragLoop:
         self,
         question: str,
         why: str,
-        corrections: list[Correction],
+        corrections: _Corrections,
         fallback: dict[str, Any],
-        timings: dict[str, float],
+        clock: Stopwatch,
         audit: AuditLog,
     ) -> list[Hit]:
         query, how = rewrite(question, self._llm_for_rewrite())
         corrections.append(Correction("rewrite", {"query": query, "by": how, "for": "fallback"}))
-        outcome = self._timed(
-            timings,
+        outcome = clock(
             "fallback",
             run_fallbacks,
             self.fallbacks,
@@ -310,7 +314,7 @@ class CragLoop:
         return outcome.hits
 
     def _refine(
-        self, question: str, items: list[tuple[Hit, ItemGrade]], corrections: list[Correction]
+        self, question: str, items: list[tuple[Hit, ItemGrade]], corrections: _Corrections
     ) -> list[ContextItem]:
         chunks = [hit.chunk for hit, _ in items]
         origin = {hit.chunk.chunk_id: hit.origin for hit, _ in items}
@@ -356,21 +360,23 @@ class CragLoop:
     def _llm_for_rewrite(self) -> LlamaRuntime | None:
         return self.llm() if self.settings.rewrite_with_llm else None
 
-    def _timed(
-        self,
-        timings: dict[str, float],
-        stage: str,
-        fn: Callable[..., Any],
-        *args: Any,
-        **kwargs: Any,
-    ) -> Any:
-        started = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            seconds = time.perf_counter() - started
-            timings[stage] = round(timings.get(stage, 0.0) + seconds * 1000, 3)
-            self.metrics.stage_seconds.labels(stage=stage).observe(seconds)
+
+class _Corrections(list[Correction]):
+    """The run's corrective actions; each is announced to the progress callback as taken
+    (`keep` is bookkeeping, not an action, and stays quiet)."""
+
+    def __init__(self, clock: Stopwatch) -> None:
+        super().__init__()
+        self._clock = clock
+
+    def append(self, correction: Correction) -> None:
+        super().append(correction)
+        if correction.type != "keep":
+            detail = dict(correction.detail)
+            ids = detail.pop("chunk_ids", None)
+            words = [f"{len(ids)} items"] if ids is not None else []
+            words += [f"{key}={value}" for key, value in detail.items()]
+            self._clock.emit(correction.type, "event", ", ".join(words))
 
 
 def _whole_chunks(items: Sequence[tuple[Hit, ItemGrade]]) -> list[ContextItem]:

@@ -20,6 +20,7 @@ from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.models.llm import SharedLlm
 from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
+from crag_edge.progress import Progress
 from crag_edge.result import CragResult
 from crag_edge.retrieval import Mode, Retriever
 from crag_edge.store import Corpus
@@ -141,10 +142,16 @@ class Engine:
         )
 
     def query(
-        self, question: str, *, mode: Mode | None = None, top_k: int | None = None
+        self,
+        question: str,
+        *,
+        mode: Mode | None = None,
+        top_k: int | None = None,
+        progress: Progress | None = None,
     ) -> CragResult:
-        """The corrective loop: retrieve, grade, correct; the final context and every reason."""
-        result = self.loop.run(question, mode=mode, top_k=top_k)
+        """The corrective loop: retrieve, grade, correct; the final context and every reason.
+        `progress` hears each stage as it happens (`crag_edge.progress`)."""
+        result = self.loop.run(question, mode=mode, top_k=top_k, progress=progress)
         if self.audit_sink:
             events = [
                 AuditEvent(

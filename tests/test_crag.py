@@ -4,6 +4,7 @@ refinement offsets, expansion and the cited answer."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from crag_edge.correction.expand import (
 )
 from crag_edge.engine import Engine
 from crag_edge.generation import cited, stream_answer
+from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem
 from crag_edge.types import Decision
 
@@ -103,6 +105,32 @@ def test_answerable_question_is_refined_with_offsets_into_the_document(corpora, 
             assert text[item.start : item.end] == item.text
     refine = next(c for c in result.corrections if c.type == "refine")
     assert refine.detail["strips_kept"] <= refine.detail["strips_total"]
+
+
+def test_progress_hears_every_stage_in_order(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
+    main, spare = corpora
+    events: list[StageEvent] = []
+    settings = Settings.load(**(SIGNALS_ONLY | {"fallback_db": spare}))  # type: ignore[arg-type]
+    with Engine.open(main, settings, embedder=embedder) as engine:
+        result = engine.query("What is the capital city of Australia?", progress=events.append)
+    seen = [(e.stage, e.status) for e in events]
+    assert seen[:6] == [
+        ("embed", "start"),
+        ("embed", "end"),
+        ("retrieve", "start"),
+        ("retrieve", "end"),
+        ("grade", "start"),
+        ("grade:signals", "start"),
+    ]
+    decisions = [e.detail.split()[0] for e in events if e.stage == "decision"]
+    assert decisions == [str(r.decision) for r in result.rounds]
+    assert ("fallback", "event") in seen and ("refine", "end") in seen
+    for stage in {e.stage for e in events if e.status == "start"}:
+        starts = [e for e in events if e.stage == stage and e.status == "start"]
+        ends = [e for e in events if e.stage == stage and e.status == "end"]
+        assert len(starts) == len(ends) and all(e.ms is not None and e.ms >= 0 for e in ends)
+    discard = next(e for e in events if e.stage == "discard")
+    assert re.fullmatch(r"\d+ items, iteration=1", discard.detail), discard.detail
 
 
 def test_max_iterations_is_reported(corpora, embedder) -> None:  # type: ignore[no-untyped-def]

@@ -21,6 +21,7 @@ from textual.widgets import Checkbox, Input, Log, ProgressBar, Static
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import ItemGrade
+from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import ContextItem, Correction, CragResult, Round
 from crag_edge.store.corpus import CorpusStats
 from crag_edge.tui import CragApp
@@ -106,7 +107,8 @@ def test_ask_shows_stages_decision_evidence_and_answer(engine: Engine) -> None:
         await pilot.pause()
 
         names = [stage.name for stage in stages.stages]
-        assert names[:3] == ["retrieve", "grade", "decision"] and names[-1] == "answer"
+        assert names[0] == "retrieve" and names[-1] == "answer"
+        assert "signals" in names and names.index("signals") < names.index("decision")
         assert all(stage.ms is not None and not stage.failed for stage in stages.stages)
         assert app.result is not None
         decision = app.query_one("#decision", DecisionPanel)
@@ -274,17 +276,33 @@ def canned_result(question: str) -> CragResult:
     )
 
 
+CANNED_STAGES = [
+    StageEvent("embed", "start"),
+    StageEvent("embed", "end", ms=3.0),
+    StageEvent("retrieve", "start"),
+    StageEvent("retrieve", "end", ms=9.0),
+    StageEvent("grade", "start"),
+    StageEvent("grade:signals", "start", "3 items"),
+    StageEvent("grade:signals", "end", "3 items", 2.0),
+    StageEvent("grade", "end", ms=2.5),
+    StageEvent("decision", "event", "CORRECT 0.82"),
+    StageEvent("discard", "event", "iteration=1"),
+    StageEvent("refine", "start"),
+    StageEvent("refine", "end", ms=1.0),
+]
+
+
 class CannedEngine:
-    """Just what the app calls: settings, corpus.stats, search, query, llm."""
+    """Just what the app calls: settings, corpus.stats, query (with its stages), llm."""
 
     def __init__(self) -> None:
         self.settings = Settings.load(grading_tiers=["signals"])
         self.corpus = CannedCorpus()
 
-    def search(self, question: str) -> list[Hit]:
-        return [hit for hit, _ in canned_result(question).hits]
-
-    def query(self, question: str) -> CragResult:
+    def query(self, question: str, progress: Progress | None = None) -> CragResult:
+        for event in CANNED_STAGES:
+            if progress is not None:
+                progress(event)
         return canned_result(question)
 
     def llm(self) -> Any:
@@ -365,7 +383,7 @@ def test_insufficient_evidence_state() -> None:
     app = canned_app()
     engine: Any = app.engine
 
-    def insufficient(question: str) -> CragResult:
+    def insufficient(question: str, progress: Progress | None = None) -> CragResult:
         result = canned_result(question)
         result.decision, result.action = Decision.INCORRECT, Action.RE_RETRIEVE
         result.context, result.insufficient_evidence = [], True

@@ -10,7 +10,7 @@ thresholds. Everything that shaped the outcome lands in the `Grading` and the au
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +28,7 @@ from crag_edge.types import Action, Decision, Hit, PairScorer, ScoredBatch
 
 FloatArray = npt.NDArray[np.float64]
 RANK_WEIGHTED_VARIANCE_LIMIT = 0.1  # seed 003: above it, the ambiguous band stays ambiguous
+TierProgress = Callable[[str, int, float | None], None]
 
 
 @dataclass(frozen=True)
@@ -102,12 +103,15 @@ class Grader:
         *,
         use_rules: bool = True,
         cache: ScoreCache | None = None,
+        on_tier: TierProgress | None = None,
     ) -> Grading:
         """Score every hit and decide CORRECT / AMBIGUOUS / INCORRECT.
 
         `use_rules=False` skips the fast path: evidence from a fallback must be judged.
         `cache` holds earlier model scores of this corpus's chunks for this query.
+        `on_tier(tier, items, ms)` hears each tier start (ms None) and end.
         """
+        report: TierProgress = on_tier or (lambda tier, items, ms: None)
         s = self.settings
         started = time.perf_counter()
         hits = evidence.hits
@@ -151,10 +155,12 @@ class Grader:
         warnings: list[str] = []
         if status["signals"] == "ok" and pending:
             tier_started = time.perf_counter()
+            report("signals", len(pending), None)
             self._signals_tier(query, evidence, items)
             tier_items["signals"] = len(pending)
             pending = self._unsettled(items, pending)
             timings["signals"] = _ms(tier_started)
+            report("signals", tier_items["signals"], timings["signals"])
         for tier, scorer, calibrate in (
             ("cross_encoder", self.cross_encoder, self.calibrations.cross_encoder),
             ("llm", self.llm_judge, self.calibrations.llm),
@@ -162,6 +168,7 @@ class Grader:
             if status[tier] != "ok" or not pending or scorer is None:
                 continue
             tier_started = time.perf_counter()
+            report(tier, len(pending), None)
             batch, hits_from_cache = self._score(tier, scorer, query, hits, pending, cache)
             if hits_from_cache:
                 cache_hits[tier] = hits_from_cache
@@ -178,6 +185,7 @@ class Grader:
             tier_items[tier] = len(pending)
             pending = self._unsettled(items, pending)
             timings[tier] = _ms(tier_started)
+            report(tier, tier_items[tier], timings[tier])
         for tier, count in tier_items.items():
             self.metrics.tier_items.labels(tier=tier).inc(count)
 

@@ -22,6 +22,7 @@ from textual.worker import get_current_worker
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.generation import cited, stream_answer
+from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.tui.screens import HelpScreen, IngestScreen
 from crag_edge.tui.settings import SettingsScreen
@@ -35,6 +36,16 @@ from crag_edge.tui.widgets import (
 )
 
 INSUFFICIENT_TITLE = "Answer — insufficient evidence"
+
+
+# How the loop's stages read on the stage line; None hides one (the tiers stand for "grade").
+STAGE_NAMES: dict[str, str | None] = {
+    "embed": None,
+    "grade": None,
+    "grade:signals": "signals",
+    "grade:cross_encoder": "cross-encoder",
+    "grade:llm": "llm judge",
+}
 
 
 class CragApp(App[None]):
@@ -213,20 +224,21 @@ class CragApp(App[None]):
             if not worker.is_cancelled:
                 self.call_from_thread(self._guarded, run, fn, *args)
 
+        def on_stage(event: StageEvent) -> None:
+            name = STAGE_NAMES.get(event.stage, event.stage)
+            if name is None:
+                return
+            if event.status == "start":
+                ui(self.stages.start, name)
+            elif event.status == "end":
+                ui(self.stages.finish, name, event.detail or None)
+            else:
+                ui(self.stages.done, name, event.detail)
+
         try:
-            ui(self.stages.start, "retrieve")
-            hits = engine.search(question)
-            ui(self.stages.finish, "retrieve", f"{len(hits)} hits")
+            result = engine.query(question, progress=on_stage)
             if worker.is_cancelled:
                 return
-            tiers = "+".join(engine.settings.grading_tiers) or "rules"
-            ui(self.stages.start, "grade", tiers)
-            result = engine.query(question)
-            ui(self.stages.finish, "grade", f"{tiers} · {len(result.hits)} graded")
-            ui(self.stages.done, "decision", str(result.decision))
-            actions = sorted({c.type for c in result.corrections} - {"keep"})
-            if actions:
-                ui(self.stages.done, "actions", ", ".join(actions))
             ui(self._show_result, result)
             if worker.is_cancelled:
                 return

@@ -23,6 +23,7 @@ DECISION_STYLE = {
     "AMBIGUOUS": "bold black on yellow",
     "INCORRECT": "bold white on red",
 }
+MAX_STAGES_SHOWN = 8  # a corrective loop's later rounds push its first stages off the line
 TIER_LABELS = {"signals": "signals", "cross_encoder": "x-enc", "llm": "llm"}
 TIER_ORDER = ("signals", "cross_encoder", "llm")
 _STRIP_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -124,7 +125,10 @@ class StageLine(Static):
             self.update(Text(self.idle_text, style="dim"))
             return
         line = Text()
-        for i, stage in enumerate(self.stages):
+        shown = self.stages[-MAX_STAGES_SHOWN:]
+        if len(shown) < len(self.stages):
+            line.append("… ", style="dim")
+        for i, stage in enumerate(shown):
             if i:
                 line.append(" → ", style="dim")
             if stage.failed:
@@ -135,7 +139,7 @@ class StageLine(Static):
             else:
                 line.append(f"✓ {stage.name}", style="green")
             if stage.detail:
-                style = DECISION_STYLE.get(stage.detail, "")
+                style = DECISION_STYLE.get(stage.detail.split(" ")[0], "")
                 line.append(" ")
                 line.append(stage.detail, style=style)
             if stage.ms is not None and stage.ms > 0 and not stage.failed:
