@@ -77,6 +77,24 @@ def test_no_fallback_means_insufficient_evidence_never_a_guess(corpora, embedder
     assert answer.startswith("The evidence is insufficient")
 
 
+@pytest.mark.parametrize("with_fallback", [False, True])
+def test_an_empty_corpus_is_insufficient_or_falls_back(  # type: ignore[no-untyped-def]
+    corpora, embedder, tmp_path: Path, with_fallback: bool
+) -> None:
+    _, spare = corpora
+    empty = tmp_path / "empty.db"
+    Engine.open(empty, Settings.load(), create=True, embedder=embedder).close()
+    extra = {"fallback_db": spare} if with_fallback else {}
+    result = run(empty, embedder, "What is the capital city of Australia?", **extra)
+    assert result.rounds[0].hits == 0 and result.rounds[0].decision == Decision.INCORRECT
+    if with_fallback:
+        assert result.fallback["used"] == ["local"] and not result.insufficient_evidence
+        assert any("Canberra" in c.text for c in result.context)
+    else:
+        assert result.insufficient_evidence and result.context == []
+        assert result.reason.startswith("insufficient evidence")
+
+
 def test_a_failing_fallback_is_recorded_not_raised(corpora, embedder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     main, _ = corpora
     result = run(
