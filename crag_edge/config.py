@@ -130,6 +130,10 @@ class Settings(BaseSettings):
         le=0.5,
         description="An item leaves the cascade once its score is this far past a threshold.",
     )
+    tier_fusion: Literal["last", "mean"] = Field(
+        "last",
+        description="An item's score: the last tier's probability, or the mean over its tiers.",
+    )
     grading_tiers: list[Tier] = Field(
         default_factory=lambda: list(get_args(Tier)),
         description="Model tiers of the cascade, cheapest first; remove one to skip it.",

@@ -121,6 +121,22 @@ def test_only_uncertain_items_reach_the_expensive_tiers() -> None:
     assert set(grading.timings_ms) >= {"rules", "signals", "cross_encoder", "llm", "decide"}
 
 
+def test_mean_fusion_averages_every_tier_that_scored_an_item() -> None:
+    texts = ["certain yes", "unsure one", "unsure two"]
+    signal_scores = {"certain yes": 0.95, "unsure one": 0.5, "unsure two": 0.45}
+    cross = ScriptedScorer("ce", {"unsure one": 0.9, "unsure two": 0.5})
+    judge = ScriptedScorer("llm", {"unsure two": 0.2})
+    grader = Grader(settings(**NO_RULES, tier_fusion="mean"), cross_encoder=cross, llm_judge=judge)
+    grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
+    grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
+    by_text = dict(zip(texts, grading.items, strict=True))
+    assert by_text["certain yes"].score == 0.95  # settled by signals alone
+    assert by_text["unsure one"].score == pytest.approx((0.5 + 0.95) / 2)  # >= 0.7: settled
+    # (0.45 + 0.5) / 2 = 0.475 stays uncertain, so the LLM sees it: mean of all three.
+    assert by_text["unsure two"].score == pytest.approx((0.45 + 0.5 + 0.2) / 3)
+    assert judge.calls == [["unsure two"]]
+
+
 def _fixed_signals(scores: dict[str, float]):  # type: ignore[no-untyped-def]
     def tier(query: str, ev: Evidence, items: list) -> None:  # type: ignore[type-arg]
         for h, item in zip(ev.hits, items, strict=True):

@@ -29,6 +29,7 @@ from crag_edge.types import Action, Decision, Hit, PairScorer, ScoredBatch
 FloatArray = npt.NDArray[np.float64]
 RANK_WEIGHTED_VARIANCE_LIMIT = 0.1  # seed 003: above it, the ambiguous band stays ambiguous
 TierProgress = Callable[[str, int, float | None], None]
+FUSED_TIERS = ("signals", "cross_encoder", "llm")
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ class Grader:
             for i, raw, p in zip(pending, batch.scores, probabilities, strict=True):
                 items[i].tiers[tier] = float(p)
                 items[i].tiers[f"{tier}_raw"] = float(raw)
-                items[i].score, items[i].decided_by = float(p), tier
+                items[i].score, items[i].decided_by = self._fused(items[i], float(p)), tier
             for warning in batch.warnings:
                 warnings.append(f"{tier}: {warning}")
                 audit.emit("grading_warning", tier=tier, warning=warning)
@@ -237,6 +238,13 @@ class Grader:
             )
         scores = [fresh[i] if i in fresh else cached[hits[i].chunk.chunk_id] for i in pending]
         return ScoredBatch(scores, batch.warnings), len(pending) - len(missing)
+
+    def _fused(self, item: ItemGrade, latest: float) -> float:
+        """`last`: the latest (most trusted) tier's probability; `mean`: the mean probability
+        of every tier that scored the item (cheap signals temper an expensive tier)."""
+        if self.settings.tier_fusion == "last":
+            return latest
+        return float(np.mean([item.tiers[t] for t in FUSED_TIERS if t in item.tiers]))
 
     def _signals_tier(self, query: str, evidence: Evidence, items: list[ItemGrade]) -> None:
         hits = evidence.hits
