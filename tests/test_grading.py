@@ -124,9 +124,13 @@ def test_only_uncertain_items_reach_the_expensive_tiers() -> None:
 def test_mean_fusion_averages_every_tier_that_scored_an_item() -> None:
     texts = ["certain yes", "unsure one", "unsure two"]
     signal_scores = {"certain yes": 0.95, "unsure one": 0.5, "unsure two": 0.45}
-    cross = ScriptedScorer("ce", {"unsure one": 0.9, "unsure two": 0.5})
+    cross = ScriptedScorer("ce", {"unsure one": 0.95, "unsure two": 0.5})
     judge = ScriptedScorer("llm", {"unsure two": 0.2})
-    grader = Grader(settings(**NO_RULES, tier_fusion="mean"), cross_encoder=cross, llm_judge=judge)
+    grader = Grader(
+        settings(**NO_RULES, tier_fusion="mean", confidence_margin=0.0),
+        cross_encoder=cross,
+        llm_judge=judge,
+    )
     grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
     grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
     by_text = dict(zip(texts, grading.items, strict=True))
