@@ -5,26 +5,31 @@ canned engine (model output and timings are not deterministic)."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import apsw
+import numpy as np
 import pytest
 
 pytest.importorskip("textual")
 
 from textual import events
 from textual.pilot import Pilot
-from textual.widgets import Checkbox, Input, Log, ProgressBar, Static
+from textual.widgets import Checkbox, DirectoryTree, Input, Log, OptionList, ProgressBar, Static
 
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import ItemGrade
 from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import ContextItem, Correction, CragResult, Round
-from crag_edge.store.corpus import CorpusStats
+from crag_edge.store import Corpus
+from crag_edge.store.corpus import ChunkRecord, CorpusStats, DocumentRecord
 from crag_edge.tui import CragApp
+from crag_edge.tui.corpora import CorpusScreen
 from crag_edge.tui.screens import HelpScreen, IngestScreen
 from crag_edge.tui.widgets import DecisionPanel, EvidenceTable, StageLine
 from crag_edge.types import Action, Chunk, Decision, Hit
@@ -445,3 +450,212 @@ def test_settings_screen_applies_and_saves(engine: Engine, tmp_path: Path) -> No
         assert not isinstance(app.screen, SettingsScreen)
 
     run(app, body, (100, 30))
+
+
+# -- corpora: the picker (F3) and the ingest screen's directory tree ---------------------------
+
+
+def foreign_sqlite(path: Path) -> Path:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    conn.close()
+    return path
+
+
+def screen_text(app: CragApp) -> str:
+    """The screen as plain text (the SVG export escapes it)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join("".join(segment.text for segment in strip) for strip in strips)
+
+
+async def open_picker(pilot: Pilot[None]) -> CorpusScreen:
+    await pilot.press("f3")
+    screen = pilot.app.screen
+    assert isinstance(screen, CorpusScreen)
+    await wait_for(pilot, lambda: bool(screen.entries), timeout=30)
+    await pilot.pause()
+    return screen
+
+
+@pytest.mark.models
+@pytest.mark.slow
+def test_corpus_picker_switches_creates_and_refuses(
+    tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "corpora"
+    folder.mkdir()
+    for name, source in (("first.db", "honeybees.txt"), ("second.db", "reciprocal-rank-fusion.md")):
+        doc = tmp_path / source
+        doc.write_text((SAMPLE / source).read_text(encoding="utf-8"), encoding="utf-8")
+        with Engine.open(folder / name, Settings.load(), create=True, embedder=embedder) as eng:
+            eng.ingest([doc])
+    foreign_sqlite(folder / "foreign.db")
+    first, second = (folder / "first.db").resolve(), (folder / "second.db").resolve()
+    monkeypatch.chdir(folder)
+
+    with Engine.open(first, tui_settings(), embedder=embedder) as given:
+        app = CragApp(engine=given)
+
+        async def body(pilot: Pilot[None]) -> None:
+            screen = await open_picker(pilot)
+            by_name = {entry.path.name: entry for entry in screen.entries}
+            assert list(by_name) == ["first.db", "second.db", "foreign.db"]  # the open one first
+            assert by_name["first.db"].is_open
+            stats = by_name["second.db"].stats
+            assert stats is not None and stats.documents == 1 and stats.chunks >= 1
+            assert stats.embedder_id == embedder.model_id
+            foreign = by_name["foreign.db"]
+            assert not foreign.openable and foreign.stats is None
+            assert str(foreign.problem).startswith("not a crag-edge corpus: ")
+            text = screen_text(app)
+            assert "not a crag-edge corpus" in text and "1 documents" in text and "open" in text
+            options = screen.query_one("#corpora", OptionList)
+            assert options.highlighted == 0 and app.focused is options
+
+            # A foreign file typed into the path box is refused, with the reason.
+            await pilot.press("ctrl+n", *"foreign.db", "enter")
+            status = str(screen.query_one("#corpora-status", Static).render())
+            assert "not a crag-edge corpus" in status and app.engine is given
+            # So is any other file that is not a corpus (found out by the opening worker).
+            (folder / "readme.txt").write_text("not a database")
+            box = screen.query_one("#corpus-path", Input)
+            box.value = ""
+            await pilot.press(*"readme.txt", "enter")
+            await wait_for(pilot, lambda: "bad file header" in screen_text(app), timeout=30)
+            status = str(screen.query_one("#corpora-status", Static).render())
+            assert status.startswith("not a crag-edge corpus") and app.engine is given
+            assert isinstance(app.screen, CorpusScreen)
+
+            # Enter on the second corpus switches to it (in a worker) and returns to the main
+            # screen; the engine the caller gave is left open for the caller to close.
+            options.focus()
+            await pilot.press("down", "enter")
+            await wait_for(pilot, lambda: app.db == second, timeout=60)
+            await pilot.pause()
+            assert not isinstance(app.screen, CorpusScreen)
+            assert app.engine is not None and app.engine.corpus.path == second
+            assert app.engine.embedder is embedder  # same model: no second load
+            assert "second.db" in app.sub_title and "1 documents" in app.sub_title
+            assert given.corpus.stats().documents == 1  # still open
+
+            # A question runs against the new corpus.
+            await pilot.press("ctrl+l", *QUESTION, "enter")
+            await wait_for(pilot, lambda: app.result is not None, timeout=300)
+            await app.workers.wait_for_complete()
+            assert app.result is not None and app.result.hits
+            sources = {Path(hit.chunk.source).name for hit, _ in app.result.hits}
+            assert sources == {"reciprocal-rank-fusion.md"}, sources
+
+            # Creating a corpus from the path box: the app owned the second engine, closes it.
+            owned = app.engine
+            screen = await open_picker(pilot)
+            await pilot.press("ctrl+n", *"new/fresh.db", "enter")
+            fresh = (folder / "new" / "fresh.db").resolve()
+            await wait_for(pilot, lambda: app.db == fresh, timeout=60)
+            await pilot.pause()
+            assert fresh.is_file() and not isinstance(app.screen, CorpusScreen)
+            assert "0 documents" in app.sub_title
+            with pytest.raises(apsw.ConnectionClosedError):
+                owned.corpus.stats()
+
+        run(app, body, (100, 30))
+
+
+def test_corpus_switch_is_refused_while_a_question_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = canned_app()
+
+    async def body(pilot: Pilot[None]) -> None:
+        screen = await open_picker(pilot)
+        assert [entry.is_open for entry in screen.entries] == [True]
+        await pilot.press("enter")  # the open corpus: nothing to switch, back to the main screen
+        await pilot.pause()
+        assert not isinstance(app.screen, CorpusScreen) and app.db == Path("demo.db")
+
+        screen = await open_picker(pilot)
+        app.stages.start("retrieve")  # as a running question does
+        assert app.busy() == "A question is running"
+        await pilot.press("ctrl+n", *"other.db", "enter")
+        assert "Busy" in str(screen.query_one("#corpora-status", Static).render())
+        assert app.db == Path("demo.db") and app.screen is screen
+        assert not (tmp_path / "other.db").exists()
+
+    run(app, body, (80, 24))
+
+
+def test_ingest_directory_tree_fills_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("a")
+    (tmp_path / "b.md").write_text("b")
+    (tmp_path / ".hidden").write_text("h")
+    monkeypatch.chdir(tmp_path)
+    app = canned_app()
+
+    async def body(pilot: Pilot[None]) -> None:
+        await pilot.press("ctrl+o")
+        screen = app.screen
+        assert isinstance(screen, IngestScreen)
+        assert not screen.query(DirectoryTree)  # mounted on first use only
+        box = screen.query_one("#path", Input)
+        await pilot.press("ctrl+d")
+        tree = screen.query_one("#browse", DirectoryTree)
+        await wait_for(pilot, lambda: len(tree.root.children) == 2, timeout=30)
+        assert app.focused is tree and screen.has_class("-browsing")
+        assert [node.label.plain for node in tree.root.children] == ["notes", "b.md"]
+
+        await pilot.press("down", "enter")  # a folder: fills the path, focus stays
+        assert box.value == "notes" and app.focused is tree
+        await wait_for(pilot, lambda: len(tree.root.children[0].children) == 1, timeout=30)
+        await pilot.press("down", "enter")  # a file: fills the path, focus to the box
+        assert box.value == str(Path("notes", "a.txt")) and app.focused is box
+
+        await pilot.press("ctrl+d")  # from the box: back to the tree
+        assert app.focused is tree
+        await pilot.press("ctrl+d")  # from the tree: hide it, back to the box
+        assert not screen.has_class("-browsing") and app.focused is box
+        assert not tree.display or tree.region.height == 0
+
+    run(app, body, (80, 24))
+
+
+@pytest.fixture
+def picker_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Corpora with fixed contents and times (no models: fake 4-d vectors) in a folder of a
+    fixed name, in UTC: the picker's snapshot depends on neither the tmp dir nor the clock."""
+    folder = tmp_path / "corpora"
+    folder.mkdir()
+    for name, n_docs in (("alpha.db", 2), ("beta.db", 3)):
+        with Corpus.create(folder / name, "all-minilm-l6-v2", 4) as corpus:
+            for i in range(n_docs):
+                text = f"Document {i} of {name}."
+                doc = DocumentRecord(f"doc{i}.txt", "", text, f"hash-{i}")
+                vectors = np.eye(4, dtype=np.float32)[i : i + 1]
+                corpus.replace_document(doc, [ChunkRecord(text, 0, len(text), 5)], vectors)
+            corpus.set_meta({"created_at": "1700000000.0", "last_ingest_at": "1700003600.0"})
+    foreign_sqlite(folder / "foreign.db")
+    (folder / "notes.db").write_text("not a database")
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield folder
+    monkeypatch.undo()
+    time.tzset()
+
+
+async def picker_ready(pilot: Pilot[None]) -> None:
+    await open_picker(pilot)
+    await pilot.app.workers.wait_for_complete()
+    for box in pilot.app.screen.query(Input):
+        box.cursor_blink = False
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_snapshot_corpus_picker(
+    snap_compare: Any, picker_folder: Path, size: tuple[int, int]
+) -> None:
+    assert snap_compare(canned_app(), terminal_size=size, run_before=picker_ready)

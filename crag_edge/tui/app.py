@@ -1,7 +1,7 @@
 """`CragApp`: ask a question, watch each stage of the CRAG loop, read the evidence and answer.
 
-Model and disk work never runs on the event loop: opening the corpus, every question and
-every ingest run in thread workers, which report back with `call_from_thread`.
+Model and disk work never runs on the event loop: opening (or switching) the corpus, every
+question and every ingest run in thread workers, which report back with `call_from_thread`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from crag_edge.engine import Engine
 from crag_edge.generation import cited, stream_answer
 from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem, CragResult
+from crag_edge.tui.corpora import CorpusScreen, open_error
 from crag_edge.tui.screens import HelpScreen, IngestScreen
 from crag_edge.tui.settings import SettingsScreen
 from crag_edge.tui.widgets import (
@@ -34,6 +35,7 @@ from crag_edge.tui.widgets import (
     chunk_view,
     citation_label,
 )
+from crag_edge.types import Embedder
 
 INSUFFICIENT_TITLE = "Answer — insufficient evidence"
 
@@ -80,6 +82,7 @@ class CragApp(App[None]):
         Binding("ctrl+r", "focus_evidence", "Evidence"),
         Binding("ctrl+o", "ingest", "Ingest"),
         Binding("f2", "settings", "Settings"),
+        Binding("f3", "corpora", "Corpora"),
         Binding("ctrl+y", "copy_answer", "Copy answer"),
         Binding("escape", "cancel", "Cancel", show=False),
         Binding("ctrl+t", "toggle_theme", "Theme"),
@@ -105,6 +108,9 @@ class CragApp(App[None]):
         self._pending: str | None = None
         self._run = 0
         self._owns_engine = engine is None
+        # Questions whose thread is still inside the engine: a cancelled worker counts as
+        # finished at once, but its thread runs on until the stage it is in returns.
+        self._asking: set[int] = set()
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -157,19 +163,94 @@ class CragApp(App[None]):
     # -- engine ------------------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="open", exit_on_error=False)
-    def open_engine(self, db: Path, create: bool = False) -> None:
+    def open_engine(
+        self,
+        db: Path,
+        create: bool = False,
+        embedder: Embedder | None = None,
+        switching: bool = False,
+    ) -> None:
         try:
-            engine = Engine.open(db, self.settings, create=create)
+            engine = Engine.open(db, self.settings, create=create, embedder=embedder)
         except Exception as exc:
-            self.call_from_thread(self.stages.idle, f"Cannot open {db}: {exc}")
+            if switching:
+                self.call_from_thread(self._switch_failed, db, open_error(exc))
+            else:
+                self.call_from_thread(self.stages.idle, f"Cannot open {db}: {exc}")
             return
-        self.call_from_thread(self._set_engine, engine)
+        if get_current_worker().is_cancelled:  # the app is closing: nobody will use it
+            engine.close()
+            return
+        self.call_from_thread(self._switched if switching else self._set_engine, engine)
 
     def _set_engine(self, engine: Engine) -> None:
+        """Make `engine` the app's (the app closes it); a previous one it owned is closed."""
+        old, owned = self.engine, self._owns_engine
         self.engine = engine
         self.db = Path(engine.corpus.path)
         self._owns_engine = True
+        if old is not None and old is not engine:
+            if owned:
+                old.close()
+            self._reset_view("No question asked of this corpus yet.")
         self.corpus_ready()
+
+    def busy(self) -> str | None:
+        """What is running that a corpus switch would pull the corpus out from under."""
+        running = {w.group for w in self.workers if not w.is_finished}
+        if self.stages.running or "ask" in running or self._asking:
+            return "A question is running"
+        ingesting = any(isinstance(s, IngestScreen) and s.running for s in self.screen_stack)
+        if "ingest" in running or ingesting:
+            return "An ingest is running"
+        if "open" in running:
+            return "A corpus is being opened"
+        return None
+
+    def switch_corpus(self, db: Path, create: bool = False) -> bool:
+        """Open (with `create`, create) the corpus at `db` in a worker and make it the app's,
+        then return to the main screen. False (with a warning) while work is running."""
+        reason = self.busy()
+        if reason is not None:
+            self.notify(f"{reason}: switch corpora once it has finished.", severity="warning")
+            return False
+        if self.engine is not None and db.resolve() == Path(self.engine.corpus.path).resolve():
+            self.notify(f"{self.db} is already open.")
+            self._return_to_main()
+            return True
+        verb = "Creating" if create else "Opening"
+        self.stages.idle(f"{verb} {db}…")
+        self.open_engine(db, create, self._shared_embedder(), switching=True)
+        return True
+
+    def _shared_embedder(self) -> Embedder | None:
+        """The open engine's embedder when the settings name the same model: it is what
+        `Engine.open` would load, so a switch costs no model load (a corpus built by another
+        model is still refused)."""
+        engine = self.engine
+        if engine is not None and engine.embedder.model_id == self.settings.embedder:
+            return engine.embedder
+        return None
+
+    def _switched(self, engine: Engine) -> None:
+        self._set_engine(engine)
+        self.notify(f"Switched to {self.db}.")
+        self._return_to_main()
+
+    def _switch_failed(self, db: Path, message: str) -> None:
+        still = f"; still on {self.db}" if self.engine is not None else ""
+        self.stages.idle(f"Cannot open {db}{still}.")
+        self.notify(f"Cannot open {db}: {message}", severity="error", timeout=10)
+        for screen in self.screen_stack:
+            if isinstance(screen, CorpusScreen):
+                screen.open_failed(message)
+
+    def _return_to_main(self) -> None:
+        """Close the corpus picker and the screens above the main one (only if the picker is
+        still open: the user may have gone elsewhere while the corpus opened)."""
+        if any(isinstance(screen, CorpusScreen) for screen in self.screen_stack):
+            while len(self.screen_stack) > 1:
+                self.pop_screen()
 
     def use_engine(self, engine: Engine) -> None:
         """Adopt an engine opened elsewhere (the ingest screen creates one for a new corpus)."""
@@ -195,10 +276,19 @@ class CragApp(App[None]):
     def ask(self, question: str) -> None:
         """Start the pipeline for `question` in a worker (a running one is cancelled)."""
         self._run += 1
+        self.stages.reset()
+        self._reset_view(f"Working on: {question}")
+        if self.engine is None:
+            self._pending = question
+            self.stages.idle(f"Queued until the corpus is open: {question}")
+            return
+        self.run_question(question, self._run)
+
+    def _reset_view(self, decision: str) -> None:
+        """Empty the result panels (a new question, or another corpus)."""
         self.result = None
         self.answer_text = ""
-        self.stages.reset()
-        self.query_one("#decision", DecisionPanel).clear(f"Working on: {question}")
+        self.query_one("#decision", DecisionPanel).clear(decision)
         self.query_one("#evidence", EvidenceTable).clear(columns=True)
         self.query_one("#chunk", Static).update("")
         self.query_one("#answer", Static).update("")
@@ -208,11 +298,6 @@ class CragApp(App[None]):
         right = self.query_one("#right")
         right.remove_class("insufficient", "failed")
         self.query_one("#answer-scroll").border_title = "Answer"
-        if self.engine is None:
-            self._pending = question
-            self.stages.idle(f"Queued until the corpus is open: {question}")
-            return
-        self.run_question(question, self._run)
 
     @work(thread=True, exclusive=True, group="ask", exit_on_error=False)
     def run_question(self, question: str, run: int) -> None:
@@ -235,6 +320,7 @@ class CragApp(App[None]):
             else:
                 ui(self.stages.done, name, event.detail)
 
+        self._asking.add(run)
         try:
             result = engine.query(question, progress=on_stage)
             if worker.is_cancelled:
@@ -253,6 +339,8 @@ class CragApp(App[None]):
             ui(self._finish_answer, result)
         except Exception as exc:
             ui(self._failed, f"{type(exc).__name__}: {exc}")
+        finally:
+            self._asking.discard(run)
 
     def _guarded(self, run: int, fn: Callable[..., Any], *args: Any) -> None:
         """Apply a worker's update only if it belongs to the latest question."""
@@ -327,6 +415,10 @@ class CragApp(App[None]):
     def action_ingest(self) -> None:
         if not isinstance(self.screen, IngestScreen):
             self.push_screen(IngestScreen())
+
+    def action_corpora(self) -> None:
+        if not isinstance(self.screen, CorpusScreen):
+            self.push_screen(CorpusScreen())
 
     def action_settings(self) -> None:
         if not isinstance(self.screen, SettingsScreen):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -12,7 +13,17 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.suggester import Suggester
-from textual.widgets import Button, Footer, Header, Input, Log, Markdown, ProgressBar, Static
+from textual.widgets import (
+    Button,
+    DirectoryTree,
+    Footer,
+    Header,
+    Input,
+    Log,
+    Markdown,
+    ProgressBar,
+    Static,
+)
 from textual.worker import get_current_worker
 
 from crag_edge.engine import Engine
@@ -34,8 +45,9 @@ HELP = """\
 | **ctrl+r** | focus the evidence table (↑/↓ shows each chunk) |
 | **Tab / shift+Tab** | move between panels; Enter on a citation jumps to its evidence |
 | **ctrl+y** | copy the answer |
-| **ctrl+o** | ingest files or folders into the corpus |
+| **ctrl+o** | ingest files or folders into the corpus (there ctrl+d: directory tree) |
 | **F2** | settings: thresholds, tiers, fallback, LLM (Enter applies, ctrl+s also saves) |
+| **F3** | corpora: switch to another corpus file, or create one |
 | **ctrl+t** | light / dark theme |
 | **F1** or **?** | this help |
 | **ctrl+q** | quit |
@@ -90,14 +102,31 @@ class PathSuggester(Suggester):
         return value + names[0][len(prefix) :] if names else None
 
 
+def relative_name(path: Path, cwd: Path | None = None) -> str:
+    """`path` relative to the working directory when it lies inside: shorter to read and edit."""
+    try:
+        return str(path.relative_to(cwd or Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+class PathTree(DirectoryTree):
+    """A directory tree without hidden entries (as `PathSuggester` completes them)."""
+
+    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
+        return [path for path in paths if not path.name.startswith(".")]
+
+
 class IngestCancelled(Exception):
     """Raised from the progress callback to stop an ingest between documents."""
 
 
-def describe_stats(stats: CorpusStats) -> str:
-    def when(ts: float | None) -> str:
-        return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "never"
+def when(ts: float | None) -> str:
+    """A unix time in local time, to the minute ("never" for none)."""
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "never"
 
+
+def describe_stats(stats: CorpusStats) -> str:
     chunking = (
         f"{stats.chunk_tokens} tokens, overlap {stats.chunk_overlap}"
         if stats.chunk_tokens
@@ -113,7 +142,12 @@ def describe_stats(stats: CorpusStats) -> str:
 
 
 class IngestScreen(Screen[None]):
-    """Add files or folders to the corpus; the work runs in a thread and can be cancelled."""
+    """Add files or folders to the corpus; the work runs in a thread and can be cancelled.
+
+    ctrl+d shows a directory tree (mounted on first use: its loader is a worker that never
+    ends, which would keep `app.workers` busy for no reason); on short terminals it takes the
+    place of the corpus stats and the log while it is shown.
+    """
 
     DEFAULT_CSS = """
     IngestScreen #form { height: auto; padding: 0 1; }
@@ -124,10 +158,16 @@ class IngestScreen(Screen[None]):
     IngestScreen #progress-row { height: 1; padding: 0 1; }
     IngestScreen #ingest-status { height: auto; padding: 0 1; }
     IngestScreen #ingest-log { height: 1fr; border: round $secondary; }
+    IngestScreen #browse { display: none; border: round $accent; }
+    IngestScreen.-browsing #browse { display: block; height: 2fr; }
+    IngestScreen.-browsing.-short #stats { display: none; }
+    IngestScreen.-browsing.-short #ingest-log { display: none; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
         Binding("ctrl+g", "cancel_ingest", "Cancel ingest"),
+        # priority: the path box would take ctrl+d as "delete right" (the Delete key still does)
+        Binding("ctrl+d", "browse", "Browse", priority=True),
         Binding("ctrl+q", "app.quit", "Quit", priority=True),
     ]
 
@@ -194,6 +234,7 @@ class IngestScreen(Screen[None]):
             return
         db = Path(self.query_one("#db", Input).value.strip() or "corpus.db")
         self.running = True
+        self.remove_class("-browsing")  # the log shows the progress
         self.query_one("#start", Button).disabled = True
         self.query_one("#cancel", Button).disabled = False
         self.query_one("#progress", ProgressBar).update(total=None, progress=0)
@@ -258,6 +299,35 @@ class IngestScreen(Screen[None]):
         if self.running:
             self.workers.cancel_group(self, "ingest")
             self.query_one("#ingest-status", Static).update("Cancelling after the current batch…")
+
+    def action_browse(self) -> None:
+        """Show and focus the directory tree; from the tree, hide it and return to the path."""
+        trees = self.query(PathTree)
+        if not trees:
+            tree = PathTree(Path.cwd(), id="browse")
+            tree.border_title = "Browse · Enter fills the path · ctrl+d back"
+            self.mount(tree, before=self.query_one("#ingest-log"))
+        else:
+            tree = trees.first()
+            if self.has_class("-browsing") and tree.has_focus:
+                self.remove_class("-browsing")
+                self.query_one("#path", Input).focus()
+                return
+        self.add_class("-browsing")
+        tree.focus()
+
+    @on(DirectoryTree.FileSelected, "#browse")
+    @on(DirectoryTree.DirectorySelected, "#browse")
+    def _browsed(self, event: DirectoryTree.FileSelected | DirectoryTree.DirectorySelected) -> None:
+        box = self.query_one("#path", Input)
+        box.value = relative_name(event.path)
+        box.cursor_position = len(box.value)
+        if isinstance(event, DirectoryTree.FileSelected):
+            box.focus()  # a file is a leaf: Enter in the box ingests it
+            hint = "Enter ingests it"
+        else:
+            hint = "Enter on a file picks it; ctrl+d goes back to the path box"
+        self.query_one("#ingest-status", Static).update(f"Selected {box.value}: {hint}.")
 
     def action_back(self) -> None:
         if self.running:

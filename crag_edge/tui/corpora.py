@@ -1,0 +1,229 @@
+"""The corpus picker (F3): the corpus files nearby with their stats, and a path to open or
+create another. Stats come from `Corpus.open(readonly=True)`, so no model loads until one
+is picked; opening it is the app's job (`CragApp.switch_corpus`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, OptionList, Static
+from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
+
+from crag_edge.store import (
+    Corpus,
+    CorpusError,
+    CorpusStats,
+    CorruptCorpusError,
+    NotACorpusError,
+    SchemaTooNewError,
+)
+from crag_edge.tui.screens import PathSuggester, relative_name, when
+
+if TYPE_CHECKING:
+    from crag_edge.tui.app import CragApp
+
+NOT_A_CORPUS = "not a crag-edge corpus"
+
+
+@dataclass(frozen=True)
+class CorpusEntry:
+    """One file in the picker: its stats, or why it cannot be opened (`problem`)."""
+
+    path: Path
+    stats: CorpusStats | None = None
+    problem: str | None = None
+    openable: bool = True
+    is_open: bool = False
+
+
+def open_error(exc: Exception) -> str:
+    """Why a file could not be opened, in the picker's words (the path is shown beside it)."""
+    if isinstance(exc, NotACorpusError | CorruptCorpusError):
+        return f"{NOT_A_CORPUS}: {exc.reason}"
+    return exc.reason if isinstance(exc, CorpusError) else f"{type(exc).__name__}: {exc}"
+
+
+def read_entry(path: Path) -> CorpusEntry:
+    """Stats of the corpus at `path`, read-only; any file that is not one becomes a reason."""
+    try:
+        with Corpus.open(path, readonly=True) as corpus:
+            return CorpusEntry(path, corpus.stats())
+    except (NotACorpusError, CorruptCorpusError) as exc:
+        return CorpusEntry(path, problem=open_error(exc), openable=False)
+    except SchemaTooNewError as exc:
+        return CorpusEntry(path, problem=f"cannot open: {exc.reason}", openable=False)
+    except CorpusError as exc:  # an older schema: opening it read-write upgrades it
+        return CorpusEntry(path, problem=f"stats unavailable: {exc.reason}")
+    except Exception as exc:  # a file we do not own may fail in any way: report, never crash
+        return CorpusEntry(path, problem=f"cannot read: {open_error(exc)}", openable=False)
+
+
+def find_corpora(folders: Iterable[Path], skip: Path | None = None) -> list[CorpusEntry]:
+    """Every `*.db` file directly in `folders` (each once), except `skip` (the open one);
+    the ones that can be opened first."""
+    seen = {skip} if skip is not None else set()
+    entries = []
+    for folder in folders:
+        try:
+            files = sorted(path.resolve() for path in folder.glob("*.db") if path.is_file())
+        except OSError:
+            continue
+        for path in files:
+            if path not in seen:
+                seen.add(path)
+                entries.append(read_entry(path))
+    return sorted(entries, key=lambda entry: not entry.openable)
+
+
+def size_text(n_bytes: int) -> str:
+    return f"{n_bytes / 1e6:.1f} MB" if n_bytes >= 100_000 else f"{n_bytes / 1e3:.0f} kB"
+
+
+def entry_prompt(entry: CorpusEntry, cwd: Path) -> Text:
+    """Two lines: the name (with "open" and the embedder), then the counts or the reason the
+    file cannot be used. Short enough for 80 columns."""
+    text = Text(relative_name(entry.path, cwd), style="bold" if entry.openable else "dim")
+    if entry.is_open:
+        text.append("  open", style="bold green")
+    stats = entry.stats
+    if stats is not None:
+        text.append(f"  · {stats.embedder_id}", style="dim")
+        text.append(
+            f"\n  {stats.documents} documents · {stats.chunks} chunks · "
+            f"{size_text(stats.db_bytes)} · last ingest {when(stats.last_ingest_at)}"
+        )
+    else:
+        text.append(f"\n  {entry.problem}", style="yellow" if entry.openable else "red")
+    return text
+
+
+class CorpusScreen(Screen[None]):
+    """Pick a corpus to switch to, or type a path to open or create one."""
+
+    DEFAULT_CSS = """
+    CorpusScreen #corpora-intro { height: auto; padding: 0 1; color: $text-muted; }
+    CorpusScreen #corpora { height: 1fr; border: round $primary; }
+    CorpusScreen #corpora-status { height: auto; padding: 0 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("ctrl+n", "new_path", "Path"),
+        Binding("f5", "rescan", "Rescan"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: list[CorpusEntry] = []
+
+    @property
+    def crag(self) -> CragApp:
+        from crag_edge.tui.app import CragApp
+
+        assert isinstance(self.app, CragApp)
+        return self.app
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="corpora-intro")
+        yield OptionList(id="corpora")
+        yield Input(
+            placeholder="Path of a corpus to open, or of a new one to create (→ completes)",
+            id="corpus-path",
+            suggester=PathSuggester(),
+        )
+        yield Static("", id="corpora-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#corpora").border_title = "Corpora"
+        self.query_one("#corpora", OptionList).focus()
+        self.action_rescan()
+
+    def folders(self) -> list[Path]:
+        """Where to look: the working directory and the open corpus's folder."""
+        folders = [Path.cwd()]
+        db = self.crag.db
+        if db is not None and db.resolve().parent not in folders:
+            folders.append(db.resolve().parent)
+        return folders
+
+    def action_rescan(self) -> None:
+        folders = self.folders()
+        cwd = folders[0]
+        names = " and ".join(relative_name(folder, cwd) for folder in folders)
+        self.query_one("#corpora-intro", Static).update(
+            f"Corpus files (*.db) in {names}: Enter switches; ctrl+n opens or creates another."
+        )
+        current = None
+        engine = self.crag.engine
+        if engine is not None:  # the open one's stats come from its own connection
+            stats = engine.corpus.stats()
+            current = CorpusEntry(Path(stats.path).resolve(), stats, is_open=True)
+        self.query_one("#corpora-status", Static).update("Reading the corpus files…")
+        self.scan(folders, current)
+
+    @work(thread=True, exclusive=True, group="scan", exit_on_error=False)
+    def scan(self, folders: list[Path], current: CorpusEntry | None) -> None:
+        found = find_corpora(folders, skip=current.path if current is not None else None)
+        entries = ([current] if current is not None else []) + found
+        if not get_current_worker().is_cancelled:  # else the screen has gone
+            self.app.call_from_thread(self._show, entries)
+
+    def _show(self, entries: list[CorpusEntry]) -> None:
+        self.entries = entries
+        cwd = Path.cwd()
+        corpora = self.query_one("#corpora", OptionList)
+        corpora.clear_options()
+        corpora.add_options(
+            Option(entry_prompt(entry, cwd), id=str(i), disabled=not entry.openable)
+            for i, entry in enumerate(entries)
+        )
+        usable = sum(entry.openable for entry in entries)
+        corpora.border_title = f"Corpora · {usable} of {len(entries)} files"
+        if usable and corpora.highlighted is None:
+            corpora.action_first()
+        status = "" if entries else "No *.db files here: type a path below to create a corpus."
+        self.query_one("#corpora-status", Static).update(status)
+
+    @on(OptionList.OptionSelected, "#corpora")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id is not None:
+            entry = self.entries[int(event.option.id)]
+            self.open(entry.path, create=False)
+
+    @on(Input.Submitted, "#corpus-path")
+    def _typed(self, event: Input.Submitted) -> None:
+        value = event.value.strip()
+        if not value:
+            return
+        path = Path(value).expanduser()
+        known = next((e for e in self.entries if e.path == path.resolve()), None)
+        if known is not None and not known.openable:
+            self.open_failed(f"{relative_name(known.path)}: {known.problem}")
+            return
+        self.open(path, create=not path.exists())
+
+    def open(self, path: Path, *, create: bool) -> None:
+        """Ask the app to switch; it returns here with `open_failed` if it cannot."""
+        status = self.query_one("#corpora-status", Static)
+        status.update(f"{'Creating' if create else 'Opening'} {relative_name(path)}…")
+        if not self.crag.switch_corpus(path, create=create):
+            status.update(Text("Busy: switch once the running work has finished.", "yellow"))
+
+    def open_failed(self, message: str) -> None:
+        self.query_one("#corpora-status", Static).update(Text(message, style="red"))
+
+    def action_new_path(self) -> None:
+        self.query_one("#corpus-path", Input).focus()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
