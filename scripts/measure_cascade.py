@@ -7,7 +7,7 @@ through the real `evaluate_grading`, so the AUCs and the share of items reaching
 are what `crag-edge eval grading` would print for that configuration. Calibrations of the
 model tiers are fitted on SciFact pairs (training allowed), never on the evaluation sets.
 
-    python scripts/measure_cascade.py --calibrate scifact-retrieved.jsonl \\
+    python scripts/measure_cascade.py --calibrate rationale-heldout.jsonl \\
         --pairs wikiqa.jsonl climate-fever.jsonl --limit 40 --scores /tmp/scores --json out.json
 """
 
@@ -90,6 +90,7 @@ def main() -> int:
     parser.add_argument("--pairs", type=Path, nargs="+", required=True, help="evaluation sets")
     parser.add_argument("--calibrate", type=Path, required=True, help="SciFact pairs to fit on")
     parser.add_argument("--limit", type=int, default=40, help="queries sampled per set")
+    parser.add_argument("--calibrate-limit", type=int, default=20, help="queries to fit on")
     parser.add_argument("--scores", type=Path, required=True, help="folder of recorded scores")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -103,7 +104,7 @@ def main() -> int:
         if scorer is not None
     }
     sets = {path.stem: sample_queries(read_pairs(path), args.limit) for path in args.pairs}
-    calibration_pairs = sample_queries(read_pairs(args.calibrate), args.limit)
+    calibration_pairs = sample_queries(read_pairs(args.calibrate), args.calibrate_limit)
     report: dict[str, Any] = {"tiers": sorted(tiers), "limit": args.limit, "seconds_per_item": {}}
     replays: dict[str, Replay] = {}
     calibrations: dict[str, tuple[float, float]] = {}

@@ -13,7 +13,6 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
@@ -26,10 +25,10 @@ from crag_edge.store import (
     NotACorpusError,
     SchemaTooNewError,
 )
-from crag_edge.tui.screens import PathSuggester, relative_name, when
+from crag_edge.tui.screens import CragScreen, PathSuggester, relative_name, when
 
 if TYPE_CHECKING:
-    from crag_edge.tui.app import CragApp
+    pass
 
 NOT_A_CORPUS = "not a crag-edge corpus"
 
@@ -106,7 +105,7 @@ def entry_prompt(entry: CorpusEntry, cwd: Path) -> Text:
     return text
 
 
-class CorpusScreen(Screen[None]):
+class CorpusScreen(CragScreen):
     """Pick a corpus to switch to, or type a path to open or create one."""
 
     DEFAULT_CSS = """
@@ -123,13 +122,6 @@ class CorpusScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.entries: list[CorpusEntry] = []
-
-    @property
-    def crag(self) -> CragApp:
-        from crag_edge.tui.app import CragApp
-
-        assert isinstance(self.app, CragApp)
-        return self.app
 
     def compose(self) -> ComposeResult:
         yield Header()

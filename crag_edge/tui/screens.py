@@ -141,7 +141,18 @@ def describe_stats(stats: CorpusStats) -> str:
     )
 
 
-class IngestScreen(Screen[None]):
+class CragScreen(Screen[None]):
+    """A full screen of the crag-edge app, with typed access to it."""
+
+    @property
+    def crag(self) -> CragApp:
+        from crag_edge.tui.app import CragApp
+
+        assert isinstance(self.app, CragApp)
+        return self.app
+
+
+class IngestScreen(CragScreen):
     """Add files or folders to the corpus; the work runs in a thread and can be cancelled.
 
     ctrl+d shows a directory tree (mounted on first use: its loader is a worker that never
@@ -175,13 +186,6 @@ class IngestScreen(Screen[None]):
         super().__init__()
         self.report: IngestReport | None = None
         self.running = False
-
-    @property
-    def crag(self) -> CragApp:
-        from crag_edge.tui.app import CragApp
-
-        assert isinstance(self.app, CragApp)
-        return self.app
 
     def compose(self) -> ComposeResult:
         yield Header()
