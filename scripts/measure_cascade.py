@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import time
 from collections.abc import Sequence
@@ -79,10 +80,10 @@ class Replay:
 
     def __init__(self, name: str, recorded: Recorded) -> None:
         self.name = name
-        self._recorded = recorded
+        self.recorded = recorded
 
     def score(self, query: str, passages: Sequence[str]) -> ScoredBatch:
-        return ScoredBatch([self._recorded.scores[_key(query, p)] for p in passages])
+        return ScoredBatch([self.recorded.scores[_key(query, p)] for p in passages])
 
 
 def main() -> int:
@@ -113,6 +114,21 @@ def main() -> int:
         per_item = [recorded.record(scorer, pairs) for pairs in (calibration_pairs, *sets.values())]
         report["seconds_per_item"][tier] = per_item
         replays[tier] = Replay(scorer.name, recorded)
+    # A pair a tier could not score (an LLM timeout: retried on the next run) is left out.
+    report["unscored_pairs"] = {}
+    for name, pairs in [("calibration", calibration_pairs), *sets.items()]:
+        scored = [
+            p
+            for p in pairs
+            if all(_key(p.query, p.passage) in r.recorded.scores for r in replays.values())
+        ]
+        report["unscored_pairs"][name] = len(pairs) - len(scored)
+        if name == "calibration":
+            calibration_pairs = scored
+        else:
+            sets[name] = scored
+    for tier, replay in replays.items():
+        recorded = replay.recorded
         fitted = fit_platt(
             [recorded.scores[_key(p.query, p.passage)] for p in calibration_pairs],
             [p.label for p in calibration_pairs],
@@ -120,34 +136,36 @@ def main() -> int:
         calibrations[tier] = (fitted.a, fitted.b)
     report["calibrations"] = calibrations
     report["results"] = []
+    variants = [list(replays)] + ([["llm"]] if {"llm", "cross_encoder"} <= set(replays) else [])
     for name, pairs in sets.items():
-        for fusion in FUSIONS:
-            for margin in MARGINS:
-                configured = settings.model_copy(
-                    update={
-                        "confidence_margin": margin,
-                        "tier_fusion": fusion,
-                        "calibration_cross_encoder": calibrations.get("cross_encoder"),
-                        "calibration_llm": calibrations.get("llm"),
-                    }
-                )
-                grader = Grader(
-                    configured,
-                    cross_encoder=replays.get("cross_encoder"),
-                    llm_judge=replays.get("llm"),
-                )
-                measured = evaluate_grading(pairs, embedder, grader)
-                row = {
-                    "set": name,
-                    "fusion": fusion,
-                    "margin": margin,
-                    "auc": {k: v["roc_auc"] for k, v in measured["scorers"].items()},
-                    "cascade_auc": measured["cascade"]["roc_auc"],
-                    "tier_share": measured["cascade"]["tier_share"],
-                    "pairs": measured["pairs"],
+        for model_tiers, fusion, margin in itertools.product(variants, FUSIONS, MARGINS):
+            configured = settings.model_copy(
+                update={
+                    "grading_tiers": ["signals", *model_tiers],
+                    "confidence_margin": margin,
+                    "tier_fusion": fusion,
+                    "calibration_cross_encoder": calibrations.get("cross_encoder"),
+                    "calibration_llm": calibrations.get("llm"),
                 }
-                report["results"].append(row)
-                print(json.dumps(row))
+            )
+            grader = Grader(
+                configured,
+                cross_encoder=replays.get("cross_encoder"),
+                llm_judge=replays.get("llm"),
+            )
+            measured = evaluate_grading(pairs, embedder, grader)
+            row = {
+                "set": name,
+                "tiers": configured.grading_tiers,
+                "fusion": fusion,
+                "margin": margin,
+                "auc": {k: v["roc_auc"] for k, v in measured["scorers"].items()},
+                "cascade_auc": measured["cascade"]["roc_auc"],
+                "tier_share": measured["cascade"]["tier_share"],
+                "pairs": measured["pairs"],
+            }
+            report["results"].append(row)
+            print(json.dumps(row))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -53,7 +53,9 @@ def evidence(hits: list[Hit]) -> Evidence:
 
 
 def settings(**overrides: object) -> Settings:
-    return Settings.load(**overrides)  # type: ignore[arg-type]
+    """Model tiers uncalibrated (identity) unless a test says otherwise: scripted scores are
+    then the probabilities the routing sees."""
+    return Settings.load(**({"calibration_llm": None} | overrides))  # type: ignore[arg-type]
 
 
 # -- fast-path rules -------------------------------------------------------------------------
