@@ -375,6 +375,8 @@ class _Corrections(list[Correction]):
             detail = dict(correction.detail)
             ids = detail.pop("chunk_ids", None)
             words = [f"{len(ids)} items"] if ids is not None else []
+            if correction.type == "refine":
+                words.append(f"{detail.pop('strips_kept')}/{detail.pop('strips_total')} strips")
             words += [f"{key}={value}" for key, value in detail.items()]
             self._clock.emit(correction.type, "event", ", ".join(words))
 

@@ -100,8 +100,13 @@ class StageLine(Static):
         self._render_stages()
 
     def done(self, name: str, detail: str) -> None:
-        """A stage that has no duration of its own (the decision)."""
-        self.stages.append(Stage(name, self.clock(), detail, ms=0.0))
+        """A stage that has no duration of its own (the decision); inside a running stage of
+        the same name (refine reporting its strips) it becomes that stage's detail."""
+        running = [stage for stage in self.stages if stage.name == name and stage.ms is None]
+        if running:
+            running[-1].detail = detail
+        else:
+            self.stages.append(Stage(name, self.clock(), detail, ms=0.0))
         self._render_stages()
 
     def fail(self, message: str) -> None:
