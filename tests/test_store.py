@@ -170,6 +170,27 @@ def test_a_version_1_corpus_gains_the_score_cache_and_keeps_its_documents(
         assert upgraded.score_cache().get("tier:v", "q", [chunk_id]) == {chunk_id: 0.25}
 
 
+def test_readonly_reads_a_version_1_corpus_as_is_without_the_cache(
+    corpus: Corpus, db: Path
+) -> None:
+    add_two_docs(corpus)
+    corpus.close()
+    conn = connect(db)
+    with conn:
+        conn.execute("DROP TABLE score_cache")
+        conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    before = snapshot(db)[:2]  # bytes and mtime (a WAL reader may add -shm beside it)
+    with Corpus.open(db, readonly=True) as old:
+        stats = old.stats()
+        assert (stats.documents, stats.chunks, stats.schema_version) == (2, 3, 1)
+        cache = old.score_cache()
+        chunk_id = old.chunk_ids()[0]
+        assert cache.get("t:v", "q", [chunk_id]) == {} and len(cache) == 0
+        assert not cache.put("t:v", "q", {chunk_id: 0.5}) and cache.clear() == 0
+    assert snapshot(db)[:2] == before
+
+
 def test_readonly_open_does_not_upgrade_an_old_schema(corpus: Corpus, db: Path) -> None:
     corpus.close()
     conn = connect(db)

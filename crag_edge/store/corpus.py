@@ -29,11 +29,20 @@ from crag_edge.store.errors import (
     ReadOnlyCorpusError,
     SchemaTooNewError,
 )
-from crag_edge.store.schema import APPLICATION_ID, SCHEMA_VERSION, migrate, user_version
+from crag_edge.store.schema import (
+    APPLICATION_ID,
+    SCHEMA_VERSION,
+    SCORE_CACHE_VERSION,
+    migrate,
+    user_version,
+)
 from crag_edge.store.score_cache import ScoreCache
 from crag_edge.types import Chunk, Vector
 
 MAX_DIM = 8192  # sqlite-vec's limit for a vec0 column
+# Later versions only added the evaluation cache: read-only, an older file is searched as
+# is (without the cache) rather than refused, so `eval` commands work on it unchanged.
+MIN_READABLE_VERSION = 1
 MAX_KNN = 4096  # sqlite-vec's limit for k in one KNN query
 
 META_EMBEDDER = "embedder_id"
@@ -150,13 +159,14 @@ class Corpus:
         conn = connect(path, readonly=readonly)
         try:
             if version < SCHEMA_VERSION:
-                if readonly:
+                if readonly and version < MIN_READABLE_VERSION:
                     raise CorpusError(
                         path,
                         f"schema version {version} is older than {SCHEMA_VERSION}; "
                         "open it read-write once to upgrade it",
                     )
-                migrate(conn, int(meta[META_DIM]))
+                if not readonly:
+                    migrate(conn, int(meta[META_DIM]))
         except BaseException:
             conn.close()
             raise
@@ -469,7 +479,8 @@ class Corpus:
 
     def score_cache(self) -> ScoreCache:
         """The evaluation cache in this file (reads only when the corpus is read-only)."""
-        return ScoreCache(self._conn, writable=not self._readonly)
+        present = user_version(self._conn) >= SCORE_CACHE_VERSION
+        return ScoreCache(self._conn, writable=not self._readonly, present=present)
 
     def _require_writable(self) -> None:
         if self._readonly:

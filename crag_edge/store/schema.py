@@ -82,6 +82,7 @@ CREATE INDEX score_cache_chunk ON score_cache (chunk_id);
 """
 
 MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2))
+SCORE_CACHE_VERSION = 2
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

@@ -31,13 +31,15 @@ def query_key(query: str) -> bytes:
 class ScoreCache:
     """Get and put raw model scores for one corpus; see the module docstring."""
 
-    def __init__(self, conn: apsw.Connection, *, writable: bool) -> None:
+    def __init__(self, conn: apsw.Connection, *, writable: bool, present: bool = True) -> None:
+        """`present=False`: a read-only file older than the cache table (always empty)."""
         self._conn = conn
-        self._writable = writable
+        self._writable = writable and present
+        self._present = present
 
     def get(self, scorer: str, query: str, chunk_ids: Sequence[int]) -> dict[int, float]:
         """The cached scores among `chunk_ids` (absent ids were never scored or changed)."""
-        if not chunk_ids:
+        if not chunk_ids or not self._present:
             return {}
         rows = self._conn.execute(
             "SELECT chunk_id, score FROM score_cache WHERE scorer = ? AND query_key = ? "
@@ -71,9 +73,13 @@ class ScoreCache:
 
     def clear(self) -> int:
         """Delete every cached score; returns how many there were."""
+        if not self._present:
+            return 0
         with self._conn:
             rows = self._conn.execute("DELETE FROM score_cache RETURNING 1").fetchall()
         return len(rows)
 
     def __len__(self) -> int:
+        if not self._present:
+            return 0
         return cast(int, self._conn.execute("SELECT count(*) FROM score_cache").fetchall()[0][0])
