@@ -430,6 +430,9 @@ def print_result(result: CragResult) -> None:
             f"[dim]tiers not run: {', '.join(f'{t} ({result.tiers[t]})' for t in unavailable)}[/]",
             highlight=False,
         )
+    if result.cache_hits:
+        served = ", ".join(f"{tier} {n}" for tier, n in result.cache_hits.items())
+        out.print(f"[dim]scores from the evaluation cache: {served}[/]", highlight=False)
     last_round = result.hits[-result.rounds[-1].hits :] if result.rounds[-1].hits else []
     out.print(f"[bold]hits of round {result.iterations}[/] (all rounds: --json)", highlight=False)
     for h, grade in last_round:

@@ -6,7 +6,6 @@ batching, order, truncation, and logits → probability against a NumPy referenc
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import warnings
 from pathlib import Path
@@ -18,12 +17,12 @@ from tokenizers import Tokenizer
 from crag_edge.config import Settings
 from crag_edge.models.bert_onnx import convert_bert
 from crag_edge.models.cross_encoder import OnnxCrossEncoder, relevance
-from crag_edge.models.manifest import LOCAL_MANIFEST, ManifestError, load_manifest
+from crag_edge.models.manifest import ManifestError, load_manifest
 from crag_edge.models.provision import pull_model
 from crag_edge.models.registry import ModelNotInstalledError, load_cross_encoder
 from crag_edge.types import ScoredBatch
 from tests.bert_reference import ReferenceBert
-from tests.tiny_bert import MINILM_VOCAB, tiny_checkpoint, tiny_classifier
+from tests.tiny_bert import MINILM_VOCAB, register_local, tiny_checkpoint, tiny_classifier
 
 QUERY = "How does insulin regulate blood sugar?"
 PASSAGES = [
@@ -145,31 +144,13 @@ def test_bad_arguments_are_refused(ce_dir: Path) -> None:
 # -- registry --------------------------------------------------------------------------------
 
 
-def _register(model_dir: Path, source: Path, model_id: str) -> None:
-    """A manifest.local.toml entry for the files in `source`, pinned by their real hashes."""
-    files = []
-    for name in ("config.json", "model.safetensors", "tokenizer.json"):
-        data = (source / name).read_bytes()
-        files.append(
-            f'[[models."{model_id}".files]]\nname = "{name}"\nsize = {len(data)}\n'
-            f'sha256 = "{hashlib.sha256(data).hexdigest()}"\n'
-            f'sources = [{{ kind = "local", path = "{source / name}" }}]\n'
-        )
-    header = (
-        f'[models."{model_id}"]\nrole = "cross-encoder"\nlicense = "Apache-2.0"\n'
-        f'convert = "bert-classification"\n'
-    )
-    model_dir.mkdir(parents=True, exist_ok=True)
-    (model_dir / LOCAL_MANIFEST).write_text(header + "\n".join(files), encoding="utf-8")
-
-
 def test_pulled_cross_encoder_is_loaded(tmp_path: Path, minilm_dir: Path) -> None:
     # 64 positions: the registry must cap max_length at the checkpoint's position table.
     source = tmp_path / "usb"
     tiny_checkpoint(source, num_labels=1, vocab_size=MINILM_VOCAB, max_position_embeddings=64)
     shutil.copy(minilm_dir / "tokenizer.json", source / "tokenizer.json")
     model_dir = tmp_path / "models"
-    _register(model_dir, source, "tiny-ce")
+    register_local(model_dir, source, "tiny-ce")
     report = pull_model(load_manifest(model_dir).get("tiny-ce"), model_dir)
     assert report.ok and report.converted == ["model.onnx", "model.int8.onnx"]
 
@@ -191,7 +172,7 @@ def test_no_cross_encoder_installed_gives_none(tmp_path: Path, minilm_dir: Path)
     # Registered and downloaded but never converted: still not usable.
     source = tiny_checkpoint(tmp_path / "usb", num_labels=1, vocab_size=MINILM_VOCAB)
     shutil.copy(minilm_dir / "tokenizer.json", source / "tokenizer.json")
-    _register(model_dir, source, "tiny-ce")
+    register_local(model_dir, source, "tiny-ce")
     pull_model(load_manifest(model_dir).get("tiny-ce"), model_dir, convert=False)
     assert load_cross_encoder(Settings.load(model_dir=model_dir)) is None
     assert load_cross_encoder(Settings.load(model_dir=model_dir, cross_encoder="tiny-ce")) is None

@@ -3,19 +3,24 @@ never written from a read-only corpus and never kept when the model failed."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from crag_edge.cli import app
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import Grader
 from crag_edge.models.cross_encoder import OnnxCrossEncoder
 from crag_edge.models.embedder import OnnxEmbedder
+from crag_edge.models.manifest import load_manifest
+from crag_edge.models.provision import pull_model
 from crag_edge.result import CragResult
 from crag_edge.types import PairScorer, ScoredBatch
-from tests.tiny_bert import tiny_classifier
+from tests.tiny_bert import register_local, tiny_classifier
 
 # Every item reaches the cross-encoder: no fast path, and a margin no signal score can clear.
 THROUGH_THE_CROSS_ENCODER: dict[str, object] = {
@@ -197,3 +202,28 @@ def test_stand_in_scores_of_a_failed_model_are_not_cached(
         result = engine.query(QUESTION)
         assert len(engine.corpus.score_cache()) == len(result.hits) - 1
         assert engine.query(QUESTION).cache_hits == {"cross_encoder": len(result.hits) - 1}
+
+
+def test_query_command_reports_cache_hits_through_the_factory(
+    corpus_dir: Path, minilm_dir: Path
+) -> None:
+    """The installed cross-encoder gets its version from the manifest (file hashes), so the
+    second identical question is graded from the cache."""
+    source = tiny_classifier(corpus_dir / "usb", minilm_dir / "tokenizer.json")
+    model_dir = corpus_dir / "models"
+    register_local(model_dir, source, "tiny-ce")
+    (model_dir / "all-minilm-l6-v2").symlink_to(minilm_dir)
+    assert pull_model(load_manifest(model_dir).get("tiny-ce"), model_dir).ok
+    env = {
+        "CRAG_EDGE_MODEL_DIR": str(model_dir),
+        "CRAG_EDGE_GRADING_TIERS": '["signals", "cross_encoder"]',
+        "CRAG_EDGE_FAST_PATH_RULES": "[]",
+        "CRAG_EDGE_CONFIDENCE_MARGIN": "0.5",
+        "CRAG_EDGE_MAX_ITERATIONS": "1",
+    }
+    args = ["query", "--db", str(corpus_dir / "c.db"), QUESTION]
+    runner = CliRunner()
+    first = runner.invoke(app, [*args, "--json"], env=env, catch_exceptions=False)
+    assert first.exit_code == 0 and json.loads(first.stdout)["cache_hits"] == {}
+    second = runner.invoke(app, args, env=env, catch_exceptions=False)
+    assert "scores from the evaluation cache: cross_encoder" in second.stdout

@@ -6,6 +6,7 @@ save a BertForSequenceClassification (safetensors + config.json).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from crag_edge.models.bert_onnx import convert_bert
+from crag_edge.models.manifest import LOCAL_MANIFEST
 
 MINILM_VOCAB = 30522
 
@@ -98,3 +100,21 @@ def tiny_classifier(folder: Path, tokenizer: Path, labels: int = 1) -> Path:
     shutil.copy(tokenizer, folder / "tokenizer.json")
     convert_bert(folder, folder / "model.onnx", "classification")
     return folder
+
+
+def register_local(model_dir: Path, source: Path, model_id: str) -> None:
+    """A manifest.local.toml entry for the files in `source`, pinned by their real hashes."""
+    files = []
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        data = (source / name).read_bytes()
+        files.append(
+            f'[[models."{model_id}".files]]\nname = "{name}"\nsize = {len(data)}\n'
+            f'sha256 = "{hashlib.sha256(data).hexdigest()}"\n'
+            f'sources = [{{ kind = "local", path = "{source / name}" }}]\n'
+        )
+    header = (
+        f'[models."{model_id}"]\nrole = "cross-encoder"\nlicense = "Apache-2.0"\n'
+        f'convert = "bert-classification"\n'
+    )
+    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / LOCAL_MANIFEST).write_text(header + "\n".join(files), encoding="utf-8")
