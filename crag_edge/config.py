@@ -130,6 +130,12 @@ class Settings(BaseSettings):
         le=0.5,
         description="An item leaves the cascade once its score is this far past a threshold.",
     )
+    escalate_top: int = Field(
+        2,
+        ge=0,
+        le=100,
+        description="The N best items by signals go to the model tiers unless confidently CORRECT.",
+    )
     tier_fusion: Literal["last", "mean"] = Field(
         "last",
         description="An item's score: the last tier's probability, or the mean over its tiers.",

@@ -33,6 +33,7 @@ from crag_edge.types import PairScorer, ScoredBatch
 
 MARGINS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 FUSIONS = ("last", "mean")
+ESCALATE = (0, 1, 2)
 
 
 def _key(query: str, passage: str) -> str:
@@ -93,6 +94,9 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=40, help="queries sampled per set")
     parser.add_argument("--calibrate-limit", type=int, default=20, help="queries to fit on")
     parser.add_argument("--scores", type=Path, required=True, help="folder of recorded scores")
+    parser.add_argument("--margins", type=float, nargs="+", default=MARGINS)
+    parser.add_argument("--fusions", nargs="+", default=FUSIONS, choices=FUSIONS)
+    parser.add_argument("--escalate", type=int, nargs="+", default=ESCALATE)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     args.scores.mkdir(parents=True, exist_ok=True)
@@ -138,11 +142,14 @@ def main() -> int:
     report["results"] = []
     variants = [list(replays)] + ([["llm"]] if {"llm", "cross_encoder"} <= set(replays) else [])
     for name, pairs in sets.items():
-        for model_tiers, fusion, margin in itertools.product(variants, FUSIONS, MARGINS):
+        for model_tiers, fusion, margin, top in itertools.product(
+            variants, args.fusions, args.margins, args.escalate
+        ):
             configured = settings.model_copy(
                 update={
                     "grading_tiers": ["signals", *model_tiers],
                     "confidence_margin": margin,
+                    "escalate_top": top,
                     "tier_fusion": fusion,
                     "calibration_cross_encoder": calibrations.get("cross_encoder"),
                     "calibration_llm": calibrations.get("llm"),
@@ -159,6 +166,7 @@ def main() -> int:
                 "tiers": configured.grading_tiers,
                 "fusion": fusion,
                 "margin": margin,
+                "escalate_top": top,
                 "auc": {k: v["roc_auc"] for k, v in measured["scorers"].items()},
                 "cascade_auc": measured["cascade"]["roc_auc"],
                 "tier_share": measured["cascade"]["tier_share"],

@@ -123,6 +123,22 @@ def test_only_uncertain_items_reach_the_expensive_tiers() -> None:
     assert set(grading.timings_ms) >= {"rules", "signals", "cross_encoder", "llm", "decide"}
 
 
+def test_the_best_items_are_escalated_even_when_signals_reject_them() -> None:
+    texts = ["low best", "lower", "lowest"]
+    signal_scores = {"low best": 0.2, "lower": 0.1, "lowest": 0.05}
+    judge = ScriptedScorer("llm", {"low best": 0.9, "lower": 0.2})
+    grader = Grader(settings(**NO_RULES, escalate_top=2), llm_judge=judge)
+    grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
+    grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
+    assert judge.calls == [["low best", "lower"]]  # every one below 0.3, the two best checked
+    assert grading.items[0].kept and grading.items[0].decided_by == "llm"
+    assert grading.decision != Decision.INCORRECT
+    off = Grader(settings(**NO_RULES, escalate_top=0), llm_judge=judge)
+    off._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
+    rejected = off.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
+    assert len(judge.calls) == 1 and rejected.decision == Decision.INCORRECT
+
+
 def test_mean_fusion_averages_every_tier_that_scored_an_item() -> None:
     texts = ["certain yes", "unsure one", "unsure two"]
     signal_scores = {"certain yes": 0.95, "unsure one": 0.5, "unsure two": 0.45}

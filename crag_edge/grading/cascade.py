@@ -159,7 +159,7 @@ class Grader:
             report("signals", len(pending), None)
             self._signals_tier(query, evidence, items)
             tier_items["signals"] = len(pending)
-            pending = self._unsettled(items, pending)
+            pending = self._escalated(items, self._unsettled(items, pending))
             timings["signals"] = _ms(tier_started)
             report("signals", tier_items["signals"], timings["signals"])
         for tier, scorer, calibrate in (
@@ -263,6 +263,14 @@ class Grader:
             item.tiers["signals"] = float(probabilities[i])
             item.tiers["signals_raw"] = float(raw[i])
             item.score, item.decided_by = float(probabilities[i]), "signals"
+
+    def _escalated(self, items: list[ItemGrade], pending: list[int]) -> list[int]:
+        """The pending items plus the `escalate_top` best-scored items not confidently
+        CORRECT: the cheap tier may not drop the best evidence a query has unchecked."""
+        s = self.settings
+        best = sorted(range(len(items)), key=lambda i: -items[i].score)[: s.escalate_top]
+        high = s.correct_threshold + s.confidence_margin
+        return sorted(set(pending) | {i for i in best if items[i].score < high})
 
     def _unsettled(self, items: list[ItemGrade], pending: list[int]) -> list[int]:
         """Items whose score is not yet confidently past either threshold."""
