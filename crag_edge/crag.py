@@ -2,9 +2,9 @@
 
 - CORRECT (GENERATE): keep the good items, refine them into strips, done (a fast-path
   rule skips refinement too: it promises no model call).
-- AMBIGUOUS (REFINE): keep the good items, expand the query (synonyms), re-retrieve, fuse the
-  new hits with the kept ones, and ask the fallback too when fewer than `min_kept_items`
-  remain; grade again.
+- AMBIGUOUS (REFINE): keep the good items, expand the query (synonyms; the keyword rewrite
+  when none applies), re-retrieve, fuse the new hits with the kept ones, and ask the
+  fallback too when fewer than `min_kept_items` remain; grade again.
 - INCORRECT (RE_RETRIEVE): discard everything; with a fallback, rewrite the question into a
   keyword query and use the fallback only; without one, try the other strategy once (the
   rewritten query over the corpus); still nothing → "insufficient evidence", never a guess.
@@ -81,6 +81,7 @@ class CragLoop:
         warnings: list[str] = []
         kept: dict[int, tuple[Hit, ItemGrade]] = {}
         cache_hits: dict[str, int] = {}
+        rewritten: tuple[str, str] | None = None
         tried_alternative = False
 
         query, vector = question, clock("embed", self._embed, question)
@@ -147,10 +148,17 @@ class CragLoop:
                 break
             if grading.decision == Decision.AMBIGUOUS:
                 expanded = expand(question, self.synonyms, s.synonyms_per_term)
-                corrections.append(Correction("expand", {"query": expanded}))
-                query = expanded
-                new_vector = self._embed(expanded) if expanded != question else vector
-                fresh = clock("retrieve", self._retrieve, expanded, strategy, k, new_vector)
+                if expanded != question:
+                    corrections.append(Correction("expand", {"query": expanded}))
+                    query = expanded
+                else:  # no synonym applies: the keyword rewrite is what can widen the search
+                    if rewritten is None:
+                        rewritten = rewrite(question, self._llm_for_rewrite())
+                    query, how = rewritten
+                    corrections.append(
+                        Correction("rewrite", {"query": query, "by": how, "for": "retrieval"})
+                    )
+                fresh = clock("retrieve", self._retrieve, query, strategy, k, self._embed(query))
                 hits = _fuse([h for h, _ in kept.values()], fresh, k, s.rrf_k)
                 from_fallback = False
                 if len(kept) < s.min_kept_items and self.fallbacks:

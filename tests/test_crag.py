@@ -151,6 +151,32 @@ def test_progress_hears_every_stage_in_order(corpora, embedder) -> None:  # type
     assert re.fullmatch(r"\d+ items, iteration=1", discard.detail), discard.detail
 
 
+@pytest.mark.parametrize(
+    ("question", "correction"),
+    [("honeybee waggle dance distance", "expand"), ("sunlight angle bees comb", "rewrite")],
+)
+def test_ambiguous_expands_with_synonyms_or_else_rewrites(  # type: ignore[no-untyped-def]
+    corpora, embedder, tmp_path: Path, question: str, correction: str
+) -> None:
+    main, _ = corpora
+    synonyms = tmp_path / "synonyms.toml"
+    synonyms.write_text('waggle = ["figure-eight"]\n', encoding="utf-8")
+    result = run(
+        main,
+        embedder,
+        question,
+        max_iterations=2,
+        correct_threshold=0.99,
+        incorrect_threshold=0.0,
+        discard_below=0.0,
+        synonyms_file=synonyms,
+    )
+    assert [r.decision for r in result.rounds] == [Decision.AMBIGUOUS, Decision.AMBIGUOUS]
+    widened = [c for c in result.corrections if c.type in ("expand", "rewrite")]
+    assert [c.type for c in widened] == [correction]
+    assert result.rounds[1].query == widened[0].detail["query"] != question
+
+
 def test_max_iterations_is_reported(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
     main, _ = corpora
     result = run(
