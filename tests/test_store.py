@@ -151,9 +151,8 @@ def test_schema_too_new_is_refused_without_touching_the_file(corpus: Corpus, db:
     assert snapshot(db) == before
 
 
-def test_a_version_1_corpus_gains_the_score_cache_and_keeps_its_documents(
-    corpus: Corpus, db: Path
-) -> None:
+def version_1_with_two_docs(corpus: Corpus, db: Path) -> None:
+    """Two documents in a file as crag-edge wrote it before the evaluation cache (v1)."""
     add_two_docs(corpus)
     corpus.close()
     conn = connect(db)
@@ -161,6 +160,12 @@ def test_a_version_1_corpus_gains_the_score_cache_and_keeps_its_documents(
         conn.execute("DROP TABLE score_cache")
         conn.execute("PRAGMA user_version = 1")
     conn.close()
+
+
+def test_a_version_1_corpus_gains_the_score_cache_and_keeps_its_documents(
+    corpus: Corpus, db: Path
+) -> None:
+    version_1_with_two_docs(corpus, db)
     with Corpus.open(db) as upgraded:
         stats = upgraded.stats()
         assert (stats.documents, stats.chunks, stats.schema_version) == (2, 3, SCHEMA_VERSION)
@@ -173,13 +178,7 @@ def test_a_version_1_corpus_gains_the_score_cache_and_keeps_its_documents(
 def test_readonly_reads_a_version_1_corpus_as_is_without_the_cache(
     corpus: Corpus, db: Path
 ) -> None:
-    add_two_docs(corpus)
-    corpus.close()
-    conn = connect(db)
-    with conn:
-        conn.execute("DROP TABLE score_cache")
-        conn.execute("PRAGMA user_version = 1")
-    conn.close()
+    version_1_with_two_docs(corpus, db)
     before = snapshot(db)[:2]  # bytes and mtime (a WAL reader may add -shm beside it)
     with Corpus.open(db, readonly=True) as old:
         stats = old.stats()
