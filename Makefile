@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_DB ?= demo.db
 DEMO_QUESTION ?= How does crag-edge decide whether retrieved evidence can be trusted?
-TEST_MODELS := all-minilm-l6-v2 smollm2-135m-instruct
+TEST_MODELS := all-minilm-l6-v2 smollm2-135m-instruct crag-edge-evaluator-scifact
 # llama-cpp-python builds from source once per venv (~5 min on 2 cores).
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 

@@ -34,6 +34,7 @@ from crag_edge.types import PairScorer, ScoredBatch
 MARGINS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 FUSIONS = ("last", "mean")
 ESCALATE = (0, 1, 2)
+TIER_SETS = ("signals,cross_encoder,llm", "signals,llm", "cross_encoder,llm")
 
 
 def _key(query: str, passage: str) -> str:
@@ -97,6 +98,12 @@ def main() -> int:
     parser.add_argument("--margins", type=float, nargs="+", default=MARGINS)
     parser.add_argument("--fusions", nargs="+", default=FUSIONS, choices=FUSIONS)
     parser.add_argument("--escalate", type=int, nargs="+", default=ESCALATE)
+    parser.add_argument(
+        "--tier-sets",
+        nargs="+",
+        default=TIER_SETS,
+        help="grading_tiers to compare, comma-separated; sets naming a missing model are skipped",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     args.scores.mkdir(parents=True, exist_ok=True)
@@ -140,14 +147,15 @@ def main() -> int:
         calibrations[tier] = (fitted.a, fitted.b)
     report["calibrations"] = calibrations
     report["results"] = []
-    variants = [list(replays)] + ([["llm"]] if {"llm", "cross_encoder"} <= set(replays) else [])
+    variants = [t.split(",") for t in args.tier_sets]
+    variants = [t for t in variants if set(t) - {"signals"} <= set(replays)]
     for name, pairs in sets.items():
-        for model_tiers, fusion, margin, top in itertools.product(
+        for tiers, fusion, margin, top in itertools.product(
             variants, args.fusions, args.margins, args.escalate
         ):
             configured = settings.model_copy(
                 update={
-                    "grading_tiers": ["signals", *model_tiers],
+                    "grading_tiers": tiers,
                     "confidence_margin": margin,
                     "escalate_top": top,
                     "tier_fusion": fusion,

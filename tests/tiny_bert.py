@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save_file
 
-from crag_edge.models.bert_onnx import convert_bert
+from crag_edge.models.bert_onnx import SEGMENT_ARCHITECTURE, convert_bert
 from crag_edge.models.manifest import LOCAL_MANIFEST
 
 MINILM_VOCAB = 30522
@@ -43,14 +43,18 @@ def tiny_checkpoint(
     prefix: str = "bert.",
     legacy_ln: bool = False,
     num_labels: int = NUM_LABELS,
+    segment: bool = False,
     **config: Any,
 ) -> Path:
     """Write a random checkpoint to `directory`; `config` overrides `TINY_CONFIG` entries.
 
     `prefix=""` and `legacy_ln=True` reproduce old checkpoints (bare BertModel names,
-    LayerNorm gamma/beta).
+    LayerNorm gamma/beta). `segment=True` writes crag-edge's segment scorer instead (a
+    weighted-cosine `head`, no classifier).
     """
     cfg = {**TINY_CONFIG, **config}
+    if segment:
+        cfg["architectures"] = [SEGMENT_ARCHITECTURE]
     rng = np.random.default_rng(0)
     hidden, inter = cfg["hidden_size"], cfg["intermediate_size"]
 
@@ -86,8 +90,12 @@ def tiny_checkpoint(
         for new, old in legacy.items():
             tensors = {k.replace(new, old): v for k, v in tensors.items()}
     tensors = {prefix + k: v for k, v in tensors.items()}
-    tensors["classifier.weight"] = normal(num_labels, hidden)
-    tensors["classifier.bias"] = normal(num_labels)
+    if segment:
+        tensors["head.weight"] = 1.0 + normal(hidden)
+        tensors["head.bias"] = normal(1)
+    else:
+        tensors["classifier.weight"] = normal(num_labels, hidden)
+        tensors["classifier.bias"] = normal(num_labels)
     directory.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(directory / "model.safetensors"))
     (directory / "config.json").write_text(json.dumps(cfg))

@@ -25,6 +25,8 @@ IR_VERSION = 8
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 # Same additive mask as transformers: masked keys get the most negative float32.
 MASK_VALUE = float(np.finfo(np.float32).min)
+# config.json `architectures` of crag-edge's segment scorer (see `crag_edge.training.model`).
+SEGMENT_ARCHITECTURE = "CragEdgeSegmentScorer"
 
 Head = Literal["embedding", "classification"]
 
@@ -117,6 +119,38 @@ def _embeddings(g: _Graph, eps: float) -> str:
     return g.layer_norm(summed, "embeddings.LayerNorm", eps)
 
 
+def _segment_embeddings(g: _Graph, eps: float) -> str:
+    """Both texts embedded as if alone: token type 0 everywhere, positions restart at 0 for
+    the second text (token type 1): pos = t·(cumsum(t)-1) + (1-t)·(cumsum(1-t)-1)."""
+    words = g.op("Gather", g.weight("embeddings.word_embeddings.weight"), "input_ids")
+    type_0 = g.const("type_0", g.weights.get("embeddings.token_type_embeddings.weight")[0])
+    along_seq = g.const("cumsum_axis", np.array(1, np.int64))
+    one = g.const("one_i", np.array(1, np.int64))
+    second = "token_type_ids"
+    first = g.op("Sub", one, second)
+
+    def restarted(mask: str) -> str:
+        return g.op("Mul", mask, g.op("Sub", g.op("CumSum", mask, along_seq), one))
+
+    positions = g.op("Add", restarted(second), restarted(first))
+    pos = g.op("Gather", g.weight("embeddings.position_embeddings.weight"), positions)
+    summed = g.op("Add", g.op("Add", words, type_0), pos)
+    return g.layer_norm(summed, "embeddings.LayerNorm", eps)
+
+
+def _segment_attention_bias(g: _Graph) -> str:
+    """[batch, 1, seq, seq] additive mask: a token attends to real tokens of its own text."""
+    types = "token_type_ids"
+    row = g.op("Unsqueeze", types, g.const("axis_2", np.array([2], np.int64)))
+    col = g.op("Unsqueeze", types, g.const("axis_1", np.array([1], np.int64)))
+    same = g.op("Cast", g.op("Equal", row, col), to=TensorProto.FLOAT)
+    keys = g.op("Cast", "attention_mask", to=TensorProto.FLOAT)
+    keys = g.op("Unsqueeze", keys, g.const("axis_1", np.array([1], np.int64)))
+    keep = g.op("Unsqueeze", g.op("Mul", same, keys), g.const("axis_1", np.array([1], np.int64)))
+    inverted = g.op("Sub", g.const("one_f", np.array(1.0, np.float32)), keep)
+    return g.op("Mul", inverted, g.const("mask_value", np.array(MASK_VALUE, np.float32)))
+
+
 def _attention_bias(g: _Graph) -> str:
     """[batch, 1, 1, seq] additive mask, computed once and shared by every layer."""
     mask = g.op("Cast", "attention_mask", to=TensorProto.FLOAT)
@@ -164,9 +198,11 @@ def _layer(g: _Graph, x: str, bias: str, index: int, config: dict[str, Any]) -> 
     return g.layer_norm(g.op("Add", _ffn(g, x, prefix), x), f"{prefix}.output.LayerNorm", eps)
 
 
-def _mean_pool_normalize(g: _Graph, hidden_states: str) -> str:
-    """sentence-transformers' mean pooling over real tokens, then `F.normalize` (eps 1e-12)."""
-    mask = g.op("Cast", "attention_mask", to=TensorProto.FLOAT)
+def _mean_pool_normalize(g: _Graph, hidden_states: str, mask: str | None = None) -> str:
+    """sentence-transformers' mean pooling over real tokens (or the float [batch, seq]
+    `mask`), then `F.normalize` (eps 1e-12)."""
+    if mask is None:
+        mask = g.op("Cast", "attention_mask", to=TensorProto.FLOAT)
     mask = g.op("Unsqueeze", mask, g.const("axis_2", np.array([2], np.int64)))
     axis_1 = g.const("axis_1", np.array([1], np.int64))
     summed = g.op("ReduceSum", g.op("Mul", hidden_states, mask), axis_1, keepdims=0)
@@ -185,12 +221,25 @@ def _pooler_classifier(g: _Graph, hidden_states: str) -> str:
     return g.linear(pooled, "classifier", prefixed=False)
 
 
+def _weighted_cosine(g: _Graph, hidden_states: str) -> str:
+    """The segment scorer's head: Σ_d w_d·u_d·v_d + b over the two texts' mean embeddings."""
+    real = g.op("Cast", "attention_mask", to=TensorProto.FLOAT)
+    second = g.op("Mul", real, g.op("Cast", "token_type_ids", to=TensorProto.FLOAT))
+    first = g.op("Sub", real, second)
+    u = _mean_pool_normalize(g, hidden_states, first)
+    v = _mean_pool_normalize(g, hidden_states, second)
+    weighted = g.op("Mul", g.op("Mul", u, v), g.weight("head.weight", prefixed=False))
+    summed = g.op("ReduceSum", weighted, g.const("axis_last", np.array([-1], np.int64)))
+    return g.op("Add", summed, g.weight("head.bias", prefixed=False))  # [batch, 1]
+
+
 def convert_bert(checkpoint_dir: Path, out_path: Path, head: Head) -> Path:
     """Write `checkpoint_dir` (config.json + model.safetensors) as an opset-17 ONNX graph.
 
     Inputs are int64 `input_ids`, `attention_mask`, `token_type_ids` of shape [batch, seq].
     head="embedding" outputs `sentence_embedding` [batch, hidden], mean-pooled and
-    L2-normalised in the graph; head="classification" outputs `logits` [batch, num_labels].
+    L2-normalised in the graph; head="classification" outputs `logits` [batch, num_labels]
+    (for crag-edge's segment scorer, `SEGMENT_ARCHITECTURE` in the config: [batch, 1]).
     """
     config_path = checkpoint_dir / "config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
@@ -198,14 +247,21 @@ def convert_bert(checkpoint_dir: Path, out_path: Path, head: Head) -> Path:
     weights = _Weights(load_file(str(checkpoint_dir / "model.safetensors")), checkpoint_dir)
     g = _Graph(weights)
 
-    x = _embeddings(g, config.get("layer_norm_eps", 1e-12))
-    bias = _attention_bias(g)
+    segment = SEGMENT_ARCHITECTURE in config.get("architectures", [])
+    if segment and head != "classification":
+        raise ValueError(f"{config_path}: a segment scorer has only the classification head")
+    eps = config.get("layer_norm_eps", 1e-12)
+    x = _segment_embeddings(g, eps) if segment else _embeddings(g, eps)
+    bias = _segment_attention_bias(g) if segment else _attention_bias(g)
     for index in range(config["num_hidden_layers"]):
         x = _layer(g, x, bias, index, config)
 
     if head == "embedding":
         output_name, width = "sentence_embedding", config["hidden_size"]
         output = _mean_pool_normalize(g, x)
+    elif head == "classification" and segment:
+        output_name, width = "logits", 1
+        output = _weighted_cosine(g, x)
     elif head == "classification":
         output_name, width = "logits", weights.get("classifier.bias", prefixed=False).size
         output = _pooler_classifier(g, x)

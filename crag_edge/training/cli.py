@@ -99,6 +99,14 @@ def train(
     layers: Annotated[
         int, typer.Option("--layers", help="Keep the first L MiniLM layers (1-6).")
     ] = 4,
+    architecture: Annotated[
+        str,
+        typer.Option(
+            "--architecture",
+            help="segment: starts as the embedder's cosine, generalises best (measured); "
+            "cross: joint attention, a classifier on [CLS].",
+        ),
+    ] = "segment",
     vocab_size: Annotated[
         int | None,
         typer.Option("--vocab-size", help="Prune the vocabulary to N tokens (smaller model)."),
@@ -142,6 +150,7 @@ def train(
         budget_minutes=budget_minutes,
         max_pairs=max_pairs,
         layers=layers,
+        architecture=architecture,
         vocab_size=vocab_size,
         negatives=negatives,
         llm_labels=llm_labels,
@@ -185,7 +194,7 @@ def reproduce_command(o: TrainOptions) -> str:
     if o.labels:
         args += ["--labels", str(o.labels)]
     args += ["--budget-minutes", f"{o.budget_minutes:g}", "--max-pairs", str(o.max_pairs)]
-    args += ["--layers", str(o.layers)]
+    args += ["--layers", str(o.layers), "--architecture", o.architecture]
     if o.vocab_size is not None:
         args += ["--vocab-size", str(o.vocab_size)]
     args += ["--negatives", str(o.negatives), "--epochs", f"{o.epochs:g}"]

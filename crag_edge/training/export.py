@@ -120,17 +120,20 @@ def register(
     models[model_id] = entry
     model_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(_manifest_toml(models), encoding="utf-8")
+    tmp.write_text(manifest_toml(models), encoding="utf-8")
     tmp.replace(path)
     return load_manifest(model_dir).get(model_id)
 
 
-def _manifest_toml(models: dict[str, Any]) -> str:
+LOCAL_COMMENT = (
+    "# Models added on this machine (e.g. by `crag-edge evaluator train`); same format as",
+    "# the built-in manifest. Listed before the built-in models, so they are preferred.",
+)
+
+
+def manifest_toml(models: dict[str, Any], comment: Sequence[str] = LOCAL_COMMENT) -> str:
     """The manifest's own small TOML subset (the stdlib reads TOML but cannot write it)."""
-    lines = [
-        "# Models added on this machine (e.g. by `crag-edge evaluator train`); same format as",
-        "# the built-in manifest. Listed before the built-in models, so they are preferred.",
-    ]
+    lines = list(comment)
     for model_id, entry in models.items():
         key = _toml_value(model_id)
         lines += ["", f"[models.{key}]"]
@@ -156,6 +159,15 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {type(value).__name__} to the manifest")
 
 
+ARCHITECTURE_TEXT = {
+    "cross": "joint attention over the pair, a new 1-logit classifier on [CLS] (pooler)",
+    "segment": (
+        "segment scorer: each text attends only to itself (positions restart), a weighted "
+        "cosine of the two mean-pooled halves; untrained, it is exactly the embedder's cosine"
+    ),
+}
+
+
 def model_card(report: dict[str, Any]) -> str:
     """MODEL_CARD.md: what the model is, what it was trained on (with licences), how it was
     trained, how well it does and how to reproduce it."""
@@ -164,14 +176,14 @@ def model_card(report: dict[str, Any]) -> str:
     val = checks.get("validation_auc_torch")
     return f"""# {report["model_id"]}: crag-edge retrieval evaluator
 
-A cross-encoder that reads a (query, passage) pair and scores whether the passage is
-relevant evidence for the query (sigmoid of one logit). It is the cross-encoder tier of
-crag-edge's grading cascade: one batched ONNX call per hit list, int8, CPU.
+A model that reads a (query, passage) pair and scores whether the passage is relevant
+evidence for the query (sigmoid of one logit). It is the cross-encoder tier of crag-edge's
+grading cascade: one batched ONNX call per hit list, int8, CPU.
 
 ## Model
 
-- Base: `{train["base_model"]}` (Apache-2.0): its first {train["layers"]} layers and pooler,
-  a new 1-logit classifier; vocabulary {train["vocab_size"]:,} tokens,
+- Base: `{train["base_model"]}` (Apache-2.0): its first {train["layers"]} layers;
+  {ARCHITECTURE_TEXT[train["architecture"]]}; vocabulary {train["vocab_size"]:,} tokens,
   {train["max_positions"]} positions.
 - Parameters: {train["parameters"]:,}; files: `model.int8.onnx` {report["size_bytes"]["int8"]:,} B
   (int8 dynamic, per-channel), fp32 graph {report["size_bytes"]["fp32"]:,} B (not shipped).

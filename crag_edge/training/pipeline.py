@@ -36,12 +36,13 @@ from crag_edge.training.data import (
     is_validation,
     label_corpus,
 )
-from crag_edge.training.vocab import prune_tokenizer
+from crag_edge.training.vocab import prune_tokenizer, segment_pair_template
 
 LABEL_SHARE = 0.5
 CHECKPOINT_DIR = "checkpoint"
 REPORT_FILE = "report.json"
 MAX_CHECK_PAIRS = 64
+HEAD_FIT_PAIRS = 2000  # pairs the segment scorer's starting calibration is fitted on
 DEFAULT_LICENSE = "base weights Apache-2.0 (all-MiniLM-L6-v2); training data: the user's corpus"
 
 
@@ -55,6 +56,7 @@ class TrainOptions:
     budget_minutes: float = 30.0
     max_pairs: int = 6000
     layers: int = 4
+    architecture: str = "segment"
     vocab_size: int | None = None
     negatives: int = 3
     llm_labels: bool = True
@@ -118,8 +120,16 @@ def train_evaluator(
     require_torch()
     import torch
 
+    from crag_edge.grading import fit_platt
     from crag_edge.training import export
-    from crag_edge.training.model import from_pretrained, parameter_count, save_checkpoint
+    from crag_edge.training.model import (
+        ARCHITECTURES,
+        SegmentScorer,
+        from_pretrained,
+        parameter_count,
+        save_checkpoint,
+        start_head_at,
+    )
     from crag_edge.training.trainer import (
         TrainConfig,
         Trainer,
@@ -140,6 +150,8 @@ def train_evaluator(
     base_config = json.loads((base_dir / "config.json").read_text(encoding="utf-8"))
     if not 1 <= options.layers <= base_config["num_hidden_layers"]:
         raise ValueError(f"--layers must be 1-{base_config['num_hidden_layers']}")
+    if options.architecture not in ARCHITECTURES:
+        raise ValueError(f"--architecture must be one of {', '.join(ARCHITECTURES)}")
     if not MIN_LENGTH <= options.max_length <= base_config["max_position_embeddings"]:
         raise ValueError(
             f"--max-length must be {MIN_LENGTH}-{base_config['max_position_embeddings']}"
@@ -150,6 +162,8 @@ def train_evaluator(
     vocab_rows = None
     if options.vocab_size is not None:
         tokenizer_doc, vocab_rows = prune_tokenizer(tokenizer_doc, options.vocab_size)
+    if options.architecture == "segment":
+        tokenizer_doc = segment_pair_template(tokenizer_doc)
 
     # -- label -----------------------------------------------------------------------------
     with Engine.open(options.db, settings, readonly=True) as engine:
@@ -195,10 +209,17 @@ def train_evaluator(
         vocab_rows=vocab_rows,
         max_positions=max(options.max_length, MAX_LENGTH),  # what inference may read
         seed=options.seed,
+        architecture=options.architecture,
     )
     save_checkpoint(model, tokenizer_doc, checkpoint)  # the tokenizer the runtime will load
     tokenizer = plain_tokenizer(checkpoint / "tokenizer.json")
     tokenizer.enable_truncation(options.max_length, strategy="longest_first")
+    if isinstance(model, SegmentScorer):
+        # Untrained, it computes the embedder's cosine: start from that cosine's calibration.
+        sample = train_pairs[:HEAD_FIT_PAIRS]
+        cosine = predict_logits(model, encode(tokenizer, sample))
+        fitted = fit_platt(cosine, [float(p.label >= 0.5) for p in sample])
+        start_head_at(model, fitted.a, fitted.b)
 
     # -- train -----------------------------------------------------------------------------
     torch.set_num_threads(options.threads)
@@ -280,6 +301,7 @@ def train_evaluator(
         },
         "training": {
             "base_model": settings.embedder,
+            "architecture": options.architecture,
             "layers": options.layers,
             "vocab_size": model.config["vocab_size"],
             "max_positions": model.config["max_position_embeddings"],
@@ -312,7 +334,8 @@ def train_evaluator(
     if options.register:
         events.stage("register", None)
         description = (
-            f"crag-edge evaluator trained on {options.db.name}: MiniLM L{options.layers}, int8"
+            f"crag-edge evaluator trained on {options.db.name}: MiniLM L{options.layers} "
+            f"{options.architecture} scorer, int8"
         )
         spec = export.register(
             settings.model_dir, model_id, folder, options.data_license, description

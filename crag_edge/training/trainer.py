@@ -26,7 +26,7 @@ from tokenizers import Encoding, Tokenizer
 
 from crag_edge.models.onnx_session import pad_batch
 from crag_edge.training.data import TrainPair
-from crag_edge.training.model import CrossEncoder
+from crag_edge.training.model import Evaluator
 
 STATE_FILE = "train_state.pt"
 PROBE_STEPS = 3  # steps timed before the schedule is fitted to the budget
@@ -77,7 +77,7 @@ def plan_batches(lengths: Sequence[int], batch_size: int, seed: int, epoch: int)
     return batches
 
 
-def fingerprint(config: TrainConfig, model: CrossEncoder, pairs: Sequence[TrainPair]) -> str:
+def fingerprint(config: TrainConfig, model: Evaluator, pairs: Sequence[TrainPair]) -> str:
     """Identity of a training run: a checkpoint is resumed only by the same run."""
     digest = hashlib.sha256()
     digest.update(json.dumps(asdict(config), sort_keys=True).encode())
@@ -92,7 +92,7 @@ def _feeds(encodings: Sequence[Encoding]) -> dict[str, torch.Tensor]:
 
 
 def predict_logits(
-    model: CrossEncoder, encodings: Sequence[Encoding], batch_size: int = 32
+    model: Evaluator, encodings: Sequence[Encoding], batch_size: int = 32
 ) -> npt.NDArray[np.float32]:
     """Logits in input order, dropout off."""
     model.eval()
@@ -110,7 +110,7 @@ class Trainer:
 
     def __init__(
         self,
-        model: CrossEncoder,
+        model: Evaluator,
         encodings: Sequence[Encoding],
         labels: Sequence[float],
         config: TrainConfig,

@@ -1,5 +1,6 @@
-"""Vocabulary pruning: the word-embedding table is most of a small BERT's size.
+"""Edits of the evaluator's `tokenizer.json`: vocabulary pruning, the segment pair template.
 
+The word-embedding table is most of a small BERT's size.
 MiniLM's 30,522 x 384 table is 11.7 MB even at int8, more than four transformer layers. The
 BERT uncased vocabulary lists whole words and `##` pieces roughly by corpus frequency (ids
 1996 onwards), so keeping the first N ordinary tokens keeps the common ones. Every single
@@ -66,3 +67,21 @@ def prune_tokenizer(tokenizer: dict[str, Any], size: int) -> tuple[dict[str, Any
     if padding:
         padding["pad_id"] = token_id[padding.get("pad_token", "[PAD]")]
     return pruned, kept
+
+
+def segment_pair_template(tokenizer: dict[str, Any]) -> dict[str, Any]:
+    """A copy whose pair template is "[CLS] A [SEP] [CLS] B [SEP]" (B's tokens type 1): the
+    segment scorer then sees each text exactly as the embedder does when it is alone."""
+    edited = copy.deepcopy(tokenizer)
+    post = edited.get("post_processor") or {}
+    pair = post.get("pair")
+    if post.get("type") != "TemplateProcessing" or not pair:
+        raise ValueError("the segment scorer needs a BERT tokenizer with a pair template")
+    second = next(
+        (i for i, piece in enumerate(pair) if piece.get("Sequence", {}).get("id") == "B"), None
+    )
+    if second is None:
+        raise ValueError("the tokenizer's pair template has no second sequence")
+    if "SpecialToken" not in pair[second - 1] or pair[second - 1]["SpecialToken"]["id"] != "[CLS]":
+        pair.insert(second, {"SpecialToken": {"id": "[CLS]", "type_id": 1}})
+    return edited
