@@ -139,6 +139,23 @@ def test_the_best_items_are_escalated_even_when_signals_reject_them() -> None:
     assert len(judge.calls) == 1 and rejected.decision == Decision.INCORRECT
 
 
+def test_the_judge_sees_the_best_items_before_the_cross_encoder_rejects_a_list() -> None:
+    texts = ["best", "second", "third"]
+    signal_scores = {"best": 0.2, "second": 0.1, "third": 0.05}
+    cross = ScriptedScorer("ce", {"best": 0.15, "second": 0.1, "third": 0.01})
+    judge = ScriptedScorer("llm", {"best": 0.8, "second": 0.2})
+    grader = Grader(settings(**NO_RULES, escalate_top=2), cross_encoder=cross, llm_judge=judge)
+    grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
+    grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
+    assert cross.calls == [["best", "second"]]  # escalated past the signals
+    assert judge.calls == [["best", "second"]]  # all below discard_below: the judge checks
+    assert grading.items[0].decided_by == "llm" and grading.items[0].kept
+    assert grading.decision != Decision.INCORRECT
+    cross.answers["best"] = 0.45  # one item kept by the cross-encoder: no rescue needed
+    grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
+    assert len(judge.calls) == 2 and judge.calls[-1] == ["best"]  # only the uncertain one
+
+
 def test_mean_fusion_averages_every_tier_that_scored_an_item() -> None:
     texts = ["certain yes", "unsure one", "unsure two"]
     signal_scores = {"certain yes": 0.95, "unsure one": 0.5, "unsure two": 0.45}

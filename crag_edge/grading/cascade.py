@@ -2,7 +2,10 @@
 
 Each tier scores only the items still uncertain after the tiers before it; an item leaves as
 soon as its calibrated score is `confidence_margin` past the CORRECT or INCORRECT threshold.
-An item's score is that of the last (most expensive, most trusted) tier that saw it. The
+The `escalate_top` best items reach a model tier even when the signals reject them, and
+the LLM judge before the list is rejected outright (no INCORRECT, and so no fallback, that
+only the cheap tiers decided). An item's score is that of the last (most expensive, most
+trusted) tier that saw it (or the mean of its tiers, `tier_fusion`). The
 decision then drops items below `discard_below`, aggregates the rest and applies the
 thresholds. Everything that shaped the outcome lands in the `Grading` and the audit log.
 """
@@ -166,6 +169,8 @@ class Grader:
             ("cross_encoder", self.cross_encoder, self.calibrations.cross_encoder),
             ("llm", self.llm_judge, self.calibrations.llm),
         ):
+            if tier == "llm":
+                pending = self._before_rejecting(items, pending)
             if status[tier] != "ok" or not pending or scorer is None:
                 continue
             tier_started = time.perf_counter()
@@ -271,6 +276,16 @@ class Grader:
         best = sorted(range(len(items)), key=lambda i: -items[i].score)[: s.escalate_top]
         high = s.correct_threshold + s.confidence_margin
         return sorted(set(pending) | {i for i in best if items[i].score < high})
+
+    def _before_rejecting(self, items: list[ItemGrade], pending: list[int]) -> list[int]:
+        """When every item is below `discard_below` (the list is heading for INCORRECT and
+        its fallback), the judge sees the `escalate_top` best first: a cheaper model tier
+        may not reject a query's best evidence on its own."""
+        s = self.settings
+        if any(item.score >= s.discard_below for item in items):
+            return pending
+        best = sorted(range(len(items)), key=lambda i: -items[i].score)[: s.escalate_top]
+        return sorted(set(pending) | set(best))
 
     def _unsettled(self, items: list[ItemGrade], pending: list[int]) -> list[int]:
         """Items whose score is not yet confidently past either threshold."""
