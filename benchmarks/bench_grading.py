@@ -30,13 +30,20 @@ def engines(
     db = tmp_path_factory.mktemp("bench-grading") / "sample.db"
     with Engine.open(db, Settings.load(), create=True, embedder=embedder) as engine:
         engine.ingest([SAMPLE])
+    # No evaluation cache: a repeated question would be served the cross-encoder's scores.
     cheap = Settings.load(
-        grading_tiers=["signals", "cross_encoder"], fast_path_rules=[], top_k=20, max_iterations=1
+        grading_tiers=["signals", "cross_encoder"],
+        fast_path_rules=[],
+        top_k=20,
+        max_iterations=1,
+        score_cache=False,
     )
     fast = Settings.load(top_k=2)
+    evaluator = cheap.model_copy(update={"grading_tiers": ["cross_encoder"]})
     opened = {
         "cheap": Engine.open(db, cheap, embedder=embedder),
         "fast": Engine.open(db, fast, embedder=embedder),
+        "evaluator": Engine.open(db, evaluator, embedder=embedder),
     }
     for engine in opened.values():
         engine.query(QUESTION)  # warm up: JIT-compiled kernels load from cache, ONNX sessions
@@ -53,6 +60,19 @@ def test_grade_20_hits_rules_and_signals(benchmark, engines: dict[str, Engine]) 
     evidence = engine.loop._evidence(hits, vector)
     grading = benchmark(engine.grader.grade, QUESTION, evidence, AuditLog())
     assert len(grading.items) == len(hits)
+
+
+@pytest.mark.benchmark(group="grading-20-hits")
+def test_grade_every_hit_by_the_cross_encoder(benchmark, engines: dict[str, Engine]) -> None:  # type: ignore[no-untyped-def]
+    """The evaluator's cost when it sees every hit (the sample corpus has 13 chunks)."""
+    engine = engines["evaluator"]
+    if engine.grader.cross_encoder is None:
+        pytest.skip("no cross-encoder installed (crag-edge models pull)")
+    vector = engine.retriever.embed_query(QUESTION)
+    hits = engine.retriever.search(QUESTION, top_k=20, query_vector=vector)
+    evidence = engine.loop._evidence(hits, vector)
+    grading = benchmark(engine.grader.grade, QUESTION, evidence, AuditLog())
+    assert grading.tier_items == {"cross_encoder": len(hits)}
 
 
 @pytest.mark.benchmark(group="end-to-end")
