@@ -15,8 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
-from crag_edge.models.provision import sha256_of
-from crag_edge.training.export import CARD, RELEASE_FILES, manifest_toml, model_card
+from crag_edge.training.export import CARD, RELEASE_FILES, manifest_toml, model_card, pinned_file
 
 PACKAGE = Path(__file__).resolve().parents[1] / "crag_edge"
 SHIPPED = "evaluator"
@@ -57,16 +56,8 @@ def main() -> int:
             (target / name).write_text(model_card(report) + INPUTS, encoding="utf-8")
         else:
             shutil.copyfile(args.release / name, target / name)
-        files.append(
-            {
-                "name": name,
-                "size": (target / name).stat().st_size,
-                "sha256": sha256_of(target / name),
-                "sources": [
-                    {"kind": "package", "package": "crag_edge", "member": f"{SHIPPED}/{name}"}
-                ],
-            }
-        )
+        source = {"kind": "package", "package": "crag_edge", "member": f"{SHIPPED}/{name}"}
+        files.append(pinned_file(target / name, source))
     training = report["training"]
     entry = {
         "role": "cross-encoder",

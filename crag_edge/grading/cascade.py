@@ -272,20 +272,21 @@ class Grader:
     def _escalated(self, items: list[ItemGrade], pending: list[int]) -> list[int]:
         """The pending items plus the `escalate_top` best-scored items not confidently
         CORRECT: the cheap tier may not drop the best evidence a query has unchecked."""
-        s = self.settings
-        best = sorted(range(len(items)), key=lambda i: -items[i].score)[: s.escalate_top]
-        high = s.correct_threshold + s.confidence_margin
-        return sorted(set(pending) | {i for i in best if items[i].score < high})
+        high = self.settings.correct_threshold + self.settings.confidence_margin
+        return sorted(set(pending) | {i for i in self._best(items) if items[i].score < high})
 
     def _before_rejecting(self, items: list[ItemGrade], pending: list[int]) -> list[int]:
         """When every item is below `discard_below` (the list is heading for INCORRECT and
         its fallback), the judge sees the `escalate_top` best first: a cheaper model tier
         may not reject a query's best evidence on its own."""
-        s = self.settings
-        if any(item.score >= s.discard_below for item in items):
+        if any(item.score >= self.settings.discard_below for item in items):
             return pending
-        best = sorted(range(len(items)), key=lambda i: -items[i].score)[: s.escalate_top]
-        return sorted(set(pending) | set(best))
+        return sorted(set(pending) | set(self._best(items)))
+
+    def _best(self, items: list[ItemGrade]) -> list[int]:
+        """Indices of the `escalate_top` best-scored items so far."""
+        ranked = sorted(range(len(items)), key=lambda i: -items[i].score)
+        return ranked[: self.settings.escalate_top]
 
     def _unsettled(self, items: list[ItemGrade], pending: list[int]) -> list[int]:
         """Items whose score is not yet confidently past either threshold."""

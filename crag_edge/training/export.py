@@ -95,6 +95,16 @@ def release(out_dir: Path, files: dict[str, Path]) -> Path:
     return target
 
 
+def pinned_file(path: Path, source: dict[str, str]) -> dict[str, Any]:
+    """A manifest `files` entry for `path`: its name, size and sha256, and one source."""
+    return {
+        "name": path.name,
+        "size": path.stat().st_size,
+        "sha256": sha256_of(path),
+        "sources": [source],
+    }
+
+
 def register(
     model_dir: Path, model_id: str, folder: Path, license_text: str, description: str
 ) -> ModelSpec:
@@ -105,12 +115,7 @@ def register(
         "license": license_text,
         "description": description,
         "files": [
-            {
-                "name": name,
-                "size": (folder / name).stat().st_size,
-                "sha256": sha256_of(folder / name),
-                "sources": [{"kind": "local", "path": str((folder / name).resolve())}],
-            }
+            pinned_file(folder / name, {"kind": "local", "path": str((folder / name).resolve())})
             for name in RELEASE_FILES
         ],
     }
