@@ -659,7 +659,8 @@ def eval_grading(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """ROC-AUC, accuracy at the thresholds and items/s of each scorer alone and of the cascade."""
+    """ROC-AUC, answerless-question detection (AUC of each query's best score), accuracy at
+    the thresholds and items/s of each scorer alone and of the cascade."""
     settings = _settings(ctx).model_copy(update={"fast_path_rules": []})
     chosen = [s.strip() for s in scorers.split(",") if s.strip()]
     unknown = sorted(set(chosen) - set(SCORERS))
@@ -686,11 +687,12 @@ def eval_grading(
         f"{report['queries']} queries; tiers {report['tiers']}",
         highlight=False,
     )
-    table = Table("scorer", "ROC-AUC", "acc@discard", "acc@correct", "items/s")
+    table = Table("scorer", "ROC-AUC", "answerable AUC", "acc@discard", "acc@correct", "items/s")
     for name, row in [*report["scorers"].items(), ("cascade", report["cascade"])]:
         table.add_row(
             name,
             str(row["roc_auc"]),
+            str(row["answerable_auc"]),
             str(row["accuracy_at_discard_below"]),
             str(row["accuracy_at_correct"]),
             str(row["items_per_s"]),

@@ -125,7 +125,7 @@ class Settings(BaseSettings):
         "rank_weighted", description="How kept items' scores become one score (README: Grading)."
     )
     confidence_margin: float = Field(
-        0.0,
+        0.3,
         ge=0.0,
         le=0.5,
         description="An item leaves the cascade once its score is this far past a threshold.",
@@ -134,11 +134,20 @@ class Settings(BaseSettings):
         2,
         ge=0,
         le=100,
-        description="The N best items by signals go to the model tiers unless confidently CORRECT.",
+        description="The N best items by signals reach the cross-encoder unless confidently "
+        "CORRECT.",
+    )
+    judge_share: float = Field(
+        0.25,
+        gt=0.0,
+        le=1.0,
+        description="The LLM judge sees this share of a list (rounded down; at least one item "
+        "when the list is heading for rejection): its best items not confidently CORRECT.",
     )
     tier_fusion: Literal["last", "mean"] = Field(
-        "last",
-        description="An item's score: the last tier's probability, or the mean over its tiers.",
+        "mean",
+        description="An item's score: the mean probability of the model tiers that scored it, "
+        "or the last tier's.",
     )
     grading_tiers: list[Tier] = Field(
         default_factory=lambda: list(get_args(Tier)),
@@ -193,9 +202,10 @@ class Settings(BaseSettings):
     # Platt scaling (a, b) per tier: p = sigmoid(a * raw + b), fitted on SciFact pairs with
     # `crag-edge eval grading --fit-calibration` (see README, "Grading"); None = use as is.
     calibration_signals: tuple[float, float] | None = (17.96, -11.71)
-    calibration_cross_encoder: tuple[float, float] | None = None
-    # The LLM's: fitted on held-out SciFact rationale pairs for the default Qwen judge
-    # (`scripts/measure_cascade.py`); its raw P(yes) is skewed high (0.5 at raw 0.70).
+    # The model tiers': fitted on held-out SciFact rationale pairs for the shipped evaluator
+    # and the default Qwen judge (`scripts/measure_cascade.py`). The evaluator's raw scores
+    # run low (0.5 at raw 0.32); Qwen's P(yes) runs high (0.5 at raw 0.70). Refit for others.
+    calibration_cross_encoder: tuple[float, float] | None = (10.0, -3.19)
     calibration_llm: tuple[float, float] | None = (8.29, -5.79)
 
     @model_validator(mode="after")

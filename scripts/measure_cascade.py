@@ -34,6 +34,7 @@ from crag_edge.types import PairScorer, ScoredBatch
 MARGINS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 FUSIONS = ("last", "mean")
 ESCALATE = (0, 1, 2)
+JUDGE_SHARES = (0.1, 0.2, 0.25)
 TIER_SETS = ("signals,cross_encoder,llm", "signals,llm", "cross_encoder,llm")
 
 
@@ -98,6 +99,7 @@ def main() -> int:
     parser.add_argument("--margins", type=float, nargs="+", default=MARGINS)
     parser.add_argument("--fusions", nargs="+", default=FUSIONS, choices=FUSIONS)
     parser.add_argument("--escalate", type=int, nargs="+", default=ESCALATE)
+    parser.add_argument("--judge-shares", type=float, nargs="+", default=JUDGE_SHARES)
     parser.add_argument(
         "--tier-sets",
         nargs="+",
@@ -150,14 +152,15 @@ def main() -> int:
     variants = [t.split(",") for t in args.tier_sets]
     variants = [t for t in variants if set(t) - {"signals"} <= set(replays)]
     for name, pairs in sets.items():
-        for tiers, fusion, margin, top in itertools.product(
-            variants, args.fusions, args.margins, args.escalate
+        for tiers, fusion, margin, top, share in itertools.product(
+            variants, args.fusions, args.margins, args.escalate, args.judge_shares
         ):
             configured = settings.model_copy(
                 update={
                     "grading_tiers": tiers,
                     "confidence_margin": margin,
                     "escalate_top": top,
+                    "judge_share": share,
                     "tier_fusion": fusion,
                     "calibration_cross_encoder": calibrations.get("cross_encoder"),
                     "calibration_llm": calibrations.get("llm"),
@@ -175,8 +178,13 @@ def main() -> int:
                 "fusion": fusion,
                 "margin": margin,
                 "escalate_top": top,
+                "judge_share": share,
                 "auc": {k: v["roc_auc"] for k, v in measured["scorers"].items()},
                 "cascade_auc": measured["cascade"]["roc_auc"],
+                "answerable_auc": {
+                    k: v["answerable_auc"]
+                    for k, v in [*measured["scorers"].items(), ("cascade", measured["cascade"])]
+                },
                 "tier_share": measured["cascade"]["tier_share"],
                 "pairs": measured["pairs"],
             }

@@ -51,6 +51,14 @@ def beir_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["query"],
         ["eval"],
         ["eval", "retrieval"],
+        ["eval", "crag"],
+        ["eval", "pairs"],
+        ["eval", "grading"],
+        ["answer"],
+        ["serve"],
+        ["tui"],
+        ["evaluator"],
+        ["evaluator", "train"],
         ["stats"],
         ["cache"],
         ["cache", "clear"],
@@ -248,3 +256,71 @@ def test_answer_prints_the_result_and_a_cited_answer(beir_db: Path) -> None:
     text = invoke("answer", "--db", str(beir_db), "What is the capital of Australia?", env=env)
     assert text.exit_code == 0
     assert "answer:" in text.stdout and "hits of round" in text.stdout
+
+
+WIKIQA_ROWS = [
+    (
+        "Q1",
+        "How do honey bees communicate the location of food?",
+        "Honey bees dance the waggle dance to communicate the direction and distance of food.",
+        1,
+    ),
+    (
+        "Q1",
+        "How do honey bees communicate the location of food?",
+        "The hive is made of wax produced by worker bees.",
+        0,
+    ),
+    (
+        "Q1",
+        "How do honey bees communicate the location of food?",
+        "Beekeeping is practised on every continent except Antarctica.",
+        0,
+    ),
+    (
+        "Q2",
+        "When was the Eiffel Tower completed?",
+        "The Eiffel Tower was completed in 1889 for the World's Fair.",
+        1,
+    ),
+    ("Q2", "When was the Eiffel Tower completed?", "Paris is the capital of France.", 0),
+    ("Q3", "What is the boiling point of mercury?", "Mercury is the closest planet to the Sun.", 0),
+    ("Q3", "What is the boiling point of mercury?", "The planet has no moons.", 0),
+]
+
+
+def test_eval_pairs_then_grading_json_shape(tmp_path: Path) -> None:
+    tsv = tmp_path / "WikiQA-tiny.tsv"
+    header = "QuestionID\tQuestion\tDocumentID\tDocumentTitle\tSentenceID\tSentence\tLabel\n"
+    tsv.write_text(
+        header
+        + "".join(
+            f"{q}\t{text}\tD{q}\tT\tS{i}\t{s}\t{y}\n"
+            for i, (q, text, s, y) in enumerate(WIKIQA_ROWS)
+        ),
+        encoding="utf-8",
+    )
+    pairs = tmp_path / "pairs.jsonl"
+    made = invoke("eval", "pairs", "--from", "wikiqa", str(tsv), "--out", str(pairs))
+    assert made.exit_code == 0 and "wrote 7 pairs (2 relevant)" in made.stderr
+    result = invoke(
+        "eval", "grading", "--pairs", str(pairs), "--scorers", "cosine,coverage,signals", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["pairs"], report["positives"], report["queries"]) == (7, 2, 3)
+    assert set(report["scorers"]) == {"cosine", "coverage", "signals"}
+    for row in [*report["scorers"].values(), report["cascade"]]:
+        assert set(row) >= {
+            "roc_auc",
+            "answerable_auc",
+            "accuracy_at_discard_below",
+            "accuracy_at_correct",
+            "items_per_s",
+        }
+    # The relevant sentences repeat their question's words; Q3 has no answer at all.
+    assert report["scorers"]["coverage"]["roc_auc"] == 1.0
+    assert report["scorers"]["cosine"]["answerable_auc"] == 1.0
+    assert report["cascade"]["tier_share"]["signals"] == 1.0
+    table = invoke("eval", "grading", "--pairs", str(pairs), "--scorers", "cosine")
+    assert "answerable AUC" in table.stdout and "cascade" in table.stdout

@@ -17,6 +17,8 @@ from crag_edge.types import Action, Chunk, Decision, Hit, ScoredBatch
 
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
 NO_RULES: dict[str, object] = {"fast_path_rules": []}
+# Margin 0: the signals settle what is past a threshold, the evaluator sees the band between.
+BANDED: dict[str, object] = NO_RULES | {"confidence_margin": 0.0}
 
 
 class ScriptedScorer:
@@ -55,7 +57,8 @@ def evidence(hits: list[Hit]) -> Evidence:
 def settings(**overrides: object) -> Settings:
     """Model tiers uncalibrated (identity) unless a test says otherwise: scripted scores are
     then the probabilities the routing sees."""
-    return Settings.load(**({"calibration_llm": None} | overrides))  # type: ignore[arg-type]
+    uncalibrated = {"calibration_cross_encoder": None, "calibration_llm": None}
+    return Settings.load(**(uncalibrated | overrides))  # type: ignore[arg-type]
 
 
 # -- fast-path rules -------------------------------------------------------------------------
@@ -111,7 +114,11 @@ def test_only_uncertain_items_reach_the_expensive_tiers() -> None:
     signal_scores = {"certain yes": 0.95, "certain no": 0.05, "unsure one": 0.5, "unsure two": 0.45}
     cross = ScriptedScorer("ce", {"unsure one": 0.9, "unsure two": 0.5})
     judge = ScriptedScorer("llm", {"unsure two": 0.1})
-    grader = Grader(settings(**NO_RULES), cross_encoder=cross, llm_judge=judge)
+    grader = Grader(
+        settings(**BANDED, tier_fusion="last"),
+        cross_encoder=cross,
+        llm_judge=judge,
+    )
     grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
     grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
     assert cross.calls == [["unsure one", "unsure two"]]
@@ -123,46 +130,68 @@ def test_only_uncertain_items_reach_the_expensive_tiers() -> None:
     assert set(grading.timings_ms) >= {"rules", "signals", "cross_encoder", "llm", "decide"}
 
 
-def test_the_best_items_are_escalated_even_when_signals_reject_them() -> None:
+def test_the_best_items_reach_the_cross_encoder_even_when_signals_reject_them() -> None:
     texts = ["low best", "lower", "lowest"]
     signal_scores = {"low best": 0.2, "lower": 0.1, "lowest": 0.05}
-    judge = ScriptedScorer("llm", {"low best": 0.9, "lower": 0.2})
-    grader = Grader(settings(**NO_RULES, escalate_top=2), llm_judge=judge)
+    cross = ScriptedScorer("ce", {"low best": 0.9, "lower": 0.2})
+    grader = Grader(
+        settings(**BANDED, escalate_top=2, grading_tiers=["signals", "cross_encoder"]),
+        cross_encoder=cross,
+    )
     grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
     grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
-    assert judge.calls == [["low best", "lower"]]  # every one below 0.3, the two best checked
-    assert grading.items[0].kept and grading.items[0].decided_by == "llm"
+    assert cross.calls == [["low best", "lower"]]  # every one below 0.3, the two best checked
+    assert grading.items[0].kept and grading.items[0].decided_by == "cross_encoder"
     assert grading.decision != Decision.INCORRECT
-    off = Grader(settings(**NO_RULES, escalate_top=0), llm_judge=judge)
+    off = Grader(
+        settings(**BANDED, escalate_top=0, grading_tiers=["signals", "cross_encoder"]),
+        cross_encoder=cross,
+    )
     off._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
     rejected = off.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
-    assert len(judge.calls) == 1 and rejected.decision == Decision.INCORRECT
+    assert len(cross.calls) == 1 and rejected.decision == Decision.INCORRECT
 
 
-def test_the_judge_sees_the_best_items_before_the_cross_encoder_rejects_a_list() -> None:
-    texts = ["best", "second", "third"]
-    signal_scores = {"best": 0.2, "second": 0.1, "third": 0.05}
-    cross = ScriptedScorer("ce", {"best": 0.15, "second": 0.1, "third": 0.01})
-    judge = ScriptedScorer("llm", {"best": 0.8, "second": 0.2})
-    grader = Grader(settings(**NO_RULES, escalate_top=2), cross_encoder=cross, llm_judge=judge)
+def test_the_judge_spends_its_share_of_the_list_on_the_best_items_not_yet_trusted() -> None:
+    texts = ["trusted", "best", "second", "third", "fourth", "fifth", "sixth", "seventh"]
+    signal_scores = dict(zip(texts, [0.9, 0.5, 0.45, 0.4, 0.35, 0.15, 0.1, 0.05], strict=True))
+    # The cross-encoder rejects everything it sees; "third" ends above "second" and "fifth".
+    cross = ScriptedScorer("ce", {"best": 0.25, "second": 0.05, "third": 0.2, "fourth": 0.01})
+    judge = ScriptedScorer("llm", {"third": 0.8, "best": 0.6, "second": 0.1, "fifth": 0.2})
+    grader = Grader(
+        settings(**BANDED, judge_share=0.25, escalate_top=0),
+        cross_encoder=cross,
+        llm_judge=judge,
+    )
     grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
     grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
-    assert cross.calls == [["best", "second"]]  # escalated past the signals
-    assert judge.calls == [["best", "second"]]  # all below discard_below: the judge checks
-    assert grading.items[0].decided_by == "llm" and grading.items[0].kept
-    assert grading.decision != Decision.INCORRECT
-    cross.answers["best"] = 0.45  # one item kept by the cross-encoder: no rescue needed
-    grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
-    assert len(judge.calls) == 2 and judge.calls[-1] == ["best"]  # only the uncertain one
+    assert cross.calls == [["best", "second", "third", "fourth"]]  # the uncertain band
+    # 25 % of 8 = 2 items: the two best by the latest tier, skipping the trusted one.
+    assert judge.calls == [["best", "third"]]
+    by_text = dict(zip(texts, grading.items, strict=True))
+    assert by_text["trusted"].decided_by == "signals" and by_text["trusted"].kept
+    assert by_text["third"].decided_by == "llm" and by_text["third"].kept
+    assert by_text["second"].decided_by == "cross_encoder" and not by_text["second"].kept
+    assert grading.tier_items == {"signals": 8, "cross_encoder": 4, "llm": 2}
+    # A short list (25 % of 3 rounds down to none) goes unjudged while it keeps an item...
+    short = Grader(settings(**NO_RULES, judge_share=0.25), llm_judge=judge)
+    short._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
+    short.grade("q", evidence([hit(i, t) for i, t in enumerate(texts[:3])]), AuditLog())
+    assert len(judge.calls) == 1
+    # ...but the judge sees its best item before the cheap tiers reject it outright.
+    rejected = evidence([hit(i, t) for i, t in enumerate(["fifth", "sixth", "seventh"])])
+    grading = short.grade("q", rejected, AuditLog())
+    assert judge.calls[-1] == ["fifth"]
+    assert grading.items[0].decided_by == "llm"
 
 
-def test_mean_fusion_averages_every_tier_that_scored_an_item() -> None:
-    texts = ["certain yes", "unsure one", "unsure two"]
-    signal_scores = {"certain yes": 0.95, "unsure one": 0.5, "unsure two": 0.45}
+def test_mean_fusion_averages_the_model_tiers_that_scored_an_item() -> None:
+    texts = ["certain yes", "unsure one", "unsure two", "low"]
+    signal_scores = {"certain yes": 0.95, "unsure one": 0.5, "unsure two": 0.45, "low": 0.1}
     cross = ScriptedScorer("ce", {"unsure one": 0.95, "unsure two": 0.5})
     judge = ScriptedScorer("llm", {"unsure two": 0.2})
     grader = Grader(
-        settings(**NO_RULES, tier_fusion="mean", confidence_margin=0.0),
+        settings(**BANDED, tier_fusion="mean", escalate_top=0),
         cross_encoder=cross,
         llm_judge=judge,
     )
@@ -170,10 +199,11 @@ def test_mean_fusion_averages_every_tier_that_scored_an_item() -> None:
     grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
     by_text = dict(zip(texts, grading.items, strict=True))
     assert by_text["certain yes"].score == 0.95  # settled by signals alone
-    assert by_text["unsure one"].score == pytest.approx((0.5 + 0.95) / 2)  # >= 0.7: settled
-    # (0.45 + 0.5) / 2 = 0.475 stays uncertain, so the LLM sees it: mean of all three.
-    assert by_text["unsure two"].score == pytest.approx((0.45 + 0.5 + 0.2) / 3)
-    assert judge.calls == [["unsure two"]]
+    assert by_text["low"].score == 0.1
+    # Once a model has seen an item, the signals no longer count: a pre-filter, not a judge.
+    assert by_text["unsure one"].score == 0.95  # confidently CORRECT: the judge skips it
+    assert by_text["unsure two"].score == pytest.approx((0.5 + 0.2) / 2)
+    assert judge.calls == [["unsure two"]]  # 25 % of 4: the best item not yet trusted
 
 
 def _fixed_signals(scores: dict[str, float]):  # type: ignore[no-untyped-def]
@@ -214,7 +244,10 @@ def test_model_warnings_become_audit_events_and_metrics() -> None:
 def graded(scores: list[float], **overrides: object):  # type: ignore[no-untyped-def]
     texts = [f"passage {i}" for i in range(len(scores))]
     judge = ScriptedScorer("llm", dict(zip(texts, scores, strict=True)))
-    grader = Grader(settings(**NO_RULES, grading_tiers=["llm"], **overrides), llm_judge=judge)
+    grader = Grader(
+        settings(**NO_RULES, grading_tiers=["llm"], judge_share=1.0, **overrides),
+        llm_judge=judge,
+    )
     audit = AuditLog()
     return grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), audit), audit
 
@@ -260,7 +293,9 @@ def test_calibration_is_applied_before_thresholds() -> None:
     judge = ScriptedScorer("llm", {"a": 0.99, "b": 0.95, "c": 0.90})
     steep = Calibrations(llm=Platt(a=40.0, b=-38.0))  # the "yes for everything" skew of DESIGN §4
     grader = Grader(
-        settings(**NO_RULES, grading_tiers=["llm"]), llm_judge=judge, calibrations=steep
+        settings(**NO_RULES, grading_tiers=["llm"], judge_share=1.0),
+        llm_judge=judge,
+        calibrations=steep,
     )
     grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
     assert [round(i.score, 2) for i in grading.items] == [0.83, 0.5, 0.12]

@@ -111,6 +111,7 @@ def evaluate_grading(
             on_group()
 
     ordered_labels = [labels[i] for i in order]
+    ordered_queries = [pairs[i].query for i in order]
     report: dict[str, Any] = {
         "pairs": len(pairs),
         "positives": sum(labels),
@@ -133,11 +134,14 @@ def evaluate_grading(
             continue
         values = scores.values
         shown = [float(v) for v in calibrated[name](values)] if name in calibrated else values
-        report["scorers"][name] = _summary(shown, ordered_labels, scores.seconds, settings)
+        report["scorers"][name] = _summary(
+            shown, ordered_labels, ordered_queries, scores.seconds, settings
+        )
         if fit_calibration and name in calibrated:
             platt = fit_platt(values, ordered_labels)
             report["scorers"][name]["fitted_calibration"] = {"a": platt.a, "b": platt.b}
-    report["cascade"] = _summary(cascade.values, labels, cascade.seconds, settings)
+    queries = [p.query for p in pairs]
+    report["cascade"] = _summary(cascade.values, labels, queries, cascade.seconds, settings)
     report["cascade"]["tier_share"] = {t: round(n / len(pairs), 4) for t, n in reached.items()}
     return report
 
@@ -152,7 +156,7 @@ def _as_hit(pair: Pair, index: int, rank: int, similarity: float, tokens: int) -
 
 
 def _summary(
-    scores: list[float], labels: list[int], seconds: float, settings: Any
+    scores: list[float], labels: list[int], queries: list[str], seconds: float, settings: Any
 ) -> dict[str, Any]:
     def accuracy(threshold: float) -> float:
         hits = sum(int(s >= threshold) == y for s, y in zip(scores, labels, strict=True))
@@ -160,7 +164,21 @@ def _summary(
 
     return {
         "roc_auc": round(roc_auc(scores, labels), 4),
+        "answerable_auc": _answerable_auc(scores, labels, queries),
         "accuracy_at_discard_below": accuracy(settings.discard_below),
         "accuracy_at_correct": accuracy(settings.correct_threshold),
         "items_per_s": round(len(scores) / seconds, 1) if seconds > 0 else None,
     }
+
+
+def _answerable_auc(scores: list[float], labels: list[int], queries: list[str]) -> float | None:
+    """Answerless-question detection: each query's best score against whether any of its
+    passages is relevant (None when every query is answerable, or none is)."""
+    best: dict[str, float] = {}
+    answerable: dict[str, int] = {}
+    for score, label, query in zip(scores, labels, queries, strict=True):
+        best[query] = max(best.get(query, float("-inf")), score)
+        answerable[query] = max(answerable.get(query, 0), label)
+    if len(set(answerable.values())) < 2:
+        return None
+    return round(roc_auc(list(best.values()), [answerable[q] for q in best]), 4)

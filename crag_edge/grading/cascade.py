@@ -1,11 +1,12 @@
 """The grading cascade: rules → signals → cross-encoder → LLM judge, cheapest first.
 
-Each tier scores only the items still uncertain after the tiers before it; an item leaves as
-soon as its calibrated score is `confidence_margin` past the CORRECT or INCORRECT threshold.
-The `escalate_top` best items reach a model tier even when the signals reject them, and
-the LLM judge before the list is rejected outright (no INCORRECT, and so no fallback, that
-only the cheap tiers decided). An item's score is that of the last (most expensive, most
-trusted) tier that saw it (or the mean of its tiers, `tier_fusion`). The
+The cross-encoder scores only the items the signals left uncertain (an item leaves as soon as
+its calibrated score is `confidence_margin` past the CORRECT or INCORRECT threshold), plus
+the `escalate_top` best even when the signals reject them. The LLM judge has a budget per
+list, `judge_share` of its items: it sees the best ones not already confidently CORRECT,
+rejected or not, because their verdicts decide what is kept and aggregated (and no list is
+rejected, and sent to the fallback, by the cheap tiers alone). An item's score is the mean
+of the model tiers that scored it (or the last one's, `tier_fusion`). The
 decision then drops items below `discard_below`, aggregates the rest and applies the
 thresholds. Everything that shaped the outcome lands in the `Grading` and the audit log.
 """
@@ -32,7 +33,7 @@ from crag_edge.types import Action, Decision, Hit, PairScorer, ScoredBatch
 FloatArray = npt.NDArray[np.float64]
 RANK_WEIGHTED_VARIANCE_LIMIT = 0.1  # seed 003: above it, the ambiguous band stays ambiguous
 TierProgress = Callable[[str, int, float | None], None]
-FUSED_TIERS = ("signals", "cross_encoder", "llm")
+MODEL_TIERS = ("cross_encoder", "llm")
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ class Grader:
             ("llm", self.llm_judge, self.calibrations.llm),
         ):
             if tier == "llm":
-                pending = self._before_rejecting(items, pending)
+                pending = self._judge_budget(items)
             if status[tier] != "ok" or not pending or scorer is None:
                 continue
             tier_started = time.perf_counter()
@@ -246,10 +247,11 @@ class Grader:
 
     def _fused(self, item: ItemGrade, latest: float) -> float:
         """`last`: the latest (most trusted) tier's probability; `mean`: the mean probability
-        of every tier that scored the item (cheap signals temper an expensive tier)."""
+        of the model tiers that scored the item (the evaluator tempers the judge; the signals
+        are a pre-filter, not a judge, and count only until a model has seen the item)."""
         if self.settings.tier_fusion == "last":
             return latest
-        return float(np.mean([item.tiers[t] for t in FUSED_TIERS if t in item.tiers]))
+        return float(np.mean([item.tiers[t] for t in MODEL_TIERS if t in item.tiers]))
 
     def _signals_tier(self, query: str, evidence: Evidence, items: list[ItemGrade]) -> None:
         hits = evidence.hits
@@ -272,21 +274,23 @@ class Grader:
     def _escalated(self, items: list[ItemGrade], pending: list[int]) -> list[int]:
         """The pending items plus the `escalate_top` best-scored items not confidently
         CORRECT: the cheap tier may not drop the best evidence a query has unchecked."""
+        return sorted(set(pending) | set(self._best_unsettled(items, self.settings.escalate_top)))
+
+    def _judge_budget(self, items: list[ItemGrade]) -> list[int]:
+        """The judge's share of the list, spent on the best items not confidently CORRECT,
+        and at least the best one when the list is heading for rejection. Measured against
+        routing by margins, a per-list budget ranks WikiQA pairs better for the same LLM
+        calls (README: Grading), and it bounds the slowest tier's latency per query."""
+        budget = int(self.settings.judge_share * len(items) + 1e-9)
+        if all(item.score < self.settings.discard_below for item in items):
+            budget = max(budget, 1)
+        return sorted(self._best_unsettled(items, budget))
+
+    def _best_unsettled(self, items: list[ItemGrade], count: int) -> list[int]:
+        """Indices of the `count` best-scored items so far that are not confidently CORRECT."""
         high = self.settings.correct_threshold + self.settings.confidence_margin
-        return sorted(set(pending) | {i for i in self._best(items) if items[i].score < high})
-
-    def _before_rejecting(self, items: list[ItemGrade], pending: list[int]) -> list[int]:
-        """When every item is below `discard_below` (the list is heading for INCORRECT and
-        its fallback), the judge sees the `escalate_top` best first: a cheaper model tier
-        may not reject a query's best evidence on its own."""
-        if any(item.score >= self.settings.discard_below for item in items):
-            return pending
-        return sorted(set(pending) | set(self._best(items)))
-
-    def _best(self, items: list[ItemGrade]) -> list[int]:
-        """Indices of the `escalate_top` best-scored items so far."""
         ranked = sorted(range(len(items)), key=lambda i: -items[i].score)
-        return ranked[: self.settings.escalate_top]
+        return [i for i in ranked if items[i].score < high][:count]
 
     def _unsettled(self, items: list[ItemGrade], pending: list[int]) -> list[int]:
         """Items whose score is not yet confidently past either threshold."""
