@@ -56,6 +56,7 @@ class Engine:
         *,
         grader: Grader | None = None,
         metrics: Metrics | None = None,
+        llm: SharedLlm | None = None,
     ) -> None:
         self.corpus = corpus
         self.embedder = embedder
@@ -64,7 +65,7 @@ class Engine:
         self.retriever = Retriever(
             corpus, embedder, candidates=settings.candidates, rrf_k=settings.rrf_k
         )
-        self.llm = SharedLlm(settings)
+        self.llm = llm or SharedLlm(settings)
         self.grader = grader or build_grader(settings, self.metrics, llm=self.llm)
         self.audit_sink = AuditSink(settings.audit_log) if settings.audit_log else None
         self.fallbacks = build_providers(fallback_config(settings), embedder)
@@ -88,11 +89,13 @@ class Engine:
         create: bool = False,
         readonly: bool = False,
         embedder: Embedder | None = None,
+        llm: SharedLlm | None = None,
     ) -> Engine:
         """Open (or with `create`, create) a corpus and load the embedder it was built with.
 
         The corpus is opened first, so a wrong path, a foreign or corrupt file fails before
-        any model loads; a corpus built by another embedder is refused.
+        any model loads; a corpus built by another embedder is refused. `embedder` and `llm`
+        reuse models already loaded (another engine's, with the same settings).
         """
         settings = settings or Settings.load()
         db = Path(db)
@@ -107,7 +110,7 @@ class Engine:
             except BaseException:
                 corpus.close()
                 raise
-        return cls(corpus, embedder, settings)
+        return cls(corpus, embedder, settings, llm=llm)
 
     def ingest(
         self,

@@ -537,6 +537,7 @@ def test_corpus_picker_switches_creates_and_refuses(
             assert not isinstance(app.screen, CorpusScreen)
             assert app.engine is not None and app.engine.corpus.path == second
             assert app.engine.embedder is embedder  # same model: no second load
+            assert app.engine.llm is given.llm  # nor a second LLM
             assert "second.db" in app.sub_title and "1 documents" in app.sub_title
             assert given.corpus.stats().documents == 1  # still open
 

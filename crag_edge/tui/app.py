@@ -22,6 +22,7 @@ from textual.worker import get_current_worker
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.generation import cited, stream_answer
+from crag_edge.models.llm import SharedLlm
 from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.tui.corpora import CorpusScreen, open_error
@@ -169,9 +170,10 @@ class CragApp(App[None]):
         create: bool = False,
         embedder: Embedder | None = None,
         switching: bool = False,
+        llm: SharedLlm | None = None,
     ) -> None:
         try:
-            engine = Engine.open(db, self.settings, create=create, embedder=embedder)
+            engine = Engine.open(db, self.settings, create=create, embedder=embedder, llm=llm)
         except Exception as exc:
             if switching:
                 self.call_from_thread(self._switch_failed, db, open_error(exc))
@@ -220,7 +222,9 @@ class CragApp(App[None]):
             return True
         verb = "Creating" if create else "Opening"
         self.stages.idle(f"{verb} {db}…")
-        self.open_engine(db, create, self._shared_embedder(), switching=True)
+        self.open_engine(
+            db, create, self._shared_embedder(), switching=True, llm=self._shared_llm()
+        )
         return True
 
     def _shared_embedder(self) -> Embedder | None:
@@ -230,6 +234,14 @@ class CragApp(App[None]):
         engine = self.engine
         if engine is not None and engine.embedder.model_id == self.settings.embedder:
             return engine.embedder
+        return None
+
+    def _shared_llm(self) -> SharedLlm | None:
+        """The open engine's LLM (loaded on first use, ~1 GB) when it was opened with the
+        app's current settings: a corpus switch then reloads nothing."""
+        engine = self.engine
+        if engine is not None and engine.settings == self.settings:
+            return engine.llm
         return None
 
     def _switched(self, engine: Engine) -> None:
