@@ -1,6 +1,7 @@
 """Grading cost: 20 hits through rules + signals, and through the default cheap tiers (the
 evaluator on every hit, or on the signals' uncertain band only), against the fast path and
-plain retrieval in the same run, and the LLM tier's cost per item.
+plain retrieval in the same run, and the LLM tier's cost per item. The evaluator reads the
+passage readings ingest stored (`store.PassageVectors`) unless the case says `unstored`.
 
 DESIGN §8 targets on 2 cores: grading 20 hits (rules + signals + cross-encoder) < 300 ms;
 fast path end to end < 70 ms. These are compared as ratios here, never asserted.
@@ -69,19 +70,28 @@ def test_grade_20_hits_rules_and_signals(benchmark, engines: dict[str, Engine]) 
 
 
 @pytest.mark.benchmark(group="grading-20-hits")
-@pytest.mark.parametrize("engine_name", ["evaluator", "banded"])
+@pytest.mark.parametrize(
+    ("engine_name", "stored"),
+    [("evaluator", True), ("evaluator", False), ("banded", True)],
+    ids=["evaluator", "evaluator-unstored", "banded"],
+)
 def test_grade_20_hits_with_the_evaluator(
-    benchmark, engines: dict[str, Engine], engine_name: str
+    benchmark, engines: dict[str, Engine], engine_name: str, stored: bool
 ) -> None:  # type: ignore[no-untyped-def]
     """The default cheap tiers: the evaluator on every hit (`evaluator`, margin 0.3), or on
-    the signals' uncertain band and their two best (`banded`, margin 0.0)."""
+    the signals' uncertain band and their two best (`banded`, margin 0.0); with the passage
+    readings ingest stored, or read afresh (`unstored`: a corpus ingested without them)."""
     engine = engines[engine_name]
     if engine.grader.cross_encoder is None:
         pytest.skip("no cross-encoder installed (crag-edge models pull)")
     vector = engine.retriever.embed_query(QUESTION)
     hits = engine.retriever.search(QUESTION, top_k=20, query_vector=vector)
     evidence = engine.loop._evidence(hits, vector)
-    grading = benchmark(engine.grader.grade, QUESTION, evidence, AuditLog())
+    index = engine.grader.passage_index()
+    assert index is not None, "the shipped evaluator reads passages alone"
+    passages = engine.corpus.passage_vectors() if stored else None
+    assert passages is None or passages.missing(index.scorer_key) == [], "ingest stored them"
+    grading = benchmark(engine.grader.grade, QUESTION, evidence, AuditLog(), passages=passages)
     assert len(hits) == 20
     everything = engine_name == "evaluator"
     assert (grading.tier_items["cross_encoder"] == len(hits)) == everything

@@ -354,12 +354,12 @@ def ingest(
         task = bar.add_task("ingest", total=None)
 
         def on_progress(event: ProgressEvent) -> None:
-            bar.update(
-                task,
-                completed=event.done,
-                total=event.total,
-                description=f"ingest {Path(event.source).name[-40:]}",
+            description = (
+                f"ingest {Path(event.source).name[-40:]}"
+                if event.stage == "documents"
+                else "evaluator: reading passages"
             )
+            bar.update(task, completed=event.done, total=event.total, description=description)
 
         report = engine.ingest(inputs, fmt=checked_fmt, prune=prune, progress=on_progress)
     _print_ingest_report(report, as_json)
@@ -402,7 +402,12 @@ def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
         f"added {report.added}, updated {report.updated}, unchanged {report.unchanged}, "
         f"pruned {report.pruned}, skipped {len(report.skipped)}, errors {len(report.errors)}; "
         f"{report.chunks_written} chunks in {report.seconds:.1f} s "
-        f"({report.chunks_per_second:.1f} chunks/s)",
+        f"({report.chunks_per_second:.1f} chunks/s)"
+        + (
+            f"; the evaluator read {report.passages_encoded} passages"
+            if report.passages_encoded
+            else ""
+        ),
         highlight=False,
     )
     for source, message in report.skipped:

@@ -58,6 +58,7 @@ class CragLoop:
         self.llm = llm
         self.synonyms = load_synonyms(settings.synonyms_file)
         self.cache = corpus.score_cache() if settings.score_cache else None
+        self.passages = corpus.passage_vectors()
 
     def run(
         self,
@@ -101,6 +102,7 @@ class CragLoop:
                 audit,
                 use_rules=not from_fallback,
                 cache=self.cache,
+                passages=self.passages,
                 on_tier=lambda tier, items, ms: clock.emit(
                     f"grade:{tier}", "start" if ms is None else "end", f"{items} items", ms
                 ),

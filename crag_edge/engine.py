@@ -130,6 +130,7 @@ class Engine:
             fmt=fmt,
             prune=prune,
             progress=progress,
+            passage_index=self.grader.passage_index(),
         )
 
     def search(

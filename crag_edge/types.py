@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -87,6 +87,35 @@ class PairScorer(Protocol):
     def name(self) -> str: ...
 
     def score(self, query: str, passages: Sequence[str]) -> ScoredBatch: ...
+
+
+@dataclass(frozen=True)
+class EncodedPassage:
+    """A passage as a `PassageEncoder` reads it, whatever the query; `truncated`: only its
+    start was read."""
+
+    vector: Vector
+    truncated: bool = False
+
+
+@runtime_checkable
+class PassageEncoder(PairScorer, Protocol):
+    """A pair scorer that reads the passage without the query: its reading of a chunk can be
+    computed once (at ingest) and stored, and a query then costs almost nothing per passage.
+    `score(q, ps)` must equal `score_encoded(q, encode_passages(ps))`."""
+
+    def encode_passages(self, passages: Sequence[str]) -> list[EncodedPassage]: ...
+
+    def score_encoded(self, query: str, passages: Sequence[EncodedPassage]) -> ScoredBatch: ...
+
+
+@dataclass(frozen=True)
+class PassageIndex:
+    """The evaluator whose passage readings a corpus stores, and the version key they are
+    stored under (the same key its cached scores use)."""
+
+    scorer_key: str
+    encoder: PassageEncoder
 
 
 class Decision(StrEnum):

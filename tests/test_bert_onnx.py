@@ -11,7 +11,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 from tokenizers import Tokenizer
 
-from crag_edge.models.bert_onnx import INPUT_NAMES, convert_bert
+from crag_edge.models.bert_onnx import INPUT_NAMES, SEGMENT_VECTOR_OUTPUTS, convert_bert
 from crag_edge.models.embedder import OnnxEmbedder
 from tests.bert_reference import ReferenceBert
 from tests.tiny_bert import NUM_LABELS, TINY_CONFIG, tiny_checkpoint
@@ -96,11 +96,13 @@ def test_tiny_classifier_matches_reference(tiny_dir: Path, tmp_path: Path) -> No
     assert diff < 1e-4, f"max abs diff {diff:.2e}"
 
 
-def _segment_reference(checkpoint: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
+def _segment_reference(
+    checkpoint: Path, feeds: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The segment scorer by its definition: each text embedded alone by the reference
-    BERT, then Σ w·u·v + b."""
+    BERT (u, v), then Σ w·u·v + b; returns the logits, u and v."""
     bert = ReferenceBert(checkpoint)
-    out = []
+    out, us, vs = [], [], []
     for ids, mask, types in zip(*(feeds[k] for k in INPUT_NAMES), strict=True):
         halves = []
         for part in (0, 1):
@@ -109,7 +111,9 @@ def _segment_reference(checkpoint: Path, feeds: dict[str, np.ndarray]) -> np.nda
             halves.append(bert.sentence_embedding(tokens, ones, np.zeros_like(tokens))[0])
         u, v = halves
         out.append([(u * v * bert.w["head.weight"]).sum() + bert.w["head.bias"][0]])
-    return np.asarray(out)
+        us.append(u)
+        vs.append(v)
+    return np.asarray(out), np.asarray(us), np.asarray(vs)
 
 
 def test_segment_scorer_is_weighted_cosine_of_separate_embeddings(tmp_path: Path) -> None:
@@ -117,10 +121,12 @@ def test_segment_scorer_is_weighted_cosine_of_separate_embeddings(tmp_path: Path
     out = convert_bert(checkpoint, tmp_path / "segment.onnx", "classification")
     feeds = _random_feeds(np.random.default_rng(4))
     assert feeds["attention_mask"].min() == 0, "the check must cover padded rows"
-    got = _run(out, feeds)
-    assert got.shape == (4, 1)
-    diff = float(np.abs(got - _segment_reference(checkpoint, feeds)).max())
-    assert diff < 1e-4, f"max abs diff {diff:.2e}"
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    got = session.run(["logits", *SEGMENT_VECTOR_OUTPUTS], feeds)
+    assert got[0].shape == (4, 1)
+    for output, want in zip(got, _segment_reference(checkpoint, feeds), strict=True):
+        diff = float(np.abs(output - want).max())
+        assert diff < 1e-4, f"max abs diff {diff:.2e}"
     with pytest.raises(ValueError, match="only the classification head"):
         convert_bert(checkpoint, tmp_path / "embedding.onnx", "embedding")
 

@@ -16,8 +16,9 @@ from tokenizers import Tokenizer
 
 from crag_edge.config import Settings
 from crag_edge.models.bert_onnx import convert_bert
-from crag_edge.models.cross_encoder import OnnxCrossEncoder, relevance
+from crag_edge.models.cross_encoder import OnnxCrossEncoder
 from crag_edge.models.manifest import ManifestError, load_manifest
+from crag_edge.models.onnx_session import relevance
 from crag_edge.models.provision import pull_model
 from crag_edge.models.registry import ModelNotInstalledError, load_cross_encoder
 from crag_edge.types import ScoredBatch

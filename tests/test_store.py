@@ -31,6 +31,7 @@ from crag_edge.store import (
     connect,
 )
 from crag_edge.store.schema import MIGRATIONS, migrate, user_version
+from crag_edge.types import EncodedPassage
 
 DIM = 4
 
@@ -157,6 +158,7 @@ def version_1_with_two_docs(corpus: Corpus, db: Path) -> None:
     corpus.close()
     conn = connect(db)
     with conn:
+        conn.execute("DROP TABLE passage_vectors")
         conn.execute("DROP TABLE score_cache")
         conn.execute("PRAGMA user_version = 1")
     conn.close()
@@ -173,6 +175,10 @@ def test_a_version_1_corpus_gains_the_score_cache_and_keeps_its_documents(
         chunk_id = upgraded.chunk_ids()[0]
         assert upgraded.score_cache().put("tier:v", "q", {chunk_id: 0.25})
         assert upgraded.score_cache().get("tier:v", "q", [chunk_id]) == {chunk_id: 0.25}
+        reading = EncodedPassage(unit(1.0, 2.0), truncated=True)
+        assert upgraded.passage_vectors().put("tier:v", {chunk_id: reading})
+        stored = upgraded.passage_vectors().get("tier:v", [chunk_id])[chunk_id]
+        assert stored.truncated and np.array_equal(stored.vector, reading.vector)
 
 
 def test_readonly_reads_a_version_1_corpus_as_is_without_the_cache(
@@ -187,6 +193,10 @@ def test_readonly_reads_a_version_1_corpus_as_is_without_the_cache(
         chunk_id = old.chunk_ids()[0]
         assert cache.get("t:v", "q", [chunk_id]) == {} and len(cache) == 0
         assert not cache.put("t:v", "q", {chunk_id: 0.5}) and cache.clear() == 0
+        passages = old.passage_vectors()
+        assert passages.get("t:v", [chunk_id]) == {} and passages.missing("t:v") == []
+        assert not passages.put("t:v", {chunk_id: EncodedPassage(unit(1.0))})
+        assert passages.drop_others("t:v") == 0 and len(passages) == 0
     assert snapshot(db)[:2] == before
 
 

@@ -9,6 +9,10 @@ rejected, and sent to the fallback, by the cheap tiers alone). An item's score i
 of the model tiers that scored it (or the last one's, `tier_fusion`). The
 decision then drops items below `discard_below`, aggregates the rest and applies the
 thresholds. Everything that shaped the outcome lands in the `Grading` and the audit log.
+
+Model scores of this corpus's chunks are cached per query (`store.ScoreCache`); an evaluator
+that reads passages without the query (`types.PassageEncoder`) reuses each chunk's stored
+reading (`store.PassageVectors`, written at ingest), so it costs one query encoding per list.
 """
 
 from __future__ import annotations
@@ -27,8 +31,17 @@ from crag_edge.grading.rules import first_matching_rule
 from crag_edge.grading.signals import SignalWeights, combine, compute_signals
 from crag_edge.kernels import Aggregation, aggregate, score_variance
 from crag_edge.observability import AuditLog, Metrics
-from crag_edge.store import ScoreCache
-from crag_edge.types import Action, Decision, Hit, PairScorer, ScoredBatch
+from crag_edge.store import PassageVectors, ScoreCache
+from crag_edge.types import (
+    Action,
+    Decision,
+    EncodedPassage,
+    Hit,
+    PairScorer,
+    PassageEncoder,
+    PassageIndex,
+    ScoredBatch,
+)
 
 FloatArray = npt.NDArray[np.float64]
 RANK_WEIGHTED_VARIANCE_LIMIT = 0.1  # seed 003: above it, the ambiguous band stays ambiguous
@@ -100,6 +113,17 @@ class Grader:
             for tier, model in models.items()
         }
 
+    def passage_index(self) -> PassageIndex | None:
+        """What an ingest should store for this grader's evaluator: its passage readings, under
+        the key `grade` looks them up by; None when the evaluator cannot use them."""
+        version = self.versions.get("cross_encoder")
+        scorer = self.cross_encoder
+        if self.tier_status()["cross_encoder"] != "ok" or not version:
+            return None
+        if not isinstance(scorer, PassageEncoder):
+            return None
+        return PassageIndex(f"cross_encoder:{version}", scorer)
+
     def grade(
         self,
         query: str,
@@ -108,12 +132,14 @@ class Grader:
         *,
         use_rules: bool = True,
         cache: ScoreCache | None = None,
+        passages: PassageVectors | None = None,
         on_tier: TierProgress | None = None,
     ) -> Grading:
         """Score every hit and decide CORRECT / AMBIGUOUS / INCORRECT.
 
         `use_rules=False` skips the fast path: evidence from a fallback must be judged.
-        `cache` holds earlier model scores of this corpus's chunks for this query.
+        `cache` holds earlier model scores of this corpus's chunks for this query, `passages`
+        the evaluator's stored readings of its chunks (missing ones are stored as computed).
         `on_tier(tier, items, ms)` hears each tier start (ms None) and end.
         """
         report: TierProgress = on_tier or (lambda tier, items, ms: None)
@@ -176,7 +202,9 @@ class Grader:
                 continue
             tier_started = time.perf_counter()
             report(tier, len(pending), None)
-            batch, hits_from_cache = self._score(tier, scorer, query, hits, pending, cache)
+            batch, hits_from_cache = self._score(
+                tier, scorer, query, hits, pending, cache, passages
+            )
             if hits_from_cache:
                 cache_hits[tier] = hits_from_cache
                 self.metrics.cache_hits.labels(tier=tier).inc(hits_from_cache)
@@ -212,6 +240,7 @@ class Grader:
         hits: Sequence[Hit],
         pending: list[int],
         cache: ScoreCache | None,
+        passages: PassageVectors | None,
     ) -> tuple[ScoredBatch, int]:
         """The tier's raw scores for the pending items, in order, and how many came from the
         cache. Only this corpus's chunks (origin `search`) are cached: fallback results
@@ -225,11 +254,14 @@ class Grader:
             else {}
         )
         missing = [i for i in pending if hits[i].chunk.chunk_id not in cached or i not in cacheable]
-        batch = (
-            scorer.score(query, [hits[i].chunk.text for i in missing])
-            if missing
-            else ScoredBatch([])
-        )
+        if not missing:
+            batch = ScoredBatch([])
+        elif isinstance(scorer, PassageEncoder):
+            stored = passages if version else None
+            readings = _readings(scorer, scorer_key, hits, missing, cacheable, stored)
+            batch = scorer.score_encoded(query, readings)
+        else:
+            batch = scorer.score(query, [hits[i].chunk.text for i in missing])
         fresh = dict(zip(missing, batch.scores, strict=True))
         if cache is not None and version:
             failed = {missing[j] for j in batch.failed}
@@ -384,6 +416,25 @@ class Grader:
         )
         self.metrics.decisions.labels(decision=str(grading.decision)).inc()
         return grading
+
+
+def _readings(
+    encoder: PassageEncoder,
+    scorer_key: str,
+    hits: Sequence[Hit],
+    indices: list[int],
+    storable: set[int],
+    stored: PassageVectors | None,
+) -> list[EncodedPassage]:
+    """The encoder's readings of these hits: stored ones reused, the others computed and, for
+    this corpus's chunks, stored for the next query."""
+    ids = {i: hits[i].chunk.chunk_id for i in indices if i in storable}
+    known = stored.get(scorer_key, list(ids.values())) if stored is not None and ids else {}
+    new = [i for i in indices if i not in ids or ids[i] not in known]
+    fresh = dict(zip(new, encoder.encode_passages([hits[i].chunk.text for i in new]), strict=True))
+    if stored is not None:
+        stored.put(scorer_key, {ids[i]: fresh[i] for i in new if i in ids})
+    return [fresh[i] if i in fresh else known[ids[i]] for i in indices]
 
 
 _TIERS = ("", "rules", "signals", "cross_encoder", "llm")

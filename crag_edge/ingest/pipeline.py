@@ -36,12 +36,13 @@ from tokenizers import Tokenizer
 from crag_edge.config import Settings
 from crag_edge.ingest.chunker import Chunker, TextSpan
 from crag_edge.ingest.loaders import LoadedDocument, Loader, LoadError, iter_beir, loader_for
+from crag_edge.ingest.passages import encode_missing_passages
 from crag_edge.store import ChunkRecord, Corpus, DocumentRecord, StoredDocument
 from crag_edge.store.corpus import META_CHUNK_OVERLAP, META_CHUNK_TOKENS, META_LAST_INGEST
-from crag_edge.types import Embedder, Vector
+from crag_edge.types import Embedder, PassageIndex, Vector
 
 Format = Literal["auto", "beir"]
-Status = Literal["added", "updated", "unchanged", "error"]
+Status = Literal["added", "updated", "unchanged", "error", "encoded"]
 
 # Default chunks per `embed` call; documents are committed in groups of about this many.
 EMBED_GROUP = 256
@@ -54,12 +55,14 @@ BEIR_CORPUS = "corpus.jsonl"
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """One document finished: `done` of `total` (files, or lines of BEIR corpora)."""
+    """One document finished: `done` of `total` (files, or lines of BEIR corpora); in the
+    `passages` stage, `done` of `total` chunks read by the evaluator (`source` names it)."""
 
     done: int
     total: int
     source: str
     status: Status
+    stage: Literal["documents", "passages"] = "documents"
 
 
 Progress = Callable[[ProgressEvent], None]
@@ -74,6 +77,7 @@ class IngestReport:
     unchanged: int = 0
     pruned: int = 0
     chunks_written: int = 0
+    passages_encoded: int = 0
     seconds: float = 0.0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
@@ -95,12 +99,14 @@ def ingest(
     prune: bool = False,
     progress: Progress | None = None,
     group_chunks: int = EMBED_GROUP,
+    passage_index: PassageIndex | None = None,
 ) -> IngestReport:
     """Bring `corpus` up to date with `inputs` (files and folders, or BEIR corpus files).
 
     `tokenizer` must be the embedder's, so chunk sizes are counted in the tokens it sees.
     Chunks are embedded `group_chunks` at a time, and the documents they complete are
-    committed together (each document always in full).
+    committed together (each document always in full). With `passage_index`, every chunk
+    then gets the evaluator's stored reading (`ingest.passages`).
     Per-document problems are collected in the report; embedder or database failures
     propagate, leaving every document that was written complete.
     """
@@ -130,6 +136,14 @@ def ingest(
             META_LAST_INGEST: repr(time.time()),
         }
     )
+    if passage_index is not None:
+
+        def on_passages(done: int, count: int) -> None:
+            if progress is not None:
+                name = passage_index.encoder.name
+                progress(ProgressEvent(done, count, name, "encoded", "passages"))
+
+        run.report.passages_encoded = encode_missing_passages(corpus, passage_index, on_passages)
     run.report.seconds = time.perf_counter() - started
     return run.report
 

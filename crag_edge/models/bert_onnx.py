@@ -27,6 +27,10 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 MASK_VALUE = float(np.finfo(np.float32).min)
 # config.json `architectures` of crag-edge's segment scorer (see `crag_edge.training.model`).
 SEGMENT_ARCHITECTURE = "CragEdgeSegmentScorer"
+# A segment scorer's extra outputs: each text's pooled vector, which depends on that text alone
+# (`crag_edge.models.segment_scorer` stores passage vectors and applies the head itself).
+SEGMENT_VECTOR_OUTPUTS = ("query_vector", "passage_vector")
+SEGMENT_HEAD = ("head.weight", "head.bias")
 
 Head = Literal["embedding", "classification"]
 
@@ -221,16 +225,18 @@ def _pooler_classifier(g: _Graph, hidden_states: str) -> str:
     return g.linear(pooled, "classifier", prefixed=False)
 
 
-def _weighted_cosine(g: _Graph, hidden_states: str) -> str:
-    """The segment scorer's head: Σ_d w_d·u_d·v_d + b over the two texts' mean embeddings."""
+def _weighted_cosine(g: _Graph, hidden_states: str) -> tuple[str, str, str]:
+    """The segment scorer's head: Σ_d w_d·u_d·v_d + b over the two texts' mean embeddings;
+    returns the logit and the two vectors u (query) and v (passage)."""
     real = g.op("Cast", "attention_mask", to=TensorProto.FLOAT)
     second = g.op("Mul", real, g.op("Cast", "token_type_ids", to=TensorProto.FLOAT))
     first = g.op("Sub", real, second)
     u = _mean_pool_normalize(g, hidden_states, first)
     v = _mean_pool_normalize(g, hidden_states, second)
-    weighted = g.op("Mul", g.op("Mul", u, v), g.weight("head.weight", prefixed=False))
+    weight, bias = (g.weight(name, prefixed=False) for name in SEGMENT_HEAD)
+    weighted = g.op("Mul", g.op("Mul", u, v), weight)
     summed = g.op("ReduceSum", weighted, g.const("axis_last", np.array([-1], np.int64)))
-    return g.op("Add", summed, g.weight("head.bias", prefixed=False))  # [batch, 1]
+    return g.op("Add", summed, bias), u, v  # logit: [batch, 1]
 
 
 def convert_bert(checkpoint_dir: Path, out_path: Path, head: Head) -> Path:
@@ -239,7 +245,8 @@ def convert_bert(checkpoint_dir: Path, out_path: Path, head: Head) -> Path:
     Inputs are int64 `input_ids`, `attention_mask`, `token_type_ids` of shape [batch, seq].
     head="embedding" outputs `sentence_embedding` [batch, hidden], mean-pooled and
     L2-normalised in the graph; head="classification" outputs `logits` [batch, num_labels]
-    (for crag-edge's segment scorer, `SEGMENT_ARCHITECTURE` in the config: [batch, 1]).
+    (for crag-edge's segment scorer, `SEGMENT_ARCHITECTURE` in the config: [batch, 1], plus
+    `SEGMENT_VECTOR_OUTPUTS` [batch, hidden]).
     """
     config_path = checkpoint_dir / "config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
@@ -256,22 +263,28 @@ def convert_bert(checkpoint_dir: Path, out_path: Path, head: Head) -> Path:
     for index in range(config["num_hidden_layers"]):
         x = _layer(g, x, bias, index, config)
 
+    hidden = config["hidden_size"]
+    named: dict[str, tuple[str, int]] = {}  # graph output -> (tensor, width)
     if head == "embedding":
-        output_name, width = "sentence_embedding", config["hidden_size"]
-        output = _mean_pool_normalize(g, x)
+        named["sentence_embedding"] = (_mean_pool_normalize(g, x), hidden)
     elif head == "classification" and segment:
-        output_name, width = "logits", 1
-        output = _weighted_cosine(g, x)
+        logit, u, v = _weighted_cosine(g, x)
+        named["logits"] = (logit, 1)
+        named.update(zip(SEGMENT_VECTOR_OUTPUTS, ((u, hidden), (v, hidden)), strict=True))
     elif head == "classification":
-        output_name, width = "logits", weights.get("classifier.bias", prefixed=False).size
-        output = _pooler_classifier(g, x)
+        width = weights.get("classifier.bias", prefixed=False).size
+        named["logits"] = (_pooler_classifier(g, x), width)
     else:
         raise ValueError(f"unknown head {head!r}: expected 'embedding' or 'classification'")
-    g.nodes.append(helper.make_node("Identity", [output], [output_name]))
+    for output_name, (tensor, _) in named.items():
+        g.nodes.append(helper.make_node("Identity", [tensor], [output_name]))
 
     dims = ["batch", "seq"]
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, dims) for n in INPUT_NAMES]
-    outputs = [helper.make_tensor_value_info(output_name, TensorProto.FLOAT, ["batch", width])]
+    outputs = [
+        helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", width])
+        for name, (_, width) in named.items()
+    ]
     graph = helper.make_graph(g.nodes, f"bert_{head}", inputs, outputs, g.initializers)
     model = helper.make_model(
         graph,

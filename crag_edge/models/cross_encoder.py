@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 
-from crag_edge.models.onnx_session import create_session, pad_batch, plain_tokenizer
+from crag_edge.models.onnx_session import create_session, pad_batch, plain_tokenizer, relevance
 from crag_edge.types import ScoredBatch
 
 OUTPUT_NAME = "logits"
@@ -91,10 +90,3 @@ class OnnxCrossEncoder:
                 f"{self._max_length} tokens; their scores judge only the start of the passage"
             )
         return ScoredBatch(scores=relevance(logits).tolist(), warnings=warnings)
-
-
-def relevance(logits: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
-    """[n, 1] or [n, 2] logits → P(relevant) per row, as described on `OnnxCrossEncoder`."""
-    x = logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0]
-    # sigmoid(x) = exp(-log(1 + exp(-x))): no overflow warning for large |x|.
-    return np.exp(-np.logaddexp(0.0, -x.astype(np.float64)))

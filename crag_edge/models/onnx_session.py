@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import onnxruntime as ort
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidGraph, InvalidProtobuf
 from tokenizers import Encoding, Tokenizer
@@ -55,3 +57,11 @@ def pad_batch(encodings: list[Encoding]) -> dict[str, np.ndarray]:
         feeds["attention_mask"][row, :n] = 1
         feeds["token_type_ids"][row, :n] = encoding.type_ids
     return feeds
+
+
+def relevance(logits: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.float64]:
+    """[n, 1] or [n, 2] logits → P(relevant) per row: sigmoid(logit), or for two labels (not
+    relevant, relevant) softmax(logits)[:, 1], computed as the identical sigmoid(l1 - l0)."""
+    x = logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0]
+    # sigmoid(x) = exp(-log(1 + exp(-x))): no overflow warning for large |x|.
+    return np.exp(-np.logaddexp(0.0, -x.astype(np.float64)))

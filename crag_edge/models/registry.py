@@ -13,6 +13,7 @@ from crag_edge.models.provision import EMBEDDER_ONNX, EMBEDDER_ONNX_INT8, model_
 if TYPE_CHECKING:
     from crag_edge.models.cross_encoder import OnnxCrossEncoder
     from crag_edge.models.embedder import OnnxEmbedder
+    from crag_edge.models.segment_scorer import OnnxSegmentScorer
 
 
 class ModelNotInstalledError(RuntimeError):
@@ -59,14 +60,15 @@ def load_embedder(settings: Settings) -> OnnxEmbedder:
     )
 
 
-def load_cross_encoder(settings: Settings) -> OnnxCrossEncoder | None:
+def load_cross_encoder(settings: Settings) -> OnnxCrossEncoder | OnnxSegmentScorer | None:
     """The configured cross-encoder, or the first installed one; None when none is installed.
 
     A missing cross-encoder is not an error: the cascade runs without that tier and reports
     it as unavailable. The int8 graph is used when present (~1.5x faster on CPU); naming a
     model that is not a cross-encoder is a configuration error and raises.
     """
-    from crag_edge.models.cross_encoder import MAX_LENGTH, OnnxCrossEncoder
+    from crag_edge.models.cross_encoder import MAX_LENGTH
+    from crag_edge.models.segment_scorer import open_cross_encoder
 
     manifest = load_manifest(settings.model_dir)
     if settings.cross_encoder is None:
@@ -86,7 +88,7 @@ def load_cross_encoder(settings: Settings) -> OnnxCrossEncoder | None:
         tokenizer = folder / "tokenizer.json"
         if graph is None or not tokenizer.is_file():
             continue
-        return OnnxCrossEncoder(
+        return open_cross_encoder(
             graph,
             tokenizer,
             spec.model_id,

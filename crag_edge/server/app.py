@@ -203,6 +203,7 @@ class ServerState:
                 paths,
                 settings=engine.settings,
                 progress=progress,
+                passage_index=engine.grader.passage_index(),
             )
 
     async def close(self) -> None:

@@ -18,6 +18,7 @@ from crag_edge.store.errors import (
     ReadOnlyCorpusError,
     SchemaTooNewError,
 )
+from crag_edge.store.passage_vectors import PassageVectors
 from crag_edge.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from crag_edge.store.score_cache import ScoreCache
 
@@ -34,6 +35,7 @@ __all__ = [
     "DocumentRecord",
     "EmbedderMismatchError",
     "NotACorpusError",
+    "PassageVectors",
     "ReadOnlyCorpusError",
     "SchemaTooNewError",
     "ScoreCache",

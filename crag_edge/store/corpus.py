@@ -29,8 +29,10 @@ from crag_edge.store.errors import (
     ReadOnlyCorpusError,
     SchemaTooNewError,
 )
+from crag_edge.store.passage_vectors import PassageVectors
 from crag_edge.store.schema import (
     APPLICATION_ID,
+    PASSAGE_VECTORS_VERSION,
     SCHEMA_VERSION,
     SCORE_CACHE_VERSION,
     migrate,
@@ -110,6 +112,7 @@ class CorpusStats:
     chunk_tokens: int | None
     chunk_overlap: int | None
     cached_scores: int = 0
+    stored_passages: int = 0
 
 
 class Corpus:
@@ -271,6 +274,7 @@ class Corpus:
             chunk_tokens=_optional(int, meta.get(META_CHUNK_TOKENS)),
             chunk_overlap=_optional(int, meta.get(META_CHUNK_OVERLAP)),
             cached_scores=len(self.score_cache()),
+            stored_passages=len(self.passage_vectors()),
         )
 
     # -- documents -----------------------------------------------------------------------
@@ -481,6 +485,11 @@ class Corpus:
         """The evaluation cache in this file (reads only when the corpus is read-only)."""
         present = user_version(self._conn) >= SCORE_CACHE_VERSION
         return ScoreCache(self._conn, writable=not self._readonly, present=present)
+
+    def passage_vectors(self) -> PassageVectors:
+        """The evaluator's stored passage readings (reads only when the corpus is read-only)."""
+        present = user_version(self._conn) >= PASSAGE_VECTORS_VERSION
+        return PassageVectors(self._conn, writable=not self._readonly, present=present)
 
     def _require_writable(self) -> None:
         if self._readonly:

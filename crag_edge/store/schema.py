@@ -81,8 +81,23 @@ CREATE TABLE score_cache (
 CREATE INDEX score_cache_chunk ON score_cache (chunk_id);
 """
 
-MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2))
+# v3: stored passage readings of a segment-scorer evaluator (`store.passage_vectors`), one per
+# (evaluator version, chunk); they die with their chunk, as cached scores do.
+_V3 = """
+CREATE TABLE passage_vectors (
+    scorer    TEXT NOT NULL,
+    chunk_id  INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    vector    BLOB NOT NULL,
+    truncated INTEGER NOT NULL DEFAULT 0 CHECK (truncated IN (0, 1)),
+    PRIMARY KEY (scorer, chunk_id)
+) WITHOUT ROWID;
+
+CREATE INDEX passage_vectors_chunk ON passage_vectors (chunk_id);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2), (3, _V3))
 SCORE_CACHE_VERSION = 2
+PASSAGE_VECTORS_VERSION = 3
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

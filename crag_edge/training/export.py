@@ -24,11 +24,11 @@ from tokenizers import Encoding
 
 from crag_edge.evaluation.metrics import roc_auc
 from crag_edge.models.bert_onnx import convert_bert
-from crag_edge.models.cross_encoder import OnnxCrossEncoder
 from crag_edge.models.manifest import LOCAL_MANIFEST, ModelSpec, load_manifest
 from crag_edge.models.onnx_session import create_session, pad_batch
 from crag_edge.models.provision import EMBEDDER_ONNX, EMBEDDER_ONNX_INT8, sha256_of
 from crag_edge.models.quantize import quantize_int8
+from crag_edge.models.segment_scorer import open_cross_encoder
 
 CARD = "MODEL_CARD.md"
 RELEASE_DIR = "release"
@@ -75,8 +75,8 @@ def auc(logits: npt.NDArray[np.float32], labels: Sequence[float]) -> float | Non
 
 def latency_ms(graph: Path, tokenizer: Path, query: str, passages: Sequence[str]) -> float:
     """Median milliseconds to score `passages` (20) for one query, 2 threads, as the cascade
-    does; the first call warms up and is not counted."""
-    scorer = OnnxCrossEncoder(graph, tokenizer, "latency", threads=2)
+    does without stored passage readings; the first call warms up and is not counted."""
+    scorer = open_cross_encoder(graph, tokenizer, "latency", threads=2)
     scorer.score(query, passages)
     runs = []
     for _ in range(LATENCY_RUNS):
@@ -173,6 +173,15 @@ ARCHITECTURE_TEXT = {
 }
 
 
+RUNTIME_TEXT = {
+    "cross": "One forward pass per (query, passage) pair.",
+    "segment": (
+        "Its reading of each passage is stored at ingest, so grading a hit list costs one "
+        "query encoding."
+    ),
+}
+
+
 def model_card(report: dict[str, Any]) -> str:
     """MODEL_CARD.md: what the model is, what it was trained on (with licences), how it was
     trained, how well it does and how to reproduce it."""
@@ -183,7 +192,8 @@ def model_card(report: dict[str, Any]) -> str:
 
 A model that reads a (query, passage) pair and scores whether the passage is relevant
 evidence for the query (sigmoid of one logit). It is the cross-encoder tier of crag-edge's
-grading cascade: one batched ONNX call per hit list, int8, CPU.
+grading cascade, int8, CPU.
+{RUNTIME_TEXT[train["architecture"]]}
 
 ## Model
 

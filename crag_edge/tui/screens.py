@@ -271,6 +271,10 @@ class IngestScreen(CragScreen):
 
     def _progress(self, event: ProgressEvent) -> None:
         self.query_one("#progress", ProgressBar).update(total=event.total, progress=event.done)
+        if event.stage == "passages":
+            line = f"evaluator {event.source} read {event.done}/{event.total} passages"
+            self.query_one("#ingest-status", Static).update(line)
+            return
         self.query_one("#ingest-log", Log).write_line(f"{event.status:<9} {event.source}")
         self.query_one("#ingest-status", Static).update(
             f"{event.done}/{event.total} · {event.source}"
