@@ -370,7 +370,8 @@ def ingest(
 @app.command()
 @friendly_errors
 def stats(db: DbOption, as_json: JsonOption = False) -> None:
-    """Documents, chunks, size, embedder, chunking, cached scores of a corpus (no model loads)."""
+    """Documents, chunks, size, embedder, chunking, cached scores and stored evaluator readings
+    of a corpus (no model loads)."""
     with Corpus.open(db, readonly=True) as corpus:
         info = corpus.stats()
     if as_json:

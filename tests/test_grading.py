@@ -173,14 +173,18 @@ def test_the_judge_spends_its_share_of_the_list_on_the_best_items_not_yet_truste
     assert by_text["third"].decided_by == "llm" and by_text["third"].kept
     assert by_text["second"].decided_by == "cross_encoder" and not by_text["second"].kept
     assert grading.tier_items == {"signals": 8, "cross_encoder": 4, "llm": 2}
-    # A short list (25 % of 3 rounds down to none) goes unjudged while it keeps an item...
+    # A short list (25 % of 3 rounds down to none) goes unjudged, even heading for rejection...
     short = Grader(settings(**NO_RULES, judge_share=0.25), llm_judge=judge)
     short._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
-    short.grade("q", evidence([hit(i, t) for i, t in enumerate(texts[:3])]), AuditLog())
-    assert len(judge.calls) == 1
-    # ...but the judge sees its best item before the cheap tiers reject it outright.
-    rejected = evidence([hit(i, t) for i, t in enumerate(["fifth", "sixth", "seventh"])])
-    grading = short.grade("q", rejected, AuditLog())
+    rejected = ["fifth", "sixth", "seventh"]
+    grading = short.grade("q", evidence([hit(i, t) for i, t in enumerate(rejected)]), AuditLog())
+    assert len(judge.calls) == 1 and grading.decision == Decision.INCORRECT
+    assert grading.tier_items == {"signals": 3}
+    # ...while a list of four has a share: its best item, though every item is rejected.
+    signal_scores["eighth"] = 0.02
+    grading = short.grade(
+        "q", evidence([hit(i, t) for i, t in enumerate([*rejected, "eighth"])]), AuditLog()
+    )
     assert judge.calls[-1] == ["fifth"]
     assert grading.items[0].decided_by == "llm"
 
@@ -230,7 +234,7 @@ def test_missing_tiers_are_reported_and_skipped() -> None:
 def test_model_warnings_become_audit_events_and_metrics() -> None:
     judge = ScriptedScorer("llm", {"x": 0.5, "y": 0.5}, warnings=["unparseable output; 0.5 each"])
     metrics = Metrics()
-    grader = Grader(settings(**NO_RULES, grading_tiers=["llm"]), llm_judge=judge, metrics=metrics)
+    grader = Grader(settings(**NO_RULES, grading_tiers=["llm"], judge_share=1.0), llm_judge=judge, metrics=metrics)
     audit = AuditLog()
     grading = grader.grade("q", evidence([hit(1, "x"), hit(2, "y"), hit(3, "x")]), audit)
     assert grading.warnings == ["llm: unparseable output; 0.5 each"]

@@ -3,9 +3,9 @@
 The cross-encoder scores only the items the signals left uncertain (an item leaves as soon as
 its calibrated score is `confidence_margin` past the CORRECT or INCORRECT threshold), plus
 the `escalate_top` best even when the signals reject them. The LLM judge has a budget per
-list, `judge_share` of its items: it sees the best ones not already confidently CORRECT,
-rejected or not, because their verdicts decide what is kept and aggregated (and no list is
-rejected, and sent to the fallback, by the cheap tiers alone). An item's score is the mean
+list, `judge_share` of its items (rounded down): it sees the best ones not already
+confidently CORRECT, rejected or not, because their verdicts decide what is kept and
+aggregated (a top-10 list is never rejected by the cheap tiers alone). An item's score is the mean
 of the model tiers that scored it (or the last one's, `tier_fusion`). The
 decision then drops items below `discard_below`, aggregates the rest and applies the
 thresholds. Everything that shaped the outcome lands in the `Grading` and the audit log.
@@ -309,13 +309,13 @@ class Grader:
         return sorted(set(pending) | set(self._best_unsettled(items, self.settings.escalate_top)))
 
     def _judge_budget(self, items: list[ItemGrade]) -> list[int]:
-        """The judge's share of the list, spent on the best items not confidently CORRECT,
-        and at least the best one when the list is heading for rejection. Measured against
-        routing by margins, a per-list budget ranks WikiQA pairs better for the same LLM
-        calls (README: Grading), and it bounds the slowest tier's latency per query."""
+        """The judge's share of the list, rounded down, spent on the best items not
+        confidently CORRECT. Measured against routing by margins, a per-list budget ranks
+        WikiQA pairs better for the same LLM calls, and it bounds the slowest tier's latency
+        per query. A list too short for a share goes unjudged: spending one call anyway on
+        lists heading for rejection sent 69 % of SciFact's cited abstracts to the judge and
+        lowered their AUC (0.750 vs 0.793; README: Grading)."""
         budget = int(self.settings.judge_share * len(items) + 1e-9)
-        if all(item.score < self.settings.discard_below for item in items):
-            budget = max(budget, 1)
         return sorted(self._best_unsettled(items, budget))
 
     def _best_unsettled(self, items: list[ItemGrade], count: int) -> list[int]:
