@@ -234,7 +234,11 @@ def test_missing_tiers_are_reported_and_skipped() -> None:
 def test_model_warnings_become_audit_events_and_metrics() -> None:
     judge = ScriptedScorer("llm", {"x": 0.5, "y": 0.5}, warnings=["unparseable output; 0.5 each"])
     metrics = Metrics()
-    grader = Grader(settings(**NO_RULES, grading_tiers=["llm"], judge_share=1.0), llm_judge=judge, metrics=metrics)
+    grader = Grader(
+        settings(**NO_RULES, grading_tiers=["llm"], judge_share=1.0),
+        llm_judge=judge,
+        metrics=metrics,
+    )
     audit = AuditLog()
     grading = grader.grade("q", evidence([hit(1, "x"), hit(2, "y"), hit(3, "x")]), audit)
     assert grading.warnings == ["llm: unparseable output; 0.5 each"]
