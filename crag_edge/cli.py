@@ -35,7 +35,7 @@ from crag_edge.evaluation.pairs import (
     read_pairs,
     write_pairs,
 )
-from crag_edge.generation import cited
+from crag_edge.generation import cited, uncited
 from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent
 from crag_edge.models import provision
@@ -520,6 +520,11 @@ def answer(
         out.print(
             f"[{item.n}] {item.title or Path(item.source).name} — {item.source} "
             f"[{item.start}:{item.end}]",
+            highlight=False,
+        )
+    if uncited(text, result):
+        err.print(
+            "[yellow]note[/]: the answer cites no passage; check it against the context above",
             highlight=False,
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from crag_edge.correction.expand import (
     rewrite,
 )
 from crag_edge.engine import Engine
-from crag_edge.generation import cited, stream_answer
+from crag_edge.generation import cited, stream_answer, uncited
 from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem
 from crag_edge.types import Decision
@@ -222,3 +223,6 @@ def test_small_llm_streams_an_answer(corpora, embedder) -> None:  # type: ignore
         result, pieces = engine.answer("How does the waggle dance encode distance?")
         text = "".join(pieces)
     assert result.context and text.strip()  # SmolLM2 is a plumbing model: any text will do
+    assert uncited("An answer without numbers.", result)
+    assert not uncited(f"A traced answer [{result.context[0].n}].", result)
+    assert not uncited("Anything.", replace(result, context=[]))
