@@ -21,6 +21,7 @@ from crag_edge.models.registry import load_cross_encoder
 from crag_edge.models.segment_scorer import OnnxSegmentScorer, open_cross_encoder, segment_head
 from crag_edge.training.vocab import segment_pair_template
 from crag_edge.types import EncodedPassage, PassageEncoder, PassageIndex, ScoredBatch
+from tests.test_score_cache import THROUGH_THE_CROSS_ENCODER
 from tests.tiny_bert import MINILM_VOCAB, tiny_checkpoint, tiny_classifier
 
 QUESTION = "How do plants turn sunlight into chemical energy?"
@@ -33,14 +34,6 @@ PASSAGES = [
 DOCS = {
     f"doc{i}.md": f"# Note {i}\n\n{text}\n" for i, text in enumerate(PASSAGES[:3] * 2)
 }  # six one-chunk documents (three texts, each twice)
-# Every item reaches the cross-encoder: no fast path, no LLM, no signal can settle an item.
-THROUGH_THE_EVALUATOR: dict[str, object] = {
-    "grading_tiers": ["signals", "cross_encoder"],
-    "fast_path_rules": [],
-    "confidence_margin": 0.5,
-    "top_k": 4,
-    "max_iterations": 1,
-}
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +141,7 @@ def test_the_shipped_evaluator_reads_passages_alone() -> None:
 def _engine(
     db: Path, embedder: OnnxEmbedder, scorer: PassageEncoder, version: str = "v1"
 ) -> Engine:
-    settings = Settings.load(**THROUGH_THE_EVALUATOR)  # type: ignore[arg-type]
+    settings = Settings.load(**THROUGH_THE_CROSS_ENCODER)  # type: ignore[arg-type]
     grader = Grader(settings, cross_encoder=scorer, versions={"cross_encoder": version})
     opened = Engine.open(db, settings, create=True, embedder=embedder)
     return Engine(opened.corpus, embedder, settings, grader=grader)
@@ -244,7 +237,7 @@ def test_a_read_only_corpus_reads_stored_readings_but_never_writes(
     with Engine.open(db, settings, create=True, embedder=embedder) as plain:
         plain.ingest([docs])
     counting = CountingEncoder(segment)
-    read_only_settings = Settings.load(**THROUGH_THE_EVALUATOR)  # type: ignore[arg-type]
+    read_only_settings = Settings.load(**THROUGH_THE_CROSS_ENCODER)  # type: ignore[arg-type]
     grader = Grader(read_only_settings, cross_encoder=counting, versions={"cross_encoder": "v1"})
     with Engine.open(db, read_only_settings, readonly=True, embedder=embedder) as opened:
         engine = Engine(opened.corpus, embedder, read_only_settings, grader=grader)

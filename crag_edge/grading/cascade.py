@@ -5,9 +5,9 @@ its calibrated score is `confidence_margin` past the CORRECT or INCORRECT thresh
 the `escalate_top` best even when the signals reject them. The LLM judge has a budget per
 list, `judge_share` of its items (rounded down): it sees the best ones not already
 confidently CORRECT, rejected or not, because their verdicts decide what is kept and
-aggregated (a top-10 list is never rejected by the cheap tiers alone). An item's score is the mean
-of the model tiers that scored it (or the last one's, `tier_fusion`). The
-decision then drops items below `discard_below`, aggregates the rest and applies the
+aggregated (a top-10 list is never rejected by the cheap tiers alone). An item's score is
+the mean of the model tiers that scored it (or the last one's, `tier_fusion`). The decision
+then drops items below `discard_below`, aggregates the rest and applies the
 thresholds. Everything that shaped the outcome lands in the `Grading` and the audit log.
 
 Model scores of this corpus's chunks are cached per query (`store.ScoreCache`); an evaluator
@@ -116,13 +116,15 @@ class Grader:
     def passage_index(self) -> PassageIndex | None:
         """What an ingest should store for this grader's evaluator: its passage readings, under
         the key `grade` looks them up by; None when the evaluator cannot use them."""
-        version = self.versions.get("cross_encoder")
         scorer = self.cross_encoder
-        if self.tier_status()["cross_encoder"] != "ok" or not version:
+        ready = self.tier_status()["cross_encoder"] == "ok" and "cross_encoder" in self.versions
+        if not ready or not isinstance(scorer, PassageEncoder):
             return None
-        if not isinstance(scorer, PassageEncoder):
-            return None
-        return PassageIndex(f"cross_encoder:{version}", scorer)
+        return PassageIndex(self._scorer_key("cross_encoder"), scorer)
+
+    def _scorer_key(self, tier: str) -> str:
+        """What stored scores and passage readings of a tier are keyed by: its model version."""
+        return f"{tier}:{self.versions.get(tier)}"
 
     def grade(
         self,
@@ -247,7 +249,7 @@ class Grader:
         have no stable id here."""
         version = self.versions.get(tier)
         cacheable = {i for i in pending if hits[i].origin == "search"}
-        scorer_key = f"{tier}:{version}"
+        scorer_key = self._scorer_key(tier)
         cached = (
             cache.get(scorer_key, query, [hits[i].chunk.chunk_id for i in sorted(cacheable)])
             if cache is not None and version and cacheable

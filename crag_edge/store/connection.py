@@ -6,12 +6,18 @@ extension-loading path for sqlite-vec.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import apsw
 import sqlite_vec
 
 BUSY_TIMEOUT_MS = 5000
+# Best-effort writes from a query (cached scores, passage readings) never wait long for an
+# ingest's write lock: the value is simply not kept.
+BEST_EFFORT_TIMEOUT_MS = 50
 
 
 def connect(
@@ -58,3 +64,14 @@ def connect(
 def has_pending_journal(path: Path) -> bool:
     """A -wal or -journal file may hold committed pages an immutable read would not see."""
     return any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-journal"))
+
+
+@contextmanager
+def busy_timeout(conn: apsw.Connection, ms: int) -> Iterator[None]:
+    """Use another busy timeout inside the block, then restore the connection's own."""
+    previous = cast(int, conn.execute("PRAGMA busy_timeout").fetchall()[0][0])
+    conn.set_busy_timeout(ms)
+    try:
+        yield
+    finally:
+        conn.set_busy_timeout(previous)

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import cast
 
 import apsw
 import numpy as np
 
+from crag_edge.store.connection import BEST_EFFORT_TIMEOUT_MS, busy_timeout
 from crag_edge.types import EncodedPassage
-
-WRITE_TIMEOUT_MS = 50  # a query never waits long for an ingest's write lock
 
 
 class PassageVectors:
@@ -58,11 +58,9 @@ class PassageVectors:
             (scorer, int(i), np.asarray(p.vector, dtype=np.float32).tobytes(), int(p.truncated))
             for i, p in passages.items()
         ]
-        previous = cast(int, self._conn.execute("PRAGMA busy_timeout").fetchall()[0][0])
-        if not wait:
-            self._conn.set_busy_timeout(WRITE_TIMEOUT_MS)
+        lock_wait = nullcontext() if wait else busy_timeout(self._conn, BEST_EFFORT_TIMEOUT_MS)
         try:
-            with self._conn:
+            with lock_wait, self._conn:
                 self._conn.executemany(
                     "INSERT INTO passage_vectors (scorer, chunk_id, vector, truncated) "
                     "SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?2) "
@@ -74,8 +72,6 @@ class PassageVectors:
             if wait:
                 raise
             return False
-        finally:
-            self._conn.set_busy_timeout(previous)
         return True
 
     def missing(self, scorer: str) -> list[int]:

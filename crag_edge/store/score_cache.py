@@ -20,7 +20,7 @@ from typing import cast
 
 import apsw
 
-WRITE_TIMEOUT_MS = 50  # a query never waits long for an ingest's write lock
+from crag_edge.store.connection import BEST_EFFORT_TIMEOUT_MS, busy_timeout
 
 
 def query_key(query: str) -> bytes:
@@ -54,10 +54,8 @@ class ScoreCache:
         if not self._writable or not scores:
             return False
         key, now = query_key(query), time.time()
-        previous = cast(int, self._conn.execute("PRAGMA busy_timeout").fetchall()[0][0])
-        self._conn.set_busy_timeout(WRITE_TIMEOUT_MS)
         try:
-            with self._conn:
+            with busy_timeout(self._conn, BEST_EFFORT_TIMEOUT_MS), self._conn:
                 self._conn.executemany(
                     "INSERT INTO score_cache (scorer, query_key, chunk_id, score, created_at) "
                     "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?) "
@@ -67,8 +65,6 @@ class ScoreCache:
                 )
         except (apsw.BusyError, apsw.ReadOnlyError, apsw.ConstraintError):
             return False
-        finally:
-            self._conn.set_busy_timeout(previous)
         return True
 
     def clear(self) -> int:
