@@ -1,21 +1,31 @@
-"""The CRAG loop (seed 001's state machine): retrieve → grade → correct, until GENERATE.
+"""The CRAG loop: retrieve → grade → correct, as an explicit state machine.
 
-- CORRECT (GENERATE): keep the good items, refine them into strips, done (a fast-path
-  rule skips refinement too: it promises no model call).
-- AMBIGUOUS (REFINE): keep the good items, expand the query (synonyms; the keyword rewrite
-  when none applies), re-retrieve, fuse the new hits with the kept ones, and ask the
-  fallback too when fewer than `min_kept_items` remain; grade again.
-- INCORRECT (RE_RETRIEVE): discard everything; with a fallback, rewrite the question into a
-  keyword query and use the fallback only; without one, try the other strategy once (the
-  rewritten query over the corpus); still nothing → "insufficient evidence", never a guess.
-- `max_iterations` reached: generate from what is kept, and say so.
+Each question gets a `_Run` (its state); `CragLoop.run` grades a round and then takes
+exactly one transition, until the run has a stop reason:
+
+graded CORRECT    → stop `correct`: refine the kept evidence, answer from it.
+any, last round   → stop `max_iterations`: answer from what is kept.
+graded AMBIGUOUS  → `_widen`: keep the good items, search with the first query not run yet
+                    (synonym expansion, the keyword rewrite, the rewrite with the other
+                    strategy), fuse with the kept items, ask the fallback too when fewer than
+                    `min_kept_items` remain; stop `no_untried_query` or `no_new_evidence`
+                    when there is nothing left to search or nothing new was found.
+graded INCORRECT  → `_recover`: discard everything; ask the fallback once (keyword rewrite);
+                    else, or after it, the rewrite with the other strategy over the corpus;
+                    stop `insufficient_evidence` when that was tried or found nothing new.
+
+A round never repeats a query already run for this question, and a search that brings no
+chunk not yet graded ends the loop instead of re-grading the same evidence: the loop then
+answers from its best evidence (or reports "insufficient evidence" — never a guess), and
+the reason and a `stop` correction say why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 import numpy as np
 
@@ -27,10 +37,95 @@ from crag_edge.grading import Evidence, Grader, Grading, ItemGrade
 from crag_edge.models.llm import LlamaRuntime
 from crag_edge.observability import AuditLog, Metrics
 from crag_edge.progress import Progress, Stopwatch
-from crag_edge.result import ContextItem, Correction, CragResult, Round
+from crag_edge.result import ContextItem, Correction, CorrectionType, CragResult, Round
 from crag_edge.retrieval import Mode, Retriever, rrf
 from crag_edge.store import Corpus
 from crag_edge.types import Action, Decision, Embedder, Hit, Vector
+
+StopReason = Literal[
+    "correct", "max_iterations", "no_untried_query", "no_new_evidence", "insufficient_evidence"
+]
+# Stops after which the kept evidence is answered from (the others have none to answer from).
+_ANSWERING_STOPS = ("correct", "max_iterations", "no_untried_query", "no_new_evidence")
+
+
+@dataclass
+class _FallbackRecord:
+    """What the fallback providers were asked and answered during one question."""
+
+    used: list[str] = field(default_factory=list)
+    reason: str | None = None
+    query: str | None = None
+    failures: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def tried(self) -> bool:
+        return self.query is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"used": self.used, "reason": self.reason, "failures": self.failures}
+        if self.query is not None:
+            data["query"] = self.query
+        return data
+
+
+@dataclass
+class _Run:
+    """One question's way through the loop: the round about to be graded, everything graded
+    so far, and why the run stopped once it has."""
+
+    question: str
+    mode: str  # the search asked for; `strategy` is the current round's
+    strategy: str
+    k: int
+    vector: Vector | None
+    clock: Stopwatch
+    corrections: _Corrections
+    audit: AuditLog = field(default_factory=AuditLog)
+    query: str = ""
+    source: str = "search"  # or "fallback": fallback evidence skips the fast-path rules
+    hits: list[Hit] = field(default_factory=list)
+    grading: Grading | None = None
+    rounds: list[Round] = field(default_factory=list)
+    graded: list[tuple[Hit, ItemGrade]] = field(default_factory=list)
+    kept: dict[int, tuple[Hit, ItemGrade]] = field(default_factory=dict)
+    seen: set[int] = field(default_factory=set)
+    queries_run: set[tuple[str, str]] = field(default_factory=set)
+    rewritten: tuple[str, str] | None = None
+    fallback: _FallbackRecord = field(default_factory=_FallbackRecord)
+    cache_hits: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    stop: StopReason | None = None
+    stop_detail: str = ""
+
+    @property
+    def iteration(self) -> int:
+        return len(self.rounds)
+
+    def ran(self, query: str, strategy: str) -> bool:
+        return _query_key(query, strategy) in self.queries_run
+
+    def next_round(self, query: str, strategy: str, hits: list[Hit], source: str) -> None:
+        self.query, self.hits, self.source = query, hits, source
+        self.queries_run.add(_query_key(query, strategy))
+        if source == "search":
+            self.strategy = strategy
+
+    def brings_new(self, hits: Sequence[Hit]) -> bool:
+        return any(h.chunk.chunk_id not in self.seen for h in hits)
+
+    def end(self, reason: StopReason, detail: str) -> None:
+        """Stop the loop; anything but CORRECT evidence is a correction worth naming."""
+        self.stop, self.stop_detail = reason, detail
+        if reason != "correct":
+            self.corrections.append(
+                Correction("stop", {"why": reason, "detail": detail, "iteration": self.iteration})
+            )
+        self.audit.emit("loop_stopped", reason=reason, detail=detail, iterations=self.iteration)
+
+
+def _query_key(query: str, strategy: str) -> tuple[str, str]:
+    return " ".join(query.lower().split()), strategy
 
 
 class CragLoop:
@@ -70,185 +165,231 @@ class CragLoop:
     ) -> CragResult:
         """Answerable evidence for `question`, or an explicit "insufficient evidence";
         `progress` hears each stage as it starts and ends."""
-        s = self.settings
-        k = top_k or s.top_k
-        strategy: str = mode or s.retrieval_mode
-        audit = AuditLog()
-        clock = Stopwatch(self.metrics, progress)
-        corrections = _Corrections(clock)
-        rounds: list[Round] = []
-        graded: list[tuple[Hit, ItemGrade]] = []
-        fallback: dict[str, Any] = {"used": [], "reason": None, "failures": []}
-        warnings: list[str] = []
-        kept: dict[int, tuple[Hit, ItemGrade]] = {}
-        cache_hits: dict[str, int] = {}
-        rewritten: tuple[str, str] | None = None
-        tried_alternative = False
-
-        query, vector = question, clock("embed", self._embed, question)
-        hits = clock("retrieve", self._retrieve, query, strategy, k, vector)
-        from_fallback = False
-        grading: Grading | None = None
-        iteration = 0
-        max_reached = False
-        insufficient = False
-        while True:
-            iteration += 1
-            grading = clock(
-                "grade",
-                self.grader.grade,
-                question,
-                self._evidence(hits, vector),
-                audit,
-                use_rules=not from_fallback,
-                cache=self.cache,
-                passages=self.passages,
-                on_tier=lambda tier, items, ms: clock.emit(
-                    f"grade:{tier}", "start" if ms is None else "end", f"{items} items", ms
-                ),
-            )
-            clock.emit(
-                "decision",
-                "event",
-                f"{grading.decision} {grading.score:.2f}"
-                + (f" (rule {grading.rule})" if grading.rule else ""),
-            )
-            warnings.extend(grading.warnings)
-            for tier, count in grading.cache_hits.items():
-                cache_hits[tier] = cache_hits.get(tier, 0) + count
-            by_id = {g.chunk_id: g for g in grading.items}
-            kept_now = 0
-            for hit in hits:
-                grade = by_id[hit.chunk.chunk_id]
-                graded.append((hit, grade))
-                if grade.kept:
-                    kept[hit.chunk.chunk_id] = (hit, grade)
-                    kept_now += 1
-                else:
-                    kept.pop(hit.chunk.chunk_id, None)
-            discarded = [g.chunk_id for g in grading.items if not g.kept]
-            if discarded:
-                corrections.append(
-                    Correction("discard", {"chunk_ids": discarded, "iteration": iteration})
-                )
-            rounds.append(
-                Round(
-                    iteration,
-                    query,
-                    "fallback" if from_fallback else strategy,
-                    grading.decision,
-                    grading.score,
-                    len(hits),
-                    kept_now,
-                )
-            )
-            if grading.decision == Decision.CORRECT:
-                break
-            if iteration >= s.max_iterations:
-                max_reached = True
-                audit.emit("max_iterations_reached", iterations=iteration)
-                break
-            if grading.decision == Decision.AMBIGUOUS:
-                expanded = expand(question, self.synonyms, s.synonyms_per_term)
-                if expanded != question:
-                    corrections.append(Correction("expand", {"query": expanded}))
-                    query = expanded
-                else:  # no synonym applies: the keyword rewrite is what can widen the search
-                    if rewritten is None:
-                        rewritten = rewrite(question, self._llm_for_rewrite())
-                    query, how = rewritten
-                    corrections.append(
-                        Correction("rewrite", {"query": query, "by": how, "for": "retrieval"})
-                    )
-                fresh = clock("retrieve", self._retrieve, query, strategy, k, self._embed(query))
-                hits = _fuse([h for h, _ in kept.values()], fresh, k, s.rrf_k)
-                from_fallback = False
-                if len(kept) < s.min_kept_items and self.fallbacks:
-                    extra = self._fallback(
-                        question,
-                        "too few items kept after grading",
-                        corrections,
-                        fallback,
-                        clock,
-                        audit,
-                    )
-                    hits = _dedupe([*hits, *extra])
-                continue
-            kept.clear()  # INCORRECT: discard everything
-            if self.fallbacks:
-                extra = self._fallback(
-                    question, "retrieval graded INCORRECT", corrections, fallback, clock, audit
-                )
-                if not extra:
-                    insufficient = True
-                    break
-                hits, from_fallback = extra, True
-                query = fallback["query"]
-                continue
-            if tried_alternative:
-                insufficient = True
-                break
-            tried_alternative = True
-            query, how = rewrite(question, self._llm_for_rewrite())
-            corrections.append(
-                Correction("rewrite", {"query": query, "by": how, "for": "retrieval"})
-            )
-            strategy = "bm25" if strategy != "bm25" else "hybrid"
-            hits = clock("retrieve", self._retrieve, query, strategy, k, self._embed(query))
-            from_fallback = False
-
-        assert grading is not None
-        final_items = [(h, g) for h, g in kept.values()]
-        if grading.decision == Decision.INCORRECT and not final_items:
-            insufficient = True
-        context: list[ContextItem] = []
-        if not insufficient and final_items:
-            for hit, _ in final_items:
-                corrections.append(Correction("keep", {"chunk_id": hit.chunk.chunk_id}))
-            if grading.rule is not None:  # the fast path calls no model, refinement included
-                context = _whole_chunks(final_items)
-            else:
-                context = clock("refine", self._refine, question, final_items, corrections)
-        if insufficient:
-            audit.emit("insufficient_evidence", iterations=iteration)
-        decision = grading.decision if not insufficient else Decision.INCORRECT
-        action = (
-            Action.GENERATE
-            if (decision == Decision.CORRECT or max_reached) and context
-            else grading.action
+        state = self._start(
+            question, mode or self.settings.retrieval_mode, top_k or self.settings.top_k, progress
         )
-        reason = grading.reason
-        if max_reached:
-            reason += f"; max_iterations ({s.max_iterations}) reached: answering from what is kept"
+        while state.stop is None:
+            self._grade_round(state)
+            self._transition(state)
+        return self._finish(state)
+
+    # -- the state machine -------------------------------------------------------------------
+
+    def _start(self, question: str, mode: str, k: int, progress: Progress | None) -> _Run:
+        clock = Stopwatch(self.metrics, progress)
+        vector = clock("embed", self._embed, question)
+        state = _Run(question, mode, mode, k, vector, clock, _Corrections(clock))
+        state.next_round(question, mode, self._search(state, question, mode), "search")
+        return state
+
+    def _grade_round(self, state: _Run) -> None:
+        """Grade the round's hits; remember every grade and which items are kept now."""
+        clock = state.clock
+        grading = clock(
+            "grade",
+            self.grader.grade,
+            state.question,
+            self._evidence(state.hits, state.vector),
+            state.audit,
+            use_rules=state.source != "fallback",
+            cache=self.cache,
+            passages=self.passages,
+            on_tier=lambda tier, items, ms: clock.emit(
+                f"grade:{tier}", "start" if ms is None else "end", f"{items} items", ms
+            ),
+        )
+        rule = f" (rule {grading.rule})" if grading.rule else ""
+        clock.emit("decision", "event", f"{grading.decision} {grading.score:.2f}{rule}")
+        state.grading = grading
+        state.warnings.extend(grading.warnings)
+        state.cache_hits.update(grading.cache_hits)
+        by_id = {g.chunk_id: g for g in grading.items}
+        for hit in state.hits:
+            grade = by_id[hit.chunk.chunk_id]
+            state.graded.append((hit, grade))
+            state.seen.add(hit.chunk.chunk_id)
+            if grade.kept:
+                state.kept[hit.chunk.chunk_id] = (hit, grade)
+            else:
+                state.kept.pop(hit.chunk.chunk_id, None)
+        number = state.iteration + 1
+        discarded = [g.chunk_id for g in grading.items if not g.kept]
+        if discarded:
+            state.corrections.append(
+                Correction("discard", {"chunk_ids": discarded, "iteration": number})
+            )
+        strategy = "fallback" if state.source == "fallback" else state.strategy
+        kept_now = sum(1 for g in grading.items if g.kept)
+        state.rounds.append(
+            Round(
+                number,
+                state.query,
+                strategy,
+                grading.decision,
+                grading.score,
+                len(state.hits),
+                kept_now,
+            )
+        )
+
+    def _transition(self, state: _Run) -> None:
+        """The one move after a graded round (the table in the module docstring)."""
+        assert state.grading is not None
+        limit = self.settings.max_iterations
+        if state.grading.decision == Decision.CORRECT:
+            state.end("correct", "the evidence was graded CORRECT")
+        elif state.iteration >= limit:
+            state.audit.emit("max_iterations_reached", iterations=state.iteration)
+            state.end(
+                "max_iterations", f"max_iterations ({limit}) reached: answering from what is kept"
+            )
+        elif state.grading.decision == Decision.AMBIGUOUS:
+            self._widen(state)
+        else:
+            self._recover(state)
+
+    def _widen(self, state: _Run) -> None:
+        """AMBIGUOUS: keep the good items and search with the first query not run yet that
+        finds something not graded already (searches are cheap; rounds of grading are not)."""
+        searched: list[str] = []
+        for kind, query, strategy, how in self._widenings(state):
+            if state.ran(query, strategy):
+                continue
+            detail: dict[str, Any] = {"query": query}
+            if kind == "rewrite":
+                detail |= {"by": how, "for": "retrieval"}
+            if strategy != state.mode:
+                detail["strategy"] = strategy
+            state.corrections.append(Correction(kind, detail))
+            hits = self._widened_hits(state, query, strategy)
+            if state.brings_new(hits):
+                state.next_round(query, strategy, hits, "search")
+                return
+            searched.append(repr(query))
+        if searched:
+            state.end(
+                "no_new_evidence",
+                f"the search for {' and '.join(searched)} found nothing not graded already: "
+                "answering from what is kept",
+            )
+        else:
+            state.end(
+                "no_untried_query",
+                "every widening of the question was searched already: answering from what is kept",
+            )
+
+    def _widened_hits(self, state: _Run, query: str, strategy: str) -> list[Hit]:
+        """The kept items fused with a new search's hits not graded yet (it searches deeper
+        by as many as were graded), plus the fallback's once when too few items were kept."""
+        deeper = self._search(state, query, strategy, depth=state.k + len(state.seen))
+        fresh = [h for h in deeper if h.chunk.chunk_id not in state.seen][: state.k]
+        hits = _fuse([h for h, _ in state.kept.values()], fresh, state.k, self.settings.rrf_k)
+        too_few = len(state.kept) < self.settings.min_kept_items
+        if too_few and self.fallbacks and not state.fallback.tried:
+            hits = _dedupe([*hits, *self._fallback(state, "too few items kept after grading")])
+        return hits
+
+    def _widenings(self, state: _Run) -> Iterator[tuple[CorrectionType, str, str, str]]:
+        """(correction, query, strategy, how) in the order AMBIGUOUS tries them: synonyms,
+        the keyword rewrite, the rewrite with the other strategy. Lazy: the LLM rewrites
+        only when the expansion was run already."""
+        expanded = expand(state.question, self.synonyms, self.settings.synonyms_per_term)
+        if expanded != state.question:
+            yield "expand", expanded, state.mode, "synonyms"
+        query, how = self._rewrite(state)
+        yield "rewrite", query, state.mode, how
+        yield "rewrite", query, _other_strategy(state.mode), how
+
+    def _recover(self, state: _Run) -> None:
+        """INCORRECT: discard everything; the fallback once, else (or after it) the keyword
+        rewrite with the other strategy over the corpus; then "insufficient evidence"."""
+        state.kept.clear()
+        if self.fallbacks and not state.fallback.tried:
+            extra = self._fallback(state, "retrieval graded INCORRECT")
+            if state.brings_new(extra):
+                state.next_round(state.fallback.query or "", "fallback", extra, "fallback")
+                return
+        query, how = self._rewrite(state)
+        strategy = _other_strategy(state.mode)
+        nowhere = " or from the fallback" if state.fallback.tried else ""
+        if state.ran(query, strategy):
+            state.end("insufficient_evidence", f"nothing trustworthy in the corpus{nowhere}")
+            return
+        state.corrections.append(
+            Correction(
+                "rewrite", {"query": query, "by": how, "for": "retrieval", "strategy": strategy}
+            )
+        )
+        fresh = self._search(state, query, strategy)
+        if not state.brings_new(fresh):
+            state.end(
+                "insufficient_evidence",
+                f"nothing trustworthy in the corpus{nowhere}; the search for {query!r} found "
+                "nothing not graded already",
+            )
+            return
+        state.next_round(query, strategy, fresh, "search")
+
+    def _finish(self, state: _Run) -> CragResult:
+        """The result: refine what is kept (unless nothing trustworthy is), say why it ended."""
+        grading = state.grading
+        assert grading is not None and state.stop is not None
+        items = list(state.kept.values())
+        insufficient = state.stop == "insufficient_evidence" or (
+            grading.decision == Decision.INCORRECT and not items
+        )
+        context: list[ContextItem] = []
+        if not insufficient and items:
+            for hit, _ in items:
+                state.corrections.append(Correction("keep", {"chunk_id": hit.chunk.chunk_id}))
+            if grading.rule is not None:  # the fast path calls no model, refinement included
+                context = _whole_chunks(items)
+            else:
+                context = state.clock("refine", self._refine, state.question, items, state)
+        if insufficient:
+            state.audit.emit("insufficient_evidence", iterations=state.iteration)
+        decision = Decision.INCORRECT if insufficient else grading.decision
+        answering = bool(context) and state.stop in _ANSWERING_STOPS
+        reason = (
+            grading.reason if state.stop == "correct" else f"{grading.reason}; {state.stop_detail}"
+        )
         if insufficient:
             reason = "insufficient evidence: " + reason
         self.metrics.decisions.labels(decision=f"final_{decision}").inc()
         return CragResult(
-            question=question,
+            question=state.question,
             decision=decision,
-            action=action,
+            action=Action.GENERATE if answering else grading.action,
             score=grading.score,
             reason=reason,
             context=context,
-            hits=graded,
-            corrections=list(corrections),
-            rounds=rounds,
-            fallback=fallback,
-            iterations=iteration,
-            max_iterations_reached=max_reached,
+            hits=state.graded,
+            corrections=list(state.corrections),
+            rounds=state.rounds,
+            fallback=state.fallback.to_dict(),
+            iterations=state.iteration,
+            max_iterations_reached=state.stop == "max_iterations",
             insufficient_evidence=insufficient,
+            stop_reason=state.stop,
             rule=grading.rule,
             tiers=grading.tiers,
-            timings_ms=clock.timings,
-            cache_hits=cache_hits,
-            warnings=warnings,
-            audit=[e.to_dict() for e in audit.events],
+            timings_ms=state.clock.timings,
+            cache_hits=dict(state.cache_hits),
+            warnings=state.warnings,
+            audit=[e.to_dict() for e in state.audit.events],
         )
 
     # -- stages ------------------------------------------------------------------------------
 
     def _embed(self, text: str) -> Vector | None:
         return self.retriever.embed_query(text) if text.strip() else None
+
+    def _search(self, state: _Run, query: str, strategy: str, depth: int = 0) -> list[Hit]:
+        """The top `depth` (default k) hits for `query`; the run remembers it searched it."""
+        state.queries_run.add(_query_key(query, strategy))
+        vector = state.vector if query == state.question else self._embed(query)
+        k = depth or state.k
+        return state.clock("retrieve", self._retrieve, query, strategy, k, vector)
 
     def _retrieve(self, query: str, strategy: str, k: int, vector: Vector | None) -> list[Hit]:
         return self.retriever.search(
@@ -257,6 +398,13 @@ class CragLoop:
             mode=strategy,  # type: ignore[arg-type]
             query_vector=vector,
         )
+
+    def _rewrite(self, state: _Run) -> tuple[str, str]:
+        """The question as a keyword query (one LLM call per question at most)."""
+        if state.rewritten is None:
+            llm = self.llm() if self.settings.rewrite_with_llm else None
+            state.rewritten = rewrite(state.question, llm)
+        return state.rewritten
 
     def _evidence(self, hits: Sequence[Hit], vector: Vector | None) -> Evidence:
         """Similarities for grading: the dense score; else the stored vector's cosine (corpus
@@ -280,18 +428,13 @@ class CragLoop:
         tokens = np.array([h.chunk.token_count for h in hits], dtype=np.int64)
         return Evidence(hits, sims, tokens)
 
-    def _fallback(
-        self,
-        question: str,
-        why: str,
-        corrections: _Corrections,
-        fallback: dict[str, Any],
-        clock: Stopwatch,
-        audit: AuditLog,
-    ) -> list[Hit]:
-        query, how = rewrite(question, self._llm_for_rewrite())
-        corrections.append(Correction("rewrite", {"query": query, "by": how, "for": "fallback"}))
-        outcome = clock(
+    def _fallback(self, state: _Run, why: str) -> list[Hit]:
+        """Ask every fallback provider once, with the keyword rewrite; record what happened."""
+        query, how = self._rewrite(state)
+        state.corrections.append(
+            Correction("rewrite", {"query": query, "by": how, "for": "fallback"})
+        )
+        outcome = state.clock(
             "fallback",
             run_fallbacks,
             self.fallbacks,
@@ -300,14 +443,11 @@ class CragLoop:
             self.settings.fallback_timeout_s,
             rrf_k=self.settings.rrf_k,
         )
-        fallback["used"] = sorted(set(fallback["used"]) | set(outcome.used))
-        fallback["reason"] = why
-        fallback["query"] = query
-        fallback["failures"] = [
-            *fallback["failures"],
-            *({"provider": p, "error": m} for p, m in outcome.failures),
-        ]
-        corrections.append(
+        record = state.fallback
+        record.used = sorted(set(record.used) | set(outcome.used))
+        record.reason, record.query = why, query
+        record.failures += [{"provider": p, "error": m} for p, m in outcome.failures]
+        state.corrections.append(
             Correction(
                 "fallback",
                 {
@@ -319,12 +459,12 @@ class CragLoop:
             )
         )
         for provider, message in outcome.failures:
-            audit.emit("fallback_failure", provider=provider, error=message)
-        audit.emit("fallback", providers=outcome.used, results=len(outcome.hits), reason=why)
+            state.audit.emit("fallback_failure", provider=provider, error=message)
+        state.audit.emit("fallback", providers=outcome.used, results=len(outcome.hits), reason=why)
         return outcome.hits
 
     def _refine(
-        self, question: str, items: list[tuple[Hit, ItemGrade]], corrections: _Corrections
+        self, question: str, items: list[tuple[Hit, ItemGrade]], state: _Run
     ) -> list[ContextItem]:
         chunks = [hit.chunk for hit, _ in items]
         origin = {hit.chunk.chunk_id: hit.origin for hit, _ in items}
@@ -340,7 +480,7 @@ class CragLoop:
         )
         if not strips and scored:  # never refine good evidence away entirely
             strips = [max(scored, key=lambda strip: strip.score)]
-        corrections.append(
+        state.corrections.append(
             Correction(
                 "refine",
                 {
@@ -366,9 +506,6 @@ class CragLoop:
             )
             for n, s in enumerate(strips, start=1)
         ]
-
-    def _llm_for_rewrite(self) -> LlamaRuntime | None:
-        return self.llm() if self.settings.rewrite_with_llm else None
 
 
 class _Corrections(list[Correction]):
@@ -409,6 +546,11 @@ def _whole_chunks(items: Sequence[tuple[Hit, ItemGrade]]) -> list[ContextItem]:
     ]
 
 
+def _other_strategy(mode: str) -> str:
+    """The search a failed one is retried with: keywords (bm25) after meaning, and back."""
+    return "bm25" if mode != "bm25" else "hybrid"
+
+
 def _dedupe(hits: Sequence[Hit]) -> list[Hit]:
     seen: set[int] = set()
     out = []
@@ -421,7 +563,8 @@ def _dedupe(hits: Sequence[Hit]) -> list[Hit]:
 
 def _fuse(kept: Sequence[Hit], fresh: Sequence[Hit], k: int, rrf_k: int) -> list[Hit]:
     """Kept items and new hits fused by RRF and de-duplicated by chunk id: every kept item
-    stays (it passed grading), new hits fill the list up to `k`."""
+    stays (it passed grading), new hits fill the list up to `k`, and at least `k // 2` of
+    them join even when every item was kept (else a widened search could add nothing)."""
     by_id = {h.chunk.chunk_id: h for h in [*fresh, *kept]}
     kept_ids = {h.chunk.chunk_id for h in kept}
     fused = rrf(
@@ -431,7 +574,7 @@ def _fuse(kept: Sequence[Hit], fresh: Sequence[Hit], k: int, rrf_k: int) -> list
         },
         rrf_k,
     )
-    budget, waiting, chosen = max(k, len(kept_ids)), len(kept_ids), []
+    budget, waiting, chosen = max(k, len(kept_ids) + k // 2), len(kept_ids), []
     for f in fused:
         if f.item_id in kept_ids:
             chosen.append(f.item_id)

@@ -6,9 +6,12 @@ Shape (stable; `to_dict` is what `query --json`, the HTTP service and checks rea
 - `insufficient_evidence`: true when nothing trustworthy was found (the context is empty).
 - `context`: the final evidence, numbered for citations, with document offsets.
 - `hits`: every graded hit of every round, with its grade per tier and signal.
-- `corrections`: typed actions (keep, discard, refine, expand, rewrite, fallback).
+- `corrections`: typed actions (keep, discard, refine, expand, rewrite, fallback, and the
+  `stop` that ended the loop, with why).
 - `rounds`: one entry per iteration: the query used, its decision and score.
 - `fallback`: providers used, why, and their failures.
+- `stop_reason`: why the loop ended: `correct`, `max_iterations`, `no_untried_query`,
+  `no_new_evidence` (those answer from what is kept) or `insufficient_evidence`.
 - `iterations`, `max_iterations_reached`, `timings_ms` per stage, `tiers`,
   `cache_hits` (model scores per tier served by the evaluation cache), `audit`.
 """
@@ -21,7 +24,7 @@ from typing import Any, Literal
 from crag_edge.grading import ItemGrade
 from crag_edge.types import Action, Decision, Hit
 
-CorrectionType = Literal["keep", "discard", "refine", "expand", "rewrite", "fallback"]
+CorrectionType = Literal["keep", "discard", "refine", "expand", "rewrite", "fallback", "stop"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class CragResult:
     iterations: int = 1
     max_iterations_reached: bool = False
     insufficient_evidence: bool = False
+    stop_reason: str = "correct"
     rule: str | None = None
     tiers: dict[str, str] = field(default_factory=dict)
     timings_ms: dict[str, float] = field(default_factory=dict)

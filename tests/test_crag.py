@@ -154,7 +154,7 @@ def test_progress_hears_every_stage_in_order(corpora, embedder) -> None:  # type
 
 @pytest.mark.parametrize(
     ("question", "correction"),
-    [("honeybee waggle dance distance", "expand"), ("sunlight angle bees comb", "rewrite")],
+    [("honeybee waggle dance distance", "expand"), ("How do honeybees use the sun?", "rewrite")],
 )
 def test_ambiguous_expands_with_synonyms_or_else_rewrites(  # type: ignore[no-untyped-def]
     corpora, embedder, tmp_path: Path, question: str, correction: str
@@ -163,19 +163,74 @@ def test_ambiguous_expands_with_synonyms_or_else_rewrites(  # type: ignore[no-un
     synonyms = tmp_path / "synonyms.toml"
     synonyms.write_text('waggle = ["figure-eight"]\n', encoding="utf-8")
     result = run(
-        main,
-        embedder,
-        question,
-        max_iterations=2,
-        correct_threshold=0.99,
-        incorrect_threshold=0.0,
-        discard_below=0.0,
-        synonyms_file=synonyms,
+        main, embedder, question, max_iterations=2, top_k=3, synonyms_file=synonyms, **FORCED
     )
     assert [r.decision for r in result.rounds] == [Decision.AMBIGUOUS, Decision.AMBIGUOUS]
     widened = [c for c in result.corrections if c.type in ("expand", "rewrite")]
     assert [c.type for c in widened] == [correction]
-    assert result.rounds[1].query == widened[0].detail["query"] != question
+    second = (result.rounds[1].query, result.rounds[1].strategy)
+    assert second == (widened[0].detail["query"], widened[0].detail.get("strategy", "hybrid"))
+    assert second != (question, "hybrid")
+
+
+# AMBIGUOUS whatever the scores: every round must widen the search.
+FORCED: dict[str, object] = {
+    "correct_threshold": 0.99,
+    "incorrect_threshold": 0.0,
+    "discard_below": 0.0,
+    "rewrite_with_llm": False,
+}
+
+
+def test_no_query_is_run_twice_for_one_question(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
+    """ "sunlight angle bees comb" is its own keyword rewrite: the loop must not search it
+    again the same way; it tries the other strategy, then stops and says why."""
+    main, _ = corpora
+    result = run(main, embedder, "sunlight angle bees comb", max_iterations=5, top_k=3, **FORCED)
+    widened = [c.detail for c in result.corrections if c.type in ("expand", "rewrite")]
+    tried = [(d["query"].lower(), d.get("strategy", "hybrid")) for d in widened]
+    searches = [("sunlight angle bees comb", "hybrid"), *tried]
+    assert len(searches) == len(set(searches)), searches
+    assert ("sunlight angle bees comb", "bm25") in tried
+    assert result.iterations < 5
+    assert result.stop_reason in ("no_untried_query", "no_new_evidence")
+    stop = [c for c in result.corrections if c.type == "stop"]
+    assert len(stop) == 1 and stop[0].detail["why"] == result.stop_reason
+    assert stop[0].detail["detail"] in result.reason and not result.max_iterations_reached
+    assert result.action == "GENERATE" and result.context
+
+
+def test_a_search_that_finds_nothing_new_ends_the_loop(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
+    """With every chunk of the corpus in the first round, no widening can bring new
+    evidence: one round, answered from what is kept, no re-grading."""
+    main, _ = corpora
+    result = run(main, embedder, "honeybee waggle dance distance", top_k=200, **FORCED)
+    assert result.iterations == 1 and result.stop_reason == "no_new_evidence"
+    assert result.decision == Decision.AMBIGUOUS and result.context
+    assert "found nothing not graded already" in result.reason
+    assert len(result.hits) == result.rounds[0].hits  # graded once
+
+
+def test_the_fallback_is_asked_once_per_question(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
+    main, spare = corpora
+    never = {
+        "correct_threshold": 1.0,
+        "incorrect_threshold": 1.0,
+        "discard_below": 1.0,
+        "rewrite_with_llm": False,
+    }
+    result = run(
+        main,
+        embedder,
+        "What is the capital city of Australia?",
+        fallback_db=spare,
+        max_iterations=6,
+        **never,
+    )
+    assert [c.type for c in result.corrections].count("fallback") == 1
+    assert result.insufficient_evidence and result.stop_reason == "insufficient_evidence"
+    searches = [(r.query.lower(), r.strategy) for r in result.rounds]
+    assert len(searches) == len(set(searches)) and len(searches) <= 3, searches
 
 
 def test_max_iterations_is_reported(corpora, embedder) -> None:  # type: ignore[no-untyped-def]

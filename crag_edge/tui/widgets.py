@@ -219,6 +219,8 @@ def describe_corrections(result: CragResult) -> str:
         elif c.type == "fallback":
             used = ", ".join(map(str, detail.get("providers") or [])) or "no provider"
             parts.append(f"fallback ({used}) → {detail.get('results', 0)} results")
+        elif c.type == "stop":
+            parts.append(f"stopped: {str(detail.get('why', '')).replace('_', ' ')}")
         elif c.type == "refine" and "strips_total" in detail:
             parts.append(f"refine (strips {detail['strips_kept']}/{detail['strips_total']})")
         else:
