@@ -24,9 +24,19 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from crag_edge import corpus_calibration
 from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.evaluation import EvalDataError, evaluate_retrieval, read_qrels, read_queries
+from crag_edge.evaluation.answers import (
+    SYSTEMS,
+    RecordLog,
+    answer_systems,
+    parse_systems,
+    run_answers,
+    summarise,
+)
+from crag_edge.evaluation.claims import read_claims
 from crag_edge.evaluation.crag import evaluate_crag
 from crag_edge.evaluation.grading import SCORERS, evaluate_grading, sample_queries
 from crag_edge.evaluation.pairs import (
@@ -35,14 +45,14 @@ from crag_edge.evaluation.pairs import (
     read_pairs,
     write_pairs,
 )
-from crag_edge.generation import cited, uncited
+from crag_edge.generation import cited, incomplete_note, uncited
 from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent
 from crag_edge.models import provision
 from crag_edge.models.llm import SharedLlm
 from crag_edge.models.manifest import ManifestError, load_manifest
 from crag_edge.models.registry import ModelNotInstalledError, load_embedder
-from crag_edge.result import CragResult
+from crag_edge.result import ContextItem, CragResult
 from crag_edge.retrieval import Mode
 from crag_edge.server.cli import serve
 from crag_edge.store import Corpus, CorpusError
@@ -74,6 +84,7 @@ out = Console(soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 EXPECTED_ERRORS = (
     SettingsError,
+    corpus_calibration.CalibrationError,
     ManifestError,
     provision.PullError,
     ModelNotInstalledError,
@@ -383,6 +394,60 @@ def stats(db: DbOption, as_json: JsonOption = False) -> None:
     out.print(table)
 
 
+@app.command()
+@friendly_errors
+def calibrate(
+    ctx: typer.Context,
+    db: DbOption,
+    questions: Annotated[
+        int, typer.Option("--questions", min=2, help="Pseudo-questions to write and judge.")
+    ] = 20,
+    reset: Annotated[
+        bool, typer.Option("--reset", help="Forget the corpus's fit (back to the settings').")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Fit the signals' and the evaluator's calibration to this corpus, without labels: the
+    local LLM writes questions for sampled chunks and judges their hits. The fit is stored in
+    the corpus file and used by default for it (explicit calibration settings still win)."""
+    if reset:
+        with Corpus.open(db) as corpus:
+            removed = corpus_calibration.clear(corpus)
+        if as_json:
+            print_json({"removed": removed})
+        else:
+            out.print(f"{'removed the' if removed else 'no'} calibration fit in {db}")
+        return
+    with Engine.open(db, _settings(ctx)) as engine, counting_bar("questions", as_json) as bar:
+        task = bar.add_task("calibrate", total=questions)
+        result = engine.calibrate(questions, on_question=lambda n: bar.update(task, completed=n))
+    if as_json:
+        print_json(result)
+        return
+    _print_calibration(result, db)
+
+
+def _print_calibration(result: dict[str, Any], db: Path) -> None:
+    out.print(
+        f"{result['questions']} pseudo-questions, {result['pairs']} judged pairs "
+        f"({result['relevant_share']:.0%} relevant by the judge)",
+        highlight=False,
+    )
+    table = Table("tier", "a, b", "log-loss", "mean p relevant", "mean p other")
+    for tier, row in result["tiers"].items():
+        before, after = row["before"], row["after"]
+        table.add_row(
+            tier,
+            f"{row['a']:.2f}, {row['b']:.2f}",
+            *(
+                f"{_fmt(before[key])} → {_fmt(after[key])}"
+                for key in ("log_loss", "mean_relevant", "mean_other")
+            ),
+        )
+    out.print(table)
+    out.print(f"stored in {db}; used by default for this corpus", highlight=False)
+
+
 @cache_app.command("clear")
 @friendly_errors
 def cache_clear(db: DbOption, as_json: JsonOption = False) -> None:
@@ -498,23 +563,42 @@ def answer(
     top_k: Annotated[int | None, typer.Option("--top-k", help="Hits per retrieval.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run the corrective loop, then stream an answer that cites its evidence by number."""
-    with Engine.open(db, _settings(ctx)) as engine:
-        result, pieces = engine.answer(question, mode=_mode(mode), top_k=top_k)
+    """Run the corrective loop, then stream an answer that cites its evidence by number.
+
+    Exits 1 when the answer is empty (stalled, or the model wrote nothing); an answer cut
+    off by llm_max_tokens or the stall timeout gets a note on stderr."""
+    settings = _settings(ctx)
+    with Engine.open(db, settings) as engine:
+        result, stream = engine.answer(question, mode=_mode(mode), top_k=top_k)
         if not as_json:
             print_result(result)
             out.print("[bold]answer[/]:", highlight=False)
-        text = ""
-        for piece in pieces:
-            text += piece
+        for piece in stream:
             if not as_json:
                 out.print(piece, end="", highlight=False)
+    text, finish = stream.text, stream.finish_reason
     sources = cited(text, result.context)
+    note = incomplete_note(finish, text, settings)
     if as_json:
         print_json(
-            {"answer": text, "citations": [asdict(c) for c in sources], "result": result.to_dict()}
+            {
+                "answer": text,
+                "finish_reason": finish,
+                "citations": [asdict(c) for c in sources],
+                "result": result.to_dict(),
+            }
         )
-        return
+    else:
+        _print_answer_tail(text, result, sources, note)
+    if not text.strip():
+        err.print(f"[bold red]error:[/] no answer: {note}", highlight=False)
+        raise typer.Exit(1)
+
+
+def _print_answer_tail(
+    text: str, result: CragResult, sources: list[ContextItem], note: str | None
+) -> None:
+    """After the streamed text: its citations, then what the reader should know about it."""
     out.print()
     for item in sources:
         out.print(
@@ -522,6 +606,10 @@ def answer(
             f"[{item.start}:{item.end}]",
             highlight=False,
         )
+    if not text.strip():
+        return  # `answer` reports an empty answer as the error it is
+    if note:
+        err.print(f"[yellow]note[/]: {note}", highlight=False)
     if uncited(text, result):
         err.print(
             "[yellow]note[/]: the answer cites no passage; check it against the context above",
@@ -603,6 +691,90 @@ def eval_crag(
             on_query=lambda: bar.advance(task),
         )
     print_report(report, as_json)
+
+
+@eval_app.command("answers")
+@friendly_errors
+def eval_answers(
+    ctx: typer.Context,
+    db: DbOption,
+    claims: Annotated[
+        Path, typer.Option("--claims", help="SciFact claims .csv (one row per evidence doc).")
+    ],
+    fallback_db: Annotated[
+        Path | None, typer.Option("--fallback-db", help="Second corpus for the `local` fallback.")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Only the first N claims.")
+    ] = None,
+    systems: Annotated[
+        str, typer.Option("--systems", help="Comma-separated subset of " + ",".join(SYSTEMS))
+    ] = ",".join(SYSTEMS),
+    records: Annotated[
+        Path | None,
+        typer.Option(
+            "--records", help="JSON Lines of every answer; claims already in it are not re-asked."
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Claim verification end to end with one LLM: closed book, plain top-k RAG and CRAG;
+    accuracy, macro-F1, NOT ENOUGH INFO refusals, citation precision and time per claim."""
+    settings = _settings(ctx)
+    if fallback_db is not None:
+        settings = settings.model_copy(update={"fallback_db": fallback_db})
+    try:
+        chosen = parse_systems(systems)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--systems") from None
+    claim_list = read_claims(claims)[:limit]
+    with (
+        Engine.open(db, settings, readonly=True) as engine,
+        counting_bar("eval answers", as_json) as bar,
+    ):
+        llm = engine.llm()
+        if llm is None:
+            raise ModelNotInstalledError(
+                f"the LLM {settings.llm} is not available: run `crag-edge models pull "
+                f"{settings.llm}` (and install llama-cpp-python)"
+            )
+        every = answer_systems(
+            llm, lambda q: engine.search(q), engine.query, timeout_s=settings.llm_timeout_s
+        )
+        task = bar.add_task("claims", total=len(claim_list))
+        answered = run_answers(
+            claim_list,
+            {name: every[name] for name in chosen},
+            RecordLog(records, llm.model_id),
+            on_claim=lambda: bar.advance(task),
+        )
+    report = summarise(answered, chosen)
+    if as_json:
+        print_json(report)
+        return
+    _print_answer_report(report)
+
+
+def _print_answer_report(report: dict[str, dict[str, Any]]) -> None:
+    metrics = [
+        "questions",
+        "accuracy",
+        "macro_f1",
+        "nei_refused",
+        "citation_precision",
+        "seconds_per_question",
+        "predicted",
+    ]
+    table = Table("metric", *report)
+    for metric in metrics:
+        table.add_row(metric, *(_fmt_cell(row[metric]) for row in report.values()))
+    out.print(table)
+
+
+def _fmt_cell(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return "-" if value is None else str(value)
 
 
 @eval_app.command("pairs")

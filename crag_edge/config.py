@@ -84,7 +84,19 @@ class Settings(BaseSettings):
         256, ge=1, le=8192, description="Upper bound on tokens one LLM call may generate."
     )
     llm_timeout_s: float = Field(
-        60.0, gt=0, le=3600, description="Seconds one LLM call may take, queueing included."
+        60.0,
+        gt=0,
+        le=3600,
+        description="Seconds one judge or rewrite LLM call may take, queueing included.",
+    )
+    # Answers are bounded by progress, not by a total: a slow laptop may take minutes for a
+    # long answer and should get it, while a stuck machine should not leave the user waiting.
+    llm_stall_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="An answer stops after this many seconds without a new prompt chunk or "
+        "token (waiting for the model included); its length is bounded by llm_max_tokens.",
     )
     onnx_threads: int = Field(0, ge=0, le=256, description="ONNX intra-op threads; 0 = all cores.")
     embed_batch_size: int = Field(32, ge=1, le=4096)

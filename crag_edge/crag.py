@@ -468,7 +468,7 @@ class CragLoop:
     ) -> list[ContextItem]:
         chunks = [hit.chunk for hit, _ in items]
         origin = {hit.chunk.chunk_id: hit.origin for hit, _ in items}
-        strips, scored = refine(
+        refined = refine(
             question,
             chunks,
             self.embedder,
@@ -478,14 +478,16 @@ class CragLoop:
             budget_tokens=self.settings.context_budget_tokens,
             cross_encoder=self.grader.cross_encoder,
         )
-        if not strips and scored:  # never refine good evidence away entirely
-            strips = [max(scored, key=lambda strip: strip.score)]
+        strips = refined.pieces
+        if not strips and refined.scored:  # never refine good evidence away entirely
+            strips = [max(refined.scored, key=lambda strip: strip.score)]
         state.corrections.append(
             Correction(
                 "refine",
                 {
-                    "strips_kept": len(strips),
-                    "strips_total": len(scored),
+                    "strips_kept": max(len(refined.kept), len(strips)),
+                    "strips_total": len(refined.scored),
+                    "pieces": len(strips),
                     "mode": self.settings.strip_mode,
                     "scorer": self.settings.strip_scorer,
                 },

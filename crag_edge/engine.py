@@ -6,15 +6,17 @@ correct, refine), then optionally generation (`generation.stream_answer`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
+from crag_edge import corpus_calibration
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import FallbackConfig, build_providers
 from crag_edge.crag import CragLoop
-from crag_edge.generation import stream_answer
-from crag_edge.grading import Grader
+from crag_edge.generation import AnswerStream, stream_answer
+from crag_edge.grading import Calibrations, Grader
 from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.models.llm import SharedLlm
@@ -66,7 +68,11 @@ class Engine:
             corpus, embedder, candidates=settings.candidates, rrf_k=settings.rrf_k
         )
         self.llm = llm or SharedLlm(settings)
-        self.grader = grader or build_grader(settings, self.metrics, llm=self.llm)
+        if grader is None:
+            grader = build_grader(settings, self.metrics, llm=self.llm)
+            self.settings = settings = corpus_calibration.apply(settings, corpus, grader.versions)
+            grader.calibrations = Calibrations.from_settings(settings)
+        self.grader = grader
         self.audit_sink = AuditSink(settings.audit_log) if settings.audit_log else None
         self.fallbacks = build_providers(fallback_config(settings), embedder)
         self.loop = CragLoop(
@@ -168,12 +174,40 @@ class Engine:
 
     def answer(
         self, question: str, *, mode: Mode | None = None, top_k: int | None = None
-    ) -> tuple[CragResult, Iterator[str]]:
-        """The loop's result and the answer's text as a stream (generated lazily)."""
+    ) -> tuple[CragResult, AnswerStream]:
+        """The loop's result and the answer as a stream (generated lazily): iterate it for
+        the text, then read its `finish_reason` (`generation.AnswerFinish`)."""
         result = self.query(question, mode=mode, top_k=top_k)
         needs_model = bool(result.context) and not result.insufficient_evidence
         llm = self.llm() if needs_model else None
-        return result, stream_answer(llm, result, timeout_s=self.settings.llm_timeout_s)
+        return result, stream_answer(llm, result)
+
+    def calibrate(
+        self, questions: int = 20, *, on_question: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
+        """Refit the signals' and the evaluator's calibration to this corpus without labels
+        (`crag_edge.corpus_calibration`), store it in the corpus file and use it from now on;
+        the before/after report."""
+        llm = self.llm()
+        if llm is None:
+            raise corpus_calibration.CalibrationError(
+                f"calibration needs the local LLM ({self.settings.llm}): run "
+                "`crag-edge models pull` (and install the `llm` extra)"
+            )
+        queries = corpus_calibration.pseudo_queries(
+            self.corpus,
+            self.embedder,
+            lambda question: [hit.chunk for hit in self.search(question)],
+            llm,
+            self.settings,
+            questions=questions,
+            on_question=on_question,
+        )
+        fits = corpus_calibration.fit_tiers(queries, self.grader)
+        corpus_calibration.store(self.corpus, fits, self.grader, llm.model_id)
+        self.settings = corpus_calibration.apply(self.settings, self.corpus, self.grader.versions)
+        self.grader.calibrations = Calibrations.from_settings(self.settings)
+        return corpus_calibration.report(queries, fits)
 
     def close(self) -> None:
         for provider in self.fallbacks:

@@ -1,16 +1,25 @@
 """Answer from the final context only, with numbered citations that resolve to documents.
 
 The prompt forbids knowledge outside the context and asks for "[n]" citations; when the
-loop found no trustworthy evidence, no model is called: the answer says so.
+loop found no trustworthy evidence, no model is called: the answer says so. Every answer
+stream ends with its finish reason, so no interface can pass off a cut-off or stalled
+answer (or an empty one) as complete.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
+from typing import Literal
 
-from crag_edge.models.llm import LlamaRuntime, Message
+from crag_edge.config import Settings, env_name
+from crag_edge.models.llm import FinishReason, LlamaRuntime, Message, TextStream
+from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import ContextItem, CragResult
+
+# `insufficient_evidence`: no model was called, the answer is the sentence saying so.
+AnswerFinish = FinishReason | Literal["insufficient_evidence"]
+AnswerStream = TextStream[AnswerFinish]
 
 INSUFFICIENT = (
     "The evidence is insufficient to answer this question: nothing trustworthy was found "
@@ -24,7 +33,7 @@ SYSTEM = (
     "insufficient."
 )
 # Repeated last in the user turn: the system prompt alone left Qwen2.5-1.5B's answers to the
-# three sample questions uncited; with this they all cite (session 5, `make demo` corpus).
+# three sample questions uncited; with this they all cite (`make demo` corpus).
 CITE_REMINDER = (
     "\n\nAnswer in one to three sentences. End each sentence with the number of the passage "
     "it comes from, like [1]."
@@ -45,29 +54,53 @@ def answer_messages(question: str, context: Sequence[ContextItem]) -> list[Messa
     ]
 
 
-def stream_answer(
-    llm: LlamaRuntime | None,
-    result: CragResult,
-    *,
-    max_tokens: int = 512,
-    timeout_s: float | None = None,
-) -> Iterator[str]:
-    """The answer's text as it is generated; the insufficient-evidence sentence without a
-    model call when the context is empty."""
+def stream_answer(llm: LlamaRuntime | None, result: CragResult) -> AnswerStream:
+    """The answer's text as it is generated (lazily), then its finish reason; the
+    insufficient-evidence sentence without a model call when the context is empty.
+
+    Bounded by the runtime's `max_tokens` (`length`) and stall timeout (`timeout`).
+    """
+    return TextStream(_answer_pieces(llm, result))
+
+
+def _answer_pieces(
+    llm: LlamaRuntime | None, result: CragResult
+) -> Generator[str, None, AnswerFinish]:
     if result.insufficient_evidence or not result.context:
         tried = result.fallback.get("used") or []
         yield INSUFFICIENT.format(
             fallback=f" or by the fallback ({', '.join(tried)})" if tried else ""
         )
-        return
+        return "insufficient_evidence"
     if llm is None:
-        raise RuntimeError(
+        raise ModelNotInstalledError(
             "no LLM is installed to write the answer: run `crag-edge models pull` "
             "(the context above is the evidence it would use)"
         )
-    yield from llm.stream_chat(
-        answer_messages(result.question, result.context), max_tokens=max_tokens, timeout_s=timeout_s
-    )
+    reply = llm.stream_chat(answer_messages(result.question, result.context))
+    yield from reply
+    return reply.finish_reason
+
+
+def incomplete_note(finish: AnswerFinish, text: str, settings: Settings) -> str | None:
+    """Why an answer is empty or incomplete, with the fix; None for one that ended on its own.
+
+    Shared by every interface, so a cut-off or stalled answer reads the same everywhere.
+    """
+    if finish == "timeout":
+        return (
+            f"the model made no progress for {settings.llm_stall_timeout_s:g} s and the answer "
+            f"was stopped; retry on a less busy machine or raise "
+            f"{env_name('llm_stall_timeout_s')}"
+        )
+    if finish == "length":
+        return (
+            f"the answer was cut at {settings.llm_max_tokens} tokens; "
+            f"raise {env_name('llm_max_tokens')}"
+        )
+    if not text.strip():
+        return f"the model wrote nothing; retry, or set {env_name('llm')} to a larger model"
+    return None
 
 
 def cited(answer: str, context: Sequence[ContextItem]) -> list[ContextItem]:

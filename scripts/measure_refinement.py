@@ -2,9 +2,10 @@
 
 For every train claim with rationale sentences, the gold abstract becomes one chunk, is split
 into sentence strips and scored by each strip scorer; for each threshold we count the share
-of rationale sentences kept (a strip kept that overlaps the rationale's span) and the share
-of the abstract's tokens removed. This chose `strip_threshold` and the default strip scorer
-(README, "Refinement").
+of rationale sentences kept (a kept strip overlaps the rationale's span: strips join short
+sentences, so one strip may hold several of SciFact's sentences) and the share of the
+abstract's tokens removed. A strip holding a rationale is a positive for the strip AUC. This
+chose `strip_threshold` and the default strip scorer (README, "Refinement").
 
     python scripts/measure_refinement.py --data ../shared/data/scifact --json out.json
 """
@@ -22,9 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from crag_edge.config import Settings
-from crag_edge.correction.refine import StripScorer, decompose, score_strips
+from crag_edge.correction.refine import Strip, StripScorer, decompose, score_strips
 from crag_edge.evaluation.metrics import roc_auc
 from crag_edge.models.registry import load_embedder
+from crag_edge.sentences import sentence_spans
 from crag_edge.types import Chunk
 
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
@@ -49,21 +51,31 @@ def claims_with_rationales(data: Path) -> list[tuple[str, dict[str, str], set[in
 
 
 SCORERS: tuple[StripScorer, ...] = ("coverage", "embedding")
+# One abstract: each strip's score, its tokens, the rationale sentences it overlaps, and how
+# many rationale sentences the abstract has.
+Row = tuple[list[float], list[int], list[set[int]], int]
 
 
-def sweep(
-    rows: Sequence[tuple[list[float], list[int], list[bool]]], relative: bool
-) -> dict[str, dict[str, float]]:
+def rationales_per_strip(text: str, strips: Sequence[Strip], rationale: set[int]) -> list[set[int]]:
+    """Which rationale sentences (SciFact's indices) each strip overlaps."""
+    sentences = sentence_spans(text, join_continuations=False)
+    return [
+        {i for i in rationale if strip.start < sentences[i][1] and sentences[i][0] < strip.end}
+        for strip in strips
+    ]
+
+
+def sweep(rows: Sequence[Row], relative: bool) -> dict[str, dict[str, float]]:
     out = {}
     for threshold in RELATIVE if relative else THRESHOLDS:
         kept_rationales = total_rationales = kept_tokens = total_tokens = 0
-        for scores, tokens, is_rationale in rows:
+        for scores, tokens, holds, rationales in rows:
             bar = threshold * max(scores) if relative else threshold
             keep = [s >= bar for s in scores]
             if not any(keep):  # the loop never refines good evidence away entirely
                 keep[int(np.argmax(scores))] = True
-            kept_rationales += sum(k and r for k, r in zip(keep, is_rationale, strict=True))
-            total_rationales += sum(is_rationale)
+            kept_rationales += len(set().union(*(h for h, k in zip(holds, keep, strict=True) if k)))
+            total_rationales += rationales
             kept_tokens += sum(t for t, k in zip(tokens, keep, strict=True) if k)
             total_tokens += sum(tokens)
         out[str(threshold)] = {
@@ -83,7 +95,7 @@ def main() -> int:
     items = claims_with_rationales(args.data)[: args.limit]
     report: dict[str, dict[str, object]] = {}
     for name in SCORERS:
-        rows: list[tuple[list[float], list[int], list[bool]]] = []
+        rows: list[Row] = []
         started = time.perf_counter()
         for claim, doc, rationale in items:
             text = doc["text"]
@@ -98,13 +110,14 @@ def main() -> int:
                 (
                     score_strips(claim, strips, name, embedder),
                     tokens,
-                    [i in rationale for i in range(len(strips))],
+                    rationales_per_strip(text, strips, rationale),
+                    len(rationale),
                 )
             )
         seconds = time.perf_counter() - started
         auc = roc_auc(
-            [x for scores, _, _ in rows for x in scores],
-            [int(r) for _, _, flags in rows for r in flags],
+            [x for scores, *_ in rows for x in scores],
+            [int(bool(held)) for _, _, holds, _ in rows for held in holds],
         )
         report[name] = {
             "ms_per_abstract": round(1000 * seconds / len(items), 1),

@@ -4,8 +4,9 @@ For every train claim with evidence, each sentence of each evidence abstract bec
 label 1 when SciFact's annotators marked it as a rationale (SUPPORT or CONTRADICT), else 0.
 The negatives are topical (same abstract) but do not bear on the claim: exactly the judgement
 WikiQA and Climate-FEVER ask for, which claim-vs-whole-abstract pairs never teach. Sentences
-come from the project's own splitter (`correction.refine.decompose`), which reproduces
-SciFact's sentence indices on every train rationale (checked below, not assumed).
+come from the project's own splitter splitting at every terminator
+(`sentences.sentence_spans(join_continuations=False)`), which reproduces SciFact's sentence
+indices on every train rationale (checked below, not assumed).
 
     python scripts/scifact_rationale_pairs.py --data ../shared/data/scifact --out pairs.jsonl
 
@@ -22,15 +23,13 @@ import re
 import sys
 from pathlib import Path
 
-from crag_edge.correction.refine import decompose
-from crag_edge.types import Chunk
+from crag_edge.sentences import sentence_spans
 
 _INDEX = re.compile(r"\d+")
 
 
 def abstract_sentences(text: str) -> list[str]:
-    chunk = Chunk(chunk_id=0, doc_id=0, ordinal=0, text=text, start=0, end=len(text), source="")
-    return [strip.text for strip in decompose(chunk, "sentences")]
+    return [text[start:end] for start, end in sentence_spans(text, join_continuations=False)]
 
 
 def main() -> int:

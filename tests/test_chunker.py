@@ -1,15 +1,18 @@
-"""Chunker with MiniLM's real tokenizer: exact offsets, token budgets, overlap, boundaries."""
+"""Chunker with MiniLM's real tokenizer: exact offsets, token budgets, overlap, boundaries
+(whole sentences in prose, headings and paragraphs first, words only inside long sentences)."""
 
 from __future__ import annotations
 
 import itertools
 import random
+import textwrap
 from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer
 
 from crag_edge.ingest import Chunker, TextSpan
+from crag_edge.sentences import sentence_spans
 
 VOCABULARY = (
     "the retrieval grader scores each passage before generation uses it; x-ray antidisestablishment"
@@ -58,9 +61,54 @@ def test_offsets_budget_and_overlap(minilm_tokenizer: Tokenizer, size: int, over
         assert text[span.start : span.end] == span.text
         assert span.token_count == stop - first <= size
     for (first, stop), (next_first, _) in itertools.pairwise(ranges):
-        shared = stop - next_first
         assert next_first > first  # always progresses
-        assert overlap <= shared <= overlap + 8 if overlap else shared == 0
+        assert 0 <= stop - next_first <= overlap
+
+
+@pytest.mark.parametrize(("size", "overlap"), [(200, 40), (120, 30)])
+def test_prose_chunks_start_and_end_with_whole_sentences(
+    minilm_tokenizer: Tokenizer, size: int, overlap: int
+) -> None:
+    text = sample_text(seed=size, paragraphs=40)  # every sentence fits in half a chunk
+    spans = Chunker(minilm_tokenizer, size, overlap).split(text)
+    sentences = sentence_spans(text)
+    starts, ends = {start for start, _ in sentences}, {end for _, end in sentences}
+    assert len(spans) > 3
+    for span in spans:
+        assert span.start in starts and span.end in ends, span.text[:40]
+    ranges = token_ranges(minilm_tokenizer, text, spans)
+    shared = [stop - next_first for (_, stop), (next_first, _) in itertools.pairwise(ranges)]
+    assert max(shared) > 0  # neighbours still share whole sentences
+
+
+def test_wrapped_lines_give_way_to_sentence_ends(minilm_tokenizer: Tokenizer) -> None:
+    sentences = [f"Sentence {i} runs across a wrapped line of this paragraph." for i in range(30)]
+    text = textwrap.fill(" ".join(sentences), width=50)  # line breaks fall mid-sentence
+    spans = Chunker(minilm_tokenizer, 40, 8).split(text)
+    assert len(spans) > 3
+    for span in spans:
+        assert span.text.startswith("Sentence") and span.text.endswith("paragraph.")
+
+
+def test_cuts_prefer_a_heading_to_a_sentence_end(minilm_tokenizer: Tokenizer) -> None:
+    sections = [f"## Part {i}\nIt has one sentence. It has another one." for i in range(20)]
+    spans = Chunker(minilm_tokenizer, 40, 0).split("\n".join(sections))
+    assert len(spans) > 3
+    for span in spans:
+        assert span.text.startswith("## Part") and span.text.endswith("another one.")
+
+
+def test_a_sentence_longer_than_a_chunk_splits_at_words(minilm_tokenizer: Tokenizer) -> None:
+    text = "The " + " ".join(WORDS * 12) + " ends here."  # one sentence of ~400 tokens
+    spans = Chunker(minilm_tokenizer, 50, 10).split(text)
+    ranges = token_ranges(minilm_tokenizer, text, spans)
+    assert len(spans) > 5
+    for span, (first, stop) in zip(spans, ranges, strict=True):
+        assert text[span.start : span.end] == span.text
+        assert span.token_count == stop - first <= 50
+        assert text[span.start - 1 : span.start].isspace() or span.start == 0  # a word start
+    for (_, stop), (next_first, _) in itertools.pairwise(ranges):
+        assert 0 < stop - next_first <= 10  # mid-sentence: neighbours share whole words
 
 
 def test_cuts_prefer_paragraph_ends(minilm_tokenizer: Tokenizer) -> None:

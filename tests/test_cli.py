@@ -6,8 +6,10 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from crag_edge.cli import app
@@ -16,6 +18,8 @@ from crag_edge.store import SCHEMA_VERSION
 MINI = Path(__file__).parent / "data" / "scifact_mini"
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
 runner = CliRunner()
+# A question the scifact_mini corpus holds evidence for, so `answer` calls the model.
+ANSWERABLE = "Does Ly49Q induce neutrophil polarization?"
 # The cheap tiers and keyword rewrites only: the LLM has its own tests (test_llm, test_crag).
 FAST = {
     "CRAG_EDGE_GRADING_TIERS": '["signals", "cross_encoder"]',
@@ -62,12 +66,29 @@ def beir_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["stats"],
         ["cache"],
         ["cache", "clear"],
+        ["calibrate"],
     ],
 )
 def test_every_command_explains_itself(command: list[str]) -> None:
     result = invoke(*command, "--help")
     assert result.exit_code == 0
     assert "Usage" in result.stdout and len(result.stdout) > 200
+
+
+def _command_paths(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    paths = []
+    for name, command in group.commands.items():
+        path = (*prefix, name)
+        paths += _command_paths(command, path) if hasattr(command, "commands") else [path]
+    return paths
+
+
+def test_every_command_is_documented_in_the_readme() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    commands = _command_paths(typer.main.get_command(app))
+    assert ("calibrate",) in commands and ("eval", "answers") in commands
+    missing = [" ".join(c) for c in commands if f"crag-edge {' '.join(c)}" not in readme]
+    assert not missing, f"commands without a line in the README: {missing}"
 
 
 def test_ingest_is_incremental_and_reports_json(tmp_path: Path) -> None:
@@ -249,13 +270,41 @@ def test_answer_prints_the_result_and_a_cited_answer(beir_db: Path) -> None:
         env=env,
     )
     data = json.loads(result.stdout)
-    assert set(data) == {"answer", "citations", "result"} and data["answer"].strip()
+    assert set(data) == {"answer", "finish_reason", "citations", "result"}
+    assert data["answer"].strip()
+    assert data["finish_reason"] in ("stop", "length", "insufficient_evidence")
     assert data["result"]["decision"] in ("CORRECT", "AMBIGUOUS", "INCORRECT")
     numbers = {c["n"] for c in data["result"]["context"]}
     assert all(c["n"] in numbers for c in data["citations"])
     text = invoke("answer", "--db", str(beir_db), "What is the capital of Australia?", env=env)
     assert text.exit_code == 0
     assert "answer:" in text.stdout and "hits of round" in text.stdout
+
+
+def test_answer_cut_at_max_tokens_says_so(beir_db: Path) -> None:
+    env = {"CRAG_EDGE_LLM_MAX_TOKENS": "2", "CRAG_EDGE_LLM_THREADS": "1"}
+    cut = invoke("answer", "--db", str(beir_db), "--json", ANSWERABLE, env=env)
+    data = json.loads(cut.stdout)
+    assert cut.exit_code == 0 and data["result"]["context"]  # the model was asked
+    assert data["finish_reason"] == "length" and data["answer"].strip()
+    text = invoke("answer", "--db", str(beir_db), ANSWERABLE, env=env)
+    assert text.exit_code == 0
+    assert "the answer was cut at 2 tokens; raise CRAG_EDGE_LLM_MAX_TOKENS" in text.stderr
+
+
+def test_answer_that_stalls_empty_exits_1_with_one_line(beir_db: Path) -> None:
+    # Any elapsed time is a stall at this limit: the model is stopped before its first token.
+    env = {"CRAG_EDGE_LLM_STALL_TIMEOUT_S": "1e-9", "CRAG_EDGE_LLM_THREADS": "1"}
+    stalled = invoke("answer", "--db", str(beir_db), ANSWERABLE, env=env)
+    assert stalled.exit_code == 1
+    lines = stalled.stderr.strip().splitlines()
+    assert len(lines) == 1, stalled.stderr
+    assert lines[0].startswith("error: no answer: the model made no progress")
+    assert "raise CRAG_EDGE_LLM_STALL_TIMEOUT_S" in lines[0]
+    as_json = invoke("answer", "--db", str(beir_db), "--json", ANSWERABLE, env=env)
+    assert as_json.exit_code == 1
+    data = json.loads(as_json.stdout)
+    assert data["finish_reason"] == "timeout" and data["answer"] == ""
 
 
 WIKIQA_ROWS = [

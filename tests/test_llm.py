@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,6 +35,7 @@ PASSAGES = [
     "The Pacific is the largest ocean.",
     "Sea level is the average height of the ocean's surface.",
 ]
+LONG_REPLY = [{"role": "user", "content": "Write a long story about a dragon."}]
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +89,49 @@ def test_waiting_for_a_busy_model_counts_against_the_timeout(runtime: LlamaRunti
         )
     assert reply.timed_out
     assert probs.timed_out and probs.rows == [None]
+
+
+def test_stream_cut_by_max_tokens_says_length(runtime: LlamaRuntime) -> None:
+    stream = runtime.stream_chat(LONG_REPLY, max_tokens=2)
+    pieces = list(stream)
+    assert stream.finish_reason == "length"
+    assert stream.text == "".join(pieces) and stream.text.strip()
+
+
+def test_stream_that_stalls_stops_with_timeout(runtime: LlamaRuntime) -> None:
+    stream = runtime.stream_chat(LONG_REPLY, stall_timeout_s=0.0)
+    assert list(stream) == []
+    assert stream.finish_reason == "timeout"
+
+
+def test_stream_waiting_for_a_busy_model_is_a_stall(runtime: LlamaRuntime) -> None:
+    with runtime._lock:  # another thread holding the model
+        stream = runtime.stream_chat(LONG_REPLY, stall_timeout_s=0.2)
+        assert list(stream) == []
+    assert stream.finish_reason == "timeout"
+
+
+def test_stream_stall_limit_is_on_silence_not_on_the_total(runtime: LlamaRuntime) -> None:
+    """The whole stream outlasts its stall limit and still ends on its own: the limit
+    restarts with every token, and the reader's pause between pieces is not a stall."""
+    stream = runtime.stream_chat(LONG_REPLY, max_tokens=4, stall_timeout_s=3.0)
+    first = next(stream)
+    time.sleep(3.5)
+    rest = list(stream)
+    assert stream.finish_reason == "length"
+    assert stream.text == first + "".join(rest)
+
+
+def test_stream_finish_reason_is_known_only_at_the_end(runtime: LlamaRuntime) -> None:
+    stream = runtime.stream_chat(LONG_REPLY, max_tokens=8)
+    with pytest.raises(RuntimeError, match="has not ended"):
+        _ = stream.finish_reason
+    assert next(stream)
+    with pytest.raises(RuntimeError, match="has not ended"):
+        _ = stream.finish_reason
+    stream.close()  # a reader that stops early gives the model back
+    assert runtime._lock.acquire(blocking=False)
+    runtime._lock.release()
 
 
 def test_shared_prefixes_are_evaluated_once(runtime: LlamaRuntime) -> None:

@@ -1,12 +1,29 @@
-"""Knowledge refinement: strips keep absolute offsets, each scorer ranks the evidence-bearing
-strip first, recomposition respects threshold, budget and document order."""
+"""Knowledge refinement: strips are whole sentences of a minimum length with absolute offsets,
+each scorer ranks the evidence-bearing strip first, overlapping chunks yield each sentence once,
+recomposition respects threshold, budget and document order and joins neighbouring strips."""
 
 from __future__ import annotations
 
-import pytest
+import itertools
+from dataclasses import replace
+from pathlib import Path
 
-from crag_edge.correction.refine import Strip, decompose, recompose, refine, score_strips
+import pytest
+from tokenizers import Tokenizer
+
+from crag_edge.correction.refine import (
+    MIN_STRIP_CHARS,
+    MIN_STRIP_WORDS,
+    Strip,
+    decompose,
+    join_neighbours,
+    recompose,
+    refine,
+    score_strips,
+)
+from crag_edge.ingest import Chunker
 from crag_edge.models.embedder import OnnxEmbedder
+from crag_edge.sentences import ends_sentence
 from crag_edge.types import Chunk
 
 DOCUMENT = (
@@ -84,20 +101,96 @@ def test_recompose_keeps_threshold_budget_and_document_order() -> None:
     assert recompose(strips, threshold=0.95, budget_tokens=6, count_tokens=len) == []
 
 
-def test_overlapping_chunks_do_not_repeat_a_strip(embedder: OnnxEmbedder) -> None:
-    overlap = Chunk(
-        chunk_id=8,
-        doc_id=3,
-        ordinal=2,
-        text=DOCUMENT[DOCUMENT.index("The duration") :],
-        start=DOCUMENT.index("The duration"),
-        end=len(DOCUMENT),
-        source="bees.md",
+def chunk_of(document: str, start: int, end: int, ordinal: int, chunk_id: int = 1) -> Chunk:
+    return Chunk(chunk_id, 3, ordinal, document[start:end], start, end, "doc.md")
+
+
+def assert_whole_sentence_strips(document: str, strips: list[Strip]) -> None:
+    for strip in strips:
+        assert document[strip.start : strip.end] == strip.text
+        assert len(strip.text) >= MIN_STRIP_CHARS and len(strip.text.split()) >= MIN_STRIP_WORDS
+        assert ends_sentence(strip.text), strip.text
+
+
+def test_short_pieces_join_a_neighbour_in_the_same_chunk() -> None:
+    document = (
+        "# Results\n\nThe assay measured binding affinity. See Fig. 2 for the curve. It failed. "
+        "Most values were recorded in the appendix, e.g. the index. Drones do not forage."
     )
-    kept, scored = refine(QUESTION, [CHUNK, overlap], embedder, threshold=0.0)
-    assert len(scored) == 4 + 3
-    assert len(kept) == 4 and len({(s.doc_id, s.start) for s in kept}) == 4
-    assert [s.start for s in kept] == sorted(s.start for s in kept)
+    strips = decompose(chunk_of(document, 0, len(document), ordinal=0), "sentences")
+    assert [s.text for s in strips] == [
+        "# Results\n\nThe assay measured binding affinity. See Fig. 2 for the curve. It failed.",
+        "Most values were recorded in the appendix, e.g. the index.",
+        "Drones do not forage.",
+    ]
+    assert_whole_sentence_strips(document, strips)
+
+
+def test_a_chunk_starting_mid_sentence_drops_a_short_tail_and_keeps_a_long_one() -> None:
+    document = "The waggle run is recorded in the index. Honeybees communicate with a dance."
+    short_tail = chunk_of(document, document.index("index."), len(document), ordinal=1)
+    assert [s.text for s in decompose(short_tail, "sentences")] == [
+        "Honeybees communicate with a dance."
+    ]
+    long_tail = chunk_of(document, document.index("run is"), len(document), ordinal=1)
+    assert [s.text for s in decompose(long_tail, "sentences")] == [
+        "run is recorded in the index.",
+        "Honeybees communicate with a dance.",
+    ]
+    first = chunk_of(document, document.index("index."), len(document), ordinal=0)
+    assert decompose(first, "sentences")[0].text == "index. Honeybees communicate with a dance."
+
+
+def test_overlapping_chunks_yield_each_sentence_once(embedder: OnnxEmbedder) -> None:
+    start = DOCUMENT.index("The duration")
+    overlap = replace(CHUNK, chunk_id=8, ordinal=2, text=DOCUMENT[start:], start=start)
+    refined = refine(QUESTION, [CHUNK, overlap], embedder, threshold=0.0)
+    scored = refined.scored
+    assert len(scored) == 4 and len({(s.start, s.end) for s in scored}) == 4
+    assert len(refined.kept) == 4
+    (piece,) = refined.pieces  # every strip kept: one passage, the chunk's own text
+    assert (piece.start, piece.end, piece.text) == (CHUNK.start, CHUNK.end, CHUNK.text)
+
+
+def test_real_chunks_give_whole_distinct_sentences(
+    minilm_dir: Path, embedder: OnnxEmbedder
+) -> None:
+    sentences = [
+        f"Colony {i} sent {i % 5 + 2} foragers to the meadow before noon." for i in range(60)
+    ]
+    document = " ".join(sentences)
+    tokenizer = Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
+    spans = Chunker(tokenizer, 60, 20).split(document)
+    chunks = [chunk_of(document, s.start, s.end, n, chunk_id=n) for n, s in enumerate(spans)]
+    assert any(a.end > b.start for a, b in itertools.pairwise(chunks))  # they do overlap
+    refined = refine("How many foragers did colony 7 send?", chunks, embedder)
+    assert sorted(s.text for s in refined.scored) == sorted(sentences)
+    assert_whole_sentence_strips(document, refined.scored)
+    pieces = refined.pieces
+    assert pieces and all(document[p.start : p.end] == p.text for p in pieces)
+
+
+def test_neighbouring_kept_strips_join_with_exact_offsets() -> None:
+    strips = decompose(CHUNK, "sentences")
+    kept = [strips[0], strips[1], strips[3]]  # the third is not kept: a gap of text
+    pieces = join_neighbours(kept, [CHUNK])
+    assert [(p.start, p.end) for p in pieces] == [
+        (strips[0].start, strips[1].end),
+        (strips[3].start, strips[3].end),
+    ]
+    for piece in pieces:
+        assert DOCUMENT[piece.start : piece.end] == piece.text
+    assert join_neighbours(kept, []) == kept  # the text between is unknown: not joined
+
+
+def test_strips_of_other_documents_or_texts_are_not_joined() -> None:
+    (strip,) = decompose(replace(CHUNK, text=CHUNK.text[:42], end=CHUNK.start + 42), "sentences")
+    other_text = replace(strip, text="Honeybees communicate with a polka dance")
+    other_document = replace(strip, doc_id=4)
+    assert len(join_neighbours([strip, other_text], [CHUNK])) == 2
+    assert len(join_neighbours([strip, other_document], [CHUNK])) == 2
+    assert recompose([strip, other_text], 0.0, 100, len) == [strip, other_text]
+    assert recompose([strip, strip], 0.0, 100, len) == [strip]
 
 
 def test_without_a_cross_encoder_strips_fall_back_to_coverage(embedder: OnnxEmbedder) -> None:

@@ -163,6 +163,7 @@ def test_answer_streams_tokens_then_the_result(server: Running) -> None:
     assert set(kinds[:-1]) <= {"token"} and "token" in kinds
     final = events[-1][1]
     assert final["answer"] == "".join(d["text"] for k, d in events if k == "token")
+    assert final["finish_reason"] in ("stop", "length")
     assert final["result"]["question"] == BEES and "decision" in final["result"]
 
 
@@ -170,6 +171,18 @@ def test_answer_without_evidence_says_so_without_a_model(server: Running) -> Non
     events = sse(server, {"question": "qwxz vbnm plokij"})
     assert events[-1][0] == "result"
     assert events[-1][1]["result"]["insufficient_evidence"] is True
+    assert events[-1][1]["finish_reason"] == "insufficient_evidence"
+
+
+def test_stalled_answer_says_timeout_in_its_result(corpus_db: Path, embedder: Any) -> None:
+    # Any elapsed time is a stall at this limit: the model is stopped before its first token.
+    stalling = factory_for(corpus_db, embedder, llm_stall_timeout_s=1e-9)
+    with running(ServerConfig(db=corpus_db), stalling) as srv:
+        events = sse(srv, {"question": BEES})
+    assert [kind for kind, _ in events] == ["result"]
+    final = events[0][1]
+    assert final["finish_reason"] == "timeout" and final["answer"] == ""
+    assert final["result"]["context"]  # there was evidence: the model was asked, and stalled
 
 
 def sse(server: Running, body: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -5,9 +5,10 @@ canned engine (model output and timings are not deterministic)."""
 from __future__ import annotations
 
 import asyncio
+import html
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from textual.widgets import Checkbox, DirectoryTree, Input, Log, OptionList, Pro
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import ItemGrade
+from crag_edge.models.llm import FinishReason, TextStream
 from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import ContextItem, Correction, CragResult, Round
 from crag_edge.store import Corpus
@@ -130,6 +132,40 @@ def test_ask_shows_stages_decision_evidence_and_answer(engine: Engine) -> None:
         assert hit.chunk.text[:40] in shown.replace("\n", " ") or hit.chunk.source in shown
 
     run(app, body, (120, 40))
+
+
+@pytest.mark.models
+@pytest.mark.parametrize(
+    ("overrides", "title", "note"),
+    [
+        # Any elapsed time is a stall at this limit: stopped before the first token.
+        (
+            {"llm_stall_timeout_s": 1e-9},
+            "No answer",
+            "No answer: the model made no progress for 1e-09 s",
+        ),
+        ({"llm_max_tokens": 2}, "Answer — incomplete", "Note: the answer was cut at 2 tokens"),
+    ],
+    ids=["stalled", "cut-off"],
+)
+def test_empty_or_cut_off_answer_shows_a_note(
+    corpus_db: Path, embedder: Any, overrides: dict[str, Any], title: str, note: str
+) -> None:
+    settings = tui_settings().model_copy(update=overrides)
+    with Engine.open(corpus_db, settings, embedder=embedder) as engine:
+        app = CragApp(engine=engine)
+
+        async def body(pilot: Pilot[None]) -> None:
+            await pilot.press(*QUESTION, "enter")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.result is not None and app.result.context  # the model was asked
+            assert app.query_one("#right").has_class("incomplete")
+            assert app.query_one("#answer-scroll").border_title == title
+            shown = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+            assert title in shown and note in shown
+
+        run(app, body, (120, 40))
 
 
 @pytest.mark.models
@@ -313,9 +349,13 @@ class CannedEngine:
         return canned_result(question)
 
     def llm(self) -> Any:
+        def pieces() -> Generator[str, None, FinishReason]:
+            yield from ["RRF sums ", "1 / (k + rank) ", "over the rankings [1]."]
+            return "stop"
+
         class Llm:
-            def stream_chat(self, messages: Any, **kwargs: Any) -> Iterator[str]:
-                yield from ["RRF sums ", "1 / (k + rank) ", "over the rankings [1]."]
+            def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
+                return TextStream(pieces())
 
         return Llm()
 

@@ -1,41 +1,46 @@
 """Knowledge refinement (CRAG's decompose → filter → recompose).
 
-Kept evidence is split into strips (sentences, or fixed windows of words as in the CRAG
-paper's `fixed_num` mode), each strip is scored against the question, strips below the
-threshold are dropped, and the rest are recomposed in document order within a token budget.
+Kept evidence is split into strips (whole sentences of at least `MIN_STRIP_WORDS` words and
+`MIN_STRIP_CHARS` characters, or fixed windows of words as in the CRAG paper's `fixed_num`
+mode), strips that overlapping chunks share are scored once, each strip is scored against the
+question, strips below the threshold are dropped, and the rest are recomposed in document order
+within a token budget, neighbouring strips of one document joined into one context piece.
 Offsets stay absolute (into the document's text), so citations point into the original
 documents.
 
 The default scorer is the cheapest one that separates strips: keyword coverage. On SciFact's
-rationale sentences it separates them as well as embedding cosine blended with coverage
-(strip AUC 0.720 vs 0.733; cosine alone 0.714) at 2.6 instead of 190 ms per abstract
-(`scripts/measure_refinement.py`, README "Refinement").
+rationale sentences it separates them about as well as embedding cosine blended with coverage
+(strip AUC 0.722 vs 0.735, `scripts/measure_refinement.py`) at a small fraction of its cost
+(README "Refinement" has the timings).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
 from crag_edge.grading.terms import batch_terms, query_terms
 from crag_edge.kernels import keyword_coverage
+from crag_edge.sentences import ends_sentence, sentence_spans
 from crag_edge.types import Chunk, Embedder, PairScorer
 
 StripMode = Literal["sentences", "fixed_num", "selection"]
 StripScorer = Literal["coverage", "embedding", "cross_encoder"]
-# A sentence ends at . ! ? (optionally closed by a quote or bracket) before whitespace, or at a
-# blank line; abbreviations occasionally split too early, which costs a strip, not a fact.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n")
+# A sentence strip shorter than this ("index.", "Fig.", a heading) joins a neighbour: alone it
+# carries no fact, its keyword coverage is noise, and it shreds the context the model reads.
+MIN_STRIP_WORDS = 4
+MIN_STRIP_CHARS = 20
 _WORD = re.compile(r"\S+")
 
 
 @dataclass(frozen=True)
 class Strip:
-    """A piece of one chunk; `start`/`end` are offsets into the document's text."""
+    """A piece of one document: a chunk's strip, or neighbouring strips joined into one.
+    `start`/`end` are offsets into the document's text."""
 
     chunk_id: int
     doc_id: int
@@ -53,11 +58,7 @@ def decompose(chunk: Chunk, mode: StripMode, words_per_strip: int = 50) -> list[
     if mode == "selection":
         spans = [(0, len(chunk.text))]
     elif mode == "sentences":
-        spans, begin = [], 0
-        for match in _SENTENCE_END.finditer(chunk.text):
-            spans.append((begin, match.start()))
-            begin = match.end()
-        spans.append((begin, len(chunk.text)))
+        spans = sentence_strips(chunk.text, mid_document=chunk.ordinal > 0)
     else:
         words = [(m.start(), m.end()) for m in _WORD.finditer(chunk.text)]
         spans = [
@@ -85,6 +86,51 @@ def decompose(chunk: Chunk, mode: StripMode, words_per_strip: int = 50) -> list[
     return strips
 
 
+def sentence_strips(text: str, *, mid_document: bool) -> list[tuple[int, int]]:
+    """(start, end) in `text` of its sentence strips: whole sentences, none below the minimum.
+
+    A later chunk of a document (`mid_document`) whose first piece starts lowercase starts
+    mid-sentence, where a chunk boundary fell inside a sentence too long for one chunk (or in
+    a corpus chunked without sentence starts). That continuation stays a strip of its own when
+    it reaches the minimum, since it may hold the fact asked for; a shorter one is dropped:
+    a sentence's last few words say nothing alone, and joining them to the next sentence would
+    make that strip start mid-sentence too.
+    """
+    spans = sentence_spans(text)
+    lead: list[tuple[int, int]] = []
+    if mid_document and spans and text[spans[0][0]].islower():
+        continuation = spans.pop(0)
+        lead = [] if _is_short(text, continuation) else [continuation]
+    return lead + _join_short(text, spans)
+
+
+def _join_short(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sentences with each one below the minimum joined to a neighbour: to the next when it
+    introduces it (the first piece, or a heading or label, which has no terminator), else to
+    the previous one (a short sentence, an abbreviation's tail)."""
+    joined: list[tuple[int, int]] = []
+    lead_in: int | None = None  # start of short pieces waiting for the piece they introduce
+    for start, end in spans:
+        start, lead_in = (start if lead_in is None else lead_in), None
+        if not _is_short(text, (start, end)):
+            joined.append((start, end))
+        elif not joined or not ends_sentence(text[start:end]):
+            lead_in = start
+        else:
+            joined[-1] = (joined[-1][0], end)
+    if lead_in is not None:  # nothing follows: it joins the piece before, or stands alone
+        if joined:
+            joined[-1] = (joined[-1][0], spans[-1][1])
+        else:
+            joined.append((lead_in, spans[-1][1]))
+    return joined
+
+
+def _is_short(text: str, span: tuple[int, int]) -> bool:
+    piece = text[span[0] : span[1]]
+    return len(piece) < MIN_STRIP_CHARS or len(piece.split()) < MIN_STRIP_WORDS
+
+
 def score_strips(
     question: str,
     strips: Sequence[Strip],
@@ -109,6 +155,21 @@ def score_strips(
     return [float(x) for x in (cosine + coverage) / 2.0]
 
 
+def distinct_strips(strips: Sequence[Strip]) -> list[Strip]:
+    """`strips` in document order (source, then offset) without those another strip of the
+    same document already holds: overlapping chunks share sentences, which would otherwise be
+    scored, kept and read twice. A chunk cut inside a sentence yields a fragment that the
+    neighbour's whole sentence holds."""
+    by_document: dict[tuple[str, int], list[Strip]] = {}
+    distinct = []
+    for strip in sorted(strips, key=lambda s: (s.source, s.doc_id, s.start, -s.end)):
+        same_document = by_document.setdefault((strip.source, strip.doc_id), [])
+        if not any(_holds(kept, strip) for kept in same_document):
+            same_document.append(strip)
+            distinct.append(strip)
+    return distinct
+
+
 def recompose(
     strips: Sequence[Strip],
     threshold: float,
@@ -126,13 +187,71 @@ def recompose(
             continue
         chosen.append(strip)
         spent += cost
-    seen: set[tuple[int, int]] = set()
-    ordered = []
-    for strip in sorted(chosen, key=lambda s: (s.source, s.start)):
-        if (strip.doc_id, strip.start) not in seen:  # overlapping chunks repeat strips
-            seen.add((strip.doc_id, strip.start))
-            ordered.append(strip)
-    return ordered
+    return distinct_strips(chosen)
+
+
+def join_neighbours(strips: Sequence[Strip], chunks: Sequence[Chunk]) -> list[Strip]:
+    """Strips in document order as context pieces: strips of one document that overlap, or
+    that only whitespace of one of `chunks` separates, become one piece whose text is the
+    document's text over their range (so its offsets still cite it exactly) and whose score
+    is their best. The model then reads passages instead of a list of sentences, and each
+    citation number covers one passage."""
+    pieces: list[Strip] = []
+    for strip in strips:
+        joined = _join(pieces[-1], strip, chunks) if pieces else None
+        if joined is None:
+            pieces.append(strip)
+        else:
+            pieces[-1] = joined
+    return pieces
+
+
+def _same_document(a: Strip | Chunk, b: Strip) -> bool:
+    return a.doc_id == b.doc_id and a.source == b.source
+
+
+def _holds(outer: Strip, inner: Strip) -> bool:
+    """Whether `outer` contains `inner`'s range of the same document, with the same text
+    (fallback results of one URL share a document id but not a text)."""
+    if not _same_document(outer, inner) or not outer.start <= inner.start <= inner.end <= outer.end:
+        return False
+    return outer.text[inner.start - outer.start : inner.end - outer.start] == inner.text
+
+
+def _join(a: Strip, b: Strip, chunks: Sequence[Chunk]) -> Strip | None:
+    """`a` and `b` (b not before a) as one strip, or None when they are not neighbours."""
+    if not _same_document(a, b):
+        return None
+    if b.start <= a.end:  # overlapping: the texts must agree on the shared part
+        shared = b.text[: a.end - b.start]
+        if a.text[b.start - a.start : b.start - a.start + len(shared)] != shared:
+            return None
+        text = a.text + b.text[len(shared) :]
+    else:
+        gap = _gap_text(a, b, chunks)
+        if gap is None or gap.strip():
+            return None
+        text = a.text + gap + b.text
+    end = a.start + len(text)
+    return replace(a, end=end, text=text, score=max(a.score, b.score))
+
+
+def _gap_text(a: Strip, b: Strip, chunks: Sequence[Chunk]) -> str | None:
+    """The document's text between `a` and `b`, read from a chunk that spans it."""
+    for chunk in chunks:
+        if _same_document(chunk, b) and chunk.start <= a.end and b.start <= chunk.end:
+            return chunk.text[a.end - chunk.start : b.start - chunk.start]
+    return None
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """The context pieces in document order (one kept strip, or neighbouring kept strips
+    joined), the strips kept, and every distinct strip scored."""
+
+    pieces: list[Strip]
+    kept: list[Strip]
+    scored: list[Strip]
 
 
 def refine(
@@ -145,16 +264,14 @@ def refine(
     threshold: float = 0.1,
     budget_tokens: int = 4096,
     cross_encoder: PairScorer | None = None,
-) -> tuple[list[Strip], list[Strip]]:
-    """(kept strips in document order, every scored strip) for the kept evidence chunks."""
-    strips = [strip for chunk in chunks for strip in decompose(chunk, mode)]
+) -> Refinement:
+    """Decompose the kept evidence chunks, score the strips, recompose what passes."""
+    strips = distinct_strips([strip for chunk in chunks for strip in decompose(chunk, mode)])
     scores = score_strips(question, strips, scorer, embedder, cross_encoder)
-    scored = [
-        Strip(s.chunk_id, s.doc_id, s.source, s.title, s.start, s.end, s.text, score)
-        for s, score in zip(strips, scores, strict=True)
-    ]
+    scored = [replace(s, score=score) for s, score in zip(strips, scores, strict=True)]
 
     def count(text: str) -> int:
         return len(embedder.tokenizer.encode(text, add_special_tokens=False).ids)
 
-    return recompose(scored, threshold, budget_tokens, count), scored
+    kept = recompose(scored, threshold, budget_tokens, count)
+    return Refinement(join_neighbours(kept, chunks), kept, scored)

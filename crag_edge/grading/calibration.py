@@ -46,13 +46,14 @@ def calibration(params: tuple[float, float] | None) -> Calibration:
 
 def fit_platt(raw: npt.ArrayLike, labels: npt.ArrayLike, iterations: int = 100) -> Platt:
     """Maximum-likelihood (a, b) with Platt's target smoothing, which keeps it finite on
-    separable data. Needs both classes present."""
+    separable data. Labels are 0/1 or soft probabilities in [0, 1] (a teacher's); both
+    classes must be present."""
     x = np.asarray(raw, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
     positives, negatives = float(y.sum()), float(len(y) - y.sum())
     if positives == 0 or negatives == 0:
         raise ValueError("calibration needs both relevant and non-relevant examples")
-    target = np.where(y > 0, (positives + 1) / (positives + 2), 1 / (negatives + 2))
+    target = y * (positives + 1) / (positives + 2) + (1 - y) / (negatives + 2)
     a, b = 0.0, float(np.log((negatives + 1) / (positives + 1)) * -1)
     for _ in range(iterations):
         p = Platt(a, b)(x)

@@ -12,15 +12,17 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer
 
-# How far back the next chunk may start so that the overlap does not begin mid-word.
-_MAX_WORD_TOKENS = 8
+from crag_edge.sentences import sentence_spans
+
 # Long texts are tokenized in pieces cut at whitespace: one huge `encode` is slower than
 # linear and single-threaded, `encode_batch` over pieces is linear and uses every core.
 _SEGMENT_CHARS = 16384
-_SENTENCE_END = re.compile("[.!?\u3002\uff01\uff1f\u2026][\"'\u201d\u2019)\\]]*$")
+_HEADING_LINE = re.compile(r"#{1,6}\s")
 
 # Boundary quality between two tokens: the chunker cuts at the best one near the window end.
-_INSIDE_CHAR, _INSIDE_WORD, _WORD, _SENTENCE, _LINE, _PARAGRAPH = -1, 0, 1, 2, 3, 4
+# A single line break ranks below a sentence end: hard-wrapped prose breaks lines mid-sentence,
+# while lists, tables and code (whose lines are their units) rarely have sentence ends at all.
+_INSIDE_CHAR, _INSIDE_WORD, _WORD, _LINE, _SENTENCE, _HEADING, _PARAGRAPH = range(-1, 6)
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,13 @@ class TextSpan:
 
 
 class Chunker:
-    """Splits text into windows of at most `chunk_tokens` tokens sharing about `overlap`.
+    """Splits text into windows of at most `chunk_tokens` tokens sharing at most `overlap`.
 
-    A window ends at the best boundary in its second half (paragraph, then line, sentence,
-    word), so chunks read as whole passages; the next one starts `overlap` tokens earlier,
-    moved back to the start of a word.
+    A window ends at the best boundary in its second half (paragraph, heading, sentence, line,
+    word), so chunks read as whole passages. The next one starts at the earliest boundary
+    within the last `overlap` tokens that is as good as that end, up to a sentence start: in
+    prose every chunk starts and ends with a whole sentence, and neighbours share whole
+    sentences (fewer than `overlap` tokens, none when no sentence starts in the overlap).
     """
 
     def __init__(self, tokenizer: Tokenizer, chunk_tokens: int, overlap: int) -> None:
@@ -53,19 +57,21 @@ class Chunker:
 
     def split(self, text: str) -> list[TextSpan]:
         """The chunks of `text`, in order; none for empty or whitespace-only text."""
-        offsets = self._token_offsets(text)
+        starts = frozenset(start for start, _ in sentence_spans(text))
+        tokens = _Tokens(text, self._token_offsets(text), starts)
+        offsets = tokens.offsets
         spans: list[TextSpan] = []
         first, count = 0, len(offsets)
         while first < count:
             stop = min(first + self.chunk_tokens, count)
             if stop < count:
                 lowest = first + max(self.chunk_tokens // 2, self.overlap + 1)
-                stop = _best_cut(text, offsets, min(lowest, stop), stop)
+                stop = _best_cut(tokens, min(lowest, stop), stop)
             start, end = offsets[first][0], offsets[stop - 1][1]
             spans.append(TextSpan(text[start:end], start, end, stop - first))
             if stop == count:
                 break
-            first = self._next_first(text, offsets, first, stop)
+            first = self._next_first(tokens, first, stop)
         return spans
 
     def _token_offsets(self, text: str) -> list[tuple[int, int]]:
@@ -81,14 +87,41 @@ class Chunker:
             if end > start
         ]
 
-    def _next_first(self, text: str, offsets: list[tuple[int, int]], first: int, stop: int) -> int:
-        target = max(stop - self.overlap, first + 1)
-        if target == stop:
-            return stop
-        for k in range(target, max(first + 1, target - _MAX_WORD_TOKENS) - 1, -1):
-            if _boundary(text, offsets, k) >= _WORD:
+    def _next_first(self, tokens: _Tokens, first: int, stop: int) -> int:
+        """Where the chunk after [first, stop) starts: a chunk that ends with a sentence shares
+        only whole sentences; one cut inside a sentence (too long for a chunk) or inside a
+        list shares whole words or lines, which start mid-sentence either way."""
+        wanted = min(tokens.boundary(stop), _SENTENCE)
+        for k in range(max(stop - self.overlap, first + 1), stop):
+            if tokens.boundary(k) >= wanted:
                 return k
-        return target
+        return stop
+
+
+@dataclass(frozen=True)
+class _Tokens:
+    """A text's tokens and where its sentences start: everything a cut decision reads."""
+
+    text: str
+    offsets: list[tuple[int, int]]
+    sentence_starts: frozenset[int]
+
+    def boundary(self, k: int) -> int:
+        """How good a cut between token k-1 and token k is."""
+        previous_end, next_start = self.offsets[k - 1][1], self.offsets[k][0]
+        if next_start < previous_end:
+            return _INSIDE_CHAR
+        gap = self.text[previous_end:next_start]
+        newlines = gap.count("\n")
+        if newlines >= 2:
+            return _PARAGRAPH
+        if newlines == 1 and _HEADING_LINE.match(self.text, next_start):
+            return _HEADING
+        if gap and next_start in self.sentence_starts:
+            return _SENTENCE
+        if newlines == 1:
+            return _LINE
+        return _WORD if gap else _INSIDE_WORD
 
 
 def _segments(text: str) -> list[tuple[int, int]]:
@@ -105,31 +138,13 @@ def _segments(text: str) -> list[tuple[int, int]]:
     return pieces
 
 
-def _best_cut(text: str, offsets: list[tuple[int, int]], lowest: int, highest: int) -> int:
+def _best_cut(tokens: _Tokens, lowest: int, highest: int) -> int:
     """The token index in [lowest, highest] to cut before: best boundary, latest on ties."""
     best, best_score = highest, _INSIDE_CHAR - 1
     for k in range(highest, lowest - 1, -1):
-        score = _boundary(text, offsets, k)
+        score = tokens.boundary(k)
         if score > best_score:
             best, best_score = k, score
             if score == _PARAGRAPH:
                 break
     return best
-
-
-def _boundary(text: str, offsets: list[tuple[int, int]], k: int) -> int:
-    """How good a cut between token k-1 and token k is."""
-    previous_end, next_start = offsets[k - 1][1], offsets[k][0]
-    if next_start < previous_end:
-        return _INSIDE_CHAR
-    gap = text[previous_end:next_start]
-    newlines = gap.count("\n")
-    if newlines >= 2:
-        return _PARAGRAPH
-    if newlines == 1:
-        return _LINE
-    if not gap:
-        return _INSIDE_WORD
-    if _SENTENCE_END.search(text, max(0, previous_end - 4), previous_end):
-        return _SENTENCE
-    return _WORD

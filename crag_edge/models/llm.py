@@ -6,6 +6,12 @@ covers waiting for the lock, prompt evaluation (checked between `n_batch`-token 
 generation (a llama-cpp `stopping_criteria`); a call that runs out of time returns what it
 has and says so instead of raising.
 
+Short calls (judge, rewrite) get a total deadline: they sit inside the corrective loop, which
+must end in bounded time. A streamed answer gets a stall deadline instead: it runs as long as
+the model keeps making progress and stops once `stall_timeout_s` pass without a new prompt
+chunk or token. A slow laptop then still finishes its answer (bounded by `max_tokens`),
+while a machine that stopped making progress gets an answer that says it was stopped.
+
 `logits_all` stays off: it makes llama.cpp keep n_ctx x n_vocab floats (4096 x 151,936 x 4 B =
 2.5 GB for Qwen2.5) just to serve OpenAI-style `logprobs`. The yes/no judge only needs the
 next-token distribution at the last prompt position, which llama.cpp computes anyway; it is
@@ -22,10 +28,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
 
 Message = Mapping[str, str]
 FinishReason = Literal["stop", "length", "timeout"]
+Reason = TypeVar("Reason", bound=str)
 
 GGUF_MAGIC = b"GGUF"
 INSTALL_HINT = "pip install 'crag-edge[llm]'"
@@ -81,10 +88,53 @@ class NextTokenLogprobs:
     seconds: float
 
 
+class TextStream(Generic[Reason]):
+    """Text pieces as they are generated; once exhausted, why the generation ended.
+
+    Iterate it for the pieces, then read `finish_reason` and `text` (the whole reply): a
+    caller can tell an answer that ended on its own from one that was cut off or stopped.
+    Wraps a generator that yields the pieces and returns the finish reason. `close()` ends
+    it early and gives the model back.
+    """
+
+    def __init__(self, pieces: Generator[str, None, Reason]) -> None:
+        self._pieces = pieces
+        self._seen: list[str] = []
+        self._finish: Reason | None = None
+
+    def __iter__(self) -> TextStream[Reason]:
+        return self
+
+    def __next__(self) -> str:
+        try:
+            piece = next(self._pieces)
+        except StopIteration as end:
+            self._finish = end.value
+            raise
+        self._seen.append(piece)
+        return piece
+
+    @property
+    def finish_reason(self) -> Reason:
+        if self._finish is None:
+            raise RuntimeError("the stream has not ended: read finish_reason after the last piece")
+        return self._finish
+
+    @property
+    def text(self) -> str:
+        """The pieces so far, joined (the whole reply once the stream has ended)."""
+        return "".join(self._seen)
+
+    def close(self) -> None:
+        self._pieces.close()
+
+
 class _Deadline:
-    """A wall-clock limit, usable as a llama-cpp stopping criterion; remembers that it fired."""
+    """A wall-clock limit on a whole call, usable as a llama-cpp stopping criterion;
+    remembers that it fired."""
 
     def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
         self._at = time.monotonic() + seconds
         self.fired = False
 
@@ -96,15 +146,39 @@ class _Deadline:
             self.fired = True
         return self.fired
 
+    def progressed(self) -> None:
+        """A prompt chunk was evaluated or a token generated; a total limit ignores it."""
+
     def __call__(self, input_ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> bool:
+        """llama.cpp asks after each generated token whether to stop."""
+        self.progressed()
         return self.expired()
+
+
+class _StallDeadline(_Deadline):
+    """A limit on silence rather than on the total: it fires when `seconds` pass without
+    progress (an evaluated `n_batch` chunk, a generated token), however long the call takes.
+
+    Progress is noticed when it arrives, so a chunk or token that took longer than the limit
+    fires it as well: llama.cpp cannot be interrupted inside one.
+    """
+
+    def restart(self) -> None:
+        """Give the whole limit again from now (unless it already fired)."""
+        if not self.fired:
+            self._at = time.monotonic() + self._seconds
+
+    def progressed(self) -> None:
+        if not self.expired():
+            self.restart()
 
 
 class LlamaRuntime:
     """One GGUF chat model, loaded once, safe to share between threads.
 
     `n_threads` 0 uses every core available to the process. `max_tokens` and `timeout_s`
-    are the defaults and upper bounds of each call.
+    are the defaults and upper bounds of each call; `stall_timeout_s` replaces `timeout_s`
+    for `stream_chat` (see the module docstring).
     """
 
     def __init__(
@@ -117,12 +191,15 @@ class LlamaRuntime:
         n_batch: int = 512,
         max_tokens: int = 256,
         timeout_s: float = 60.0,
+        stall_timeout_s: float = 30.0,
     ) -> None:
         if n_ctx < 64 or n_batch < 1 or max_tokens < 1 or n_threads < 0 or timeout_s <= 0:
             raise ValueError(
                 "need n_ctx >= 64, n_batch >= 1, max_tokens >= 1, n_threads >= 0, timeout_s > 0; "
                 f"got {n_ctx}, {n_batch}, {max_tokens}, {n_threads}, {timeout_s}"
             )
+        if stall_timeout_s <= 0:
+            raise ValueError(f"need stall_timeout_s > 0; got {stall_timeout_s}")
         path = Path(model_path)
         self._model_id = model_id or path.stem
         _check_gguf(path, self._model_id)
@@ -164,6 +241,7 @@ class LlamaRuntime:
         self._n_vocab = self._llm.n_vocab()
         self._max_tokens = max_tokens
         self._timeout_s = timeout_s
+        self._stall_timeout_s = stall_timeout_s
 
     @property
     def model_id(self) -> str:
@@ -272,23 +350,37 @@ class LlamaRuntime:
         *,
         max_tokens: int | None = None,
         temperature: float = 0.0,
-        timeout_s: float | None = None,
-    ) -> Iterator[str]:
-        """Yield the assistant's reply piece by piece (for answers shown as they are written).
+        stall_timeout_s: float | None = None,
+    ) -> TextStream[FinishReason]:
+        """The assistant's reply piece by piece (for answers shown as they are written), then
+        its finish reason: `stop`, `length` (`max_tokens` reached) or `timeout` (stalled).
 
-        Holds the model for the whole stream; stops quietly at the deadline. Raises
-        `TimeoutError` if the model could not even be acquired in time.
+        Lazy: nothing runs until the first piece is asked for. Holds the model for the whole
+        stream. Bounded by a stall deadline, not a total one: it stops once `stall_timeout_s`
+        pass without progress, waiting for the model included, and the time the reader takes
+        between pieces does not count.
         """
         limit = self._max_tokens if max_tokens is None else min(max_tokens, self._max_tokens)
-        deadline = _Deadline(self._bounded_timeout(timeout_s))
+        if limit < 1:
+            raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
+        stall = self._stall_timeout_s
+        if stall_timeout_s is not None:
+            stall = max(0.0, min(stall_timeout_s, stall))
+        return TextStream(self._stream_pieces(messages, limit, temperature, stall))
+
+    def _stream_pieces(
+        self, messages: Sequence[Message], limit: int, temperature: float, stall_s: float
+    ) -> Generator[str, None, FinishReason]:
+        deadline = _StallDeadline(stall_s)
         prompt = self.chat_tokens(messages)
         self._check_fits(len(prompt) + 1)
         if not self._lock.acquire(timeout=deadline.remaining()):
-            raise TimeoutError(f"{self._model_id} stayed busy past the timeout")
+            return "timeout"
+        finish: FinishReason = "stop"
         try:
-            if self._eval_prompt(prompt, deadline) is None:
-                return
-            pieces: Any = self._llm.create_completion(
+            if self._eval_prompt(prompt, deadline) is None or deadline.fired:
+                return "timeout"
+            chunks: Any = self._llm.create_completion(
                 prompt=prompt,
                 max_tokens=limit,
                 temperature=temperature,
@@ -296,14 +388,17 @@ class LlamaRuntime:
                 stop=[],
                 stream=True,
             )
-            for piece in pieces:
-                text = piece["choices"][0]["text"]
-                if text:
-                    yield text
+            for chunk in chunks:
+                choice = chunk["choices"][0]
+                finish = choice["finish_reason"] or finish
+                if choice["text"]:
+                    yield choice["text"]
+                    deadline.restart()  # the reader's pace is not the model's
         except RuntimeError as exc:
             raise LlmCallError(f"{self._model_id}: generation failed: {exc}") from exc
         finally:
             self._lock.release()
+        return "timeout" if deadline.fired else finish
 
     def next_token_logprobs(
         self,
@@ -351,7 +446,8 @@ class LlamaRuntime:
         return how many tokens that took.
 
         Works in `n_batch` chunks and gives up (returning None) once the deadline has
-        passed; the cache then holds a prefix that the next call can still reuse.
+        passed; the cache then holds a prefix that the next call can still reuse. Each chunk
+        evaluated is progress for a stall deadline.
         """
         llm = self._llm
         keep = _common_prefix(llm.input_ids[: llm.n_tokens], prompt)
@@ -364,6 +460,7 @@ class LlamaRuntime:
             if deadline.expired():
                 return None
             llm.eval(prompt[start : start + self._n_batch])
+            deadline.progressed()
         return len(prompt) - keep
 
     def _last_logprobs(self, ids: npt.NDArray[np.intp]) -> list[float]:
@@ -403,6 +500,7 @@ def load_llm(settings: Settings, model_id: str | None = None) -> LlamaRuntime:
         n_threads=settings.llm_threads,
         max_tokens=settings.llm_max_tokens,
         timeout_s=settings.llm_timeout_s,
+        stall_timeout_s=settings.llm_stall_timeout_s,
     )
 
 

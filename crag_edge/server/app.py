@@ -15,7 +15,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
-from crag_edge.generation import cited
+from crag_edge.generation import AnswerStream, cited
 from crag_edge.ingest import IngestReport, ProgressEvent, ingest
 from crag_edge.observability import LATENCY_BUCKETS
 from crag_edge.result import CragResult
@@ -515,7 +515,9 @@ def create_app(
     )
     async def answer(body: QueryRequest) -> StreamingResponse:
         """Server-sent events: `token` events ({"text"}), then one `result` event
-        ({"answer", "cited", "result": CragResult}); `error` instead if generation fails."""
+        ({"answer", "finish_reason", "cited", "result": CragResult}); `error` instead if
+        generation fails. `finish_reason`: stop, length (cut at llm_max_tokens), timeout
+        (stalled past llm_stall_timeout_s) or insufficient_evidence (no model called)."""
         question = check_question(body)
         engine = state.require_engine()
         try:
@@ -589,22 +591,23 @@ _END = object()
 
 
 async def _answer_events(
-    result: CragResult, tokens: Iterator[str], release: Callable[[], None], request_id: str | None
+    result: CragResult,
+    tokens: AnswerStream,
+    release: Callable[[], None],
+    request_id: str | None,
 ) -> AsyncIterator[str]:
-    parts: list[str] = []
     try:
         while True:
             token = await run_in_threadpool(next, tokens, _END)
             if token is _END:
                 break
-            parts.append(str(token))
             yield _sse("token", {"text": token})
-        text = "".join(parts)
         yield _sse(
             "result",
             {
-                "answer": text,
-                "cited": [item.n for item in cited(text, result.context)],
+                "answer": tokens.text,
+                "finish_reason": tokens.finish_reason,
+                "cited": [item.n for item in cited(tokens.text, result.context)],
                 "result": result.to_dict(),
             },
         )
@@ -620,7 +623,5 @@ async def _answer_events(
             },
         )
     finally:
-        close = getattr(tokens, "close", None)
-        if close is not None:
-            await run_in_threadpool(close)
+        await run_in_threadpool(tokens.close)
         release()

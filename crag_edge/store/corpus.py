@@ -250,6 +250,17 @@ class Corpus:
             )
         self._meta = self.meta()
 
+    def delete_meta(self, key: str) -> bool:
+        """Remove one meta entry (not the fixed ones); False when it was not there."""
+        self._require_writable()
+        if key in (META_EMBEDDER, META_DIM):
+            raise ValueError(f"meta key {key!r} is fixed when a corpus is created")
+        with self._conn:
+            self._conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+            removed = self._conn.changes() > 0
+        self._meta = self.meta()
+        return removed
+
     def stats(self) -> CorpusStats:
         """Counts, size and provenance of the corpus."""
         documents, chunks, pages, page_size = cast(

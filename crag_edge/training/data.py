@@ -86,6 +86,12 @@ def is_validation(unit: str) -> bool:
     return int(hashlib.sha1(unit.encode("utf-8")).hexdigest(), 16) % VALIDATION_SHARE == 0
 
 
+def human_unit(query: str) -> str:
+    """The unit key of a labelled query: `is_validation` of it says whether the trainer holds
+    that query's human pairs out (scripts that make pairs use it to split the same way)."""
+    return "human:" + hashlib.sha1(query.encode("utf-8")).hexdigest()[:16]
+
+
 def normalise(text: str) -> str:
     return _SPACES.sub(" ", text).strip().lower()
 
@@ -189,7 +195,7 @@ class PairBuilder:
         for pair in human:
             by_query.setdefault(pair.query, []).append(pair)
         for query, labelled in by_query.items():
-            key = "human:" + hashlib.sha1(query.encode("utf-8")).hexdigest()[:16]
+            key = human_unit(query)
             yield key, functools.partial(self._human_unit, key, query, labelled)
         order = list(self._chunk_ids)
         random.Random(self.options.seed).shuffle(order)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -21,7 +22,7 @@ from textual.worker import get_current_worker
 
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
-from crag_edge.generation import cited, stream_answer
+from crag_edge.generation import cited, incomplete_note, stream_answer
 from crag_edge.models.llm import SharedLlm
 from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem, CragResult
@@ -39,6 +40,8 @@ from crag_edge.tui.widgets import (
 from crag_edge.types import Embedder
 
 INSUFFICIENT_TITLE = "Answer — insufficient evidence"
+INCOMPLETE_TITLE = "Answer — incomplete"
+EMPTY_TITLE = "No answer"
 
 
 # How the loop's stages read on the stage line; None hides one (the tiers stand for "grade").
@@ -69,6 +72,7 @@ class CragApp(App[None]):
     #right.insufficient #answer-scroll { border: heavy $warning; }
     #right.insufficient #answer { color: $warning; text-style: bold; }
     #right.failed #answer-scroll { border: heavy $error; }
+    #right.incomplete #answer-scroll { border: heavy $warning; }
     #answer-scroll { min-height: 5; }
     Screen.-short #question { border: none; height: 1; padding: 0 1; background: $boost; }
     Screen.-short #decision { max-height: 8; }
@@ -308,7 +312,7 @@ class CragApp(App[None]):
         citations.clear_options()
         citations.add_class("-empty")
         right = self.query_one("#right")
-        right.remove_class("insufficient", "failed")
+        right.remove_class("insufficient", "failed", "incomplete")
         self.query_one("#answer-scroll").border_title = "Answer"
 
     @work(thread=True, exclusive=True, group="ask", exit_on_error=False)
@@ -343,12 +347,14 @@ class CragApp(App[None]):
             ui(self.stages.start, "answer")
             needs_model = bool(result.context) and not result.insufficient_evidence
             llm = engine.llm() if needs_model else None
-            for token in stream_answer(llm, result, timeout_s=engine.settings.llm_timeout_s):
+            stream = stream_answer(llm, result)
+            for token in stream:
                 if worker.is_cancelled:
                     return
                 ui(self._append_answer, token)
             ui(self.stages.finish, "answer")
-            ui(self._finish_answer, result)
+            note = incomplete_note(stream.finish_reason, stream.text, engine.settings)
+            ui(self._finish_answer, result, note)
         except Exception as exc:
             ui(self._failed, f"{type(exc).__name__}: {exc}")
         finally:
@@ -376,12 +382,21 @@ class CragApp(App[None]):
         self.query_one("#answer", Static).update(self.answer_text)
         self.query_one("#answer-scroll", VerticalScroll).scroll_end(animate=False)
 
-    def _finish_answer(self, result: CragResult) -> None:
+    def _finish_answer(self, result: CragResult, note: str | None) -> None:
+        """Citations under the answer; `note` (why it is empty or cut off) in the panel."""
         items = cited(self.answer_text, result.context)
         citations = self.query_one("#citations", OptionList)
         citations.clear_options()
         citations.add_options(Option(citation_label(item), id=str(item.n)) for item in items)
         citations.set_class(not items, "-empty")
+        if note is None:
+            return
+        empty = not self.answer_text.strip()
+        self.query_one("#right").add_class("incomplete")
+        self.query_one("#answer-scroll").border_title = EMPTY_TITLE if empty else INCOMPLETE_TITLE
+        shown = Text() if empty else Text(self.answer_text + "\n\n")
+        shown.append(f"{'No answer' if empty else 'Note'}: {note}", style="bold yellow")
+        self.query_one("#answer", Static).update(shown)
 
     def _failed(self, message: str) -> None:
         self.stages.fail(message)
