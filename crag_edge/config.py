@@ -2,8 +2,8 @@
 
 Precedence, highest first: explicit keyword arguments, environment variables, `.env`,
 the TOML file given with `--config` (or `CRAG_EDGE_CONFIG`), then the defaults below.
-Every setting is `CRAG_EDGE_<NAME>` in the environment, except the three names inherited
-from the seed design (`KB_AGENT_*`), which are honoured exactly as they are spelled.
+Every setting is `CRAG_EDGE_<NAME>` in the environment, except three names kept for
+compatibility (`KB_AGENT_*`), which are honoured exactly as they are spelled.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pydantic_settings import (
 ENV_PREFIX = "CRAG_EDGE_"
 FastPathRule = Literal["read_file", "few_context", "high_vector_score"]
 Tier = Literal["signals", "cross_encoder", "llm"]
-SEED_ENV_NAMES = {
+KB_AGENT_ENV_NAMES = {
     "vector_score_threshold": "KB_AGENT_VECTOR_SCORE_THRESHOLD",
     "auto_approve_max_items": "KB_AGENT_AUTO_APPROVE_MAX_ITEMS",
     "max_iterations": "KB_AGENT_MAX_ITERATIONS",
@@ -47,8 +47,8 @@ def default_model_dir() -> Path:
     return Path.home() / ".cache" / "crag-edge" / "models"
 
 
-def _seed_alias(field: str) -> AliasChoices:
-    return AliasChoices(SEED_ENV_NAMES[field], ENV_PREFIX + field.upper(), field)
+def _kb_agent_alias(field: str) -> AliasChoices:
+    return AliasChoices(KB_AGENT_ENV_NAMES[field], ENV_PREFIX + field.upper(), field)
 
 
 class Settings(BaseSettings):
@@ -114,14 +114,14 @@ class Settings(BaseSettings):
     candidates: int = Field(100, ge=1, le=10000, description="Hits each retriever feeds fusion.")
     rrf_k: int = Field(60, ge=1, le=10000, description="Reciprocal Rank Fusion constant.")
 
-    # -- grading (seed names honoured as-is) ---------------------------------------------
+    # -- grading (KB_AGENT_* names honoured as-is) ---------------------------------------
     vector_score_threshold: float = Field(
-        0.8, ge=0.0, le=1.0, validation_alias=_seed_alias("vector_score_threshold")
+        0.8, ge=0.0, le=1.0, validation_alias=_kb_agent_alias("vector_score_threshold")
     )
     auto_approve_max_items: int = Field(
-        2, ge=0, le=1000, validation_alias=_seed_alias("auto_approve_max_items")
+        2, ge=0, le=1000, validation_alias=_kb_agent_alias("auto_approve_max_items")
     )
-    max_iterations: int = Field(3, ge=1, le=100, validation_alias=_seed_alias("max_iterations"))
+    max_iterations: int = Field(3, ge=1, le=100, validation_alias=_kb_agent_alias("max_iterations"))
     fast_path_rules: list[FastPathRule] = Field(
         default_factory=lambda: list(get_args(FastPathRule)),
         description="Rules that approve evidence without any model call; [] disables all.",
@@ -288,7 +288,7 @@ def _env_config_path() -> Path | None:
 
 def env_name(field: str) -> str:
     """The environment variable that sets `field`."""
-    return SEED_ENV_NAMES.get(field, ENV_PREFIX + field.upper())
+    return KB_AGENT_ENV_NAMES.get(field, ENV_PREFIX + field.upper())
 
 
 def _describe(exc: ValidationError) -> str:
@@ -299,7 +299,7 @@ def _describe(exc: ValidationError) -> str:
             lines.append(f"invalid settings: {message}")
             continue
         field = str(error["loc"][0])
-        field = next((f for f, alias in SEED_ENV_NAMES.items() if alias == field), field)
+        field = next((f for f, alias in KB_AGENT_ENV_NAMES.items() if alias == field), field)
         field = field.removeprefix(ENV_PREFIX.lower())
         value = error.get("input")
         where = f"{env_name(field)} / {field}" if field in Settings.model_fields else field

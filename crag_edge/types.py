@@ -127,7 +127,7 @@ class Decision(StrEnum):
 
 
 class Action(StrEnum):
-    """What the pipeline does next (seed 001's grader actions)."""
+    """What the pipeline does next, as the grader decides it."""
 
     GENERATE = "GENERATE"
     REFINE = "REFINE"

@@ -1,4 +1,4 @@
-"""Settings: env vars, seed names, .env, TOML, precedence and errors that name the setting."""
+"""Settings: env vars, KB_AGENT_* names, .env, TOML, precedence and errors that name the setting."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_defaults_follow_the_design() -> None:
     assert s.retrieval_mode == "hybrid" and s.rrf_k == 60
 
 
-def test_seed_env_names_are_honoured_as_is(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kb_agent_env_names_are_honoured_as_is(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KB_AGENT_VECTOR_SCORE_THRESHOLD", "0.65")
     monkeypatch.setenv("KB_AGENT_AUTO_APPROVE_MAX_ITEMS", "5")
     monkeypatch.setenv("KB_AGENT_MAX_ITERATIONS", "7")

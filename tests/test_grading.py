@@ -64,7 +64,7 @@ def settings(**overrides: object) -> Settings:
 # -- fast-path rules -------------------------------------------------------------------------
 
 
-def test_few_context_needs_at_least_one_item_and_honours_the_seed_limit() -> None:
+def test_few_context_needs_at_least_one_item_and_honours_the_item_limit() -> None:
     s = settings(auto_approve_max_items=2)
     assert first_matching_rule([hit(1, "a"), hit(2, "b")], s) == "few_context"
     assert first_matching_rule([hit(1, "a"), hit(2, "b"), hit(3, "c")], s) is None
@@ -268,7 +268,7 @@ def graded(scores: list[float], **overrides: object):  # type: ignore[no-untyped
         ("min", [0.9, 0.8, 0.75], Decision.CORRECT),
         ("min", [0.9, 0.8, 0.35], Decision.AMBIGUOUS),
         ("mean", [0.2, 0.25, 0.28], Decision.INCORRECT),
-        # seed 003: in the ambiguous band, a consistent list above 0.5 is CORRECT...
+        # variance check: in the ambiguous band, a consistent list above 0.5 is CORRECT...
         ("rank_weighted", [0.65, 0.6, 0.62], Decision.CORRECT),
         # ...an inconsistent one (variance > 0.1) stays AMBIGUOUS
         ("rank_weighted", [0.4, 0.99, 0.31, 0.99], Decision.AMBIGUOUS),

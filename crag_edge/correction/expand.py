@@ -1,4 +1,4 @@
-"""Query expansion (local synonym table, seed 002) and rewrite (local LLM, seed 004).
+"""Query expansion (local synonym table) and rewrite (local LLM).
 
 Expansion adds a few synonyms per matching term and never leaves the machine; the table is
 a TOML file (`synonyms_file`: `term = ["synonym", ...]`), with a small built-in default.
@@ -16,7 +16,7 @@ from pathlib import Path
 from crag_edge.grading.terms import STOPWORDS
 from crag_edge.models.llm import LlamaRuntime, LlmCallError
 
-# Seed 002's table, plus general question words that retrieval benefits from.
+# A general table of code and question words that retrieval benefits from.
 DEFAULT_SYNONYMS: dict[str, list[str]] = {
     "function": ["method", "procedure", "routine", "callable"],
     "variable": ["parameter", "argument", "value", "identifier"],

@@ -44,7 +44,7 @@ from crag_edge.types import (
 )
 
 FloatArray = npt.NDArray[np.float64]
-RANK_WEIGHTED_VARIANCE_LIMIT = 0.1  # seed 003: above it, the ambiguous band stays ambiguous
+RANK_WEIGHTED_VARIANCE_LIMIT = 0.1  # above it, the ambiguous band stays ambiguous
 TierProgress = Callable[[str, int, float | None], None]
 MODEL_TIERS = ("cross_encoder", "llm")
 
@@ -390,7 +390,7 @@ class Grader:
                 and variance <= RANK_WEIGHTED_VARIANCE_LIMIT
             ):
                 decision = Decision.CORRECT
-                reason += f", but consistent (variance {variance:.3f} <= 0.1) and > 0.5 (seed 003)"
+                reason += f", but consistent (variance {variance:.3f} <= 0.1) and > 0.5"
         action = {
             Decision.CORRECT: Action.GENERATE,
             Decision.AMBIGUOUS: Action.REFINE,

@@ -1,6 +1,6 @@
 """The LLM tier of the grading cascade: a GGUF chat model judges (query, passage) relevance.
 
-Two modes (seeds 001, 003, 004):
+Two modes:
 
 - "logprob": per passage, one forward pass and no generation; the score is
   P(yes) / (P(yes) + P(no)) over the assistant's first token (all single-token spellings of
@@ -9,7 +9,7 @@ Two modes (seeds 001, 003, 004):
 - "grammar": one call for the whole batch; the passages are numbered in one prompt and a
   GBNF grammar built for exactly N forces the reply to N lines "[i] d", d a digit 0-9
   (score d / 9). Output that cannot be parsed into N ratings scores 0.5 for every item and
-  adds a warning (seed 001).
+  adds a warning.
 
 Both give 0.5 plus a warning for items not scored before the timeout. Scores are raw: the
 logprob score is the uncalibrated yes-probability, skewed upwards (irrelevant pairs averaged

@@ -1,4 +1,4 @@
-"""Fast-path rules (seed 001): approve evidence with no model call when the case is clear.
+"""Fast-path rules: approve evidence with no model call when the case is clear.
 
 Each rule looks only at the hit list and the settings. The first rule that matches wins:
 every item scores 1.0 and the action is GENERATE.

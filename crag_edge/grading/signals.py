@@ -2,7 +2,7 @@
 
 Signals (each in [0, 1] per item; NaN = unavailable for that item):
 - `similarity`: embedding cosine of query and passage, scaled by the list's coherence
-  factor 1 - min(var, 0.3) (seed 002), so an erratic list earns less trust;
+  factor 1 - min(var, 0.3), so an erratic list earns less trust;
 - `coverage`: share of the query's content terms (stemmed, stopwords removed) in the passage;
 - `length`: adequacy of the passage length, reaching 1 at `min_chunk_tokens`;
 - `diversity`: 1 / number of hits from the same source (redundant hits add less).

@@ -20,10 +20,10 @@ from numba import njit
 # Aggregation strategies for ``aggregate`` (Python-level names: ``kernels.Aggregation``).
 AGG_MEAN = 0
 AGG_MAX = 1  # CRAG paper: the best item decides
-AGG_MIN = 2  # seed 004: the weakest kept item decides
-AGG_RANK_WEIGHTED = 3  # seed 003: weight 1 / (rank + 1), checked with ``score_variance``
+AGG_MIN = 2  # the weakest kept item decides
+AGG_RANK_WEIGHTED = 3  # weight 1 / (rank + 1), checked with ``score_variance``
 
-COHERENCE_VARIANCE_CAP = 0.3  # seed 002: coherence = mean * (1 - min(var, 0.3))
+COHERENCE_VARIANCE_CAP = 0.3  # coherence = mean * (1 - min(var, 0.3))
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -75,7 +75,7 @@ def keyword_coverage(query_ids: IntArray, offsets: IntArray, ids: IntArray) -> F
 
 @njit(cache=True)
 def coherence(similarities: FloatArray, variance_cap: float = COHERENCE_VARIANCE_CAP) -> float:
-    """List coherence (seed 002): mean * (1 - min(var, cap)) of the similarities, in [0, 1].
+    """List coherence: mean * (1 - min(var, cap)) of the similarities, in [0, 1].
 
     High when all hits are similar to the query, lowered when they disagree. NaN similarities
     are skipped; none left → 0.0.
@@ -93,7 +93,7 @@ def coherence_per_item(
     """Per item: its similarity scaled by the list's variance factor (1 - min(var, cap)).
 
     This splits ``coherence`` into per-item contributions whose mean is the list coherence
-    (for similarities in [0, 1]), so a per-item weighted sum stays consistent with seed 002
+    (for similarities in [0, 1]), so a per-item weighted sum stays consistent with ``coherence``
     while still ranking items by their own similarity. NaN similarity → NaN (unavailable).
     """
     _, var, _ = _finite_mean_var(similarities)
@@ -151,7 +151,7 @@ def _source_counts(source_ids: IntArray) -> tuple[IntArray, int]:
 
 @njit(cache=True)
 def source_diversity(source_ids: IntArray) -> float:
-    """Distinct sources / items (seed 002): 1.0 when every hit comes from a different source."""
+    """Distinct sources / items: 1.0 when every hit comes from a different source."""
     if len(source_ids) == 0:
         return 0.0
     return _source_counts(source_ids)[1] / len(source_ids)
@@ -193,7 +193,7 @@ def weighted_sum(signals: FloatArray, weights: FloatArray) -> FloatArray:
 def score_variance(scores: FloatArray) -> float:
     """Population variance of the non-NaN scores (0.0 when there are none).
 
-    Seed 003's check: a list whose rank-weighted score falls between the INCORRECT and
+    The variance check: a list whose rank-weighted score falls between the INCORRECT and
     CORRECT thresholds is AMBIGUOUS when this exceeds 0.1, else CORRECT if its score > 0.5.
     """
     return _finite_mean_var(scores)[1]
@@ -203,7 +203,7 @@ def score_variance(scores: FloatArray) -> float:
 def aggregate(scores: FloatArray, strategy: int) -> float:
     """One list score from per-item scores (in retrieval order), NaN items skipped.
 
-    ``AGG_RANK_WEIGHTED`` weights the item at position i by 1 / (i + 1) (seed 003); positions
+    ``AGG_RANK_WEIGHTED`` weights the item at position i by 1 / (i + 1); positions
     are the input positions, so a skipped item still occupies its rank. No scores → 0.0.
     Unknown strategy codes raise ``ValueError``.
     """

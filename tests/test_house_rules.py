@@ -1,0 +1,77 @@
+"""House rule: code and docs name a rule by what it does, never the design note or work
+session it came from. The scan keeps such references from creeping back in."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCANNED = ["crag_edge", "tests", "scripts", "benchmarks", "docs", "README.md"]
+TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".sh", ".cfg", ".ini", ".yml", ".yaml"}
+# Whitespace may be a line break: a reflowed paragraph must not hide "Session\n  4".
+HISTORY_REFERENCE = re.compile(
+    r"seeds?\s?0{1,2}\d|seed\s\d{3}|seed's|seed\sdesign|until\ssession|sessions?\s+\d",
+    re.IGNORECASE,
+)
+
+
+def scanned_files() -> list[Path]:
+    files = []
+    for name in SCANNED:
+        path = ROOT / name
+        candidates = path.rglob("*") if path.is_dir() else [path]
+        files += [p for p in candidates if p.is_file() and p.suffix in TEXT_SUFFIXES]
+    return sorted(p for p in files if p.resolve() != Path(__file__).resolve())
+
+
+def history_references(text: str) -> list[str]:
+    """Each match as 'line N: text', so a failure points at the place to rewrite."""
+    return [
+        f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group()!r}"
+        for m in HISTORY_REFERENCE.finditer(text)
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "rank_weighted (seed 003 variance check)",
+        "Two modes (seeds 001, 003, 004)",
+        "Seed 002's table",
+        "except the seed design's names",
+        "the 80-question sample of session 3",
+        "A list of one to three items goes unjudged. Session\n  4 spent one call",
+        "until session 4 every query paid that",
+    ],
+)
+def test_the_pattern_catches_development_history(text: str) -> None:
+    assert history_references(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a seeded random draw of 12 train claims",
+        "final loss 0.342; seed 13.",
+        "torch.manual_seed(seed)",
+        'parser.add_argument("--seed", type=int, default=7)',
+        "sample_text(seed=7, paragraphs=400)",
+        "the LLM and ONNX sessions are shared by every request",
+    ],
+)
+def test_the_pattern_leaves_random_seeds_and_runtime_sessions_alone(text: str) -> None:
+    assert not history_references(text)
+
+
+def test_no_text_speaks_of_design_notes_or_work_sessions() -> None:
+    files = scanned_files()
+    assert files, f"nothing to scan under {ROOT}: SCANNED names no text files"
+    found = [
+        f"{path.relative_to(ROOT)} {where}"
+        for path in files
+        for where in history_references(path.read_text(encoding="utf-8", errors="replace"))
+    ]
+    assert not found, "name the rule or the reason instead:\n" + "\n".join(found)
