@@ -7,10 +7,12 @@ the rest (pairs, vocabulary pruning, manifest writing) run everywhere.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import time
 from importlib.util import find_spec
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -35,6 +37,8 @@ from crag_edge.training.data import (
     LabelStore,
     LabelStoreError,
     PairBuilder,
+    human_unit,
+    is_validation,
     label_corpus,
     normalise,
     pseudo_query,
@@ -357,3 +361,88 @@ def test_llm_labeller_writes_questions_and_soft_labels(
     assert all(p.origin.endswith(f"+{smol}") for p in store.pairs)
     positives = [p for p in store.pairs if "mined" not in p.origin and "random" not in p.origin]
     assert all(p.label >= 0.5 for p in positives)  # (1 + judge) / 2
+
+
+def _script(name: str) -> ModuleType:
+    """A script of scripts/ loaded as a module (scripts/ is not a package)."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+EVIDENCE = [
+    "Honeybees communicate the location of food with a dance.",
+    "A forager returns to the hive and dances on the vertical comb.",
+    "The angle of the waggle run gives the direction relative to the sun.",
+    "Other workers follow the dancer and memorise the run.",
+    "The duration of the waggle run encodes the distance to the flowers.",
+    "Karl von Frisch decoded the dance and shared a Nobel Prize in 1973.",
+]
+DISTANCE_CLAIM = "Bees encode the distance to food in how long they waggle."
+NEI_CLAIM = "Bread rises because yeast releases carbon dioxide."
+
+
+@pytest.fixture(scope="module")
+def scifact_like(tiny_env: dict[str, Any]) -> dict[str, Any]:
+    """A three-abstract SciFact-like folder (corpus and train claims) and a corpus ingested
+    from it in chunks of about two sentences, so an abstract has several chunks."""
+    root = tiny_env["root"] / "scifact_like"
+    root.mkdir()
+    abstracts = {"11": " ".join(EVIDENCE), "22": DOCS["bread.txt"], "33": DOCS["tides.txt"]}
+    lines = [json.dumps({"_id": key, "title": "", "text": text}) for key, text in abstracts.items()]
+    (root / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (root / "claims_train.csv").write_text(
+        "id,claim,evidence_doc_id,evidence_label,evidence_sentences,cited_doc_ids\n"
+        f"1,{DISTANCE_CLAIM},11,SUPPORT,[4],[11]\n2,{NEI_CLAIM},,,[],[22]\n",
+        encoding="utf-8",
+    )
+    settings = Settings(model_dir=tiny_env["model_dir"], chunk_tokens=24, chunk_overlap=0)
+    db = root / "scifact.db"
+    with Engine.open(db, settings, create=True) as engine:
+        engine.ingest([root / "corpus.jsonl"], fmt="beir")
+    return {"root": root, "db": db, "settings": settings}
+
+
+def test_chunk_pairs_label_the_chunks_holding_a_rationale(scifact_like: dict[str, Any]) -> None:
+    script = _script("scifact_chunk_pairs")
+    claims = script.read_claims(scifact_like["root"] / "claims_train.csv")
+    assert claims == {DISTANCE_CLAIM: {"11": {4}}, NEI_CLAIM: {}}
+    with Engine.open(scifact_like["db"], scifact_like["settings"], readonly=True) as engine:
+        train, heldout = script.all_pairs(
+            claims, engine.corpus, lambda q: engine.search(q, mode="hybrid", top_k=2)
+        )
+        evidence = script.chunks_by_source(engine.corpus)["beir:11"]
+    assert len(evidence) >= 3  # the abstract's other chunks are the hard negatives
+    text = " ".join(EVIDENCE)
+    start = text.index(EVIDENCE[4])
+    end = start + len(EVIDENCE[4])
+    expected = {c.text: int(c.start < end and start < c.end) for c in evidence}
+    assert 1 in expected.values() and 0 in expected.values()
+    pairs = train + heldout
+    labelled = {p.passage: p.label for p in pairs if p.query == DISTANCE_CLAIM}
+    assert len(labelled) == sum(p.query == DISTANCE_CLAIM for p in pairs)  # each chunk once
+    assert {k: labelled[k] for k in expected} == expected
+    assert [p.label for p in pairs if p.query == NEI_CLAIM] == [0, 0]  # its hits: negatives
+    assert all((p in heldout) == is_validation(human_unit(p.query)) for p in pairs)
+
+
+def test_chunk_pairs_refuse_a_rationale_past_the_last_sentence(
+    scifact_like: dict[str, Any],
+) -> None:
+    script = _script("scifact_chunk_pairs")
+    with (
+        Engine.open(scifact_like["db"], scifact_like["settings"], readonly=True) as engine,
+        pytest.raises(script.ClaimDataError, match="index 6 of 6 sentences"),
+    ):
+        script.all_pairs({DISTANCE_CLAIM: {"11": {6}}}, engine.corpus, lambda q: [])
+
+
+def test_human_units_are_keyed_as_scripts_split_them(tiny_env: dict[str, Any]) -> None:
+    settings = Settings(model_dir=tiny_env["model_dir"])
+    with Engine.open(tiny_env["db"], settings, readonly=True) as engine:
+        builder = PairBuilder(engine.corpus, engine.retriever, LabelOptions())
+        keys = [key for key, _ in builder.units(HUMAN) if key.startswith("human:")]
+    assert keys == [human_unit(q) for q in dict.fromkeys(p.query for p in HUMAN)]
