@@ -13,7 +13,7 @@ SCANNED = ["crag_edge", "tests", "scripts", "benchmarks", "docs", "README.md"]
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".sh", ".cfg", ".ini", ".yml", ".yaml"}
 # Whitespace may be a line break: a reflowed paragraph must not hide "Session\n  4".
 HISTORY_REFERENCE = re.compile(
-    r"seeds?\s?0{1,2}\d|seed\s\d{3}|seed's|seed\sdesign|until\ssession|sessions?\s+\d",
+    r"seeds?\s?0{1,2}\d|seed\s\d{3}|seed'[s]|seed\sdesign|until\ssession|sessions?\s+\d",
     re.IGNORECASE,
 )
 
