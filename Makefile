@@ -11,7 +11,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: install models test-models demo test lint bench clean-venv help
 help:
-	@echo "make demo   install, pull the default models, ingest sample_corpus/, ask one question"
+	@echo "make demo   install, pull the default models, ingest and calibrate sample_corpus/, ask one question"
 	@echo "make test   install, pull the small test models, run the test suite"
 	@echo "make lint   ruff + mypy;  make bench   pytest-benchmark suite"
 
@@ -33,6 +33,7 @@ test-models: install
 
 demo: models
 	$(BIN)/crag-edge ingest --db $(DEMO_DB) sample_corpus
+	$(BIN)/crag-edge calibrate --db $(DEMO_DB)
 	$(BIN)/crag-edge answer --db $(DEMO_DB) "$(DEMO_QUESTION)"
 
 test: test-models

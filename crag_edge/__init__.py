@@ -1,8 +1,97 @@
-"""crag-edge: Corrective RAG that runs fully offline."""
+"""crag-edge: Corrective RAG that runs fully offline.
 
-from importlib.metadata import PackageNotFoundError, version
+    from crag_edge import Engine, Settings
+
+    with Engine.open("kb.db", Settings.load(), create=True) as engine:
+        engine.ingest(["docs/"])
+        result = engine.query("How does the loop decide what to trust?")
+        print(result.decision, [item.source for item in result.context])
+
+The layers, bottom to top; each imports only the ones below it:
+
+- `store/`: one SQLite file per corpus (rows, FTS5, sqlite-vec), `store.Corpus`.
+- `ingest/` (files → chunks → vectors) and `retrieval/` (dense, lexical, RRF fusion).
+- `grading/`: the cascade rules → signals → cross-encoder → LLM judge, and the decision
+  CORRECT / AMBIGUOUS / INCORRECT.
+- `correction/`: refine good evidence into strips, expand or rewrite the query, fall back to
+  another source.
+- `crag.py`: the corrective loop that runs those per question (`CragLoop`).
+- `engine.py`: `Engine`, one corpus with its models and settings; `generation.py` writes
+  the cited answer.
+- interfaces: `cli.py`, `tui/`, `server/` (HTTP), each a thin face over `Engine`.
+
+`models/` holds the model runtimes and their provisioning, `kernels/` the Numba kernels,
+`config.py` the one `Settings`, `result.py` the `CragResult` every interface shows.
+
+Where to add:
+
+- a fallback provider: a class with the `FallbackProvider` protocol in
+  `correction/fallback/` (see `local.py`), its name in `base.PROVIDER_NAMES` and its
+  construction in `correction/fallback/factory.py:build_providers`.
+- a grading tier: a model with the `types.PairScorer` protocol, built in
+  `grading/factory.py:build_grader` and given its place in `grading/cascade.py:Grader`.
+- a store backend: `store.Corpus` is the one backend; another provides the methods that
+  ingest, retrieval and grading call on it, and `Engine.open` chooses it.
+
+The names below are the public API; each is imported on first use, so `import crag_edge`
+stays cheap (the engine pulls in numpy, SQLite and the tokenizer).
+"""
+
+import typing as _typing
+from importlib import import_module as _import_module
+from importlib import metadata as _metadata
+
+if _typing.TYPE_CHECKING:
+    from crag_edge.config import Settings, SettingsError
+    from crag_edge.corpus_calibration import CalibrationError
+    from crag_edge.engine import Engine
+    from crag_edge.models.llm import LlmCallError
+    from crag_edge.models.registry import ModelNotInstalledError
+    from crag_edge.result import CragResult
+    from crag_edge.store.errors import CorpusError
+    from crag_edge.types import Decision
 
 try:
-    __version__ = version("crag-edge")
-except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = _metadata.version("crag-edge")
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0+unknown"
+
+__all__ = [
+    "CalibrationError",
+    "CorpusError",
+    "CragResult",
+    "Decision",
+    "Engine",
+    "LlmCallError",
+    "ModelNotInstalledError",
+    "Settings",
+    "SettingsError",
+]
+
+# The module that defines each public name. The errors are the ones a caller of `Engine`
+# meets: bad settings, an unusable corpus file, a model not pulled, a generation that failed
+# mid-answer, a calibration without its LLM.
+_HOMES = {
+    "CalibrationError": "crag_edge.corpus_calibration",
+    "CorpusError": "crag_edge.store.errors",
+    "CragResult": "crag_edge.result",
+    "Decision": "crag_edge.types",
+    "Engine": "crag_edge.engine",
+    "LlmCallError": "crag_edge.models.llm",
+    "ModelNotInstalledError": "crag_edge.models.registry",
+    "Settings": "crag_edge.config",
+    "SettingsError": "crag_edge.config",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'crag_edge' has no attribute {name!r}")
+    value = getattr(_import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -13,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -25,6 +27,7 @@ from rich.progress import (
 from rich.table import Table
 
 from crag_edge import corpus_calibration
+from crag_edge.citations import location_fields, locator
 from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.evaluation import EvalDataError, evaluate_retrieval, read_qrels, read_queries
@@ -45,16 +48,17 @@ from crag_edge.evaluation.pairs import (
     read_pairs,
     write_pairs,
 )
-from crag_edge.generation import cited, incomplete_note, uncited
+from crag_edge.generation import cited, incomplete_note, source_line, uncited
 from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent
+from crag_edge.ingest.watch import FolderWatcher
 from crag_edge.models import provision
 from crag_edge.models.llm import SharedLlm
 from crag_edge.models.manifest import ManifestError, load_manifest
 from crag_edge.models.registry import ModelNotInstalledError, load_embedder
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.retrieval import Mode
-from crag_edge.server.cli import serve
+from crag_edge.server.cli import mcp, serve
 from crag_edge.store import Corpus, CorpusError
 from crag_edge.training.cli import evaluator_app
 from crag_edge.tui.cli import tui as tui_command
@@ -352,9 +356,20 @@ def ingest(
             "--prune", help="Delete documents under the given folders whose files are gone."
         ),
     ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Keep the corpus in sync with the given folders until Ctrl+C: every change "
+            "is ingested, documents of deleted files pruned (a missing folder's are kept).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Add files to a corpus (created if missing). Incremental: unchanged files cost nothing."""
+    if watch:
+        _watch_folders(ctx, inputs, db, fmt, as_json)
+        return
     if fmt not in ("auto", "beir"):
         raise ValueError(f"--format must be auto or beir, not {fmt!r}")
     checked_fmt: Format = "beir" if fmt == "beir" else "auto"
@@ -365,17 +380,66 @@ def ingest(
         task = bar.add_task("ingest", total=None)
 
         def on_progress(event: ProgressEvent) -> None:
-            description = (
-                f"ingest {Path(event.source).name[-40:]}"
-                if event.stage == "documents"
-                else "evaluator: reading passages"
-            )
+            name = Path(event.source).name[-40:]
+            description = {
+                "documents": f"ingest {name}",
+                "chunks": f"embed {name} (chunks)",
+                "passages": "evaluator: reading passages",
+            }[event.stage]
             bar.update(task, completed=event.done, total=event.total, description=description)
 
         report = engine.ingest(inputs, fmt=checked_fmt, prune=prune, progress=on_progress)
     _print_ingest_report(report, as_json)
     if report.errors and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
+
+
+def _watch_folders(
+    ctx: typer.Context, folders: list[Path], db: Path, fmt: str, as_json: bool
+) -> None:
+    """`ingest --watch`: sync the folders now and after every change; Ctrl+C ends it (exit 0)
+    with a summary. Each sync that changed or failed something prints its ingest report."""
+    if fmt != "auto" or as_json:
+        raise typer.BadParameter("takes neither --format beir nor --json", param_hint="--watch")
+    if not_folders := [str(f) for f in folders if not f.is_dir()]:
+        raise typer.BadParameter(f"not a folder: {', '.join(not_folders)}", param_hint="--watch")
+    totals, syncs = IngestReport(), 0
+    with Engine.open(db, _settings(ctx), create=True) as engine:
+
+        def sync(touched: list[Path]) -> None:
+            nonlocal syncs
+            report = engine.ingest(touched, prune=True)
+            syncs += 1
+            totals.added += report.added
+            totals.updated += report.updated
+            totals.pruned += report.pruned
+            totals.errors += report.errors
+            if report.added or report.updated or report.pruned or report.errors:
+                out.print(f"synced {', '.join(map(str, touched))}", highlight=False)
+                _print_ingest_report(report, as_json=False)
+
+        watcher = FolderWatcher(folders, sync, notice=lambda m: err.print(m, highlight=False))
+        err.print(f"watching {', '.join(map(str, folders))} (Ctrl+C stops)", highlight=False)
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl+C is how watching ends
+            watcher.run()
+    out.print(
+        f"stopped watching after {syncs} syncs: added {totals.added}, updated "
+        f"{totals.updated}, pruned {totals.pruned}, errors {len(totals.errors)}",
+        highlight=False,
+    )
+
+
+@app.command()
+@friendly_errors
+def check(db: DbOption, as_json: JsonOption = False) -> None:
+    """Verify a corpus without changing it (no model loads): SQLite's quick_check of every
+    page and index, and a vector for every chunk. Exit 1 names the first problem."""
+    with Corpus.open(db, readonly=True) as corpus:
+        report = corpus.check()
+    if as_json:
+        print_json(report)
+        return
+    out.print(f"ok: {report['path']} ({report['chunks']} chunks, quick_check ok)", highlight=False)
 
 
 @app.command()
@@ -511,7 +575,7 @@ def print_result(result: CragResult) -> None:
         mark = "[green]kept[/]" if grade.kept else "[red]dropped[/]"
         out.print(
             f"[bold]{h.rank}. {name}[/]  {mark} {grade.score:.2f} by {grade.decided_by}  "
-            f"[dim]{Path(h.chunk.source).name} [{h.chunk.start}:{h.chunk.end}]  "
+            f"[dim]{escape(locator(h.chunk))} [{h.chunk.start}:{h.chunk.end}]  "
             f"rrf {h.score:.4f} · cos {_fmt(h.dense_score)} · bm25 {_fmt(h.bm25_score)}[/]",
             highlight=False,
         )
@@ -527,7 +591,7 @@ def print_result(result: CragResult) -> None:
         out.print(f"[bold]context[/] ({len(result.context)} strips):", highlight=False)
         for item in result.context:
             out.print(
-                f"  [{item.n}] {Path(item.source).name} [{item.start}:{item.end}] "
+                f"  [{item.n}] {escape(locator(item))} [{item.start}:{item.end}] "
                 f"{' '.join(item.text.split())[:200]}",
                 highlight=False,
             )
@@ -584,7 +648,7 @@ def answer(
             {
                 "answer": text,
                 "finish_reason": finish,
-                "citations": [asdict(c) for c in sources],
+                "citations": [asdict(c) | location_fields(c) for c in sources],
                 "result": result.to_dict(),
             }
         )
@@ -602,8 +666,7 @@ def _print_answer_tail(
     out.print()
     for item in sources:
         out.print(
-            f"[{item.n}] {item.title or Path(item.source).name} — {item.source} "
-            f"[{item.start}:{item.end}]",
+            f"{escape(source_line(item))}  [dim]{escape(item.source)} [{item.start}:{item.end}][/]",
             highlight=False,
         )
     if not text.strip():
@@ -885,6 +948,7 @@ def eval_grading(
 
 
 app.command()(serve)
+app.command("mcp")(friendly_errors(mcp))
 app.command("tui")(friendly_errors(tui_command))
 
 

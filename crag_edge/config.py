@@ -107,6 +107,13 @@ class Settings(BaseSettings):
     # -- ingest -------------------------------------------------------------------------
     chunk_tokens: int = Field(200, ge=16, le=8192, description="Chunk size in embedder tokens.")
     chunk_overlap: int = Field(40, ge=0, le=4096, description="Tokens shared by neighbour chunks.")
+    max_document_bytes: int = Field(
+        10_000_000,
+        ge=1024,
+        le=1 << 40,
+        description="Largest document ingest indexes (file, BEIR line or extracted text): "
+        "memory and time grow with it, so a larger one is refused with a per-file error.",
+    )
 
     # -- retrieval ----------------------------------------------------------------------
     retrieval_mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
@@ -126,7 +133,7 @@ class Settings(BaseSettings):
         default_factory=lambda: list(get_args(FastPathRule)),
         description="Rules that approve evidence without any model call; [] disables all.",
     )
-    correct_threshold: float = Field(0.7, ge=0.0, le=1.0, description="Aggregate >= this: CORRECT.")
+    correct_threshold: float = Field(0.5, ge=0.0, le=1.0, description="Aggregate >= this: CORRECT.")
     incorrect_threshold: float = Field(
         0.3, ge=0.0, le=1.0, description="Aggregate < this: INCORRECT."
     )
@@ -134,10 +141,12 @@ class Settings(BaseSettings):
         0.3, ge=0.0, le=1.0, description="Items scoring below are dropped."
     )
     aggregation: Literal["mean", "rank_weighted", "max", "min"] = Field(
-        "rank_weighted", description="How kept items' scores become one score (README: Grading)."
+        "max",
+        description="How kept items' scores become one score; `max`: CORRECT when one item "
+        "is more likely relevant than not (docs/answer-quality.md, 'Decision rule').",
     )
     confidence_margin: float = Field(
-        0.3,
+        0.5,
         ge=0.0,
         le=0.5,
         description="An item leaves the cascade once its score is this far past a threshold.",

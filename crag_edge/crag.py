@@ -1,7 +1,8 @@
 """The CRAG loop: retrieve → grade → correct, as an explicit state machine.
 
-Each question gets a `_Run` (its state); `CragLoop.run` grades a round and then takes
-exactly one transition, until the run has a stop reason:
+Each question gets a `_Run` (its state), asked standalone: a follow-up that leans on the
+conversation's earlier turns is rewritten first (`correction.followup`). `CragLoop.run` then
+grades a round and takes exactly one transition, until the run has a stop reason:
 
 graded CORRECT    → stop `correct`: refine the kept evidence, answer from it.
 any, last round   → stop `max_iterations`: answer from what is kept.
@@ -24,23 +25,25 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from crag_edge.citations import document_places, locate
 from crag_edge.config import Settings
 from crag_edge.correction.expand import expand, load_synonyms, rewrite
 from crag_edge.correction.fallback import FallbackProvider, run_fallbacks
-from crag_edge.correction.refine import refine
+from crag_edge.correction.followup import standalone_question
+from crag_edge.correction.refine import Strip, refine
 from crag_edge.grading import Evidence, Grader, Grading, ItemGrade
-from crag_edge.models.llm import LlamaRuntime
+from crag_edge.models.llm import LlamaRuntime, Message
 from crag_edge.observability import AuditLog, Metrics
 from crag_edge.progress import Progress, Stopwatch
 from crag_edge.result import ContextItem, Correction, CorrectionType, CragResult, Round
-from crag_edge.retrieval import Mode, Retriever, rrf
+from crag_edge.retrieval import Mode, Retriever
 from crag_edge.store import Corpus
-from crag_edge.types import Action, Decision, Embedder, Hit, Vector
+from crag_edge.types import Action, Chunk, Decision, Embedder, Hit, Vector
 
 StopReason = Literal[
     "correct", "max_iterations", "no_untried_query", "no_new_evidence", "insufficient_evidence"
@@ -83,7 +86,7 @@ class _Run:
     corrections: _Corrections
     audit: AuditLog = field(default_factory=AuditLog)
     query: str = ""
-    source: str = "search"  # or "fallback": fallback evidence skips the fast-path rules
+    source: str = "search"  # or "fallback"
     hits: list[Hit] = field(default_factory=list)
     grading: Grading | None = None
     rounds: list[Round] = field(default_factory=list)
@@ -162,11 +165,17 @@ class CragLoop:
         mode: Mode | None = None,
         top_k: int | None = None,
         progress: Progress | None = None,
+        history: Sequence[Message] = (),
     ) -> CragResult:
         """Answerable evidence for `question`, or an explicit "insufficient evidence";
-        `progress` hears each stage as it starts and ends."""
+        `progress` hears each stage as it starts and ends. `history` (the conversation's
+        earlier turns, oldest first) makes a follow-up question standalone before retrieval."""
         state = self._start(
-            question, mode or self.settings.retrieval_mode, top_k or self.settings.top_k, progress
+            question,
+            history,
+            mode or self.settings.retrieval_mode,
+            top_k or self.settings.top_k,
+            progress,
         )
         while state.stop is None:
             self._grade_round(state)
@@ -175,15 +184,52 @@ class CragLoop:
 
     # -- the state machine -------------------------------------------------------------------
 
-    def _start(self, question: str, mode: str, k: int, progress: Progress | None) -> _Run:
+    def _start(
+        self,
+        question: str,
+        history: Sequence[Message],
+        mode: str,
+        k: int,
+        progress: Progress | None,
+    ) -> _Run:
         clock = Stopwatch(self.metrics, progress)
+        corrections = _Corrections(clock)
+        question = self._standalone(question, history, clock, corrections)
         vector = clock("embed", self._embed, question)
-        state = _Run(question, mode, mode, k, vector, clock, _Corrections(clock))
+        state = _Run(question, mode, mode, k, vector, clock, corrections)
         state.next_round(question, mode, self._search(state, question, mode), "search")
         return state
 
+    def _standalone(
+        self,
+        question: str,
+        history: Sequence[Message],
+        clock: Stopwatch,
+        corrections: _Corrections,
+    ) -> str:
+        """The question every later stage works with: a follow-up rewritten from the
+        conversation (a `rewrite` correction for `follow-up`), any other as asked."""
+        if not history:
+            return question
+        llm = self.llm if self.settings.rewrite_with_llm else _no_llm
+        rewritten = clock("follow-up", standalone_question, question, history, llm)
+        if rewritten is None:
+            return question
+        standalone, how = rewritten
+        corrections.append(
+            Correction(
+                "rewrite",
+                {"query": standalone, "by": how, "for": "follow-up", "question": question},
+            )
+        )
+        return standalone
+
     def _grade_round(self, state: _Run) -> None:
-        """Grade the round's hits; remember every grade and which items are kept now."""
+        """Grade the round's hits; remember every grade and which items are kept now.
+
+        The fast-path rules judge the first retrieval only: a later round holds just the
+        chunks not graded yet (often few, which `few_context` would approve unread) or the
+        fallback's results, and both must be graded."""
         clock = state.clock
         grading = clock(
             "grade",
@@ -191,12 +237,13 @@ class CragLoop:
             state.question,
             self._evidence(state.hits, state.vector),
             state.audit,
-            use_rules=state.source != "fallback",
+            use_rules=state.iteration == 0,
             cache=self.cache,
             passages=self.passages,
             on_tier=lambda tier, items, ms: clock.emit(
                 f"grade:{tier}", "start" if ms is None else "end", f"{items} items", ms
             ),
+            carried=[grade for _, grade in state.kept.values()],
         )
         rule = f" (rule {grading.rule})" if grading.rule else ""
         clock.emit("decision", "event", f"{grading.decision} {grading.score:.2f}{rule}")
@@ -279,11 +326,11 @@ class CragLoop:
             )
 
     def _widened_hits(self, state: _Run, query: str, strategy: str) -> list[Hit]:
-        """The kept items fused with a new search's hits not graded yet (it searches deeper
-        by as many as were graded), plus the fallback's once when too few items were kept."""
+        """A new search's hits not graded yet (it searches deeper by as many as were graded),
+        plus the fallback's once when too few items were kept. The kept items are not among
+        them: they join the next decision with the grades they have."""
         deeper = self._search(state, query, strategy, depth=state.k + len(state.seen))
-        fresh = [h for h in deeper if h.chunk.chunk_id not in state.seen][: state.k]
-        hits = _fuse([h for h, _ in state.kept.values()], fresh, state.k, self.settings.rrf_k)
+        hits = [h for h in deeper if h.chunk.chunk_id not in state.seen][: state.k]
         too_few = len(state.kept) < self.settings.min_kept_items
         if too_few and self.fallbacks and not state.fallback.tried:
             hits = _dedupe([*hits, *self._fallback(state, "too few items kept after grading")])
@@ -493,21 +540,7 @@ class CragLoop:
                 },
             )
         )
-        return [
-            ContextItem(
-                n,
-                s.chunk_id,
-                s.doc_id,
-                s.source,
-                s.title,
-                s.start,
-                s.end,
-                s.text,
-                origin[s.chunk_id],
-                round(s.score, 4),
-            )
-            for n, s in enumerate(strips, start=1)
-        ]
+        return _refined_context(strips, chunks, origin)
 
 
 class _Corrections(list[Correction]):
@@ -530,6 +563,35 @@ class _Corrections(list[Correction]):
             self._clock.emit(correction.type, "event", ", ".join(words))
 
 
+def _refined_context(
+    pieces: Sequence[Strip], chunks: Sequence[Chunk], origin: dict[int, str]
+) -> list[ContextItem]:
+    """The refined pieces as numbered evidence, each located by the places of its document's
+    chunks (a piece may join sentences of neighbouring chunks, or hold one page of a chunk
+    that spans two)."""
+    items = []
+    for n, s in enumerate(pieces, start=1):
+        same_document = (c for c in chunks if (c.doc_id, c.source) == (s.doc_id, s.source))
+        where = locate(document_places(same_document), s.start, s.end)
+        items.append(
+            ContextItem(
+                n,
+                s.chunk_id,
+                s.doc_id,
+                s.source,
+                s.title,
+                s.start,
+                s.end,
+                s.text,
+                origin[s.chunk_id],
+                round(s.score, 4),
+                where.pages,
+                where.section,
+            )
+        )
+    return items
+
+
 def _whole_chunks(items: Sequence[tuple[Hit, ItemGrade]]) -> list[ContextItem]:
     return [
         ContextItem(
@@ -543,9 +605,15 @@ def _whole_chunks(items: Sequence[tuple[Hit, ItemGrade]]) -> list[ContextItem]:
             h.chunk.text,
             h.origin,
             g.score,
+            h.chunk.pages,
+            h.chunk.section,
         )
         for n, (h, g) in enumerate(items, start=1)
     ]
+
+
+def _no_llm() -> LlamaRuntime | None:
+    return None
 
 
 def _other_strategy(mode: str) -> str:
@@ -561,26 +629,3 @@ def _dedupe(hits: Sequence[Hit]) -> list[Hit]:
             seen.add(hit.chunk.chunk_id)
             out.append(hit)
     return out
-
-
-def _fuse(kept: Sequence[Hit], fresh: Sequence[Hit], k: int, rrf_k: int) -> list[Hit]:
-    """Kept items and new hits fused by RRF and de-duplicated by chunk id: every kept item
-    stays (it passed grading), new hits fill the list up to `k`, and at least `k // 2` of
-    them join even when every item was kept (else a widened search could add nothing)."""
-    by_id = {h.chunk.chunk_id: h for h in [*fresh, *kept]}
-    kept_ids = {h.chunk.chunk_id for h in kept}
-    fused = rrf(
-        {
-            "kept": [(h.chunk.chunk_id, 0.0) for h in kept],
-            "fresh": [(h.chunk.chunk_id, 0.0) for h in fresh],
-        },
-        rrf_k,
-    )
-    budget, waiting, chosen = max(k, len(kept_ids) + k // 2), len(kept_ids), []
-    for f in fused:
-        if f.item_id in kept_ids:
-            chosen.append(f.item_id)
-            waiting -= 1
-        elif len(chosen) + waiting < budget:
-            chosen.append(f.item_id)
-    return [replace(by_id[i], rank=rank) for rank, i in enumerate(chosen, start=1)]

@@ -6,7 +6,8 @@ correct, refine), then optionally generation (`generation.stream_answer`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -15,17 +16,18 @@ from crag_edge import corpus_calibration
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import FallbackConfig, build_providers
 from crag_edge.crag import CragLoop
-from crag_edge.generation import AnswerStream, stream_answer
+from crag_edge.generation import AnswerFinish, AnswerStream, stream_answer
 from crag_edge.grading import Calibrations, Grader
 from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
-from crag_edge.models.llm import SharedLlm
+from crag_edge.models.llm import Message, SharedLlm, TextStream
 from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
-from crag_edge.progress import Progress
+from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import CragResult
 from crag_edge.retrieval import Mode, Retriever
 from crag_edge.store import Corpus
+from crag_edge.text_boundary import repair
 from crag_edge.types import Embedder, Hit
 
 
@@ -45,6 +47,17 @@ def fallback_config(settings: Settings) -> FallbackConfig:
         candidates=settings.candidates,
         rrf_k=settings.rrf_k,
     )
+
+
+def _ending_with(stream: AnswerStream, progress: Progress) -> Generator[str, None, AnswerFinish]:
+    """`stream`'s pieces, then the `answer` stage's end (with its duration) for `progress`."""
+    started = time.perf_counter()
+    try:
+        yield from stream
+    finally:
+        stream.close()
+    progress(StageEvent("answer", "end", ms=round((time.perf_counter() - started) * 1000, 3)))
+    return stream.finish_reason
 
 
 class Engine:
@@ -107,7 +120,7 @@ class Engine:
         db = Path(db)
         if create and not db.exists():
             embedder = embedder or load_embedder(settings)
-            corpus = Corpus.create(db, embedder.model_id, embedder.dim)
+            corpus = Corpus.open_or_create(db, embedder.model_id, embedder.dim)
         else:
             corpus = Corpus.open(db, readonly=readonly)
             try:
@@ -125,10 +138,15 @@ class Engine:
         fmt: Format = "auto",
         prune: bool = False,
         progress: Callable[[ProgressEvent], None] | None = None,
+        corpus: Corpus | None = None,
+        roots: Sequence[Path] | None = None,
     ) -> IngestReport:
-        """Add or update files (incremental by content hash); see `crag_edge.ingest`."""
+        """Add or update files (incremental by content hash); see `crag_edge.ingest`.
+        `corpus` is another connection to the same file to write through (a writer thread's
+        own, so readers of the engine's connection are not held up); `roots` confines every
+        file read to these folders, links never followed (the service's ingest roots)."""
         return ingest(
-            self.corpus,
+            self.corpus if corpus is None else corpus,
             self.embedder,
             self.embedder.tokenizer,
             inputs,
@@ -137,6 +155,7 @@ class Engine:
             prune=prune,
             progress=progress,
             passage_index=self.grader.passage_index(),
+            roots=roots,
         )
 
     def search(
@@ -146,9 +165,11 @@ class Engine:
         mode: Mode | None = None,
         top_k: int | None = None,
     ) -> list[Hit]:
-        """Retrieve the best chunks for `question`."""
+        """Retrieve the best chunks for `question` (repaired if it is not valid Unicode)."""
         return self.retriever.search(
-            question, top_k=top_k or self.settings.top_k, mode=mode or self.settings.retrieval_mode
+            repair(question),
+            top_k=top_k or self.settings.top_k,
+            mode=mode or self.settings.retrieval_mode,
         )
 
     def query(
@@ -158,10 +179,16 @@ class Engine:
         mode: Mode | None = None,
         top_k: int | None = None,
         progress: Progress | None = None,
+        history: Sequence[Message] = (),
     ) -> CragResult:
         """The corrective loop: retrieve, grade, correct; the final context and every reason.
-        `progress` hears each stage as it happens (`crag_edge.progress`)."""
-        result = self.loop.run(question, mode=mode, top_k=top_k, progress=progress)
+        `progress` hears each stage as it happens (`crag_edge.progress`). `history` is the
+        conversation so far (`{"role": "user" | "assistant", "content": ...}`, oldest first):
+        a follow-up question is made standalone from it before retrieval. Text that is not
+        valid Unicode (lone surrogates) is repaired first (`text_boundary`)."""
+        question = repair(question)
+        history = [{key: repair(text) for key, text in message.items()} for message in history]
+        result = self.loop.run(question, mode=mode, top_k=top_k, progress=progress, history=history)
         if self.audit_sink:
             events = [
                 AuditEvent(
@@ -173,14 +200,28 @@ class Engine:
         return result
 
     def answer(
-        self, question: str, *, mode: Mode | None = None, top_k: int | None = None
+        self,
+        question: str,
+        *,
+        mode: Mode | None = None,
+        top_k: int | None = None,
+        history: Sequence[Message] = (),
+        progress: Progress | None = None,
     ) -> tuple[CragResult, AnswerStream]:
         """The loop's result and the answer as a stream (generated lazily): iterate it for
-        the text, then read its `finish_reason` (`generation.AnswerFinish`)."""
-        result = self.query(question, mode=mode, top_k=top_k)
+        the text, then read its `finish_reason` (`generation.AnswerFinish`). `history` as
+        for `query`; the answer is written for the standalone question. `progress` hears the
+        loop's stages as for `query`, then `answer`: its start before the model loads, its
+        end when the stream is exhausted."""
+        result = self.query(question, mode=mode, top_k=top_k, history=history, progress=progress)
+        if progress is not None:
+            progress(StageEvent("answer", "start"))
         needs_model = bool(result.context) and not result.insufficient_evidence
         llm = self.llm() if needs_model else None
-        return result, stream_answer(llm, result)
+        stream = stream_answer(llm, result)
+        if progress is None:
+            return result, stream
+        return result, TextStream(_ending_with(stream, progress))
 
     def calibrate(
         self, questions: int = 20, *, on_question: Callable[[int], None] | None = None

@@ -12,6 +12,7 @@ import re
 from collections.abc import Generator, Sequence
 from typing import Literal
 
+from crag_edge.citations import locator
 from crag_edge.config import Settings, env_name
 from crag_edge.models.llm import FinishReason, LlamaRuntime, Message, TextStream
 from crag_edge.models.registry import ModelNotInstalledError
@@ -113,6 +114,15 @@ def cited(answer: str, context: Sequence[ContextItem]) -> list[ContextItem]:
         if number in by_number and number not in seen:
             seen[number] = by_number[number]
     return list(seen.values())
+
+
+def source_line(item: ContextItem) -> str:
+    """One cited source as every answer lists it: `[2] Title — report.pdf p. 12`."""
+    return (
+        f"[{item.n}] {item.title} — {locator(item)}"
+        if item.title
+        else f"[{item.n}] {locator(item)}"
+    )
 
 
 def uncited(answer: str, result: CragResult) -> bool:

@@ -4,7 +4,8 @@ Shape (stable; `to_dict` is what `query --json`, the HTTP service and checks rea
 - `decision` / `action` / `score`: the final CORRECT | AMBIGUOUS | INCORRECT, what followed, and
   the aggregate score that decided it; `reason` in words.
 - `insufficient_evidence`: true when nothing trustworthy was found (the context is empty).
-- `context`: the final evidence, numbered for citations, with document offsets.
+- `context`: the final evidence, numbered for citations, with document offsets, `pages`
+  (first, last) and `section` (heading path) where the document has them, and `locator`.
 - `hits`: every graded hit of every round, with its grade per tier and signal.
 - `corrections`: typed actions (keep, discard, refine, expand, rewrite, fallback, and the
   `stop` that ended the loop, with why).
@@ -21,6 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from crag_edge.citations import location_fields
 from crag_edge.grading import ItemGrade
 from crag_edge.types import Action, Decision, Hit
 
@@ -37,7 +39,8 @@ class Correction:
 
 @dataclass(frozen=True)
 class ContextItem:
-    """A numbered piece of final evidence; `start`/`end` index the document's text."""
+    """A numbered piece of final evidence; `start`/`end` index the document's text, `pages`
+    and `section` locate it for a reader (None where the document has no pages or headings)."""
 
     n: int
     chunk_id: int
@@ -49,6 +52,8 @@ class ContextItem:
     text: str
     origin: str
     score: float
+    pages: tuple[int, int] | None = None
+    section: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class CragResult:
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if k != "hits"}
         data["decision"], data["action"] = str(self.decision), str(self.action)
+        data["context"] = [asdict(item) | location_fields(item) for item in self.context]
         data["rounds"] = [asdict(r) | {"decision": str(r.decision)} for r in self.rounds]
         data["hits"] = [hit_to_dict(hit, grade) for hit, grade in self.hits]
         return data
@@ -112,5 +118,6 @@ def hit_to_dict(hit: Hit, grade: ItemGrade | None) -> dict[str, Any]:
         "start": c.start,
         "end": c.end,
         "text": c.text,
+        **location_fields(c),
         "grade": None if grade is None else asdict(grade),
     }

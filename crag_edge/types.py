@@ -15,8 +15,24 @@ Vector = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True)
+class Place:
+    """Where a document's text stands from `offset` on: its 1-based PDF `page` and its
+    heading path (`section`, headings joined by `citations.SECTION_SEPARATOR`); None
+    where the format has none."""
+
+    offset: int
+    page: int | None = None
+    section: str | None = None
+
+
+@dataclass(frozen=True)
 class Chunk:
-    """A span of one document's extracted text; `start`/`end` are character offsets into it."""
+    """A span of one document's extracted text; `start`/`end` are character offsets into it.
+
+    `pages` (first, last) and `section` locate the whole chunk for citations; `places` are
+    the document's places from the one in effect at `start` up to `end`, so a strip cut
+    from the chunk can be located exactly (`citations.locate`). All empty for text that
+    has no pages or headings, and for chunks stored before places were recorded."""
 
     chunk_id: int
     doc_id: int
@@ -28,6 +44,9 @@ class Chunk:
     title: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     token_count: int = 0
+    pages: tuple[int, int] | None = None
+    section: str | None = None
+    places: tuple[Place, ...] = ()
 
 
 @dataclass(frozen=True)

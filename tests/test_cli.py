@@ -64,6 +64,7 @@ def beir_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["evaluator"],
         ["evaluator", "train"],
         ["stats"],
+        ["check"],
         ["cache"],
         ["cache", "clear"],
         ["calibrate"],

@@ -211,6 +211,20 @@ def test_a_search_that_finds_nothing_new_ends_the_loop(corpora, embedder) -> Non
     assert len(result.hits) == result.rounds[0].hits  # graded once
 
 
+def test_kept_items_carry_their_grades_into_later_rounds(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
+    """A widened round grades only chunks not graded yet; the items kept before join its
+    decision with the grades they earned (a re-grade would lose the judge's score)."""
+    main, _ = corpora
+    result = run(
+        main, embedder, "How do honeybees use the sun?", max_iterations=2, top_k=3, **FORCED
+    )
+    assert result.iterations == 2
+    graded_ids = [grade.chunk_id for _, grade in result.hits]
+    assert len(graded_ids) == len(set(graded_ids)) == sum(r.hits for r in result.rounds)
+    assert result.rounds[1].kept == len(graded_ids)  # everything is kept under FORCED
+    assert {c.chunk_id for c in result.context} <= set(graded_ids)
+
+
 def test_the_fallback_is_asked_once_per_question(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
     main, spare = corpora
     never = {

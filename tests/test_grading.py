@@ -58,7 +58,11 @@ def settings(**overrides: object) -> Settings:
     """Model tiers uncalibrated (identity) unless a test says otherwise: scripted scores are
     then the probabilities the routing sees."""
     uncalibrated = {"calibration_cross_encoder": None, "calibration_llm": None}
-    return Settings.load(**(uncalibrated | overrides))  # type: ignore[arg-type]
+    return Settings.load(**(uncalibrated | WIDE_BAND | overrides))  # type: ignore[arg-type]
+
+
+# The routing tests place their scripted scores around a 0.3-0.7 band of uncertainty.
+WIDE_BAND: dict[str, object] = {"correct_threshold": 0.7, "aggregation": "rank_weighted"}
 
 
 # -- fast-path rules -------------------------------------------------------------------------
@@ -276,6 +280,24 @@ def graded(scores: list[float], **overrides: object):  # type: ignore[no-untyped
 )
 def test_aggregations(aggregation: str, scores: list[float], decision: Decision) -> None:
     grading, _ = graded(scores, aggregation=aggregation)
+    assert grading.decision == decision, grading.reason
+
+
+@pytest.mark.parametrize(
+    ("scores", "decision"),
+    [
+        ([0.35, 0.55, 0.1], Decision.CORRECT),  # one item more likely relevant than not
+        ([0.45, 0.49, 0.4], Decision.AMBIGUOUS),  # kept, but none past 0.5
+        ([0.1, 0.29], Decision.INCORRECT),  # nothing kept
+    ],
+)
+def test_the_default_rule_is_the_best_kept_item_against_one_half(
+    scores: list[float], decision: Decision
+) -> None:
+    defaults = Settings.load()
+    assert (defaults.aggregation, defaults.correct_threshold) == ("max", 0.5)
+    rule = {"aggregation": defaults.aggregation, "correct_threshold": defaults.correct_threshold}
+    grading, _ = graded(scores, **rule)
     assert grading.decision == decision, grading.reason
 
 

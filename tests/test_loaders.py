@@ -17,6 +17,7 @@ from crag_edge.ingest import (
     load_text,
     loader_for,
 )
+from crag_edge.ingest.outline import Heading, outline_places
 from tests.documents import make_pdf
 
 
@@ -25,8 +26,15 @@ def write(path: Path, data: bytes | str) -> Path:
     return path
 
 
+def parts(path: Path) -> tuple[Path, bytes]:
+    """What ingest hands a loader: the file's path (its name) and its bytes."""
+    return path, path.read_bytes()
+
+
 def test_text_is_decoded_and_newlines_normalised(tmp_path: Path) -> None:
-    doc = load_text(write(tmp_path / "notes.txt", b"\xef\xbb\xbfCaf\xc3\xa9\r\nline two\rend"))
+    doc = load_text(
+        *parts(write(tmp_path / "notes.txt", b"\xef\xbb\xbfCaf\xc3\xa9\r\nline two\rend"))
+    )
     assert (doc.source, doc.title, doc.text) == (
         str(tmp_path / "notes.txt"),
         "notes",
@@ -35,26 +43,80 @@ def test_text_is_decoded_and_newlines_normalised(tmp_path: Path) -> None:
 
 
 def test_text_with_utf16_bom(tmp_path: Path) -> None:
-    doc = load_text(write(tmp_path / "w.txt", "Grüße".encode("utf-16")))
+    doc = load_text(*parts(write(tmp_path / "w.txt", "Grüße".encode("utf-16"))))
     assert doc.text == "Grüße"
 
 
 def test_non_utf8_text_is_a_load_error(tmp_path: Path) -> None:
     path = write(tmp_path / "latin.txt", "café au lait".encode("latin-1"))
     with pytest.raises(LoadError, match=r"not valid utf-8 \(byte 3.*convert the file to UTF-8"):
-        load_text(path)
+        load_text(*parts(path))
 
 
 def test_binary_content_is_a_load_error(tmp_path: Path) -> None:
     with pytest.raises(LoadError, match="binary"):
-        load_text(write(tmp_path / "blob.txt", b"abc\x00\x01\x02"))
+        load_text(*parts(write(tmp_path / "blob.txt", b"abc\x00\x01\x02")))
 
 
 def test_markdown_kept_verbatim_and_titled_by_first_heading(tmp_path: Path) -> None:
     text = "Intro line\n\n## Setup ##\n\n- step *one*\n\n# Later\n"
-    doc = load_markdown(write(tmp_path / "guide.md", text))
+    doc = load_markdown(*parts(write(tmp_path / "guide.md", text)))
     assert (doc.title, doc.text) == ("Setup", text)
-    assert load_markdown(write(tmp_path / "plain.md", "no heading")).title == "plain"
+    assert load_markdown(*parts(write(tmp_path / "plain.md", "no heading"))).title == "plain"
+
+
+def test_markdown_headings_nest_outside_code_and_front_matter(tmp_path: Path) -> None:
+    text = (
+        "---\ntitle: # not a heading\n---\n"
+        "# Guide\n\nIntro.\n\n## Install ##\n\n```bash\n# a shell comment\n```\n\n"
+        "### [Linux](linux.md) and `apt`\nSteps.\n\nWindows\n-------\nClick.\n\n# C#\nEnd.\n"
+    )
+    doc = load_markdown(*parts(write(tmp_path / "guide.md", text)))
+    headings = doc.outline.headings
+    assert [(h.level, h.title) for h in headings] == [
+        (1, "Guide"),
+        (2, "Install"),
+        (3, "Linux and apt"),
+        (2, "Windows"),
+        (1, "C#"),
+    ]
+    assert [text[h.offset : h.offset + 4] for h in headings] == [
+        "# Gu",
+        "## I",
+        "### ",
+        "Wind",
+        "# C#",
+    ]
+    assert [p.section for p in outline_places(doc.outline)] == [
+        "Guide",
+        "Guide \u203a Install",
+        "Guide \u203a Install \u203a Linux and apt",
+        "Guide \u203a Windows",
+        "C#",
+    ]
+    assert doc.title == "Guide"
+
+
+def test_html_headings_are_found_in_the_extracted_text(tmp_path: Path) -> None:
+    html = """<html><head><title>PostgreSQL: CREATE INDEX</title></head><body>
+    <div class="nav"><a href="/">Home</a></div><h1>CREATE INDEX</h1><p>define a new index</p>
+    <h2>Parameters</h2><p>Options.</p><h3>Index Storage <code>Parameters</code></h3>
+    <p>The fillfactor is a percentage.</p><h2>Notes</h2><p>See also.</p><h4>Unclosed"""
+    doc = load_html(*parts(write(tmp_path / "sql-createindex.html", html)))
+    assert doc.title == "PostgreSQL: CREATE INDEX"
+    assert doc.outline.headings == tuple(
+        Heading(doc.text.index(title), level, title)
+        for level, title in [
+            (1, "CREATE INDEX"),
+            (2, "Parameters"),
+            (3, "Index Storage Parameters"),
+            (2, "Notes"),
+        ]
+    )
+    places = outline_places(doc.outline)
+    fillfactor = doc.text.index("The fillfactor")
+    in_effect = [p for p in places if p.offset <= fillfactor][-1]
+    assert in_effect.section == ("CREATE INDEX \u203a Parameters \u203a Index Storage Parameters")
 
 
 def test_html_keeps_visible_text_and_structure(tmp_path: Path) -> None:
@@ -63,43 +125,44 @@ def test_html_keeps_visible_text_and_structure(tmp_path: Path) -> None:
     <body><h1>Heading</h1><p>First &amp; <b>bold</b>
     paragraph.</p><div>line<br>break</div><ul><li>one</li><li>two</li></ul>
     <table><tr><td>a</td><td>b</td></tr></table><noscript>enable js</noscript></body></html>"""
-    doc = load_html(write(tmp_path / "page.html", html))
+    doc = load_html(*parts(write(tmp_path / "page.html", html)))
     assert doc.title == "The Page"
     assert doc.text == "Heading\n\nFirst & bold paragraph.\n\nline\nbreak\n\none\ntwo\n\na b"
 
 
 def test_malformed_html_still_yields_its_text(tmp_path: Path) -> None:
     html = "<p>unclosed <b>bold <div>stray</span></div> 1 < 2 &amp; <h1>Title<p>after"
-    doc = load_html(write(tmp_path / "broken.htm", html))
+    doc = load_html(*parts(write(tmp_path / "broken.htm", html)))
     assert doc.text == "unclosed bold\nstray\n1 < 2 &\n\nTitle\n\nafter"
     assert doc.title == "broken"  # the <h1> never closes, so there is no reliable title
-    doc = load_html(write(tmp_path / "unclosed.html", "<p>kept</p><script>lost forever"))
+    doc = load_html(*parts(write(tmp_path / "unclosed.html", "<p>kept</p><script>lost forever")))
     assert doc.text == "kept"
     # The stdlib parser raises AssertionError on unknown marked sections such as these.
-    doc = load_html(write(tmp_path / "ie.html", "<p>a<![if !IE]>b<![endif]>c<![ junk d"))
+    doc = load_html(*parts(write(tmp_path / "ie.html", "<p>a<![if !IE]>b<![endif]>c<![ junk d")))
     assert doc.text == "abc<![ junk d"
 
 
 def test_html_declared_charset_is_honoured(tmp_path: Path) -> None:
     body = '<meta charset="iso-8859-1"><p>café</p>'.encode("latin-1")
-    assert load_html(write(tmp_path / "latin.html", body)).text == "café"
+    assert load_html(*parts(write(tmp_path / "latin.html", body))).text == "café"
     with pytest.raises(LoadError, match="not valid utf-8"):
-        load_html(write(tmp_path / "undeclared.html", "<p>café</p>".encode("latin-1")))
+        load_html(*parts(write(tmp_path / "undeclared.html", "<p>café</p>".encode("latin-1"))))
     bogus = '<meta charset="no-such-codec"><p>café</p>'.encode("latin-1")
     with pytest.raises(LoadError, match="unknown"):
-        load_html(write(tmp_path / "bogus.html", bogus))
+        load_html(*parts(write(tmp_path / "bogus.html", bogus)))
 
 
 def test_pdf_pages_and_offsets(tmp_path: Path) -> None:
     path = write(
         tmp_path / "paper.pdf", make_pdf(["Page one text.", "Second page here."], "A Paper")
     )
-    doc = load_pdf(path)
+    doc = load_pdf(*parts(path))
     assert doc.title == "A Paper"
-    assert doc.metadata == {"page_count": 2, "page_starts": [0, 16]}
+    assert doc.metadata == {"page_count": 2}
+    assert doc.outline.page_starts == (0, 16)
     assert doc.text == "Page one text.\n\nSecond page here."
     assert doc.text[16:].startswith("Second page")
-    assert load_pdf(write(tmp_path / "untitled.pdf", make_pdf(["x"]))).title == "untitled"
+    assert load_pdf(*parts(write(tmp_path / "untitled.pdf", make_pdf(["x"])))).title == "untitled"
 
 
 @pytest.mark.parametrize(
@@ -112,7 +175,7 @@ def test_pdf_pages_and_offsets(tmp_path: Path) -> None:
 )
 def test_broken_pdf_is_a_load_error(tmp_path: Path, data: bytes) -> None:
     with pytest.raises(LoadError, match="unreadable PDF"):
-        load_pdf(write(tmp_path / "broken.pdf", data))
+        load_pdf(*parts(write(tmp_path / "broken.pdf", data)))
 
 
 def test_encrypted_pdf_needs_a_password(tmp_path: Path) -> None:
@@ -121,7 +184,7 @@ def test_encrypted_pdf_needs_a_password(tmp_path: Path) -> None:
     buffer = io.BytesIO()
     writer.write(buffer)
     with pytest.raises(LoadError, match="password"):
-        load_pdf(write(tmp_path / "locked.pdf", buffer.getvalue()))
+        load_pdf(*parts(write(tmp_path / "locked.pdf", buffer.getvalue())))
 
 
 def test_beir_lines_load_and_bad_lines_are_reported(tmp_path: Path) -> None:
@@ -137,14 +200,15 @@ def test_beir_lines_load_and_bad_lines_are_reported(tmp_path: Path) -> None:
         '{"_id": "d7", "title": "Lone \\ud800", "text": "surrogate \\udc00 escapes"}',
     ]
     path = write(tmp_path / "corpus.jsonl", "\n".join(lines) + "\n")
-    items = list(iter_beir(path))
+    with path.open("rb") as fh:
+        items = list(iter_beir(path, fh))
     docs = [i for i in items if not isinstance(i, LoadError)]
     errors = [i for i in items if isinstance(i, LoadError)]
     assert [(d.source, d.title, d.text) for d in docs] == [
         ("beir:d1", "First", "Alpha text."),
         ("beir:2", "", "No title."),
         ("beir:d6", "", "Null title."),
-        ("beir:d7", "Lone ?", "surrogate ? escapes"),  # storable UTF-8
+        ("beir:d7", "Lone \ufffd", "surrogate \ufffd escapes"),  # storable UTF-8
     ]
     assert docs[1].metadata == {"year": 2020}
     assert [e.source for e in errors] == [f"{path}:{n}" for n in (4, 5, 6, 7)]

@@ -31,7 +31,7 @@ from crag_edge.store import (
     connect,
 )
 from crag_edge.store.schema import MIGRATIONS, migrate, user_version
-from crag_edge.types import EncodedPassage
+from crag_edge.types import EncodedPassage, Place
 
 DIM = 4
 
@@ -158,6 +158,7 @@ def version_1_with_two_docs(corpus: Corpus, db: Path) -> None:
     corpus.close()
     conn = connect(db)
     with conn:
+        conn.execute("ALTER TABLE chunks DROP COLUMN places")
         conn.execute("DROP TABLE passage_vectors")
         conn.execute("DROP TABLE score_cache")
         conn.execute("PRAGMA user_version = 1")
@@ -198,6 +199,36 @@ def test_readonly_reads_a_version_1_corpus_as_is_without_the_cache(
         assert not passages.put("t:v", {chunk_id: EncodedPassage(unit(1.0))})
         assert passages.drop_others("t:v") == 0 and len(passages) == 0
     assert snapshot(db)[:2] == before
+
+
+def test_a_version_3_corpus_gains_places_and_its_old_chunks_cite_none(
+    corpus: Corpus, db: Path
+) -> None:
+    add_two_docs(corpus)
+    corpus.close()
+    conn = connect(db)
+    with conn:  # the file as crag-edge wrote it before chunks had places
+        conn.execute("ALTER TABLE chunks DROP COLUMN places")
+        conn.execute("PRAGMA user_version = 3")
+    conn.close()
+    before = snapshot(db)[:2]
+    with Corpus.open(db, readonly=True) as old:
+        chunks = old.get_chunks(old.chunk_ids()).values()
+        assert [(c.places, c.pages, c.section) for c in chunks] == [((), None, None)] * 3
+        assert old.stats().schema_version == 3
+    assert snapshot(db)[:2] == before
+    with Corpus.open(db) as upgraded:
+        assert upgraded.stats().schema_version == SCHEMA_VERSION
+        chunks = upgraded.get_chunks(upgraded.chunk_ids()).values()
+        assert [(c.places, c.pages, c.section) for c in chunks] == [((), None, None)] * 3
+        assert upgraded.search_fts("cat", 5)
+        doc = DocumentRecord("c.pdf", "", "One.\n\nTwo.", "hash-c")
+        places = (Place(0, 1, "One"), Place(6, 2, "One \u203a Two"))
+        chunk = ChunkRecord(doc.text, 0, len(doc.text), 2, places=places)
+        upgraded.replace_document(doc, [chunk], np.stack([unit(1, 0, 0, 0)]))
+        chunk_id = upgraded.chunk_ids()[-1]
+        located = upgraded.get_chunks([chunk_id])[chunk_id]
+        assert (located.places, located.pages, located.section) == (places, (1, 2), "One")
 
 
 def test_readonly_open_does_not_upgrade_an_old_schema(corpus: Corpus, db: Path) -> None:

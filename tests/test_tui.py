@@ -336,13 +336,16 @@ CANNED_STAGES = [
 
 
 class CannedEngine:
-    """Just what the app calls: settings, corpus.stats, query (with its stages), llm."""
+    """Just what the app calls: settings, corpus.stats, query (with its stages), llm; and the
+    real `Engine.answer` on top of them."""
+
+    answer = Engine.answer
 
     def __init__(self) -> None:
         self.settings = Settings.load(grading_tiers=["signals"])
         self.corpus = CannedCorpus()
 
-    def query(self, question: str, progress: Progress | None = None) -> CragResult:
+    def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
         for event in CANNED_STAGES:
             if progress is not None:
                 progress(event)
@@ -409,6 +412,40 @@ def test_snapshot_ingest_and_settings(snap_compare: Any, size: tuple[int, int], 
     assert snap_compare(canned_app(), terminal_size=size, run_before=steady(key))
 
 
+class RecordingEngine(CannedEngine):
+    """The canned engine, remembering the conversation each question was asked with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.histories: list[list[dict[str, str]]] = []
+
+    def query(self, question: str, progress: Progress | None = None, **kwargs: Any) -> CragResult:
+        self.histories.append(list(kwargs.get("history", ())))
+        return super().query(question, progress)
+
+
+def test_follow_ups_see_the_conversation_until_ctrl_n() -> None:
+    engine = RecordingEngine()
+    app = CragApp(engine=engine, clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        await pilot.press(*"and its constant?", "enter")
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("ctrl+n")
+        await pilot.press(*"What is WAL?", "enter")
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+    run(app, body, (120, 40))
+    first, follow_up, fresh = engine.histories
+    assert first == [] and fresh == []
+    assert [turn["role"] for turn in follow_up] == ["user", "assistant"]
+    assert follow_up[0]["content"] == "How does RRF work?"
+    assert follow_up[1]["content"].endswith("[1].")
+
+
 def test_canned_answer_cites_and_citation_jumps_to_evidence() -> None:
     app = canned_app()
 
@@ -430,7 +467,7 @@ def test_insufficient_evidence_state() -> None:
     app = canned_app()
     engine: Any = app.engine
 
-    def insufficient(question: str, progress: Progress | None = None) -> CragResult:
+    def insufficient(question: str, progress: Progress | None = None, **_: Any) -> CragResult:
         result = canned_result(question)
         result.decision, result.action = Decision.INCORRECT, Action.RE_RETRIEVE
         result.context, result.insufficient_evidence = [], True

@@ -125,6 +125,8 @@ def context_of_hits(hits: Sequence[Hit]) -> list[ContextItem]:
             hit.chunk.text,
             hit.origin,
             hit.score,
+            hit.chunk.pages,
+            hit.chunk.section,
         )
         for n, hit in enumerate(hits, start=1)
     ]

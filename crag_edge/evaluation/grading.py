@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from crag_edge.evaluation.metrics import roc_auc
 from crag_edge.evaluation.pairs import Pair
@@ -51,99 +52,148 @@ def evaluate_grading(
     on_group: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Score every pair with each scorer alone and with the full cascade."""
-    settings = grader.settings
     groups: dict[str, list[int]] = {}
     for index, pair in enumerate(pairs):
         groups.setdefault(pair.query, []).append(index)
-    labels = [p.label for p in pairs]
-    tokens = [len(e.ids) for e in embedder.tokenizer.encode_batch([p.passage for p in pairs])]
-    results: dict[str, _Scores] = {name: _Scores() for name in scorers}
-    cosine = _Scores()
-    cascade = _Scores(values=[0.0] * len(pairs))
-    reached: dict[str, int] = {}
-    status = grader.tier_status()
-    order: list[int] = []
-
+    measured = _Measurement(pairs, embedder, grader, scorers)
     for query, members in groups.items():
-        order.extend(members)
-        passages = [pairs[i].passage for i in members]
+        measured.add_group(query, members)
+        if on_group:
+            on_group()
+    return measured.report(len(groups), fit_calibration)
+
+
+class _Measurement:
+    """One pass over the query groups: each scorer's scores (in group order) and time, the
+    cascade's scores (in pair order), and how many items reached each tier."""
+
+    def __init__(
+        self, pairs: Sequence[Pair], embedder: Embedder, grader: Grader, scorers: Sequence[str]
+    ) -> None:
+        self.pairs = pairs
+        self.embedder = embedder
+        self.grader = grader
+        self.scorers = scorers
+        self.tokens = [
+            len(e.ids) for e in embedder.tokenizer.encode_batch([p.passage for p in pairs])
+        ]
+        self.results: dict[str, _Scores] = {name: _Scores() for name in scorers}
+        self.cosine = _Scores()
+        self.cascade = _Scores(values=[0.0] * len(pairs))
+        self.reached: dict[str, int] = {}
+        self.order: list[int] = []
+        self.tiers = grader.tier_status()
+
+    def add_group(self, query: str, members: list[int]) -> None:
+        self.order.extend(members)
+        passages = [self.pairs[i].passage for i in members]
         started = time.perf_counter()
-        vectors = embedder.embed([query, *passages])
+        vectors = self.embedder.embed([query, *passages])
         sims = (vectors[1:] @ vectors[0]).astype(np.float64)
         embed_seconds = time.perf_counter() - started
-        cosine.seconds += embed_seconds
-        cosine.values.extend(sims.tolist())
+        self.cosine.seconds += embed_seconds
+        self.cosine.values.extend(sims.tolist())
+        self._signals(query, passages, sims, members)
+        self._models(query, passages)
+        self._cascade(query, members, sims, embed_seconds)
 
+    def _signals(
+        self, query: str, passages: list[str], sims: npt.NDArray[np.float64], members: list[int]
+    ) -> None:
         started = time.perf_counter()
         signals = compute_signals(
             query,
             passages,
             sims,
-            [tokens[i] for i in members],
+            [self.tokens[i] for i in members],
             [f"pair:{i}" for i in members],
-            settings.min_chunk_tokens,
+            self.grader.settings.min_chunk_tokens,
         )
-        raw_signals = combine(signals, grader.weights)
-        signal_seconds = time.perf_counter() - started
-        if "coverage" in results:
-            results["coverage"].values.extend(signals["coverage"].tolist())
-            results["coverage"].seconds += signal_seconds
-        if "signals" in results:
-            results["signals"].values.extend(raw_signals.tolist())
-            results["signals"].seconds += signal_seconds
+        raw_signals = combine(signals, self.grader.weights)
+        seconds = time.perf_counter() - started
+        if "coverage" in self.results:
+            self.results["coverage"].values.extend(signals["coverage"].tolist())
+            self.results["coverage"].seconds += seconds
+        if "signals" in self.results:
+            self.results["signals"].values.extend(raw_signals.tolist())
+            self.results["signals"].seconds += seconds
+
+    def _models(self, query: str, passages: list[str]) -> None:
+        grader = self.grader
         for name in MODEL_SCORERS:
             scorer = grader.cross_encoder if name == "cross_encoder" else grader.llm_judge
-            if name in results and scorer is not None:
+            if name in self.results and scorer is not None:
                 started = time.perf_counter()
-                results[name].values.extend(scorer.score(query, passages).scores)
-                results[name].seconds += time.perf_counter() - started
+                self.results[name].values.extend(scorer.score(query, passages).scores)
+                self.results[name].seconds += time.perf_counter() - started
 
+    def _cascade(
+        self, query: str, members: list[int], sims: npt.NDArray[np.float64], embed_seconds: float
+    ) -> None:
+        """The whole cascade on the group as one hit list; its time includes the embedding."""
         started = time.perf_counter()
-        hits = [_as_hit(pairs[i], i, rank, sims[rank], tokens[i]) for rank, i in enumerate(members)]
-        evidence = Evidence(hits, sims, np.array([tokens[i] for i in members], dtype=np.int64))
-        grading = grader.grade(query, evidence, AuditLog())
-        cascade.seconds += time.perf_counter() - started + embed_seconds
+        tokens = [self.tokens[i] for i in members]
+        hits = [
+            _as_hit(self.pairs[i], i, rank, sims[rank], self.tokens[i])
+            for rank, i in enumerate(members)
+        ]
+        evidence = Evidence(hits, sims, np.array(tokens, dtype=np.int64))
+        grading = self.grader.grade(query, evidence, AuditLog())
+        self.cascade.seconds += time.perf_counter() - started + embed_seconds
         for item, i in zip(grading.items, members, strict=True):
-            cascade.values[i] = item.score
+            self.cascade.values[i] = item.score
         for tier, count in grading.tier_items.items():
-            reached[tier] = reached.get(tier, 0) + count
-        if on_group:
-            on_group()
+            self.reached[tier] = self.reached.get(tier, 0) + count
 
-    ordered_labels = [labels[i] for i in order]
-    ordered_queries = [pairs[i].query for i in order]
-    report: dict[str, Any] = {
-        "pairs": len(pairs),
-        "positives": sum(labels),
-        "queries": len(groups),
-        "thresholds": {
-            "discard_below": settings.discard_below,
-            "correct": settings.correct_threshold,
-        },
-        "tiers": status,
-        "scorers": {},
-    }
-    everything = {"cosine": cosine, **{k: v for k, v in results.items() if k != "cosine"}}
-    calibrated = {
-        "signals": grader.calibrations.signals,
-        "cross_encoder": grader.calibrations.cross_encoder,
-        "llm": grader.calibrations.llm,
-    }
-    for name, scores in everything.items():
-        if name not in scorers or not scores.values:
-            continue
-        values = scores.values
-        shown = [float(v) for v in calibrated[name](values)] if name in calibrated else values
-        report["scorers"][name] = _summary(
-            shown, ordered_labels, ordered_queries, scores.seconds, settings
-        )
-        if fit_calibration and name in calibrated:
-            platt = fit_platt(values, ordered_labels)
-            report["scorers"][name]["fitted_calibration"] = {"a": platt.a, "b": platt.b}
-    queries = [p.query for p in pairs]
-    report["cascade"] = _summary(cascade.values, labels, queries, cascade.seconds, settings)
-    report["cascade"]["tier_share"] = {t: round(n / len(pairs), 4) for t, n in reached.items()}
-    return report
+    def report(self, queries: int, fit_calibration: bool) -> dict[str, Any]:
+        pairs, settings = self.pairs, self.grader.settings
+        labels = [p.label for p in pairs]
+        report: dict[str, Any] = {
+            "pairs": len(pairs),
+            "positives": sum(labels),
+            "queries": queries,
+            "thresholds": {
+                "discard_below": settings.discard_below,
+                "correct": settings.correct_threshold,
+            },
+            "tiers": self.tiers,
+            "scorers": self._scorer_summaries(fit_calibration),
+        }
+        cascade = self.cascade
+        all_queries = [p.query for p in pairs]
+        report["cascade"] = _summary(cascade.values, labels, all_queries, cascade.seconds, settings)
+        report["cascade"]["tier_share"] = {
+            t: round(n / len(pairs), 4) for t, n in self.reached.items()
+        }
+        return report
+
+    def _scorer_summaries(self, fit_calibration: bool) -> dict[str, Any]:
+        """Each scorer alone, its scores calibrated as the cascade would; with
+        `fit_calibration`, the Platt fit of its raw scores to these labels."""
+        settings = self.grader.settings
+        labels = [self.pairs[i].label for i in self.order]
+        queries = [self.pairs[i].query for i in self.order]
+        calibrations = self.grader.calibrations
+        calibrated = {
+            "signals": calibrations.signals,
+            "cross_encoder": calibrations.cross_encoder,
+            "llm": calibrations.llm,
+        }
+        everything = {
+            "cosine": self.cosine,
+            **{k: v for k, v in self.results.items() if k != "cosine"},
+        }
+        summaries: dict[str, Any] = {}
+        for name, scores in everything.items():
+            if name not in self.scorers or not scores.values:
+                continue
+            values = scores.values
+            shown = [float(v) for v in calibrated[name](values)] if name in calibrated else values
+            summaries[name] = _summary(shown, labels, queries, scores.seconds, settings)
+            if fit_calibration and name in calibrated:
+                platt = fit_platt(values, labels)
+                summaries[name]["fitted_calibration"] = {"a": platt.a, "b": platt.b}
+        return summaries
 
 
 def _as_hit(pair: Pair, index: int, rank: int, similarity: float, tokens: int) -> Hit:

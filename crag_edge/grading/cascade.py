@@ -136,103 +136,132 @@ class Grader:
         cache: ScoreCache | None = None,
         passages: PassageVectors | None = None,
         on_tier: TierProgress | None = None,
+        carried: Sequence[ItemGrade] = (),
     ) -> Grading:
         """Score every hit and decide CORRECT / AMBIGUOUS / INCORRECT.
 
-        `use_rules=False` skips the fast path: evidence from a fallback must be judged.
+        `carried` are items kept in earlier rounds of the same question: they join the
+        decision with the grades they earned and are not scored again (a later, shorter list
+        has no judge share for them, and its signals would rank them against other hits).
+        `use_rules=False` skips the fast path: the loop's later rounds must be judged.
         `cache` holds earlier model scores of this corpus's chunks for this query, `passages`
         the evaluator's stored readings of its chunks (missing ones are stored as computed).
         `on_tier(tier, items, ms)` hears each tier start (ms None) and end.
         """
-        report: TierProgress = on_tier or (lambda tier, items, ms: None)
-        s = self.settings
         started = time.perf_counter()
-        hits = evidence.hits
-        items = [ItemGrade(chunk_id=h.chunk.chunk_id, rank=h.rank) for h in hits]
-        timings: dict[str, float] = {}
+        run = _GradingRun(
+            query,
+            evidence,
+            [ItemGrade(chunk_id=h.chunk.chunk_id, rank=h.rank) for h in evidence.hits],
+            on_tier or _silent,
+            cache,
+            passages,
+        )
         status = self.tier_status()
-        thresholds = {
+        rule = first_matching_rule(evidence.hits, self.settings) if use_rules else None
+        run.timings["rules"] = _ms(started)
+        if rule is not None:
+            grading = self._fast_path(rule, run.items, audit)
+        else:
+            self._run_tiers(run, status, audit)
+            decision_started = time.perf_counter()
+            grading = self._decide([*carried, *run.items], audit)
+            run.timings["decide"] = _ms(decision_started)
+            grading.tier_items, grading.warnings = run.tier_items, run.warnings
+            grading.cache_hits = run.cache_hits
+        grading.thresholds, grading.tiers = self._thresholds(), status
+        grading.timings_ms = run.timings
+        return self._finish(grading, audit)
+
+    def _thresholds(self) -> dict[str, float]:
+        s = self.settings
+        return {
             "correct": s.correct_threshold,
             "incorrect": s.incorrect_threshold,
             "discard_below": s.discard_below,
             "margin": s.confidence_margin,
         }
 
-        rule = first_matching_rule(hits, s) if use_rules else None
-        timings["rules"] = _ms(started)
-        if rule is not None:
-            for item in items:
-                item.score, item.decided_by, item.reason = 1.0, "rules", f"fast path: {rule}"
-                item.tiers["rules"] = 1.0
-            audit.emit("fast_path_hit", rule_name=rule, items=len(items))
-            self.metrics.fast_path.labels(rule=rule).inc()
-            grading = Grading(
-                Decision.CORRECT,
-                Action.GENERATE,
-                1.0,
-                items,
-                reason=f"fast-path rule {rule!r} matched",
-                rule=rule,
-                decided_by="rules",
-                aggregation=s.aggregation,
-                thresholds=thresholds,
-                tiers=status,
-                tier_items={"rules": len(items)},
-                timings_ms=timings,
-            )
-            return self._finish(grading, audit)
+    def _fast_path(self, rule: str, items: list[ItemGrade], audit: AuditLog) -> Grading:
+        """A fast-path rule matched: every item is trusted without a model call."""
+        for item in items:
+            item.score, item.decided_by, item.reason = 1.0, "rules", f"fast path: {rule}"
+            item.tiers["rules"] = 1.0
+        audit.emit("fast_path_hit", rule_name=rule, items=len(items))
+        self.metrics.fast_path.labels(rule=rule).inc()
+        return Grading(
+            Decision.CORRECT,
+            Action.GENERATE,
+            1.0,
+            items,
+            reason=f"fast-path rule {rule!r} matched",
+            rule=rule,
+            decided_by="rules",
+            aggregation=self.settings.aggregation,
+            tier_items={"rules": len(items)},
+        )
 
-        pending = list(range(len(items)))
-        tier_items: dict[str, int] = {}
-        cache_hits: dict[str, int] = {}
-        warnings: list[str] = []
+    def _run_tiers(self, run: _GradingRun, status: dict[str, str], audit: AuditLog) -> None:
+        """Signals, then each model tier on the items the cheaper tiers left pending."""
+        pending = list(range(len(run.items)))
         if status["signals"] == "ok" and pending:
-            tier_started = time.perf_counter()
-            report("signals", len(pending), None)
-            self._signals_tier(query, evidence, items)
-            tier_items["signals"] = len(pending)
-            pending = self._escalated(items, self._unsettled(items, pending))
-            timings["signals"] = _ms(tier_started)
-            report("signals", tier_items["signals"], timings["signals"])
+            pending = self._signals_step(run, pending)
         for tier, scorer, calibrate in (
             ("cross_encoder", self.cross_encoder, self.calibrations.cross_encoder),
             ("llm", self.llm_judge, self.calibrations.llm),
         ):
             if tier == "llm":
-                pending = self._judge_budget(items)
+                pending = self._judge_budget(run.items)
             if status[tier] != "ok" or not pending or scorer is None:
                 continue
-            tier_started = time.perf_counter()
-            report(tier, len(pending), None)
-            batch, hits_from_cache = self._score(
-                tier, scorer, query, hits, pending, cache, passages
-            )
-            if hits_from_cache:
-                cache_hits[tier] = hits_from_cache
-                self.metrics.cache_hits.labels(tier=tier).inc(hits_from_cache)
-            probabilities = calibrate(batch.scores)
-            for i, raw, p in zip(pending, batch.scores, probabilities, strict=True):
-                items[i].tiers[tier] = float(p)
-                items[i].tiers[f"{tier}_raw"] = float(raw)
-                items[i].score, items[i].decided_by = self._fused(items[i], float(p)), tier
-            for warning in batch.warnings:
-                warnings.append(f"{tier}: {warning}")
-                audit.emit("grading_warning", tier=tier, warning=warning)
-                self.metrics.warnings.labels(kind=tier).inc()
-            tier_items[tier] = len(pending)
-            pending = self._unsettled(items, pending)
-            timings[tier] = _ms(tier_started)
-            report(tier, tier_items[tier], timings[tier])
-        for tier, count in tier_items.items():
+            pending = self._model_step(run, tier, scorer, calibrate, pending, audit)
+        for tier, count in run.tier_items.items():
             self.metrics.tier_items.labels(tier=tier).inc(count)
 
-        decision_started = time.perf_counter()
-        grading = self._decide(items, audit)
-        timings["decide"] = _ms(decision_started)
-        grading.thresholds, grading.tiers, grading.tier_items = thresholds, status, tier_items
-        grading.timings_ms, grading.warnings = timings, warnings
-        grading.cache_hits = cache_hits
-        return self._finish(grading, audit)
+    def _signals_step(self, run: _GradingRun, pending: list[int]) -> list[int]:
+        """Score every item with the signals; what stays pending for the models."""
+        started = time.perf_counter()
+        run.report("signals", len(pending), None)
+        self._signals_tier(run.query, run.evidence, run.items)
+        run.tier_items["signals"] = len(pending)
+        pending = self._escalated(run.items, self._unsettled(run.items, pending))
+        run.timings["signals"] = _ms(started)
+        run.report("signals", run.tier_items["signals"], run.timings["signals"])
+        return pending
+
+    def _model_step(
+        self,
+        run: _GradingRun,
+        tier: str,
+        scorer: PairScorer,
+        calibrate: Calibration,
+        pending: list[int],
+        audit: AuditLog,
+    ) -> list[int]:
+        """Score the pending items with one model tier; those still unsettled after it."""
+        started = time.perf_counter()
+        run.report(tier, len(pending), None)
+        hits, items = run.evidence.hits, run.items
+        batch, hits_from_cache = self._score(
+            tier, scorer, run.query, hits, pending, run.cache, run.passages
+        )
+        if hits_from_cache:
+            run.cache_hits[tier] = hits_from_cache
+            self.metrics.cache_hits.labels(tier=tier).inc(hits_from_cache)
+        probabilities = calibrate(batch.scores)
+        for i, raw, p in zip(pending, batch.scores, probabilities, strict=True):
+            items[i].tiers[tier] = float(p)
+            items[i].tiers[f"{tier}_raw"] = float(raw)
+            items[i].score, items[i].decided_by = self._fused(items[i], float(p)), tier
+        for warning in batch.warnings:
+            run.warnings.append(f"{tier}: {warning}")
+            audit.emit("grading_warning", tier=tier, warning=warning)
+            self.metrics.warnings.labels(kind=tier).inc()
+        run.tier_items[tier] = len(pending)
+        unsettled = self._unsettled(items, pending)
+        run.timings[tier] = _ms(started)
+        run.report(tier, run.tier_items[tier], run.timings[tier])
+        return unsettled
 
     def _score(
         self,
@@ -336,22 +365,9 @@ class Grader:
         return [i for i in pending if low <= items[i].score < high]
 
     def _decide(self, items: list[ItemGrade], audit: AuditLog) -> Grading:
+        """Drop items below `discard_below`, aggregate the rest and apply the thresholds."""
         s = self.settings
-        for item in items:
-            item.kept = item.score >= s.discard_below
-            item.reason = (
-                f"{item.decided_by} score {item.score:.2f} "
-                f"{'>=' if item.kept else '<'} discard_below {s.discard_below}"
-            )
-            if not item.kept:
-                audit.emit(
-                    "item_discarded",
-                    chunk_id=item.chunk_id,
-                    rank=item.rank,
-                    score=round(item.score, 4),
-                    tier=item.decided_by,
-                )
-                self.metrics.discarded.inc()
+        self._discard(items, audit)
         kept = [item for item in items if item.kept]
         decided_by = max((i.decided_by for i in items), key=_tier_order, default="")
         if not kept:
@@ -366,45 +382,58 @@ class Grader:
                 aggregation=s.aggregation,
             )
         scores = np.array([item.score for item in kept], dtype=np.float64)
-        strategy = Aggregation.parse(s.aggregation)
-        score = float(aggregate(scores, int(strategy)))
-        if score >= s.correct_threshold:
-            decision, reason = (
-                Decision.CORRECT,
-                f"{s.aggregation} score {score:.2f} >= {s.correct_threshold}",
-            )
-        elif score < s.incorrect_threshold:
-            decision, reason = (
-                Decision.INCORRECT,
-                f"{s.aggregation} score {score:.2f} < {s.incorrect_threshold}",
-            )
-        else:
-            decision, reason = (
-                Decision.AMBIGUOUS,
-                f"{s.aggregation} score {score:.2f} between thresholds",
-            )
-            variance = float(score_variance(scores))
-            if (
-                strategy == Aggregation.RANK_WEIGHTED
-                and score > 0.5
-                and variance <= RANK_WEIGHTED_VARIANCE_LIMIT
-            ):
-                decision = Decision.CORRECT
-                reason += f", but consistent (variance {variance:.3f} <= 0.1) and > 0.5"
-        action = {
-            Decision.CORRECT: Action.GENERATE,
-            Decision.AMBIGUOUS: Action.REFINE,
-            Decision.INCORRECT: Action.RE_RETRIEVE,
-        }[decision]
+        score = float(aggregate(scores, int(Aggregation.parse(s.aggregation))))
+        decision, reason = self._verdict(score, scores)
         return Grading(
             decision,
-            action,
+            _ACTIONS[decision],
             score,
             items,
             reason=reason,
             decided_by=decided_by,
             aggregation=s.aggregation,
         )
+
+    def _discard(self, items: list[ItemGrade], audit: AuditLog) -> None:
+        """Mark each item kept or not, with the reason; audit and count the discarded."""
+        threshold = self.settings.discard_below
+        for item in items:
+            item.kept = item.score >= threshold
+            item.reason = (
+                f"{item.decided_by} score {item.score:.2f} "
+                f"{'>=' if item.kept else '<'} discard_below {threshold}"
+            )
+            if not item.kept:
+                audit.emit(
+                    "item_discarded",
+                    chunk_id=item.chunk_id,
+                    rank=item.rank,
+                    score=round(item.score, 4),
+                    tier=item.decided_by,
+                )
+                self.metrics.discarded.inc()
+
+    def _verdict(self, score: float, scores: FloatArray) -> tuple[Decision, str]:
+        """The decision the kept items' aggregate `score` reaches, and why. In the ambiguous
+        band a rank-weighted mean above 0.5 with a low variance counts as CORRECT."""
+        s = self.settings
+        label = f"{s.aggregation} score {score:.2f}"
+        if score >= s.correct_threshold:
+            return Decision.CORRECT, f"{label} >= {s.correct_threshold}"
+        if score < s.incorrect_threshold:
+            return Decision.INCORRECT, f"{label} < {s.incorrect_threshold}"
+        reason = f"{label} between thresholds"
+        variance = float(score_variance(scores))
+        if (
+            Aggregation.parse(s.aggregation) == Aggregation.RANK_WEIGHTED
+            and score > 0.5
+            and variance <= RANK_WEIGHTED_VARIANCE_LIMIT
+        ):
+            return (
+                Decision.CORRECT,
+                f"{reason}, but consistent (variance {variance:.3f} <= 0.1) and > 0.5",
+            )
+        return Decision.AMBIGUOUS, reason
 
     def _finish(self, grading: Grading, audit: AuditLog) -> Grading:
         audit.emit(
@@ -440,6 +469,31 @@ def _readings(
 
 
 _TIERS = ("", "rules", "signals", "cross_encoder", "llm")
+_ACTIONS = {
+    Decision.CORRECT: Action.GENERATE,
+    Decision.AMBIGUOUS: Action.REFINE,
+    Decision.INCORRECT: Action.RE_RETRIEVE,
+}
+
+
+@dataclass
+class _GradingRun:
+    """One call of `Grader.grade`: the items being scored and what each tier reported."""
+
+    query: str
+    evidence: Evidence
+    items: list[ItemGrade]
+    report: TierProgress
+    cache: ScoreCache | None
+    passages: PassageVectors | None
+    timings: dict[str, float] = field(default_factory=dict)
+    tier_items: dict[str, int] = field(default_factory=dict)
+    cache_hits: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _silent(tier: str, items: int, ms: float | None) -> None:
+    """The default `on_tier`: nobody is listening."""
 
 
 def _tier_order(tier: str) -> int:

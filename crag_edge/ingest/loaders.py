@@ -1,31 +1,38 @@
-"""Turn files into plain text: txt, md, html, pdf, and BEIR `corpus.jsonl` collections.
+"""Turn file contents into plain text: txt, md, html, pdf, and BEIR `corpus.jsonl` collections.
 
-Every loader returns (or, for BEIR, yields) `LoadedDocument`s and reports any file it cannot
-read as a `LoadError` with a reason a user can act on.
+Loaders parse bytes that `ingest.files` read (they never open a file themselves), return (or,
+for BEIR, yield) `LoadedDocument`s, and report what they cannot read as a `LoadError` with a
+reason a user can act on. Text leaves here valid Unicode (`text_boundary.repair`).
 """
 
 from __future__ import annotations
 
 import codecs
+import io
 import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from pypdf import PasswordType, PdfReader
+
+from crag_edge.ingest.outline import Heading, Outline, markdown_headings
+from crag_edge.text_boundary import repair
 
 
 @dataclass(frozen=True)
 class LoadedDocument:
-    """Extracted text of one document; `source` is its stable identity in the corpus."""
+    """Extracted text of one document; `source` is its stable identity in the corpus, and
+    `outline` where its pages start and its headings stand (for citations)."""
 
     source: str
     title: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    outline: Outline = field(default_factory=Outline)
 
 
 class LoadError(Exception):
@@ -37,38 +44,39 @@ class LoadError(Exception):
         super().__init__(f"{source}: {reason}")
 
 
-Loader = Callable[[Path], LoadedDocument]
+Loader = Callable[[Path, bytes], LoadedDocument]
 
 
-def load_text(path: Path) -> LoadedDocument:
+def load_text(path: Path, raw: bytes) -> LoadedDocument:
     """A plain-text file, titled by its file name."""
-    return LoadedDocument(str(path), path.stem, _decode(path.read_bytes(), str(path)))
+    return LoadedDocument(str(path), path.stem, _decode(raw, str(path)))
 
 
-def load_markdown(path: Path) -> LoadedDocument:
+def load_markdown(path: Path, raw: bytes) -> LoadedDocument:
     """Markdown kept verbatim (its markup is mostly readable text); titled by its first heading."""
-    text = _decode(path.read_bytes(), str(path))
-    heading = _MD_HEADING.search(text)
-    title = heading.group(1).strip() if heading else path.stem
-    return LoadedDocument(str(path), title, text)
+    text = _decode(raw, str(path))
+    headings = markdown_headings(text)
+    title = headings[0].title if headings else path.stem
+    return LoadedDocument(str(path), title, text, outline=Outline(headings=headings))
 
 
-def load_html(path: Path) -> LoadedDocument:
+def load_html(path: Path, raw: bytes) -> LoadedDocument:
     """Visible HTML text: scripts and styles dropped, block elements turned into line breaks."""
-    raw = path.read_bytes()
     declared = _HTML_CHARSET.search(raw[:4096])
     text = _decode(raw, str(path), declared.group(1).decode("ascii") if declared else None)
     parser = _HtmlText()
     parser.feed(text)
     parser.close()
-    return LoadedDocument(str(path), parser.title() or path.stem, parser.text())
+    body, headings = parser.text()
+    outline = Outline(headings=headings)
+    return LoadedDocument(str(path), parser.title() or path.stem, body, outline=outline)
 
 
-def load_pdf(path: Path) -> LoadedDocument:
-    """PDF text page by page; `metadata["page_starts"]` holds each page's offset in the text."""
+def load_pdf(path: Path, raw: bytes) -> LoadedDocument:
+    """PDF text page by page, its outline holding each page's offset in the text."""
     source = str(path)
     try:
-        reader = PdfReader(path)
+        reader = PdfReader(io.BytesIO(raw))
         if reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED:
             raise LoadError(source, "encrypted PDF; a password is needed to read it")
         pages = [_clean(page.extract_text() or "").strip() for page in reader.pages]
@@ -86,19 +94,49 @@ def load_pdf(path: Path) -> LoadedDocument:
         source,
         title or path.stem,
         "\n\n".join(pages),
-        {"page_count": len(pages), "page_starts": starts},
+        {"page_count": len(pages)},
+        Outline(page_starts=tuple(starts)),
     )
 
 
-def iter_beir(path: Path) -> Iterator[LoadedDocument | LoadError]:
-    """Each line `{"_id", "title", "text"}` of a BEIR corpus as a document `beir:<_id>`.
-
-    A bad line is yielded as a `LoadError` (source `path:line`) so the other lines still load.
+def iter_beir(
+    path: Path, fh: BinaryIO, max_bytes: int | None = None
+) -> Iterator[LoadedDocument | LoadError]:
+    """Each line `{"_id", "title", "text"}` of a BEIR corpus (read from `fh`) as a document
+    `beir:<_id>`. A bad line, or one over `max_bytes` (never held in memory whole), is
+    yielded as a `LoadError` (source `path:line`) so the other lines still load.
     """
-    with path.open("rb") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.strip():
-                yield _beir_document(line, f"{path}:{lineno}")
+    for lineno, (line, length) in enumerate(_lines(fh, max_bytes), start=1):
+        where = f"{path}:{lineno}"
+        if line is None:
+            yield LoadError(where, too_large(length, cast(int, max_bytes)))
+        elif line.strip():
+            yield _beir_document(line, where)
+
+
+def count_beir_lines(fh: BinaryIO, max_bytes: int | None = None) -> int:
+    """How many items `iter_beir` will yield for `fh` (documents and errors)."""
+    return sum(1 for line, _ in _lines(fh, max_bytes) if line is None or line.strip())
+
+
+def _lines(fh: BinaryIO, max_bytes: int | None) -> Iterator[tuple[bytes | None, int]]:
+    """(line, length) of each line; a line over `max_bytes` comes as (None, length)."""
+    limit = -1 if max_bytes is None else max_bytes + 1
+    while line := fh.readline(limit):
+        length = len(line)
+        if max_bytes is None or length <= max_bytes:
+            yield line, length
+            continue
+        while not line.endswith(b"\n") and (line := fh.readline(limit)):
+            length += len(line)
+        yield None, length
+
+
+def too_large(size: int, max_bytes: int) -> str:
+    """The per-document cost cap's one message, for files, lines and extracted text alike."""
+    return (
+        f"{size:,} bytes, over max_document_bytes ({max_bytes:,}); raise that setting to index it"
+    )
 
 
 def loader_for(path: Path) -> Loader | None:
@@ -116,7 +154,6 @@ LOADERS: dict[str, Loader] = {
     ".pdf": load_pdf,
 }
 
-_MD_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _HTML_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 
 
@@ -175,12 +212,22 @@ def _normalise_newlines(text: str) -> str:
 
 
 def _clean(text: str) -> str:
-    """Newlines normalised and lone surrogates (JSON escapes, PDF text) replaced by "?"."""
-    return _normalise_newlines(text.encode("utf-8", "replace").decode("utf-8"))
+    """Newlines normalised and lone surrogates (JSON escapes, PDF text) repaired."""
+    return _normalise_newlines(repair(text))
+
+
+@dataclass
+class _OpenHeading:
+    """A heading being read: its level, where its text starts in the output, its text."""
+
+    level: int
+    offset: int | None = None
+    parts: list[str] = field(default_factory=list)
 
 
 class _HtmlText(HTMLParser):
-    """Collects visible text, the <title> and the first <h1> from (possibly broken) HTML."""
+    """Collects visible text, the <title> and the headings from (possibly broken) HTML; a
+    heading that never closes is not one (nothing says where it ends)."""
 
     _SKIP = frozenset({"script", "style", "noscript", "template", "svg"})
     _PARAGRAPH = frozenset(
@@ -193,17 +240,19 @@ class _HtmlText(HTMLParser):
          "option", "legend"}
     )  # fmt: skip
     _CELL = frozenset({"td", "th"})
+    _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self._parts: list[str] = []
+        self._length = 0  # characters in the output so far
         self._newlines = 0  # newlines at the end of the output so far
         self._skip = 0
         self._pre = 0
         self._title: list[str] | None = None
         self._titles: list[str] = []
-        self._h1: list[str] | None = None
-        self._h1s: list[str] = []
+        self._heading: _OpenHeading | None = None
+        self._headings: list[Heading] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._close_title()
@@ -213,8 +262,8 @@ class _HtmlText(HTMLParser):
             self._skip += 1
         elif tag == "pre":
             self._pre += 1
-        elif tag == "h1" and not self._h1s:
-            self._h1 = []
+        elif tag in self._HEADINGS:
+            self._heading = _OpenHeading(int(tag[1]))
         if tag in self._CELL:
             self.handle_data(" ")
         self._block(tag)
@@ -235,9 +284,8 @@ class _HtmlText(HTMLParser):
             self._skip = max(0, self._skip - 1)
         elif tag == "pre":
             self._pre = max(0, self._pre - 1)
-        elif tag == "h1" and self._h1 is not None:
-            self._h1s.append(" ".join("".join(self._h1).split()))
-            self._h1 = None
+        elif tag in self._HEADINGS:
+            self._close_heading()
         self._block(tag)
 
     def handle_data(self, data: str) -> None:
@@ -246,23 +294,34 @@ class _HtmlText(HTMLParser):
             return
         if self._skip:
             return
-        if self._h1 is not None:
-            self._h1.append(data)
         if not self._pre:
             data = re.sub(r"\s+", " ", data)
             if self._newlines or not self._parts:
                 data = data.lstrip(" ")
+        if self._heading is not None and data.strip():
+            if self._heading.offset is None:
+                self._heading.offset = self._length + len(data) - len(data.lstrip())
+            self._heading.parts.append(data)
         if data:
             self._parts.append(data)
+            self._length += len(data)
             stripped = data.rstrip("\n")
             self._newlines = len(data) - len(stripped) if stripped else self._newlines + len(data)
 
     def title(self) -> str:
         self._close_title()
-        return next((t for t in self._titles + self._h1s if t), "")
+        h1s = [h.title for h in self._headings if h.level == 1]
+        return next((t for t in self._titles + h1s if t), "")
 
-    def text(self) -> str:
-        return "".join(self._parts).strip()
+    def text(self) -> tuple[str, tuple[Heading, ...]]:
+        """The visible text and its headings, offsets counted in that text."""
+        joined = "".join(self._parts)
+        text = joined.strip()
+        lead = len(joined) - len(joined.lstrip())
+        return text, tuple(
+            Heading(min(max(h.offset - lead, 0), len(text)), h.level, h.title)
+            for h in self._headings
+        )
 
     def _block(self, tag: str) -> None:
         if tag in self._PARAGRAPH or tag in self._LINE:
@@ -272,12 +331,21 @@ class _HtmlText(HTMLParser):
         if not self._parts or self._skip:
             return
         if not self._pre:
-            self._parts[-1] = self._parts[-1].rstrip(" ")
+            last = self._parts[-1]
+            self._parts[-1] = last.rstrip(" ")
+            self._length -= len(last) - len(self._parts[-1])
         if count > self._newlines:
             self._parts.append("\n" * (count - self._newlines))
+            self._length += count - self._newlines
             self._newlines = count
 
     def _close_title(self) -> None:
         if self._title is not None:
             self._titles.append(" ".join("".join(self._title).split()))
             self._title = None
+
+    def _close_heading(self) -> None:
+        heading, self._heading = self._heading, None
+        if heading is not None and heading.offset is not None:
+            title = " ".join("".join(heading.parts).split())
+            self._headings.append(Heading(heading.offset, heading.level, title))

@@ -11,8 +11,9 @@ in its old state or fully in its new one, and a rerun picks up where the last on
 
 Pruning (`prune=True`) is scoped to what this run was asked to look at: documents stored
 under an input folder (or an input file itself) that this run did not find are deleted; for
-BEIR inputs, every `beir:` document not in the given corpus file(s). A folder that could not
-be read completely, or a BEIR file that could not be opened, is never pruned.
+BEIR inputs, every `beir:` document not in the given corpus file(s). An input that is missing
+(a typo, an unmounted share), a folder that could not be read completely, or a BEIR file that
+could not be read never causes a deletion.
 
 BEIR corpora are read from `.jsonl` files named as inputs, from `corpus.jsonl` files found in
 folders, or from every input with `fmt="beir"` (a folder then means its `corpus.jsonl`).
@@ -20,7 +21,6 @@ folders, or from every input with `fmt="beir"` (a folder then means its `corpus.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import os
@@ -28,21 +28,40 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from tokenizers import Tokenizer
 
+from crag_edge.citations import places_within
 from crag_edge.config import Settings
-from crag_edge.ingest.chunker import Chunker, TextSpan
-from crag_edge.ingest.loaders import LoadedDocument, Loader, LoadError, iter_beir, loader_for
+from crag_edge.ingest.chunker import Chunker
+from crag_edge.ingest.files import canonical, open_source
+from crag_edge.ingest.loaders import (
+    LoadedDocument,
+    Loader,
+    LoadError,
+    count_beir_lines,
+    iter_beir,
+    loader_for,
+    too_large,
+)
+from crag_edge.ingest.outline import outline_places
 from crag_edge.ingest.passages import encode_missing_passages
-from crag_edge.store import ChunkRecord, Corpus, DocumentRecord, StoredDocument
+from crag_edge.store import (
+    ChunkRecord,
+    Corpus,
+    DocumentRecord,
+    ReadOnlyCorpusError,
+    StorageError,
+    StoredDocument,
+)
 from crag_edge.store.corpus import META_CHUNK_OVERLAP, META_CHUNK_TOKENS, META_LAST_INGEST
+from crag_edge.text_boundary import printable_path
 from crag_edge.types import Embedder, PassageIndex, Vector
 
 Format = Literal["auto", "beir"]
-Status = Literal["added", "updated", "unchanged", "error", "encoded"]
+Status = Literal["added", "updated", "unchanged", "error", "encoded", "embedding"]
 
 # Default chunks per `embed` call; documents are committed in groups of about this many.
 EMBED_GROUP = 256
@@ -55,14 +74,16 @@ BEIR_CORPUS = "corpus.jsonl"
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """One document finished: `done` of `total` (files, or lines of BEIR corpora); in the
-    `passages` stage, `done` of `total` chunks read by the evaluator (`source` names it)."""
+    """One document finished: `done` of `total` (files, or lines of BEIR corpora). In the
+    `chunks` stage, `done` of `total` chunks of one large document (`source`) embedded, so a
+    large file shows progress within it; in the `passages` stage, `done` of `total` chunks
+    read by the evaluator (`source` names it)."""
 
     done: int
     total: int
     source: str
     status: Status
-    stage: Literal["documents", "passages"] = "documents"
+    stage: Literal["documents", "chunks", "passages"] = "documents"
 
 
 Progress = Callable[[ProgressEvent], None]
@@ -100,35 +121,36 @@ def ingest(
     progress: Progress | None = None,
     group_chunks: int = EMBED_GROUP,
     passage_index: PassageIndex | None = None,
+    roots: Sequence[Path] | None = None,
 ) -> IngestReport:
     """Bring `corpus` up to date with `inputs` (files and folders, or BEIR corpus files).
 
     `tokenizer` must be the embedder's, so chunk sizes are counted in the tokens it sees.
     Chunks are embedded `group_chunks` at a time, and the documents they complete are
     committed together (each document always in full). With `passage_index`, every chunk
-    then gets the evaluator's stored reading (`ingest.passages`).
-    Per-document problems are collected in the report; embedder or database failures
-    propagate, leaving every document that was written complete.
+    then gets the evaluator's stored reading (`ingest.passages`). With `roots` (resolved
+    folders), every file is opened through them without following links (`ingest.files`).
+    Per-document problems, documents over `settings.max_document_bytes` included, are
+    collected in the report. The corpus is checked before the first write (writing into a
+    damaged file spreads the damage); embedder or database failures propagate, leaving every
+    document that was written complete, and after a full disk the WAL is merged if it can be.
     """
     if fmt not in ("auto", "beir"):
         raise ValueError(f"unknown input format {fmt!r}; use 'auto' or 'beir'")
     if group_chunks < 1:
         raise ValueError(f"group_chunks must be at least 1, got {group_chunks}")
-    corpus.check_embedder(embedder.model_id, embedder.dim)
+    _check_before_writing(corpus, embedder)
     started = time.perf_counter()
-    plan = _discover([Path(p) for p in inputs], fmt)
+    plan = _discover([Path(p) for p in inputs], fmt, roots)
     chunker = Chunker(tokenizer, settings.chunk_tokens, settings.chunk_overlap)
-    total = len(plan.files) + sum(map(_count_lines, plan.beir))
-    run = _Run(corpus, embedder, chunker, progress, total, group_chunks)
-    run.report.skipped.extend(plan.skipped)
-    run.report.errors.extend(plan.errors)
-    for path, loader in plan.files:
-        run.add_file(path, loader)
-    for path in plan.beir:
-        run.add_beir(path)
-    run.flush()
-    if prune:
-        run.prune(plan)
+    limits = _Limits(settings.max_document_bytes, roots)
+    total = len(plan.files) + sum(_count_lines(path, limits) for path in plan.beir)
+    run = _Run(corpus, embedder, chunker, progress, total, group_chunks, limits)
+    try:
+        _index(run, plan, prune)
+    except StorageError:
+        corpus.checkpoint()
+        raise
     corpus.set_meta(
         {
             META_CHUNK_TOKENS: str(settings.chunk_tokens),
@@ -148,6 +170,28 @@ def ingest(
     return run.report
 
 
+def _check_before_writing(corpus: Corpus, embedder: Embedder) -> None:
+    """Refuse before any work: a read-only file, another embedder's vectors, damaged pages."""
+    if corpus.readonly:
+        raise ReadOnlyCorpusError(
+            corpus.path, "read-only (no write access to the file or its folder); cannot ingest"
+        )
+    corpus.check_embedder(embedder.model_id, embedder.dim)
+    corpus.check()
+
+
+def _index(run: _Run, plan: _Plan, prune: bool) -> None:
+    run.report.skipped.extend(plan.skipped)
+    run.report.errors.extend(plan.errors)
+    for path, loader in plan.files:
+        run.add_file(path, loader)
+    for path in plan.beir:
+        run.add_beir(path)
+    run.flush()
+    if prune:
+        run.prune(plan)
+
+
 def embedding_text(title: str, chunk_text: str) -> str:
     """What the embedder sees for a chunk: its document title gives otherwise bare passages
     their context (as in BEIR's title + text convention)."""
@@ -156,36 +200,44 @@ def embedding_text(title: str, chunk_text: str) -> str:
 
 @dataclass
 class _Plan:
+    """What to read, and the prune scope: only inputs that were found and listed completely
+    (a missing input, e.g. an unmounted share, must never look like deleted files)."""
+
     files: list[tuple[Path, Loader]] = field(default_factory=list)
     beir: list[Path] = field(default_factory=list)
     scope_dirs: list[Path] = field(default_factory=list)
     scope_files: set[str] = field(default_factory=set)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
+    complete: bool = True  # every input found and read: only then may BEIR documents be pruned
 
 
-def _discover(inputs: list[Path], fmt: Format) -> _Plan:
+@dataclass(frozen=True)
+class _Limits:
+    """How files are read: the per-document cost cap and the roots files are confined to."""
+
+    max_bytes: int
+    roots: Sequence[Path] | None = None
+
+
+def _discover(inputs: list[Path], fmt: Format, roots: Sequence[Path] | None) -> _Plan:
     """Expand folders (skipping hidden entries), dispatch by suffix, record the prune scope."""
     plan = _Plan()
     found: dict[Path, bool] = {}  # file -> named explicitly (not found by walking a folder)
     for raw in inputs:
-        path = raw.expanduser().resolve()
+        try:
+            path = canonical(raw, roots)
+        except LoadError as exc:
+            plan.errors.append((exc.source, exc.reason))
+            plan.complete = False
+            continue
         if not path.exists():
             plan.errors.append((str(path), "no such file or directory"))
-            plan.scope_files.add(str(path))
-            plan.scope_dirs.append(path)
+            plan.complete = False
         elif fmt == "beir":
             plan.beir.append(path / BEIR_CORPUS if path.is_dir() else path)
         elif path.is_dir():
-            walk_errors: list[OSError] = []
-            for root, dirs, names in os.walk(path, onerror=walk_errors.append):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found.update((Path(root, n).resolve(), False) for n in sorted(names) if n[0] != ".")
-            plan.errors.extend(
-                (str(e.filename), f"cannot read folder: {e.strerror}") for e in walk_errors
-            )
-            if not walk_errors:
-                plan.scope_dirs.append(path)
+            _walk(path, plan, found, roots)
         else:
             found[path] = True
             plan.scope_files.add(str(path))
@@ -200,6 +252,26 @@ def _discover(inputs: list[Path], fmt: Format) -> _Plan:
         else:
             plan.skipped.append((str(path), f"unsupported file type {path.suffix or '(none)'}"))
     return plan
+
+
+def _walk(folder: Path, plan: _Plan, found: dict[Path, bool], roots: Sequence[Path] | None) -> None:
+    """Add the files under `folder`; an entry that cannot be named (a link loop, a file name
+    that is not UTF-8) is an error of its own, a folder that cannot be listed is not pruned."""
+    walk_errors: list[OSError] = []
+    for root, dirs, names in os.walk(folder, onerror=walk_errors.append):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(n for n in names if n[0] != "."):
+            try:
+                found[canonical(Path(root, name), roots)] = False
+            except LoadError as exc:
+                plan.errors.append((exc.source, exc.reason))
+    plan.errors.extend(
+        (printable_path(e.filename), f"cannot read folder: {e.strerror}") for e in walk_errors
+    )
+    if walk_errors:
+        plan.complete = False
+    else:
+        plan.scope_dirs.append(folder)
 
 
 @dataclass
@@ -220,6 +292,7 @@ class _Run:
         progress: Progress | None,
         total: int,
         group_chunks: int,
+        limits: _Limits,
     ) -> None:
         self.corpus = corpus
         self.embedder = embedder
@@ -227,6 +300,7 @@ class _Run:
         self.progress = progress
         self.total = total
         self.group_chunks = group_chunks
+        self.limits = limits
         self.done = 0
         self.report = IngestReport()
         self.seen: set[str] = set()
@@ -248,37 +322,51 @@ class _Run:
         self.seen.add(source)
         stored = self.corpus.document(source)
         try:
-            stat = path.stat()
-        except OSError as exc:
-            self._fail(source, exc.strerror or str(exc))
-            return
-        if stored is not None and self._same_file(stored, stat.st_size, stat.st_mtime):
-            self._finish(source, "unchanged")
-            return
-        try:
-            loaded = loader(path)
+            loaded = self._load(path, loader, stored)
         except LoadError as exc:
             self._fail(source, exc.reason)
-        except OSError as exc:
-            self._fail(source, exc.strerror or str(exc))
-        except Exception as exc:  # a loader bug on one odd file must not abort the batch
-            self._fail(source, f"unexpected {type(exc).__name__}: {exc}")
+            return
+        if loaded is None:
+            self._finish(source, "unchanged")
         else:
-            self._add(loaded, stored, stat.st_size, stat.st_mtime)
+            self._add(*loaded)
+
+    def _load(
+        self, path: Path, loader: Loader, stored: StoredDocument | None
+    ) -> tuple[LoadedDocument, StoredDocument | None, int, float] | None:
+        """The file's document, or None when its size and mtime say it is unchanged."""
+        try:
+            with open_source(path, self.limits.roots) as file:
+                if stored is not None and self._same_file(stored, file.size, file.mtime):
+                    return None
+                raw = file.read_capped(self.limits.max_bytes)
+        except OSError as exc:  # the read itself failed (a disk or network error)
+            raise LoadError(str(path), exc.strerror or str(exc)) from None
+        try:
+            return loader(path, raw), stored, file.size, file.mtime
+        except LoadError:
+            raise
+        except Exception as exc:  # a loader bug on one odd file must not abort the batch
+            raise LoadError(str(path), f"unexpected {type(exc).__name__}: {exc}") from None
 
     def add_beir(self, path: Path) -> None:
         try:
-            for item in iter_beir(path):
-                if isinstance(item, LoadError):
-                    self._fail(item.source, item.reason)
-                elif item.source in self.seen:
-                    self._fail(item.source, f"duplicate _id in {path}; the first one was kept")
-                else:
-                    self.seen.add(item.source)
-                    self._add(item, self.corpus.document(item.source), None, None)
-        except OSError as exc:
+            with open_source(path, self.limits.roots) as file:
+                for item in iter_beir(path, file.file, self.limits.max_bytes):
+                    self._add_beir_item(item, path)
+        except (LoadError, OSError) as exc:
             self.beir_complete = False
-            self._fail(str(path), exc.strerror or str(exc))
+            reason = exc.reason if isinstance(exc, LoadError) else exc.strerror or str(exc)
+            self._fail(str(path), reason)
+
+    def _add_beir_item(self, item: LoadedDocument | LoadError, path: Path) -> None:
+        if isinstance(item, LoadError):
+            self._fail(item.source, item.reason)
+        elif item.source in self.seen:
+            self._fail(item.source, f"duplicate _id in {path}; the first one was kept")
+        else:
+            self.seen.add(item.source)
+            self._add(item, self.corpus.document(item.source), None, None)
 
     def flush(self) -> None:
         """Embed every pending chunk, then write the pending documents in one transaction."""
@@ -287,7 +375,10 @@ class _Run:
         texts = [
             embedding_text(p.doc.title, chunk.text) for p in self.pending for chunk in p.chunks
         ]
-        vectors = self._embed(texts)
+        places = [
+            (p.doc.source, i + 1, len(p.chunks)) for p in self.pending for i in range(len(p.chunks))
+        ]
+        vectors = self._embed(texts, places)
         offset = 0
         with self.corpus.transaction():
             for pending in self.pending:
@@ -307,7 +398,8 @@ class _Run:
             if source in self.seen:
                 continue
             in_scope = source in plan.scope_files or source.startswith(prefixes)
-            is_beir = source.startswith(BEIR_PREFIX) and bool(plan.beir) and self.beir_complete
+            complete = plan.complete and self.beir_complete
+            is_beir = source.startswith(BEIR_PREFIX) and bool(plan.beir) and complete
             if (in_scope or is_beir) and self.corpus.delete_document(source):
                 self.report.pruned += 1
 
@@ -324,6 +416,10 @@ class _Run:
         size: int | None,
         mtime: float | None,
     ) -> None:
+        text_bytes = len(doc.text.encode("utf-8"))
+        if text_bytes > self.limits.max_bytes:
+            self._fail(doc.source, "its text has " + too_large(text_bytes, self.limits.max_bytes))
+            return
         content_hash = self._hash(doc.title, doc.text)
         if stored is not None and stored.content_hash == content_hash:
             if size is not None and mtime is not None:
@@ -332,12 +428,15 @@ class _Run:
             return
         spans = self.chunker.split(doc.text)
         if not spans:
-            self.report.warnings.append((doc.source, "no text to index (scanned PDF?)"))
+            self.report.warnings.append((doc.source, _no_text(doc, size)))
         record = DocumentRecord(
             doc.source, doc.title, doc.text, content_hash, doc.metadata, size, mtime
         )
+        places = outline_places(doc.outline)
         chunks = [
-            ChunkRecord(s.text, s.start, s.end, s.token_count, _chunk_metadata(doc.metadata, s))
+            ChunkRecord(
+                s.text, s.start, s.end, s.token_count, places=places_within(places, s.start, s.end)
+            )
             for s in spans
         ]
         self.pending.append(_Pending(record, chunks, "added" if stored is None else "updated"))
@@ -345,11 +444,15 @@ class _Run:
         if self.pending_chunks >= self.group_chunks:
             self.flush()
 
-    def _embed(self, texts: list[str]) -> Vector:
-        parts = [
-            self.embedder.embed(texts[i : i + self.group_chunks])
-            for i in range(0, len(texts), self.group_chunks)
-        ]
+    def _embed(self, texts: list[str], places: list[tuple[str, int, int]]) -> Vector:
+        """Embed in groups. Within a document of more chunks than a group (a large file),
+        each group is reported: `places[i]` is (source, chunk number, chunks) of `texts[i]`."""
+        parts = []
+        for start in range(0, len(texts), self.group_chunks):
+            parts.append(self.embedder.embed(texts[start : start + self.group_chunks]))
+            source, done, total = places[min(start + self.group_chunks, len(texts)) - 1]
+            if self.progress is not None and total > self.group_chunks:
+                self.progress(ProgressEvent(done, total, source, "embedding", "chunks"))
         if not parts:
             return np.empty((0, self.embedder.dim), dtype=np.float32)
         return np.concatenate(parts).astype(np.float32, copy=False)
@@ -377,20 +480,19 @@ class _Run:
             self.progress(ProgressEvent(self.done, self.total, source, status))
 
 
-def _chunk_metadata(doc_metadata: dict[str, Any], span: TextSpan) -> dict[str, Any]:
-    """PDF chunks record the 1-based pages they span, for citations."""
-    starts = doc_metadata.get("page_starts")
-    if not starts:
-        return {}
-    first = bisect.bisect_right(starts, span.start)
-    last = bisect.bisect_right(starts, max(span.start, span.end - 1))
-    return {"page": first, "page_end": last}
+def _no_text(doc: LoadedDocument, size: int | None) -> str:
+    """Why a document gave no chunks, in the words a user can act on."""
+    if size == 0:
+        return "empty file"
+    if "page_count" in doc.metadata:
+        return "no extractable text (a scanned PDF needs OCR first)"
+    return "no text to index"
 
 
-def _count_lines(path: Path) -> int:
-    """Non-empty lines of a BEIR file, for the progress total (0 if it cannot be read)."""
+def _count_lines(path: Path, limits: _Limits) -> int:
+    """Items of a BEIR file, for the progress total (0 if it cannot be read)."""
     try:
-        with path.open("rb") as fh:
-            return sum(1 for line in fh if line.strip())
-    except OSError:
+        with open_source(path, limits.roots) as file:
+            return count_beir_lines(file.file, limits.max_bytes)
+    except (LoadError, OSError):
         return 0

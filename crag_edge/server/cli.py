@@ -1,10 +1,11 @@
-"""`crag-edge serve`: the HTTP service under uvicorn. Register it on the main Typer app with
-`app.command()(serve)`; `python -m crag_edge.server` runs it on its own."""
+"""`crag-edge serve`: the HTTP service under uvicorn, and `crag-edge mcp`: the MCP tools over
+stdio. Register them on the main Typer app with `app.command()(serve)` and
+`app.command("mcp")(mcp)`; `python -m crag_edge.server` runs the service on its own."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -30,6 +31,14 @@ def serve(
             help="Folder whose files POST /v1/ingest may read (repeatable); none: disabled.",
         ),
     ] = None,
+    watch_root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--watch-root",
+            help="Folder kept in sync with the corpus while serving (repeatable): changes are "
+            "ingested, deleted files pruned; each sync is an ingest job.",
+        ),
+    ] = None,
     workers: Annotated[
         int | None, typer.Option("--workers", help="Model calls at once (default 1).")
     ] = None,
@@ -48,6 +57,7 @@ def serve(
             host=host,
             port=port,
             ingest_roots=ingest_root or None,
+            watch_roots=watch_root or None,
             workers=workers,
             max_waiting=max_waiting,
         )
@@ -63,12 +73,7 @@ def serve(
         from crag_edge.server.app import create_app
         from crag_edge.server.logs import configure_json_logging
     except ImportError as exc:
-        typer.echo(
-            f"error: the HTTP service needs the server extra ({exc.name} is missing): "
-            "pip install 'crag-edge[server]'",
-            err=True,
-        )
-        raise typer.Exit(2) from None
+        _needs_server_extra("the HTTP service", exc)
     configure_json_logging(log_level)
     app = create_app(config, settings=settings)
     uvicorn.run(
@@ -80,6 +85,28 @@ def serve(
         server_header=False,
         timeout_graceful_shutdown=int(config.shutdown_timeout_s),
     )
+
+
+def mcp(
+    ctx: typer.Context,
+    db: Annotated[Path, typer.Option("--db", help="Corpus database file to serve.")],
+) -> None:
+    """Serve the corpus to MCP-speaking assistants over stdio: tools search, ask, answer."""
+    settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings.load()
+    try:
+        from crag_edge.mcp_server import serve_stdio
+    except ImportError as exc:
+        _needs_server_extra("the MCP server", exc)
+    serve_stdio(db, settings)
+
+
+def _needs_server_extra(what: str, exc: ImportError) -> NoReturn:
+    typer.echo(
+        f"error: {what} needs the server extra ({exc.name} is missing): "
+        "pip install 'crag-edge[server]'",
+        err=True,
+    )
+    raise typer.Exit(2) from None
 
 
 def main() -> None:

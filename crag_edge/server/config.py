@@ -42,6 +42,7 @@ class ServerConfig:
     port: int = 8080
     api_token: str | None = field(default=None, repr=False)
     ingest_roots: tuple[Path, ...] = ()
+    watch_roots: tuple[Path, ...] = ()  # folders kept in sync by the watcher (`ingest.watch`)
     max_body_bytes: int = 64 * 1024
     max_question_chars: int = 2000
     max_ingest_paths: int = 100
@@ -112,6 +113,8 @@ class ServerConfig:
         values.update({k: v for k, v in overrides.items() if v is not None})
         if "ingest_roots" in values:
             values["ingest_roots"] = normalise_roots(values["ingest_roots"])
+        if "watch_roots" in values:
+            values["watch_roots"] = normalise_roots(values["watch_roots"], "watch root")
         return cls(db=Path(db), **values)
 
 
@@ -126,12 +129,12 @@ _TUNABLES: dict[str, type] = {
 }
 
 
-def normalise_roots(roots: Sequence[Path | str]) -> tuple[Path, ...]:
-    """Each ingest root, resolved (symlinks followed once, here); every one must be a folder."""
+def normalise_roots(roots: Sequence[Path | str], kind: str = "ingest root") -> tuple[Path, ...]:
+    """Each root, resolved (symlinks followed once, here); every one must be a folder."""
     resolved = []
     for root in roots:
         path = Path(root).expanduser().resolve()
         if not path.is_dir():
-            raise ServerConfigError(f"ingest root {str(root)!r} is not an existing folder")
+            raise ServerConfigError(f"{kind} {str(root)!r} is not an existing folder")
         resolved.append(path)
     return tuple(resolved)

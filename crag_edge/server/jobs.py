@@ -13,7 +13,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -75,15 +75,32 @@ class JobManager:
         self._cancel = threading.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crag-ingest")
 
-    def submit(self, paths: list[Path], shown: list[str]) -> Job:
+    def submit(self, paths: list[Path], shown: list[str], *, ingest: IngestFn | None = None) -> Job:
+        """Queue a job; it runs `ingest` (default: the manager's) after the jobs before it."""
+        return self._enqueue(paths, shown, ingest or self._ingest)[0]
+
+    def run(self, paths: list[Path], shown: list[str], *, ingest: IngestFn) -> Job:
+        """Queue a job and wait until it has finished: a caller that feeds jobs one after
+        another (the folder watcher) never has more than one in the queue."""
+        job, finished = self._enqueue(paths, shown, ingest)
+        finished.result()
+        return job
+
+    def _enqueue(
+        self, paths: list[Path], shown: list[str], ingest: IngestFn
+    ) -> tuple[Job, Future[None]]:
         job = Job(id=uuid.uuid4().hex, paths=shown)
         with self._lock:
             self._jobs[job.id] = job
             finished = [j for j in self._jobs.values() if j.finished_at is not None]
             for old in finished[: max(0, len(self._jobs) - self._keep)]:
                 del self._jobs[old.id]
-        self._executor.submit(self._run, job, paths)
-        return job
+            if self._cancel.is_set():  # shutting down: the executor may take no more work
+                job.state, job.finished_at = "cancelled", time.time()
+                done: Future[None] = Future()
+                done.set_result(None)
+                return job, done
+            return job, self._executor.submit(self._run, job, paths, ingest)
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
@@ -96,7 +113,7 @@ class JobManager:
                 counts[job.state] = counts.get(job.state, 0) + 1
             return counts
 
-    def _run(self, job: Job, paths: list[Path]) -> None:
+    def _run(self, job: Job, paths: list[Path], ingest: IngestFn) -> None:
         if self._cancel.is_set():
             job.state, job.finished_at = "cancelled", time.time()
             return
@@ -108,7 +125,7 @@ class JobManager:
                 raise JobCancelled
 
         try:
-            report = self._ingest(paths, progress)
+            report = ingest(paths, progress)
         except JobCancelled:
             job.state, job.error = "cancelled", "server shutting down; run the ingest again"
         except Exception as exc:
@@ -122,7 +139,8 @@ class JobManager:
 
     def shutdown(self, timeout_s: float) -> None:
         """Stop after the document in progress; queued jobs are cancelled, not started."""
-        self._cancel.set()
+        with self._lock:
+            self._cancel.set()
         done = threading.Event()
 
         def wait() -> None:

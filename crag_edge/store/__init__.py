@@ -17,6 +17,7 @@ from crag_edge.store.errors import (
     NotACorpusError,
     ReadOnlyCorpusError,
     SchemaTooNewError,
+    StorageError,
 )
 from crag_edge.store.passage_vectors import PassageVectors
 from crag_edge.store.schema import APPLICATION_ID, SCHEMA_VERSION
@@ -39,6 +40,7 @@ __all__ = [
     "ReadOnlyCorpusError",
     "SchemaTooNewError",
     "ScoreCache",
+    "StorageError",
     "StoredDocument",
     "connect",
 ]

@@ -14,10 +14,21 @@ from typing import cast
 import apsw
 import sqlite_vec
 
+from crag_edge.store.errors import ReadOnlyCorpusError
+
 BUSY_TIMEOUT_MS = 5000
 # Best-effort writes from a query (cached scores, passage readings) never wait long for an
 # ingest's write lock: the value is simply not kept.
 BEST_EFFORT_TIMEOUT_MS = 50
+# What a best-effort write gives up on: a writer holding the lock, a read-only file, a chunk
+# deleted meanwhile, or a full disk; the value is recomputed next time.
+BEST_EFFORT_FAILURES = (
+    apsw.BusyError,
+    apsw.ReadOnlyError,
+    apsw.ConstraintError,
+    apsw.FullError,
+    apsw.IOError,
+)
 
 
 def connect(
@@ -32,27 +43,62 @@ def connect(
 
     Writable connections switch the file to WAL (readers never block the writer) with
     synchronous=NORMAL: each commit stays atomic, a power cut may lose only the last ones.
-    `inspect_only` opens read-only and, when no journal is pending, `immutable`, so that
-    looking at a file we do not own creates no -wal/-shm files beside it.
+    A file we may not write (or in a folder we may not write, where WAL cannot keep its -shm
+    file) comes back read-only: check `conn.readonly("main")`. `inspect_only` opens
+    read-only and, when no journal is pending, `immutable`, so that looking at a file we do
+    not own creates no -wal/-shm files beside it.
     """
-    if inspect_only:
-        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-        name = path.resolve().as_uri() + "?mode=ro"
-        if not has_pending_journal(path):
-            name += "&immutable=1"
+    if inspect_only or readonly:
+        conn = _open_for_reading(path, immutable=inspect_only)
     else:
-        flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
-        if create and not readonly:
-            flags |= apsw.SQLITE_OPEN_CREATE
-        name = str(path)
-    conn = apsw.Connection(name, flags=flags)
+        flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+        try:
+            conn = _configure(apsw.Connection(str(path), flags=flags), busy_timeout_ms, write=True)
+        except (apsw.ReadOnlyError, apsw.CantOpenError):
+            if create:
+                raise
+            return _open_for_reading(path, immutable=False)
+        if conn.readonly("main"):
+            conn.close()
+            return _open_for_reading(path, immutable=False)
+    conn.set_busy_timeout(busy_timeout_ms)
+    return conn
+
+
+def _open_for_reading(path: Path, *, immutable: bool) -> apsw.Connection:
+    """A read-only connection; in a read-only folder, where a WAL file cannot get its -shm
+    index, the file is read as `immutable` (safe: nobody can be writing a WAL there)."""
+    if immutable and not has_pending_journal(path):
+        return _configure(_uri_connection(path, "&immutable=1"), BUSY_TIMEOUT_MS, write=False)
+    conn = _configure(_uri_connection(path, ""), BUSY_TIMEOUT_MS, write=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+    except (apsw.ReadOnlyError, apsw.CantOpenError):
+        conn.close()
+        if has_pending_journal(path):
+            raise ReadOnlyCorpusError(
+                path,
+                "read-only folder and the file has unmerged writes (-wal); its owner merges "
+                "them by opening it read-write once (e.g. `crag-edge query`)",
+            ) from None
+        return _configure(_uri_connection(path, "&immutable=1"), BUSY_TIMEOUT_MS, write=False)
+    return conn
+
+
+def _uri_connection(path: Path, options: str) -> apsw.Connection:
+    name = path.resolve().as_uri() + "?mode=ro" + options
+    return apsw.Connection(name, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+
+
+def _configure(conn: apsw.Connection, busy_timeout_ms: int, *, write: bool) -> apsw.Connection:
+    """Load sqlite-vec and set the pragmas; a connection SQLite opened read-only skips WAL."""
     try:
         conn.enable_load_extension(True)
         conn.load_extension(sqlite_vec.loadable_path())
         conn.enable_load_extension(False)
         conn.set_busy_timeout(busy_timeout_ms)
         conn.execute("PRAGMA foreign_keys = ON")
-        if not (readonly or inspect_only):
+        if write and not conn.readonly("main"):
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
     except BaseException:
@@ -62,8 +108,15 @@ def connect(
 
 
 def has_pending_journal(path: Path) -> bool:
-    """A -wal or -journal file may hold committed pages an immutable read would not see."""
-    return any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-journal"))
+    """A non-empty -wal or -journal file may hold committed pages an immutable read would
+    not see."""
+    for suffix in ("-wal", "-journal"):
+        try:
+            if Path(f"{path}{suffix}").stat().st_size > 0:
+                return True
+        except FileNotFoundError:  # absent, or removed meanwhile by the last writer closing
+            continue
+    return False
 
 
 @contextmanager

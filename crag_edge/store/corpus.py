@@ -2,12 +2,17 @@
 
 Opening never writes before the file has been checked read-only (header, application id,
 schema version, meta), so a foreign or damaged file is reported and left byte-for-byte intact.
+A new corpus is built under a temporary name and linked into place when complete, so no
+crash or full disk leaves a half-made file behind, and two creators cannot both win.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +23,7 @@ from typing import Any, TypeVar, cast
 import apsw
 import numpy as np
 
+from crag_edge.citations import locate
 from crag_edge.store.connection import connect, has_pending_journal
 from crag_edge.store.errors import (
     CorpusError,
@@ -28,22 +34,27 @@ from crag_edge.store.errors import (
     NotACorpusError,
     ReadOnlyCorpusError,
     SchemaTooNewError,
+    reports_storage_faults,
+    storage_faults,
 )
 from crag_edge.store.passage_vectors import PassageVectors
 from crag_edge.store.schema import (
     APPLICATION_ID,
     PASSAGE_VECTORS_VERSION,
+    PLACES_VERSION,
     SCHEMA_VERSION,
     SCORE_CACHE_VERSION,
     migrate,
     user_version,
 )
 from crag_edge.store.score_cache import ScoreCache
-from crag_edge.types import Chunk, Vector
+from crag_edge.text_boundary import is_valid, printable_path
+from crag_edge.types import Chunk, Place, Vector
 
 MAX_DIM = 8192  # sqlite-vec's limit for a vec0 column
-# Later versions only added the evaluation cache: read-only, an older file is searched as
-# is (without the cache) rather than refused, so `eval` commands work on it unchanged.
+# Later versions only added the evaluation cache, stored passage readings and chunk places:
+# read-only, an older file is searched as is (without them) rather than refused, so `eval`
+# commands work on it unchanged.
 MIN_READABLE_VERSION = 1
 MAX_KNN = 4096  # sqlite-vec's limit for k in one KNN query
 
@@ -73,13 +84,15 @@ class DocumentRecord:
 
 @dataclass(frozen=True)
 class ChunkRecord:
-    """A chunk to store: `text == document.text[start:end]`."""
+    """A chunk to store: `text == document.text[start:end]`; `places` locate it for
+    citations (`citations.places_within`)."""
 
     text: str
     start: int
     end: int
     token_count: int
     metadata: dict[str, Any] = field(default_factory=dict)
+    places: tuple[Place, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,6 +128,7 @@ class CorpusStats:
     stored_passages: int = 0
 
 
+@reports_storage_faults
 class Corpus:
     """A crag-edge corpus file. Build one with `create`, `open` or `open_or_create`."""
 
@@ -123,64 +137,74 @@ class Corpus:
         self._path = path
         self._readonly = readonly
         self._meta = self.meta()
+        # A read-only file of an older schema has no places column: its chunks cite none.
+        self._places_column = "c.places" if user_version(conn) >= PLACES_VERSION else "'[]'"
 
     # -- opening -------------------------------------------------------------------------
 
     @classmethod
     def create(cls, path: Path | str, embedder_id: str, dim: int) -> Corpus:
-        """Create a new corpus whose vectors have `dim` dimensions from `embedder_id`."""
-        path = Path(path).expanduser().resolve()
+        """Create a new corpus whose vectors have `dim` dimensions from `embedder_id`.
+
+        Raises CorpusExistsError when `path` holds a file (an empty one is replaced), also
+        when another process created it while this one was building.
+        """
+        path = _checked_path(path)
         if not embedder_id:
             raise ValueError("embedder_id must not be empty")
         if not 1 <= dim <= MAX_DIM:
             raise ValueError(f"embedding dim must be between 1 and {MAX_DIM}, got {dim}")
         if path.exists() and (not path.is_file() or path.stat().st_size > 0):
             raise CorpusExistsError(path, "already exists; open it instead of creating it")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = connect(path, create=True)
         try:
-            with conn:
-                migrate(conn, dim)
-                conn.executemany(
-                    "INSERT INTO meta (key, value) VALUES (?, ?)",
-                    [
-                        (META_EMBEDDER, embedder_id),
-                        (META_DIM, str(dim)),
-                        (META_CREATED, repr(time.time())),
-                    ],
-                )
-        except BaseException:
-            conn.close()
-            raise
-        return cls(conn, path, readonly=False)
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CorpusError(path, f"cannot create its folder: {exc.strerror}") from None
+        temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.creating")
+        try:
+            with storage_faults(path):
+                _build(temp, embedder_id, dim)
+            _publish(temp, path)
+        except apsw.CantOpenError:
+            raise CorpusError(path, "cannot create: no write access to its folder") from None
+        finally:
+            for leftover in (temp, *_journals(temp)):
+                leftover.unlink(missing_ok=True)
+        return cls.open(path)
 
     @classmethod
     def open(cls, path: Path | str, *, readonly: bool = False) -> Corpus:
-        """Open an existing corpus, upgrading its schema first when opened read-write."""
-        path = Path(path).expanduser().resolve()
+        """Open an existing corpus, upgrading its schema first when opened read-write.
+
+        A file we may not write (or in a read-only folder) opens read-only even when
+        `readonly` is False: `readonly` then reads True and writes raise ReadOnlyCorpusError.
+        """
+        path = _checked_path(path)
         version, meta = _inspect(path)
-        conn = connect(path, readonly=readonly)
-        try:
-            if version < SCHEMA_VERSION:
-                if readonly and version < MIN_READABLE_VERSION:
-                    raise CorpusError(
-                        path,
-                        f"schema version {version} is older than {SCHEMA_VERSION}; "
-                        "open it read-write once to upgrade it",
-                    )
-                if not readonly:
+        if readonly:
+            _refuse_too_old(path, version)  # before connecting: a refused file stays untouched
+        with storage_faults(path):
+            conn = connect(path, readonly=readonly)
+            readonly = readonly or conn.readonly("main")
+            try:
+                if readonly:
+                    _refuse_too_old(path, version)
+                elif version < SCHEMA_VERSION:
                     migrate(conn, int(meta[META_DIM]))
-        except BaseException:
-            conn.close()
-            raise
-        return cls(conn, path, readonly=readonly)
+                return cls(conn, path, readonly=readonly)
+            except BaseException:
+                conn.close()
+                raise
 
     @classmethod
     def open_or_create(cls, path: Path | str, embedder_id: str, dim: int) -> Corpus:
         """Open `path` if it holds a corpus built with this embedder, else create it."""
-        path = Path(path).expanduser().resolve()
+        path = _checked_path(path)
         if not path.exists() or (path.is_file() and path.stat().st_size == 0):
-            return cls.create(path, embedder_id, dim)
+            try:
+                return cls.create(path, embedder_id, dim)
+            except CorpusExistsError:
+                pass  # another process created it meanwhile: use theirs
         corpus = cls.open(path)
         try:
             corpus.check_embedder(embedder_id, dim)
@@ -192,6 +216,40 @@ class Corpus:
     def close(self) -> None:
         """Close the connection; the last writer to close checkpoints and removes the WAL."""
         self._conn.close()
+
+    def check(self) -> dict[str, Any]:
+        """What is cheap to verify: SQLite's `quick_check` (every page and index, O(size)) and
+        that each chunk has its vector. CorruptCorpusError names the first problem."""
+        problems = [cast(str, row[0]) for row in self._conn.execute("PRAGMA quick_check(5)")]
+        chunks, vectors = cast(
+            tuple[int, int],
+            self._conn.execute(
+                "SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM chunks_vec)"
+            ).fetchall()[0],
+        )
+        if problems != ["ok"]:
+            first = [line for line in problems[0].splitlines() if not line.startswith("***")]
+            raise CorruptCorpusError(
+                self._path,
+                f"damaged database, quick_check: {(first or problems)[0]}; restore a backup "
+                "or ingest the documents into a new corpus file",
+            )
+        if chunks != vectors:
+            raise CorruptCorpusError(
+                self._path, f"index check: {chunks} chunks but {vectors} vectors"
+            )
+        return {"path": str(self._path), "quick_check": "ok", "chunks": chunks}
+
+    def checkpoint(self) -> bool:
+        """Merge the WAL into the file and truncate it (best effort: after a failed write, a
+        full disk may still refuse); False when it could not be done."""
+        if self._readonly:
+            return False
+        try:
+            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
+        except apsw.Error:
+            return False
+        return busy == 0
 
     def __enter__(self) -> Corpus:
         return self
@@ -293,7 +351,7 @@ class Corpus:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Group several writes into one commit; nested writes become savepoints."""
-        with self._conn:
+        with storage_faults(self._path), self._conn:
             yield
 
     def document(self, source: str) -> StoredDocument | None:
@@ -379,7 +437,7 @@ class Corpus:
             for ordinal, (chunk, vector) in enumerate(zip(chunks, matrix, strict=True)):
                 chunk_id = self._conn.execute(
                     "INSERT INTO chunks (doc_id, ordinal, text, start_char, end_char, "
-                    "token_count, metadata) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    "token_count, metadata, places) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     (
                         doc_id,
                         ordinal,
@@ -388,6 +446,7 @@ class Corpus:
                         chunk.end,
                         chunk.token_count,
                         _to_json(chunk.metadata),
+                        json.dumps([[p.offset, p.page, p.section] for p in chunk.places]),
                     ),
                 ).fetchall()[0][0]
                 self._conn.execute(
@@ -463,16 +522,18 @@ class Corpus:
         """The chunks with these ids (missing ids are absent), with their document's source."""
         rows = self._conn.execute(
             "SELECT c.id, c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.metadata, "
-            "d.source, d.title, c.token_count "
+            f"d.source, d.title, c.token_count, {self._places_column} "
             "FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id "
             "WHERE c.id IN (SELECT value FROM json_each(?))",
             (json.dumps([int(i) for i in ids]),),
         ).fetchall()
         chunks = {}
         for row in rows:
-            chunk_id, doc_id, ordinal, text, start, end, metadata, source, title, tokens = cast(
-                tuple[int, int, int, str, int, int, str, str, str, int], row
+            chunk_id, doc_id, ordinal, text, start, end, metadata, source, title, tokens, stored = (
+                cast(tuple[int, int, int, str, int, int, str, str, str, int, str], row)
             )
+            places = tuple(Place(*place) for place in json.loads(stored))  # [offset, page, section]
+            where = locate(places, start, end)
             chunks[chunk_id] = Chunk(
                 chunk_id,
                 doc_id,
@@ -484,6 +545,9 @@ class Corpus:
                 title,
                 json.loads(metadata),
                 tokens,
+                where.pages,
+                where.section,
+                places,
             )
         return chunks
 
@@ -504,7 +568,67 @@ class Corpus:
 
     def _require_writable(self) -> None:
         if self._readonly:
-            raise ReadOnlyCorpusError(self._path, "opened read-only; reopen it to write")
+            raise ReadOnlyCorpusError(
+                self._path, "read-only (opened so, or no write access to the file or its folder)"
+            )
+
+
+def _refuse_too_old(path: Path, version: int) -> None:
+    """Read-only, a schema older than `MIN_READABLE_VERSION` cannot be read (nor upgraded)."""
+    if version < MIN_READABLE_VERSION:
+        raise CorpusError(
+            path,
+            f"schema version {version} is older than {SCHEMA_VERSION}; "
+            "open it read-write once to upgrade it",
+        )
+
+
+def _checked_path(path: Path | str) -> Path:
+    """The absolute path; SQLite takes file names as UTF-8 text, so others are refused here."""
+    resolved = Path(path).expanduser().resolve()
+    if not is_valid(str(resolved)):
+        raise CorpusError(printable_path(resolved), "file name is not valid UTF-8; rename it")
+    return resolved
+
+
+def _build(path: Path, embedder_id: str, dim: int) -> None:
+    """Write a complete new corpus at `path`, left in one file (not WAL) so it can be moved."""
+    conn = connect(path, create=True)
+    try:
+        with conn:
+            migrate(conn, dim)
+            conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                [
+                    (META_EMBEDDER, embedder_id),
+                    (META_DIM, str(dim)),
+                    (META_CREATED, repr(time.time())),
+                ],
+            )
+        conn.execute("PRAGMA journal_mode = DELETE")
+    finally:
+        conn.close()
+
+
+def _publish(temp: Path, path: Path) -> None:
+    """Give the finished file its name without ever replacing another creator's corpus."""
+    try:
+        if path.is_file() and path.stat().st_size == 0:
+            os.replace(temp, path)  # an empty placeholder, e.g. from `touch` or mktemp
+        else:
+            os.link(temp, path)  # fails when `path` appeared meanwhile: no clobbering
+    except FileExistsError:
+        raise CorpusExistsError(path, "was created meanwhile by another process") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP):
+            raise
+        if path.exists():  # a file system without hard links (FAT, some network shares)
+            raise CorpusExistsError(path, "was created meanwhile by another process") from None
+        os.replace(temp, path)
+
+
+def _journals(path: Path) -> list[Path]:
+    return [Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")]
 
 
 def _inspect(path: Path) -> tuple[int, dict[str, str]]:

@@ -1,8 +1,22 @@
-"""Why a corpus file could not be used; every message names the file."""
+"""Why a corpus file could not be used; every message names the file.
+
+SQLite reports a full disk, an I/O failure or a damaged page as an `apsw` exception from
+deep inside a query; `storage_faults` turns those into the store's own errors at the store's
+boundary, so callers (the CLI's exit codes, the service's responses) handle one family.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
+
+import apsw
+
+_C = TypeVar("_C", bound=type)
 
 
 class CorpusError(Exception):
@@ -40,3 +54,68 @@ class EmbedderMismatchError(CorpusError):
 
 class ReadOnlyCorpusError(CorpusError):
     """A write was attempted on a corpus opened with `readonly=True`."""
+
+
+class StorageError(CorpusError):
+    """The disk refused a write (full, over a size limit, failing); committed data is intact."""
+
+
+_FAULTS = (apsw.FullError, apsw.IOError, apsw.CorruptError, apsw.NotADBError, apsw.ReadOnlyError)
+
+
+def _fault_behind(exc: apsw.Error) -> BaseException | None:
+    """The storage fault that caused `exc`, if any. A fault inside a transaction makes
+    SQLite roll back on its own, so the rollback that follows fails too ("no such
+    savepoint"): the fault is then found in the exception's context."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, _FAULTS):
+        cause = cause.__context__
+    return cause
+
+
+def _storage_error(exc: BaseException, path: Path | str) -> CorpusError:
+    """The store error for one of SQLite's storage failures."""
+    if isinstance(exc, apsw.FullError):
+        return StorageError(path, f"disk full; {_INTACT}")
+    if isinstance(exc, apsw.IOError):
+        return StorageError(path, f"disk I/O error (a full or failing disk?); {_INTACT}")
+    if isinstance(exc, apsw.ReadOnlyError):
+        return ReadOnlyCorpusError(path, _NO_WRITE_ACCESS)
+    return CorruptCorpusError(path, f"damaged database ({exc}); run `crag-edge check --db {path}`")
+
+
+@contextmanager
+def storage_faults(path: Path | str) -> Iterator[None]:
+    """Re-raise SQLite's storage failures inside the block as store errors naming `path`."""
+    try:
+        yield
+    except apsw.Error as exc:
+        fault = _fault_behind(exc)
+        if fault is None:
+            raise
+        raise _storage_error(fault, path) from None
+
+
+def reports_storage_faults(cls: _C) -> _C:
+    """Wrap every public method of a store class in `storage_faults` for its connection's
+    file: no SQLite storage failure leaves the store as a raw `apsw` exception."""
+    for name, member in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(member):
+            setattr(cls, name, _guarded(member))
+    return cls
+
+
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except apsw.Error:
+            with storage_faults(self._conn.filename):  # the file named only when it failed
+                raise
+
+    return wrapper
+
+
+_INTACT = "every change committed before is intact; free space and run the command again"
+_NO_WRITE_ACCESS = "read-only: no write access to the file or its folder"

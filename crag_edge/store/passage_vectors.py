@@ -18,10 +18,16 @@ from typing import cast
 import apsw
 import numpy as np
 
-from crag_edge.store.connection import BEST_EFFORT_TIMEOUT_MS, busy_timeout
+from crag_edge.store.connection import (
+    BEST_EFFORT_FAILURES,
+    BEST_EFFORT_TIMEOUT_MS,
+    busy_timeout,
+)
+from crag_edge.store.errors import reports_storage_faults
 from crag_edge.types import EncodedPassage
 
 
+@reports_storage_faults
 class PassageVectors:
     """Get and put encoded passages for one corpus; see the module docstring."""
 
@@ -68,7 +74,7 @@ class PassageVectors:
                     "truncated = excluded.truncated",
                     rows,
                 )
-        except (apsw.BusyError, apsw.ReadOnlyError, apsw.ConstraintError):
+        except BEST_EFFORT_FAILURES:
             if wait:
                 raise
             return False

@@ -95,9 +95,17 @@ CREATE TABLE passage_vectors (
 CREATE INDEX passage_vectors_chunk ON passage_vectors (chunk_id);
 """
 
-MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2), (3, _V3))
+# v4: where each chunk stands in its document, for citations (`crag_edge.citations`): the
+# place (page, heading path) in effect at its start and every one that begins inside it, as
+# JSON `[[offset, page, section], ...]`. Chunks stored before keep `[]`: they cite no place.
+_V4 = """
+ALTER TABLE chunks ADD COLUMN places TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(places));
+"""
+
+MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 SCORE_CACHE_VERSION = 2
 PASSAGE_VECTORS_VERSION = 3
+PLACES_VERSION = 4
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

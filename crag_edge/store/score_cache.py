@@ -20,7 +20,12 @@ from typing import cast
 
 import apsw
 
-from crag_edge.store.connection import BEST_EFFORT_TIMEOUT_MS, busy_timeout
+from crag_edge.store.connection import (
+    BEST_EFFORT_FAILURES,
+    BEST_EFFORT_TIMEOUT_MS,
+    busy_timeout,
+)
+from crag_edge.store.errors import reports_storage_faults
 
 
 def query_key(query: str) -> bytes:
@@ -28,6 +33,7 @@ def query_key(query: str) -> bytes:
     return hashlib.sha256(query.strip().encode("utf-8")).digest()
 
 
+@reports_storage_faults
 class ScoreCache:
     """Get and put raw model scores for one corpus; see the module docstring."""
 
@@ -63,7 +69,7 @@ class ScoreCache:
                     "created_at = excluded.created_at",
                     [(scorer, key, int(i), float(s), now, int(i)) for i, s in scores.items()],
                 )
-        except (apsw.BusyError, apsw.ReadOnlyError, apsw.ConstraintError):
+        except BEST_EFFORT_FAILURES:
             return False
         return True
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
@@ -33,10 +33,17 @@ from crag_edge.training.data import (
     LabelOptions,
     LabelStore,
     PairBuilder,
+    TrainPair,
     is_validation,
     label_corpus,
 )
 from crag_edge.training.vocab import prune_tokenizer, segment_pair_template
+
+if TYPE_CHECKING:  # these need torch, which the `train` extra installs
+    from tokenizers import Tokenizer
+
+    from crag_edge.training.model import Evaluator
+    from crag_edge.training.trainer import TrainReport
 
 LABEL_SHARE = 0.5
 CHECKPOINT_DIR = "checkpoint"
@@ -113,40 +120,61 @@ def _file_digest(path: Path | None) -> str | None:
     return None if path is None else hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@dataclass(frozen=True)
+class _Base:
+    """The embedder the evaluator starts from, and the tokenizer document it will ship with."""
+
+    dir: Path
+    tokenizer_doc: dict[str, Any]
+    vocab_rows: list[int] | None
+
+
+@dataclass(frozen=True)
+class _Labels:
+    """The labelled pairs, split by unit into training and validation."""
+
+    pairs: list[TrainPair]
+    train: list[TrainPair]
+    validation: list[TrainPair]
+    chunks: int
+    complete: bool
+    llm: str | None
+
+
 def train_evaluator(
     settings: Settings, options: TrainOptions, events: Events | None = None
 ) -> dict[str, Any]:
     """Run every stage; returns the report also written to `<out>/report.json`."""
     require_torch()
-    import torch
-
-    from crag_edge.grading import fit_platt
-    from crag_edge.training import export
-    from crag_edge.training.model import (
-        ARCHITECTURES,
-        SegmentScorer,
-        from_pretrained,
-        parameter_count,
-        save_checkpoint,
-        start_head_at,
-    )
-    from crag_edge.training.trainer import (
-        TrainConfig,
-        Trainer,
-        encode,
-        fingerprint,
-        predict_logits,
-    )
-
     events = events or NoEvents()
     started = time.monotonic()
     deadline = started + options.budget_minutes * 60
     options.out.mkdir(parents=True, exist_ok=True)
-    model_id = options.model_id or default_model_id(options.db)
     human: Sequence[Pair] = read_pairs(options.labels) if options.labels else []
+    base = _base_model(settings, options)
+    labels = _label(settings, options, events, human, started)
+    checkpoint = options.out / CHECKPOINT_DIR
+    model, tokenizer = _start_model(options, base, labels.train, checkpoint)
+    trained = _train(model, tokenizer, labels.train, options, events, deadline)
+    fp32, int8 = _export(model, base, checkpoint, options.out, events)
+    checks = _check_export(model, tokenizer, labels, fp32, int8, checkpoint, options.threads)
+    report = _report(settings, options, labels, model, trained, (fp32, int8), checks)
+    folder = _release(report, int8, checkpoint, options.out)
+    if options.register:
+        events.stage("register", None)
+        report["registered"] = _register(settings, options, report["model_id"], folder)
+    report["seconds_total"] = round(time.monotonic() - started, 1)
+    (options.out / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def _base_model(settings: Settings, options: TrainOptions) -> _Base:
+    """The base embedder's folder and tokenizer; option errors surface here, not after the
+    slow labelling."""
+    from crag_edge.training.model import ARCHITECTURES
+
     base_spec = load_manifest(settings.model_dir).get(settings.embedder)
     base_dir = model_path(settings.model_dir, base_spec)
-    # Option errors surface now, not after the slow labelling.
     base_config = json.loads((base_dir / "config.json").read_text(encoding="utf-8"))
     if not 1 <= options.layers <= base_config["num_hidden_layers"]:
         raise ValueError(f"--layers must be 1-{base_config['num_hidden_layers']}")
@@ -164,15 +192,26 @@ def train_evaluator(
         tokenizer_doc, vocab_rows = prune_tokenizer(tokenizer_doc, options.vocab_size)
     if options.architecture == "segment":
         tokenizer_doc = segment_pair_template(tokenizer_doc)
+    return _Base(base_dir, tokenizer_doc, vocab_rows)
 
-    # -- label -----------------------------------------------------------------------------
+
+def _label(
+    settings: Settings,
+    options: TrainOptions,
+    events: Events,
+    human: Sequence[Pair],
+    started: float,
+) -> _Labels:
+    """Label pairs from the corpus (and `human`'s), appended to the labels file as they come;
+    at most `LABEL_SHARE` of the budget."""
     with Engine.open(options.db, settings, readonly=True) as engine:
         labeller = _llm_labeller(settings, events) if options.llm_labels else None
+        llm = labeller.name if labeller else None
         label_options = LabelOptions(options.max_pairs, options.negatives, seed=options.seed)
         identity = {
             "db": str(options.db.resolve()),
             "labels_sha256": _file_digest(options.labels),
-            "llm": labeller.name if labeller else None,
+            "llm": llm,
             "negatives": label_options.negatives,
             "pool": label_options.pool,
             "seed": label_options.seed,
@@ -195,33 +234,60 @@ def train_evaluator(
             "rerun the same command to label more (finished units are kept)"
         )
     pairs = store.pairs
-    train_pairs = [p for p in pairs if not is_validation(p.unit)]
-    val_pairs = [p for p in pairs if is_validation(p.unit)]
-    if not train_pairs:
+    train = [p for p in pairs if not is_validation(p.unit)]
+    if not train:
         raise ValueError(f"no training pairs could be made from {options.db}")
+    validation = [p for p in pairs if is_validation(p.unit)]
+    return _Labels(pairs, train, validation, chunks, complete, llm)
 
-    # -- model and tokenizer ---------------------------------------------------------------
-    checkpoint = options.out / CHECKPOINT_DIR
+
+def _start_model(
+    options: TrainOptions, base: _Base, train: Sequence[TrainPair], checkpoint: Path
+) -> tuple[Evaluator, Tokenizer]:
+    """The untrained evaluator and its tokenizer, saved to `checkpoint`."""
+    from crag_edge.grading import fit_platt
+    from crag_edge.training.model import (
+        SegmentScorer,
+        from_pretrained,
+        save_checkpoint,
+        start_head_at,
+    )
+    from crag_edge.training.trainer import encode, predict_logits
+
     checkpoint.mkdir(parents=True, exist_ok=True)
     model = from_pretrained(
-        base_dir,
+        base.dir,
         layers=options.layers,
-        vocab_rows=vocab_rows,
+        vocab_rows=base.vocab_rows,
         max_positions=max(options.max_length, MAX_LENGTH),  # what inference may read
         seed=options.seed,
         architecture=options.architecture,
     )
-    save_checkpoint(model, tokenizer_doc, checkpoint)  # the tokenizer the runtime will load
+    save_checkpoint(model, base.tokenizer_doc, checkpoint)  # the tokenizer the runtime will load
     tokenizer = plain_tokenizer(checkpoint / "tokenizer.json")
     tokenizer.enable_truncation(options.max_length, strategy="longest_first")
     if isinstance(model, SegmentScorer):
         # Untrained, it computes the embedder's cosine: start from that cosine's calibration.
-        sample = train_pairs[:HEAD_FIT_PAIRS]
+        sample = train[:HEAD_FIT_PAIRS]
         cosine = predict_logits(model, encode(tokenizer, sample))
         fitted = fit_platt(cosine, [float(p.label >= 0.5) for p in sample])
         start_head_at(model, fitted.a, fitted.b)
+    return model, tokenizer
 
-    # -- train -----------------------------------------------------------------------------
+
+def _train(
+    model: Evaluator,
+    tokenizer: Tokenizer,
+    train: Sequence[TrainPair],
+    options: TrainOptions,
+    events: Events,
+    deadline: float,
+) -> TrainReport:
+    """Fine-tune until done or `deadline`, resuming from the training state in `out`."""
+    import torch
+
+    from crag_edge.training.trainer import TrainConfig, Trainer, encode, fingerprint
+
     torch.set_num_threads(options.threads)
     config = TrainConfig(
         batch_size=options.batch_size,
@@ -232,11 +298,11 @@ def train_evaluator(
     )
     trainer = Trainer(
         model,
-        encode(tokenizer, train_pairs),
-        [p.label for p in train_pairs],
+        encode(tokenizer, train),
+        [p.label for p in train],
         config,
         options.out,
-        fingerprint(config, model, train_pairs),
+        fingerprint(config, model, train),
     )
     events.stage("train", trainer.planned_steps)
     result = trainer.train(deadline, on_step=lambda step, total, _loss: events.update(step, total))
@@ -245,21 +311,45 @@ def train_evaluator(
             f"training stopped at step {result.steps_done} of {result.total_steps} (budget); "
             "rerun the same command to continue from the checkpoint"
         )
+    return result
 
-    # -- export and check ------------------------------------------------------------------
+
+def _export(
+    model: Evaluator, base: _Base, checkpoint: Path, out: Path, events: Events
+) -> tuple[Path, Path]:
+    """The trained model saved to `checkpoint`, then as fp32 and int8 ONNX graphs."""
+    from crag_edge.training import export
+    from crag_edge.training.model import save_checkpoint
+
     events.stage("export ONNX + int8", None)
-    save_checkpoint(model, tokenizer_doc, checkpoint)
-    fp32, int8 = export.export_onnx(checkpoint, options.out)
-    checked = (val_pairs or train_pairs)[:MAX_CHECK_PAIRS]
+    save_checkpoint(model, base.tokenizer_doc, checkpoint)
+    return export.export_onnx(checkpoint, out)
+
+
+def _check_export(
+    model: Evaluator,
+    tokenizer: Tokenizer,
+    labels: _Labels,
+    fp32: Path,
+    int8: Path,
+    checkpoint: Path,
+    threads: int,
+) -> dict[str, Any]:
+    """How closely the graphs agree with the trained model (an fp32 graph that disagrees is
+    refused), the validation AUCs, and the int8 graph's latency."""
+    from crag_edge.training import export
+    from crag_edge.training.trainer import encode, predict_logits
+
+    checked = (labels.validation or labels.train)[:MAX_CHECK_PAIRS]
     check_encodings = encode(tokenizer, checked)
     reference = predict_logits(model, check_encodings)
     checks: dict[str, Any] = {
         "pairs_checked": len(checked),
         "onnx_fp32_max_abs_diff": export.agreement(
-            reference, export.onnx_logits(fp32, check_encodings, options.threads)
+            reference, export.onnx_logits(fp32, check_encodings, threads)
         ),
         "onnx_int8_max_abs_diff": export.agreement(
-            reference, export.onnx_logits(int8, check_encodings, options.threads)
+            reference, export.onnx_logits(int8, check_encodings, threads)
         ),
     }
     if checks["onnx_fp32_max_abs_diff"] > export.MAX_FP32_DIFF:
@@ -267,36 +357,52 @@ def train_evaluator(
             f"the ONNX graph disagrees with the trained model by "
             f"{checks['onnx_fp32_max_abs_diff']:.3g} (limit {export.MAX_FP32_DIFF:g})"
         )
-    if val_pairs:
-        val_encodings = encode(tokenizer, val_pairs)
-        val_labels = [p.label for p in val_pairs]
+    if labels.validation:
+        val_encodings = encode(tokenizer, labels.validation)
+        val_labels = [p.label for p in labels.validation]
         checks["validation_auc_torch"] = export.auc(
             predict_logits(model, val_encodings), val_labels
         )
         checks["validation_auc_int8"] = export.auc(
-            export.onnx_logits(int8, val_encodings, options.threads), val_labels
+            export.onnx_logits(int8, val_encodings, threads), val_labels
         )
-    sample = (val_pairs or train_pairs)[: export.LATENCY_PAIRS]
+    sample = (labels.validation or labels.train)[: export.LATENCY_PAIRS]
     checks["latency_ms_20_pairs"] = export.latency_ms(
         int8, checkpoint / "tokenizer.json", sample[0].query, [p.passage for p in sample]
     )
+    return checks
+
+
+def _report(
+    settings: Settings,
+    options: TrainOptions,
+    labels: _Labels,
+    model: Evaluator,
+    trained: TrainReport,
+    graphs: tuple[Path, Path],
+    checks: dict[str, Any],
+) -> dict[str, Any]:
+    """What was trained, on what, how, and how it checked: the model card's source."""
+    import torch
+
+    from crag_edge.training.model import parameter_count
 
     origins: dict[str, int] = {}
-    for p in pairs:
+    for p in labels.pairs:
         origins[p.origin] = origins.get(p.origin, 0) + 1
-    report: dict[str, Any] = {
-        "model_id": model_id,
+    return {
+        "model_id": options.model_id or default_model_id(options.db),
         "command": options.command or "(Python API)",
         "data_license": options.data_license,
         "data": {
             "db": options.db.name,
-            "chunks": chunks,
+            "chunks": labels.chunks,
             "labels_file": options.labels.name if options.labels else None,
-            "llm": identity["llm"],
-            "pairs": len(pairs),
-            "train_pairs": len(train_pairs),
-            "validation_pairs": len(val_pairs),
-            "complete": complete,
+            "llm": labels.llm,
+            "pairs": len(labels.pairs),
+            "train_pairs": len(labels.train),
+            "validation_pairs": len(labels.validation),
+            "complete": labels.complete,
             "origins": origins,
         },
         "training": {
@@ -314,37 +420,43 @@ def train_evaluator(
             "seed": options.seed,
             "torch": torch.__version__,
             "python": platform.python_version(),
-            **{k: v for k, v in asdict(result).items() if k != "losses"},
+            **{k: v for k, v in asdict(trained).items() if k != "losses"},
         },
-        "size_bytes": {"fp32": fp32.stat().st_size, "int8": int8.stat().st_size},
+        "size_bytes": {"fp32": graphs[0].stat().st_size, "int8": graphs[1].stat().st_size},
         "checks": checks,
     }
-    (options.out / export.CARD).write_text(export.model_card(report), encoding="utf-8")
+
+
+def _release(report: dict[str, Any], int8: Path, checkpoint: Path, out: Path) -> Path:
+    """Write the model card and copy what the runtime loads into the release folder."""
+    from crag_edge.training import export
+
+    (out / export.CARD).write_text(export.model_card(report), encoding="utf-8")
     files = {
         EMBEDDER_ONNX_INT8: int8,
         "tokenizer.json": checkpoint / "tokenizer.json",
         "config.json": checkpoint / "config.json",
-        export.CARD: options.out / export.CARD,
+        export.CARD: out / export.CARD,
     }
-    folder = export.release(options.out, files)
+    folder = export.release(out, files)
     report["release_dir"] = str(folder)
     report["release_bytes"] = sum((folder / n).stat().st_size for n in export.RELEASE_FILES)
+    return folder
 
-    # -- register --------------------------------------------------------------------------
-    if options.register:
-        events.stage("register", None)
-        description = (
-            f"crag-edge evaluator trained on {options.db.name}: MiniLM L{options.layers} "
-            f"{options.architecture} scorer, int8"
-        )
-        spec = export.register(
-            settings.model_dir, model_id, folder, options.data_license, description
-        )
-        pulled = pull_model(spec, settings.model_dir)
-        report["registered"] = {
-            "model_dir": str(settings.model_dir),
-            "files": {f.name: f.state for f in pulled.files},
-        }
-    report["seconds_total"] = round(time.monotonic() - started, 1)
-    (options.out / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    return report
+
+def _register(
+    settings: Settings, options: TrainOptions, model_id: str, folder: Path
+) -> dict[str, Any]:
+    """Add the release to the local manifest and install it, so `grading_tiers` can use it."""
+    from crag_edge.training import export
+
+    description = (
+        f"crag-edge evaluator trained on {options.db.name}: MiniLM L{options.layers} "
+        f"{options.architecture} scorer, int8"
+    )
+    spec = export.register(settings.model_dir, model_id, folder, options.data_license, description)
+    pulled = pull_model(spec, settings.model_dir)
+    return {
+        "model_dir": str(settings.model_dir),
+        "files": {f.name: f.state for f in pulled.files},
+    }

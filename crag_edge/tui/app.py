@@ -22,8 +22,8 @@ from textual.worker import get_current_worker
 
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
-from crag_edge.generation import cited, incomplete_note, stream_answer
-from crag_edge.models.llm import SharedLlm
+from crag_edge.generation import cited, incomplete_note
+from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.tui.corpora import CorpusScreen, open_error
@@ -89,6 +89,7 @@ class CragApp(App[None]):
         Binding("f2", "settings", "Settings"),
         Binding("f3", "corpora", "Corpora"),
         Binding("ctrl+y", "copy_answer", "Copy answer"),
+        Binding("ctrl+n", "new_conversation", "New chat"),
         Binding("escape", "cancel", "Cancel", show=False),
         Binding("ctrl+t", "toggle_theme", "Theme"),
     ]
@@ -110,6 +111,9 @@ class CragApp(App[None]):
         self.clock = clock
         self.result: CragResult | None = None
         self.answer_text = ""
+        # The questions and answers so far: a follow-up is made standalone from them, until
+        # ctrl+n (or another corpus) starts a new conversation.
+        self.conversation: list[Message] = []
         self._pending: str | None = None
         self._run = 0
         self._owns_engine = engine is None
@@ -198,6 +202,7 @@ class CragApp(App[None]):
         if old is not None and old is not engine:
             if owned:
                 old.close()
+            self.conversation = []  # another corpus: the earlier turns do not apply
             self._reset_view("No question asked of this corpus yet.")
         self.corpus_ready()
 
@@ -336,23 +341,17 @@ class CragApp(App[None]):
             else:
                 ui(self.stages.done, name, event.detail)
 
+        history = list(self.conversation)
         self._asking.add(run)
         try:
-            result = engine.query(question, progress=on_stage)
+            result, stream = engine.answer(question, history=history, progress=on_stage)
             if worker.is_cancelled:
                 return
             ui(self._show_result, result)
-            if worker.is_cancelled:
-                return
-            ui(self.stages.start, "answer")
-            needs_model = bool(result.context) and not result.insufficient_evidence
-            llm = engine.llm() if needs_model else None
-            stream = stream_answer(llm, result)
             for token in stream:
                 if worker.is_cancelled:
                     return
                 ui(self._append_answer, token)
-            ui(self.stages.finish, "answer")
             note = incomplete_note(stream.finish_reason, stream.text, engine.settings)
             ui(self._finish_answer, result, note)
         except Exception as exc:
@@ -383,7 +382,13 @@ class CragApp(App[None]):
         self.query_one("#answer-scroll", VerticalScroll).scroll_end(animate=False)
 
     def _finish_answer(self, result: CragResult, note: str | None) -> None:
-        """Citations under the answer; `note` (why it is empty or cut off) in the panel."""
+        """Citations under the answer; `note` (why it is empty or cut off) in the panel. An
+        answer joins the conversation under its standalone question."""
+        if self.answer_text.strip():
+            self.conversation += [
+                {"role": "user", "content": result.question},
+                {"role": "assistant", "content": self.answer_text},
+            ]
         items = cited(self.answer_text, result.context)
         citations = self.query_one("#citations", OptionList)
         citations.clear_options()
@@ -472,6 +477,13 @@ class CragApp(App[None]):
             self.workers.cancel_group(self, "ask")
             self._run += 1
             self.stages.fail("cancelled")
+
+    def action_new_conversation(self) -> None:
+        """Forget the conversation: the next question is read on its own."""
+        self.action_cancel()
+        self.conversation = []
+        self._reset_view("New conversation: ask a question.")
+        self.stages.idle("New conversation.")
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"

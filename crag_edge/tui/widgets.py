@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Input, Static
 
+from crag_edge.citations import locator, place_label
 from crag_edge.config import Settings
 from crag_edge.grading import ItemGrade
 from crag_edge.result import ContextItem, CragResult
@@ -266,7 +267,7 @@ class EvidenceTable(DataTable[Text | str]):
             kept = Text("kept", style="bold green") if grade.kept else Text("dropped", style="red")
             cells: list[Text | str] = [
                 str(hit.rank),
-                short_source(hit.chunk.source),
+                clipped(locator(hit.chunk), 36),
                 f"{hit.score:.3f}",
                 *[_score(grade.tiers.get(t)) for t in tiers],
                 _score(grade.score),
@@ -292,9 +293,8 @@ def _score(value: float | None) -> Text:
     return Text(f"{value:.2f}", style=style)
 
 
-def short_source(source: str, width: int = 28) -> str:
-    name = source.rsplit("/", 1)[-1]
-    return name if len(name) <= width else name[: width - 1] + "…"
+def clipped(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def chunk_view(hit: Hit, grade: ItemGrade, context: Sequence[ContextItem]) -> Text:
@@ -302,6 +302,8 @@ def chunk_view(hit: Hit, grade: ItemGrade, context: Sequence[ContextItem]) -> Te
     chunk = hit.chunk
     text = Text()
     text.append(f"{chunk.source}", style="bold")
+    if place := place_label(chunk, whole_path=True):
+        text.append(f"  {place}", style="bold cyan")
     text.append(f"  chars {chunk.start}-{chunk.end}  rank {hit.rank}  ", style="dim")
     text.append("kept" if grade.kept else "dropped", style="green" if grade.kept else "red")
     if grade.reason:
@@ -326,4 +328,4 @@ def chunk_view(hit: Hit, grade: ItemGrade, context: Sequence[ContextItem]) -> Te
 
 
 def citation_label(item: ContextItem) -> str:
-    return f"[{item.n}] {short_source(item.source, 40)}  chars {item.start}-{item.end}"
+    return f"[{item.n}] {clipped(locator(item), 56)}  chars {item.start}-{item.end}"

@@ -132,6 +132,9 @@ class LocalCorpusProvider:
             title=c.title,
             metadata=c.metadata | {"fallback": origin},
             token_count=c.token_count,
+            pages=c.pages,
+            section=c.section,
+            places=c.places,
         )
         return replace(hit, chunk=chunk, origin=f"fallback:{self.name}")
 

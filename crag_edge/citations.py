@@ -1,0 +1,109 @@
+"""Where a piece of evidence sits in its document, as a reader opens it: page or section.
+
+Ingest records a document's places (each PDF page start, each heading with its path) and
+keeps with every chunk the places it spans; evidence cut from chunks is located from them
+(`locate`). Every output that names a source (cited answers, the TUI, JSON, the chat API,
+MCP) writes it with `locator`: `report.pdf p. 12`, `report.pdf pp. 12-13` (an en dash),
+`sql-createindex.html § Index Storage Parameters`, or just the file name when the document
+has no pages or headings (plain text, BEIR records, web results, chunks stored before places
+were recorded).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from crag_edge.types import Chunk, Place
+
+SECTION_SEPARATOR = " \u203a "  # "A > B" with a single angle quotation mark
+
+
+class Locatable(Protocol):
+    """Anything cited: a chunk or a context item."""
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def pages(self) -> tuple[int, int] | None: ...
+
+    @property
+    def section(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Location:
+    """A span's pages (first, last) and heading path; None where the document has none."""
+
+    pages: tuple[int, int] | None = None
+    section: str | None = None
+
+
+def places_within(places: Sequence[Place], start: int, end: int) -> tuple[Place, ...]:
+    """The places a span [start, end) needs to be located, and any span inside it: the one
+    in effect at `start`, then every one that begins inside the span. `places` are sorted
+    by offset."""
+    offsets = [place.offset for place in places]
+    first = max(bisect.bisect_right(offsets, start) - 1, 0)
+    return tuple(place for place in places[first:] if place.offset < end)
+
+
+def locate(places: Sequence[Place], start: int, end: int) -> Location:
+    """The pages [start, end) spans and the section most of its text comes from: a piece
+    that opens with its headings (`## Camp` `### Water` then the text) is cited by the one
+    that holds the text, a chunk that crosses into the next section by the one it mostly
+    covers. Text before the first heading has no section. `places` are sorted by offset."""
+    inside = places_within(places, start, end)
+    pages_seen = [p.page for p in inside if p.page is not None]
+    pages = (min(pages_seen), max(pages_seen)) if pages_seen else None
+    share: dict[str | None, int] = {}
+    bounds = [max(p.offset, start) for p in inside] + [end]
+    if not inside or inside[0].offset > start:  # text before the first place
+        share[None] = (inside[0].offset if inside else end) - start
+    for place, (lo, hi) in zip(inside, itertools.pairwise(bounds), strict=True):
+        share[place.section] = share.get(place.section, 0) + hi - lo
+    section = max(share, key=share.__getitem__) if share else None
+    return Location(pages, section)
+
+
+def document_places(chunks: Iterable[Chunk]) -> tuple[Place, ...]:
+    """The places of several chunks of one document in one sorted list, to locate a piece
+    of evidence that joins text of neighbouring chunks."""
+    by_offset = {place.offset: place for chunk in chunks for place in chunk.places}
+    return tuple(by_offset[offset] for offset in sorted(by_offset))
+
+
+def place_label(item: Locatable, *, whole_path: bool = False) -> str:
+    """`p. 12`, `pp. 12-13` (en dash) or `§ <deepest heading>`: what a reader searches for in
+    the opened page (`whole_path` gives every heading, for a view with room for it); empty
+    when the item has neither."""
+    parts = []
+    if item.pages is not None:
+        first, last = item.pages
+        parts.append(f"p. {first}" if first == last else f"pp. {first}\u2013{last}")
+    if item.section:
+        heading = item.section if whole_path else item.section.rsplit(SECTION_SEPARATOR, 1)[-1]
+        parts.append(f"§ {heading}")
+    return " ".join(parts)
+
+
+def locator(item: Locatable) -> str:
+    """The source as a reader finds it: the file name (a URL or other identifier whole),
+    then its page or section: `report.pdf p. 12`, `guide.md § Install`."""
+    name = item.source if "://" in item.source else Path(item.source).name or item.source
+    label = place_label(item)
+    return f"{name} {label}" if label else name
+
+
+def location_fields(item: Locatable) -> dict[str, Any]:
+    """The JSON fields every structured output adds to a cited item."""
+    return {
+        "pages": None if item.pages is None else list(item.pages),
+        "section": item.section,
+        "locator": locator(item),
+    }

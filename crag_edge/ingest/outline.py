@@ -1,0 +1,120 @@
+"""A document's structure map: where its PDF pages start and where its headings stand.
+
+Loaders return an `Outline` beside the text; ingest turns it into places (`outline_places`)
+and keeps with each chunk the places it spans, which is what lets a citation say
+`report.pdf p. 12` or `guide.md § Install` (`crag_edge.citations`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from crag_edge.citations import SECTION_SEPARATOR
+from crag_edge.types import Place
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A heading of `level` (1 = top) whose line starts at `offset` in the document text
+    (where a chunk that opens with the heading starts too)."""
+
+    offset: int
+    level: int
+    title: str
+
+
+@dataclass(frozen=True)
+class Outline:
+    """Offsets of each page's first character (PDF) and the headings (HTML, Markdown)."""
+
+    page_starts: tuple[int, ...] = ()
+    headings: tuple[Heading, ...] = ()
+
+
+def outline_places(outline: Outline) -> list[Place]:
+    """One place per offset where the page or the heading path changes, in text order; a
+    heading closes every open heading of its level or deeper."""
+    events = sorted(
+        [(offset, 0, page, None) for page, offset in enumerate(outline.page_starts, start=1)]
+        + [(h.offset, 1, 0, h) for h in outline.headings],
+        key=lambda event: (event[0], event[1]),
+    )
+    places: list[Place] = []
+    page: int | None = None
+    open_headings: list[Heading] = []
+    for offset, _, number, heading in events:
+        if heading is None:
+            page = number
+        else:
+            while open_headings and open_headings[-1].level >= heading.level:
+                open_headings.pop()
+            open_headings.append(heading)
+        path = SECTION_SEPARATOR.join(h.title for h in open_headings) or None
+        if places and places[-1].offset == offset:
+            places.pop()
+        places.append(Place(offset, page, path))
+    return places
+
+
+def markdown_headings(text: str) -> tuple[Heading, ...]:
+    """ATX (`## Title`) and setext (a line underlined with === or ---) headings, outside
+    fenced code (a `# comment` in a shell example is not a heading) and front matter."""
+    headings: list[Heading] = []
+    fence: str | None = None
+    previous: tuple[int, str] | None = None  # the last paragraph line: a setext candidate
+    offset = _front_matter_end(text)
+    for line in text[offset:].splitlines(keepends=True):
+        start, stripped = offset, line.rstrip("\n")
+        offset += len(line)
+        if fence is not None:
+            fence = None if _closes(stripped, fence) else fence
+            continue
+        if opening := _FENCE.match(stripped):
+            fence, previous = opening.group(1), None
+        elif atx := _ATX.match(stripped):
+            title = _inline_text(_CLOSING_HASHES.sub("", atx.group(2)))
+            if title:
+                headings.append(Heading(start + atx.start(1), len(atx.group(1)), title))
+            previous = None
+        elif previous is not None and (underline := _SETEXT.match(stripped)):
+            level = 1 if underline.group(1).startswith("=") else 2
+            headings.append(Heading(previous[0], level, _inline_text(previous[1])))
+            previous = None
+        else:
+            previous = _paragraph_line(start, stripped)
+    return tuple(headings)
+
+
+_ATX = re.compile(r" {0,3}(#{1,6})[ \t]+(.+?)[ \t]*$")
+_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
+_SETEXT = re.compile(r" {0,3}(=+|-{2,})[ \t]*$")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_NOT_PARAGRAPH = re.compile(r" {0,3}(?:[-*+>|]|\d+[.)])(?:\s|$)| {4}|\t")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_MARKUP = re.compile(r"`|\*\*|__")
+
+
+def _front_matter_end(text: str) -> int:
+    """Where the text after a leading `---` YAML block starts (0 without one)."""
+    if not text.startswith("---\n"):
+        return 0
+    end = re.search(r"^(?:---|\.\.\.)[ \t]*$", text[4:], re.MULTILINE)
+    return 0 if end is None else min(len(text), 4 + end.end() + 1)
+
+
+def _closes(line: str, fence: str) -> bool:
+    closing = line.strip()
+    return closing.startswith(fence) and set(closing) == {fence[0]}
+
+
+def _paragraph_line(start: int, line: str) -> tuple[int, str] | None:
+    """(offset of its text, text) for a line a setext underline can turn into a heading."""
+    if not line.strip() or _NOT_PARAGRAPH.match(line):
+        return None
+    return start + len(line) - len(line.lstrip()), line.strip()
+
+
+def _inline_text(title: str) -> str:
+    """A heading's words without link targets, code ticks or bold markers."""
+    return " ".join(_MARKUP.sub("", _LINK.sub(r"\1", title)).split())

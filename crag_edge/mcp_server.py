@@ -1,0 +1,151 @@
+"""crag-edge for assistants that speak the Model Context Protocol.
+
+Three tools over one corpus: `search` (every graded hit), `ask` (the CRAG verdict and the
+refined, numbered evidence: the assistant writes the answer) and `answer` (crag-edge's own
+cited answer). What sets them apart from a plain retriever is the verdict, so each tool's
+description tells the calling model what CORRECT, AMBIGUOUS and INCORRECT mean for it.
+Every tool takes the conversation's earlier turns (`history`): a follow-up question is made
+standalone before retrieval and the result says so.
+
+`crag-edge mcp` serves these tools over stdio (`serve_stdio`); the HTTP service mounts the
+same server over streamable HTTP (`server.routers.mcp`). Both reach the engine through an
+`EngineRunner`, which decides where the blocking work runs and who may run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, Protocol, TypeVar
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from crag_edge.config import Settings
+from crag_edge.engine import Engine
+from crag_edge.generation import cited, incomplete_note
+from crag_edge.models.registry import ModelNotInstalledError
+from crag_edge.result import CragResult
+from crag_edge.result_views import MEANINGS, graded_hits, sources, verdict
+
+T = TypeVar("T")
+
+DECISIONS = " ".join(f"{decision}: {meaning}." for decision, meaning in MEANINGS.items())
+INSTRUCTIONS = (
+    "crag-edge searches a local document corpus and grades the evidence before anyone answers "
+    "from it. Every result carries a decision. " + DECISIONS
+)
+SEARCH_DESCRIPTION = (
+    "Search the corpus and grade every hit: source, offsets, text, retrieval score, grade "
+    "(0-1), the grading tier that settled it, and whether it was kept. For browsing what the "
+    "corpus holds; to answer a question, prefer `ask`. " + DECISIONS
+)
+ASK_DESCRIPTION = (
+    "Ask the corpus a question and get the corrective-RAG verdict with the evidence to answer "
+    "from: `decision`, `reason`, the corrections taken (query rewrites, discarded hits), and "
+    "`context`, numbered passages to cite as [n], each with a `locator` (file and page or "
+    "section, e.g. `report.pdf p. 12`) to name the source by. You write the answer. " + DECISIONS
+)
+ANSWER_DESCRIPTION = (
+    "Ask the corpus a question and get crag-edge's own answer, written by its local model from "
+    "the graded evidence only, citing passages as [n], with the `citations` it used and the "
+    "verdict. " + DECISIONS
+)
+HISTORY_NOTE = (
+    "The conversation's earlier turns, oldest first; give them when the question follows up "
+    'on them ("and how do I undo it?"), and it is rewritten into a standalone question.'
+)
+
+
+class Turn(BaseModel):
+    """One earlier turn of the conversation."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+Question = Annotated[str, Field(description="The question, in plain words.")]
+History = Annotated[list[Turn] | None, Field(description=HISTORY_NOTE)]
+
+
+class EngineRunner(Protocol):
+    """Runs blocking engine work off the event loop; raises `ToolError` when it may not."""
+
+    def __call__(self, work: Callable[[Engine], T]) -> Awaitable[T]: ...
+
+
+def build_server(run: EngineRunner, *, max_question_chars: int = 4000) -> MCPServer:
+    """The MCP server with the three tools, each running its engine work through `run`.
+    Questions are bounded (the service passes its own limit; over stdio the default only
+    stops an accidental paste of a whole document)."""
+    server = MCPServer("crag-edge", instructions=INSTRUCTIONS, log_level="WARNING")
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    def checked(question: str) -> str:
+        if not question.strip():
+            raise ToolError("the question is empty")
+        if len(question) > max_question_chars:
+            raise ToolError(f"the question is longer than {max_question_chars} characters")
+        return question.strip()
+
+    async def crag(question: str, history: list[Turn] | None) -> CragResult:
+        asked, turns = checked(question), _turns(history)
+        return await run(lambda engine: engine.query(asked, history=turns))
+
+    @server.tool(description=SEARCH_DESCRIPTION, annotations=read_only)
+    async def search(question: Question, history: History = None) -> dict[str, Any]:
+        result = await crag(question, history)
+        return verdict(result) | {"hits": graded_hits(result)}
+
+    @server.tool(description=ASK_DESCRIPTION, annotations=read_only)
+    async def ask(question: Question, history: History = None) -> dict[str, Any]:
+        result = await crag(question, history)
+        return verdict(result) | {
+            "corrections": [{"type": c.type, **c.detail} for c in result.corrections],
+            "context": sources(result.context, with_text=True),
+        }
+
+    @server.tool(description=ANSWER_DESCRIPTION, annotations=read_only)
+    async def answer(question: Question, history: History = None) -> dict[str, Any]:
+        asked, turns = checked(question), _turns(history)
+        return await run(lambda engine: _cited_answer(engine, asked, turns))
+
+    return server
+
+
+def _turns(history: Sequence[Turn] | None) -> list[dict[str, str]]:
+    return [turn.model_dump() for turn in history or ()]
+
+
+def _cited_answer(engine: Engine, question: str, history: list[dict[str, str]]) -> dict[str, Any]:
+    """The whole answer with its citations and verdict (an MCP tool returns one message)."""
+    try:
+        result, stream = engine.answer(question, history=history)
+        text = "".join(stream)
+    except ModelNotInstalledError as exc:
+        raise ToolError(str(exc)) from None
+    view = verdict(result) | {
+        "answer": text,
+        "finish_reason": stream.finish_reason,
+        "citations": sources(cited(text, result.context)),
+    }
+    note = incomplete_note(stream.finish_reason, text, engine.settings)
+    if note is not None:
+        view["note"] = note
+    return view
+
+
+def serve_stdio(db: Path, settings: Settings) -> None:
+    """Open the corpus (failing here, before any protocol traffic, on a bad path) and serve
+    the tools over stdin/stdout until the client closes them."""
+    with Engine.open(db, settings) as engine:
+        lock = anyio.Lock()  # one engine, one question at a time
+
+        async def run(work: Callable[[Engine], T]) -> T:
+            async with lock:
+                return await anyio.to_thread.run_sync(work, engine)
+
+        build_server(run).run("stdio")

@@ -1,0 +1,176 @@
+"""The outermost layer of every request: its id, the body size limit, the access log, and a
+500 without a stack trace.
+
+Plain ASGI rather than a Starlette `BaseHTTPMiddleware`, so streamed answers pass through
+unbuffered and the body limit is enforced while the body arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from crag_edge.server.errors import error_body
+from crag_edge.server.logs import request_id_var
+from crag_edge.server.state import ServerState
+
+log = logging.getLogger("crag_edge.server")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class RequestContext:
+    """Request ids, the body size limit, JSON access logs, and a stack-trace-free 500."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        given = headers.get("x-request-id", "")
+        request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        token = request_id_var.set(request_id)
+        started = time.perf_counter()
+
+        def observe_latency() -> None:
+            seconds = time.perf_counter() - started
+            self.state.metrics.latency.labels(_route(scope)).observe(seconds)
+
+        response = _TrackedSend(send, request_id, observe_latency)
+        try:
+            await self._serve(scope, receive, headers, response)
+        except Exception:
+            log.exception("unhandled error", extra={"path": scope.get("path")})
+            if not response.started:
+                await _send_json(
+                    response,
+                    500,
+                    error_body("internal_error", "internal server error; quote the request id"),
+                )
+        finally:
+            self._log(scope, response.status, started)
+            request_id_var.reset(token)
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, headers: dict[str, str], send: Send
+    ) -> None:
+        """Read the body under the size limit (413 beyond it), then hand the request on."""
+        limit = self.state.config.max_body_bytes
+        body = await _read_body(receive, headers, limit)
+        if body is None:
+            await _send_json(
+                send,
+                413,
+                error_body(
+                    "body_too_large",
+                    f"request body exceeds the limit of {limit} bytes",
+                    max_body_bytes=limit,
+                ),
+            )
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    def _log(self, scope: Scope, status: int, started: float) -> None:
+        route = _route(scope)
+        self.state.metrics.requests.labels(route, scope["method"], str(status)).inc()
+        log.info(
+            "request",
+            extra={
+                "method": scope["method"],
+                "path": scope.get("path"),
+                "route": route,
+                "status": status,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                "client": (scope.get("client") or ("?",))[0],
+            },
+        )
+
+
+class _TrackedSend:
+    """`send` that adds the request id header and remembers whether, and with what status,
+    the response started (500 until it does)."""
+
+    def __init__(self, send: Send, request_id: str, on_start: Callable[[], None]) -> None:
+        self._send = send
+        self._request_id = request_id.encode()
+        self._on_start = on_start
+        self.status = 500
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.started = True
+            message.setdefault("headers", [])
+            message["headers"] = [*message["headers"], (b"x-request-id", self._request_id)]
+            self._on_start()
+        await self._send(message)
+
+
+def _route(scope: Scope) -> str:
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return str(path) if path else "unmatched"
+
+
+async def _read_body(receive: Receive, headers: dict[str, str], limit: int) -> bytes | None:
+    """The whole request body, or None as soon as it is known to exceed `limit` bytes."""
+    declared = headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                return None
+        except ValueError:
+            return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})

@@ -1,0 +1,5 @@
+"""The service's routes, one `APIRouter` per area; `server.app.create_app` includes each.
+
+A new area is a module here with a `router` (protected routes declare `dependencies=AUTH`
+and reach the engine through `StateDep`, see `server.deps`) and one `include_router` line.
+"""

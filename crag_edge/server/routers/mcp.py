@@ -1,0 +1,68 @@
+"""MCP over streamable HTTP at `/mcp`: the tools of `crag_edge.mcp_server`, behind the same
+bearer token and model-slot admission as every other route that reaches the models.
+
+The transport runs stateless (each POST is a whole exchange, answered as JSON): nothing is
+kept between requests, so a restart or a second replica loses no session. Each app gets its
+own MCP server because the SDK's session manager runs once, inside the app's lifespan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from fastapi import APIRouter, Request
+from mcp.server.mcpserver.exceptions import ToolError
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from crag_edge.engine import Engine
+from crag_edge.mcp_server import EngineRunner, build_server
+from crag_edge.server.deps import admitted, authorized
+from crag_edge.server.errors import ApiError
+from crag_edge.server.state import ServerState
+
+MCP_PATH = "/mcp"
+T = TypeVar("T")
+
+
+def mcp_router(state: ServerState) -> APIRouter:
+    """The `/mcp` route and the lifespan that runs its session manager."""
+    server = build_server(_runner(state), max_question_chars=state.config.max_question_chars)
+    transport = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        host=state.config.host,  # loopback: the SDK also checks Host and Origin headers
+    )
+    router = APIRouter(lifespan=lambda _app: server.session_manager.run())
+    router.routes.append(Route(MCP_PATH, _Authorized(transport), include_in_schema=False))
+    return router
+
+
+def _runner(state: ServerState) -> EngineRunner:
+    """Engine work on a model slot; not ready or at capacity is a tool error the calling
+    model can read (an MCP client expects a tool result, not an HTTP status)."""
+
+    async def run(work: Callable[[Engine], T]) -> T:
+        try:
+            engine = state.require_engine()
+            async with admitted(state):
+                return await run_in_threadpool(work, engine)
+        except ApiError as exc:
+            raise ToolError(f"{exc.message} ({exc.code})") from None
+
+    return run
+
+
+class _Authorized:
+    """The transport behind the service's bearer-token check: without the token, the same
+    401 (in the same JSON shape, with WWW-Authenticate) as every other protected route."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        authorized(Request(scope))
+        await self.app(scope, receive, send)

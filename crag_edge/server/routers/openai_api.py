@@ -1,0 +1,215 @@
+"""The OpenAI chat-completions API, so chat front ends (Open WebUI and its peers) can talk to
+the corpus: `GET /v1/models` lists it as one model, `crag-edge:<corpus name>`, and
+`POST /v1/chat/completions` answers, whole or streamed as `chat.completion.chunk` events
+ending with `data: [DONE]`.
+
+The last user message is the question and the earlier user and assistant messages are the
+conversation it may follow up on (system messages are ignored: the answer prompt is
+crag-edge's own). The answer cites its evidence as [n] and lists the cited sources at its
+end, for front ends that read only the text; a `crag` object beside `choices` (on the last
+chunk when streaming) carries the verdict, the follow-up rewrite and every numbered source.
+Sampling options (temperature, max_tokens, ...) are accepted and ignored: the service's
+settings decide them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+
+from crag_edge.config import Settings
+from crag_edge.engine import Engine
+from crag_edge.generation import AnswerFinish, AnswerStream, cited, incomplete_note, source_line
+from crag_edge.models.llm import Message
+from crag_edge.result import CragResult
+from crag_edge.result_views import sources, verdict
+from crag_edge.server.deps import AUTH, ReleaseOnce, StateDep, acquire, admitted
+from crag_edge.server.errors import ApiError
+from crag_edge.server.logs import request_id_var
+from crag_edge.server.routers.query import checked_question
+from crag_edge.server.state import ServerState
+
+log = logging.getLogger("crag_edge.server")
+router = APIRouter(tags=["openai"], dependencies=AUTH)
+_END = object()
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str = Field(description="system, user or assistant (others are ignored).")
+    content: str | list[dict[str, Any]] | None = Field(
+        None, description="Text, or a list of content parts of which the text parts are read."
+    )
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")  # sampling options are accepted and ignored
+    model: str = Field(description="The corpus's model id, as `GET /v1/models` lists it.")
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+
+
+def model_id(state: ServerState) -> str:
+    return f"crag-edge:{state.config.db.stem}"
+
+
+@router.get("/v1/models")
+async def models(state: StateDep) -> dict[str, Any]:
+    """The corpus, as the one model a chat front end can pick."""
+    try:
+        created = int(state.config.db.stat().st_mtime)
+    except OSError:
+        created = 0
+    entry = {"id": model_id(state), "object": "model", "created": created, "owned_by": "crag-edge"}
+    return {"object": "list", "data": [entry]}
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(body: ChatRequest, state: StateDep) -> JSONResponse | StreamingResponse:
+    """The answer to the last user message, from the corpus's graded evidence only."""
+    if body.model != model_id(state):
+        raise ApiError(
+            404,
+            "model_not_found",
+            f"no model {body.model!r}; this server serves {model_id(state)!r} (GET /v1/models)",
+        )
+    question, history = _conversation(body, state)
+    engine = state.require_engine()
+    if body.stream:
+        return await _streamed(state, engine, question, history)
+    async with admitted(state):
+        result, text, finish = await run_in_threadpool(_whole_answer, engine, question, history)
+    state.metrics.observe_result(result)
+    reply = _Reply(model_id(state), result, engine.settings)
+    return JSONResponse(reply.completion(text, finish))
+
+
+def _conversation(body: ChatRequest, state: ServerState) -> tuple[str, list[Message]]:
+    """(question, earlier turns): the last message must be the user's."""
+    if body.messages[-1].role != "user":
+        raise ApiError(422, "invalid_messages", "the last message must be the user's question")
+    turns = [(m.role, _text(m.content)) for m in body.messages if m.role in ("user", "assistant")]
+    question = checked_question(turns[-1][1], state.config)
+    return question, [{"role": role, "content": text} for role, text in turns[:-1]]
+
+
+def _text(content: str | list[dict[str, Any]] | None) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+    return content or ""
+
+
+def _whole_answer(
+    engine: Engine, question: str, history: list[Message]
+) -> tuple[CragResult, str, AnswerFinish]:
+    result, stream = engine.answer(question, history=history)
+    text = "".join(stream)
+    return result, text, stream.finish_reason
+
+
+async def _streamed(
+    state: ServerState, engine: Engine, question: str, history: list[Message]
+) -> StreamingResponse:
+    """Chunks as the model writes; the model slot is held until the stream ends."""
+    await acquire(state)
+    release = ReleaseOnce(state.admission.release)
+    try:
+        result, tokens = await run_in_threadpool(engine.answer, question, history=history)
+    except BaseException:
+        release()
+        raise
+    state.metrics.observe_result(result)
+    reply = _Reply(model_id(state), result, engine.settings)
+    return StreamingResponse(
+        _chunks(reply, tokens, release),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        background=BackgroundTask(release),
+    )
+
+
+async def _chunks(
+    reply: _Reply, tokens: AnswerStream, release: Callable[[], None]
+) -> AsyncIterator[str]:
+    try:
+        yield _event(reply.chunk({"role": "assistant", "content": ""}))
+        while (token := await run_in_threadpool(next, tokens, _END)) is not _END:
+            yield _event(reply.chunk({"content": token}))
+        text, finish = tokens.text, tokens.finish_reason
+        tail = reply.tail(text, finish)
+        if tail:
+            yield _event(reply.chunk({"content": tail}))
+        yield _event(reply.chunk({}, _finish(finish), crag=reply.crag(text, finish)))
+        yield "data: [DONE]\n\n"
+    except Exception:
+        log.exception("chat answer generation failed", extra={"request_id": reply.request_id})
+        message = "the answer could not be generated; quote the request id"
+        error = {"message": message, "type": "generation_failed", "request_id": reply.request_id}
+        yield _event({"error": error})
+    finally:
+        await run_in_threadpool(tokens.close)
+        release()
+
+
+def _event(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _finish(finish: AnswerFinish) -> str:
+    """OpenAI's finish reasons: a cut-off or stalled answer is `length`, any other `stop`
+    (the exact reason is in `crag.finish_reason`)."""
+    return "length" if finish in ("length", "timeout") else "stop"
+
+
+class _Reply:
+    """One answer in the OpenAI shapes: its id, its tail of sources, the `crag` object."""
+
+    def __init__(self, model: str, result: CragResult, settings: Settings) -> None:
+        self.model, self.result, self.settings = model, result, settings
+        self.request_id = request_id_var.get()
+        self.id = f"chatcmpl-{self.request_id or uuid.uuid4().hex}"
+        self.created = int(time.time())
+
+    def tail(self, text: str, finish: AnswerFinish) -> str:
+        """The cited sources, one a line, and a note when the answer is incomplete."""
+        lines = [source_line(item) for item in cited(text, self.result.context)]
+        tail = "\n\nSources:\n" + "\n".join(lines) if lines else ""
+        note = incomplete_note(finish, text, self.settings)
+        return f"{tail}\n\n({note})" if note else tail
+
+    def crag(self, text: str, finish: AnswerFinish) -> dict[str, Any]:
+        numbers = {item.n for item in cited(text, self.result.context)}
+        return verdict(self.result) | {
+            "finish_reason": finish,
+            "sources": [s | {"cited": s["n"] in numbers} for s in sources(self.result.context)],
+        }
+
+    def chunk(
+        self, delta: dict[str, Any], finish: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return self._envelope("chat.completion.chunk", choice) | extra
+
+    def completion(self, text: str, finish: AnswerFinish) -> dict[str, Any]:
+        message = {"role": "assistant", "content": text + self.tail(text, finish)}
+        choice = {"index": 0, "message": message, "finish_reason": _finish(finish)}
+        return self._envelope("chat.completion", choice) | {"crag": self.crag(text, finish)}
+
+    def _envelope(self, kind: str, choice: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+        }

@@ -1,0 +1,64 @@
+"""Operations: liveness, readiness, Prometheus metrics and the corpus and queue statistics."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import generate_latest
+from starlette.concurrency import run_in_threadpool
+
+from crag_edge.server.deps import AUTH, StateDep
+
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+
+router = APIRouter()
+
+
+@router.get("/healthz", tags=["health"])
+async def healthz() -> dict[str, str]:
+    """Liveness: the process serves HTTP (models may still be loading)."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", tags=["health"], responses={503: {"description": "Not ready"}})
+async def readyz(state: StateDep) -> JSONResponse:
+    """Readiness: true once the corpus is open and the models are loaded."""
+    if state.engine is not None:
+        return JSONResponse({"ready": True})
+    reason = "engine failed to load" if state.load_error else "loading models"
+    return JSONResponse({"ready": False, "reason": reason}, 503)
+
+
+@router.get("/metrics", tags=["health"], dependencies=AUTH, response_class=Response)
+async def metrics(state: StateDep) -> Response:
+    """Prometheus text: engine decisions and stage latencies, requests, queue depth, jobs."""
+    counts = state.jobs.counts()
+    for job_state in JOB_STATES:
+        state.metrics.jobs.labels(job_state).set(counts.get(job_state, 0))
+    text = generate_latest(state.metrics.registry)
+    if state.engine is not None:
+        text += state.engine.metrics.exposition()
+    return Response(text, media_type=PROMETHEUS_TEXT)
+
+
+@router.get("/v1/stats", tags=["corpus"], dependencies=AUTH)
+async def stats(state: StateDep) -> dict[str, Any]:
+    """Corpus counts and provenance, and the server's queue and jobs."""
+    engine = state.require_engine()
+    corpus = asdict(await run_in_threadpool(engine.corpus.stats))
+    corpus["path"] = str(corpus["path"])
+    config = state.config
+    return {
+        "corpus": corpus,
+        "server": {
+            "workers": config.workers,
+            "max_waiting": config.max_waiting,
+            "running": state.admission.running,
+            "waiting": state.admission.waiting,
+            "jobs": state.jobs.counts(),
+        },
+    }

@@ -1,0 +1,138 @@
+"""Questions: the corrective loop's result as JSON, and the answer streamed as server-sent
+events.
+
+Both take a model slot (`server.deps.admitted`); a streamed answer keeps its slot until the
+stream ends or the client goes away.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+
+from crag_edge.generation import AnswerStream, cited
+from crag_edge.result import CragResult
+from crag_edge.server.config import ServerConfig
+from crag_edge.server.deps import AUTH, ReleaseOnce, StateDep, acquire, admitted
+from crag_edge.server.errors import ApiError
+from crag_edge.server.logs import request_id_var
+
+log = logging.getLogger("crag_edge.server")
+router = APIRouter(tags=["query"], dependencies=AUTH)
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(description="The question; limited to the server's max_question_chars.")
+    mode: Literal["bm25", "dense", "hybrid"] | None = Field(
+        None, description="Retrieval mode (default: the retrieval_mode setting)."
+    )
+    top_k: int | None = Field(None, ge=1, le=100, description="Hits to retrieve per round.")
+
+
+def checked_question(asked: str, config: ServerConfig) -> str:
+    """The question without surrounding blanks; 422 when it is empty or too long."""
+    question = asked.strip()
+    if not question:
+        raise ApiError(422, "invalid_question", "the question is empty")
+    if len(asked) > config.max_question_chars:
+        raise ApiError(
+            422,
+            "question_too_long",
+            f"the question has {len(asked)} characters; the limit is {config.max_question_chars}",
+            max_question_chars=config.max_question_chars,
+        )
+    return question
+
+
+@router.post("/v1/query")
+async def query(body: QueryRequest, state: StateDep) -> dict[str, Any]:
+    """The corrective loop's result (CragResult JSON, as `crag-edge query --json`)."""
+    question = checked_question(body.question, state.config)
+    engine = state.require_engine()
+    async with admitted(state):
+        result = await run_in_threadpool(engine.query, question, mode=body.mode, top_k=body.top_k)
+    state.metrics.observe_result(result)
+    return result.to_dict()
+
+
+@router.post(
+    "/v1/answer",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def answer(body: QueryRequest, state: StateDep) -> StreamingResponse:
+    """Server-sent events: `token` events ({"text"}), then one `result` event
+    ({"answer", "finish_reason", "cited", "result": CragResult}); `error` instead if
+    generation fails. `finish_reason`: stop, length (cut at llm_max_tokens), timeout
+    (stalled past llm_stall_timeout_s) or insufficient_evidence (no model called)."""
+    question = checked_question(body.question, state.config)
+    engine = state.require_engine()
+    await acquire(state)
+    release = ReleaseOnce(state.admission.release)
+    try:
+        result, tokens = await run_in_threadpool(
+            engine.answer, question, mode=body.mode, top_k=body.top_k
+        )
+    except BaseException:
+        release()
+        raise
+    state.metrics.observe_result(result)
+    return StreamingResponse(
+        _answer_events(result, tokens, release, request_id_var.get()),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        background=BackgroundTask(release),
+    )
+
+
+def _sse(event: str, data: Any) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+_END = object()
+
+
+async def _answer_events(
+    result: CragResult,
+    tokens: AnswerStream,
+    release: Callable[[], None],
+    request_id: str | None,
+) -> AsyncIterator[str]:
+    try:
+        while True:
+            token = await run_in_threadpool(next, tokens, _END)
+            if token is _END:
+                break
+            yield _sse("token", {"text": token})
+        yield _sse(
+            "result",
+            {
+                "answer": tokens.text,
+                "finish_reason": tokens.finish_reason,
+                "cited": [item.n for item in cited(tokens.text, result.context)],
+                "result": result.to_dict(),
+            },
+        )
+    except Exception:
+        log.exception("answer generation failed", extra={"request_id": request_id})
+        yield _sse(
+            "error",
+            {
+                "error": "generation_failed",
+                "message": "the answer could not be generated; quote the request id",
+                "request_id": request_id,
+                "result": result.to_dict(),
+            },
+        )
+    finally:
+        await run_in_threadpool(tokens.close)
+        release()

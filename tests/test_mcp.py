@@ -1,0 +1,157 @@
+"""The MCP server driven by the SDK's own client: `crag-edge mcp` over stdio (a real
+subprocess), and the service's `/mcp` over streamable HTTP with and without its token."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("mcp")
+
+import httpx2
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tests.live_service import FOLLOW_UP, NONSENSE, TOKEN, WAL, live_service, sample_corpus
+from tests.test_server import Running
+
+ROOT = Path(__file__).parent.parent
+CLI = str(Path(sys.executable).parent / "crag-edge")
+STDIO_ENV = {
+    "CRAG_EDGE_GRADING_TIERS": '["signals", "cross_encoder"]',
+    "CRAG_EDGE_REWRITE_WITH_LLM": "false",
+    "CRAG_EDGE_LLM_MAX_TOKENS": "24",
+}
+HISTORY = [
+    {"role": "user", "content": WAL},
+    {"role": "assistant", "content": "Changes are appended to a separate WAL file [1]."},
+]
+
+pytestmark = pytest.mark.models
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
+    return sample_corpus(tmp_path_factory.mktemp("mcp"), embedder)
+
+
+@pytest.fixture(scope="module")
+def service(corpus: Path, embedder: Any) -> Iterator[Running]:
+    with live_service(corpus, embedder) as handle:
+        yield handle
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def check_the_tools(session: ClientSession) -> None:
+    """What every transport must serve: the tools, their verdicts and the follow-up."""
+    tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    assert set(tools) == {"search", "ask", "answer"}
+    for tool in tools.values():
+        assert "INCORRECT: nothing trustworthy was found: do not answer" in str(tool.description)
+        assert "history" in tool.input_schema["properties"]
+
+    asked = await call(session, "ask", question=WAL)
+    assert asked["decision"] in ("CORRECT", "AMBIGUOUS") and "follow_up" not in asked
+    assert asked["context"][0]["source"].endswith("sqlite-wal.md")
+    assert asked["context"][0]["n"] == 1 and asked["context"][0]["text"]
+
+    followed = await call(session, "ask", question=FOLLOW_UP, history=HISTORY)
+    rewrite = followed["follow_up"]
+    assert rewrite["question"] == FOLLOW_UP and rewrite["standalone"] == followed["question"]
+    assert "sqlite" in rewrite["standalone"].lower()
+    assert followed["corrections"][0] == {
+        "type": "rewrite",
+        "query": rewrite["standalone"],
+        "by": "keywords",
+        "for": "follow-up",
+        "question": FOLLOW_UP,
+    }
+    assert followed["context"][0]["source"].endswith("sqlite-wal.md")
+
+    nothing = await call(session, "ask", question=NONSENSE)
+    assert nothing["decision"] == "INCORRECT" and nothing["insufficient_evidence"] is True
+    assert nothing["context"] == [] and "do not answer" in nothing["meaning"]
+
+
+async def over_stdio(db: Path) -> None:
+    server = StdioServerParameters(
+        command=CLI,
+        args=["mcp", "--db", str(db)],
+        env={k: v for k, v in os.environ.items() if k.startswith("CRAG_EDGE_")} | STDIO_ENV,
+        cwd=ROOT,
+    )
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await check_the_tools(session)
+
+        found = await call(session, "search", question=WAL)
+        hit = found["hits"][0]
+        assert {"source", "text", "retrieval_score", "grade", "tier", "kept"} <= set(hit)
+        assert any(h["kept"] and h["tier"] for h in found["hits"])
+
+        answered = await call(session, "answer", question=WAL)
+        assert answered["answer"].strip() and answered["finish_reason"] in ("stop", "length")
+        assert all(c["source"].endswith(".md") or c["source"] for c in answered["citations"])
+
+        empty = await session.call_tool("ask", {"question": "   "})
+        assert empty.is_error and "the question is empty" in str(empty.content)
+
+
+def test_stdio_server_serves_the_tools(corpus: Path) -> None:
+    asyncio.run(over_stdio(corpus))
+
+
+def test_stdio_server_refuses_a_missing_corpus_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [CLI, "mcp", "--db", str(tmp_path / "nope.db")],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("error:") and "Traceback" not in done.stderr
+
+
+async def over_http(url: str, token: str | None) -> None:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=300) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        await check_the_tools(session)
+
+
+def test_http_transport_serves_the_tools_with_the_token(service: Running) -> None:
+    asyncio.run(over_http(service.url, TOKEN))
+
+
+def test_http_transport_refuses_a_client_without_the_token(service: Running) -> None:
+    with pytest.raises(ExceptionGroup) as refused:  # the SDK's task groups wrap its error
+        asyncio.run(over_http(service.url, None))
+    assert refused.group_contains(MCPError, match="error response")
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    for token in (None, "wrong-token"):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        r = httpx.post(f"{service.url}/mcp", json=hello, headers=headers)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert r.json()["error"] == "unauthorized" and r.json()["request_id"]

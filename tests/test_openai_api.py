@@ -1,0 +1,117 @@
+"""The OpenAI chat-completions API driven by the official `openai` client against the live
+service: the model list, whole and streamed answers with their `crag` object, a follow-up
+question, and the service's auth and validation rules."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("openai")
+
+import openai
+
+from crag_edge.generation import INSUFFICIENT
+from tests.live_service import FOLLOW_UP, NONSENSE, TOKEN, WAL, live_service, sample_corpus
+from tests.test_server import Running
+
+pytestmark = pytest.mark.models
+MODEL = "crag-edge:corpus"
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[Running]:
+    db = sample_corpus(tmp_path_factory.mktemp("openai"), embedder)
+    with live_service(db, embedder) as handle:
+        yield handle
+
+
+def client(service: Running, key: str = TOKEN) -> Any:
+    return openai.OpenAI(base_url=f"{service.url}/v1", api_key=key, max_retries=0, timeout=300)
+
+
+def ask(service: Running, *messages: dict[str, str], **options: Any) -> Any:
+    return client(service).chat.completions.create(model=MODEL, messages=list(messages), **options)
+
+
+def user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+def test_the_corpus_is_listed_as_one_model(service: Running) -> None:
+    models = client(service).models.list().data
+    assert [m.id for m in models] == [MODEL]
+    assert models[0].owned_by == "crag-edge"
+
+
+def test_a_whole_answer_carries_its_verdict_and_sources(service: Running) -> None:
+    completion = ask(service, {"role": "system", "content": "Be brief."}, user(WAL))
+    choice = completion.choices[0]
+    assert completion.object == "chat.completion" and completion.model == MODEL
+    assert choice.message.role == "assistant" and choice.message.content.strip()
+    assert choice.finish_reason in ("stop", "length")
+    crag = completion.model_extra["crag"]
+    assert crag["decision"] in ("CORRECT", "AMBIGUOUS") and crag["question"] == WAL
+    assert crag["sources"][0]["source"].endswith("sqlite-wal.md")
+    assert [s["n"] for s in crag["sources"]] == list(range(1, len(crag["sources"]) + 1))
+    for source in crag["sources"]:
+        assert source["cited"] == (f"[{source['n']}]" in choice.message.content)
+
+
+def test_a_streamed_answer_arrives_in_chunks_and_ends_with_the_verdict(service: Running) -> None:
+    chunks = list(ask(service, user(WAL), stream=True))
+    assert all(c.object == "chat.completion.chunk" and c.model == MODEL for c in chunks)
+    assert len({c.id for c in chunks}) == 1
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert text.strip()
+    last = chunks[-1]
+    assert last.choices[0].finish_reason in ("stop", "length")
+    assert [c for c in chunks if c.choices[0].finish_reason] == [last]
+    assert last.model_extra["crag"]["sources"][0]["source"].endswith("sqlite-wal.md")
+
+
+def test_the_stream_is_server_sent_events_ending_with_done(service: Running) -> None:
+    body = {"model": MODEL, "messages": [user(NONSENSE)], "stream": True}
+    with service.client() as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = [line.removeprefix("data: ") for line in r.iter_lines() if line]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    assert text == INSUFFICIENT.format(fallback="")  # no model was asked
+    assert chunks[-1]["crag"]["decision"] == "INCORRECT"
+    assert chunks[-1]["crag"]["finish_reason"] == "insufficient_evidence"
+
+
+def test_a_follow_up_is_answered_from_the_standalone_question(service: Running) -> None:
+    first = ask(service, user(WAL)).choices[0].message.content
+    completion = ask(service, user(WAL), {"role": "assistant", "content": first}, user(FOLLOW_UP))
+    crag = completion.model_extra["crag"]
+    rewrite = crag["follow_up"]
+    assert rewrite["question"] == FOLLOW_UP and rewrite["by"] == "keywords"
+    assert rewrite["standalone"] == crag["question"] and "sqlite" in crag["question"].lower()
+    assert crag["sources"] and crag["sources"][0]["source"].endswith("sqlite-wal.md")
+
+
+def test_auth_model_and_messages_are_checked(service: Running) -> None:
+    with pytest.raises(openai.AuthenticationError):
+        client(service, key="wrong").models.list()
+    with pytest.raises(openai.AuthenticationError):
+        client(service, key="wrong").chat.completions.create(model=MODEL, messages=[user(WAL)])
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client(service).chat.completions.create(model="gpt-4o", messages=[user(WAL)])
+    with pytest.raises(openai.UnprocessableEntityError) as answered:
+        ask(service, user(WAL), {"role": "assistant", "content": "Sure."})
+    with pytest.raises(openai.UnprocessableEntityError) as empty:
+        ask(service, user("   "))
+    # The service's one error shape: the client keeps its `error` code as the body.
+    assert (unknown.value.body, answered.value.body, empty.value.body) == (
+        "model_not_found",
+        "invalid_messages",
+        "invalid_question",
+    )

@@ -1,0 +1,205 @@
+"""Storage faults on real files, in real child processes: a full disk (a file-size limit), a
+read-only corpus, a creation cut short, two creators at once, and damaged pages. Each is one
+clear line and exit 1, and no committed document is ever lost."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from crag_edge.store import Corpus, CorruptCorpusError
+
+FAST = {
+    "CRAG_EDGE_GRADING_TIERS": '["signals"]',
+    "CRAG_EDGE_REWRITE_WITH_LLM": "false",
+}
+WORDS = ["alpha", "beta", "gamma", "delta", "bees", "honey", "sqlite", "wal", "page", "index"]
+
+
+def crag_edge(
+    *args: str, preexec: Callable[[], None] | None = None, prefix: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """The real command line in a child process (limits and privileges apply to it alone)."""
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "crag_edge.cli", *args],
+        capture_output=True,
+        text=True,
+        env=os.environ | FAST,
+        preexec_fn=preexec,
+        timeout=600,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert all(word in lines[0] for word in words), lines[0]
+
+
+def file_size_limit(limit: int) -> Callable[[], None]:
+    """A full disk for one process: writes past `limit` bytes fail (EFBIG), as ENOSPC would."""
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def write_docs(folder: Path, count: int, words: int = 3000) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        text = " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(words))
+        (folder / f"doc{i}.txt").write_text(f"Document {i}. {text}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("small")
+    result = crag_edge("ingest", "--db", str(folder / "c.db"), str(write_docs(folder / "d", 2)))
+    assert result.returncode == 0, result.stderr
+    return folder / "c.db"
+
+
+def documents(db: Path) -> int:
+    with Corpus.open(db, readonly=True) as corpus:
+        return corpus.stats().documents
+
+
+# -- disk full -------------------------------------------------------------------------------
+
+
+def test_disk_full_during_ingest_is_one_line_and_loses_nothing(
+    small_db: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "c.db"
+    shutil.copy(small_db, db)
+    docs = write_docs(tmp_path / "many", 60)
+    limit = db.stat().st_size + 400_000
+    full = crag_edge("ingest", "--db", str(db), str(docs), preexec=file_size_limit(limit))
+    assert_one_line_error(full, str(db), "disk")
+    assert crag_edge("check", "--db", str(db)).returncode == 0
+    kept = documents(db)
+    assert 2 < kept < 62
+    resumed = crag_edge("ingest", "--db", str(db), str(docs), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert documents(db) == 62
+
+
+def test_disk_full_while_creating_leaves_no_stub(small_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    docs = write_docs(tmp_path / "d", 1)
+    cut = crag_edge("ingest", "--db", str(db), str(docs), preexec=file_size_limit(20_000))
+    assert_one_line_error(cut, "disk")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+    again = crag_edge("ingest", "--db", str(db), str(docs))
+    assert again.returncode == 0, again.stderr
+    assert documents(db) == 1
+
+
+def create_at_once(path: Path) -> list[BaseException]:
+    """Two threads creating the same new corpus at the same moment; what either raised."""
+    barrier = threading.Barrier(2)
+    failures: list[BaseException] = []
+
+    def create() -> None:
+        barrier.wait()
+        try:
+            Corpus.open_or_create(path, "embedder", 4).close()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=create) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return failures
+
+
+def test_two_creators_of_one_new_corpus_both_succeed(tmp_path: Path) -> None:
+    for attempt in range(20):
+        path = tmp_path / f"race{attempt}.db"
+        assert create_at_once(path) == []
+        assert documents(path) == 0
+
+
+# -- read-only corpora -----------------------------------------------------------------------
+
+
+def without_write_access() -> tuple[str, ...]:
+    """A prefix that runs a child unable to write read-only files, even as root."""
+    if os.geteuid() != 0:
+        return ()
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: read-only files cannot be simulated")
+    return (setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner")
+
+
+@pytest.mark.parametrize("read_only", ["file", "folder"])
+def test_read_only_corpus_opens_read_only_for_reading(
+    small_db: Path, tmp_path: Path, read_only: str
+) -> None:
+    folder = tmp_path / "share"
+    folder.mkdir()
+    db = folder / "c.db"
+    shutil.copy(small_db, db)
+    db.chmod(0o444)
+    if read_only == "folder":
+        folder.chmod(0o555)
+    prefix = without_write_access()
+    try:
+        stats = crag_edge("stats", "--db", str(db), "--json", prefix=prefix)
+        query = crag_edge("query", "bees", "--db", str(db), "--json", prefix=prefix)
+        check = crag_edge("check", "--db", str(db), prefix=prefix)
+        write = crag_edge("ingest", "--db", str(db), str(tmp_path), prefix=prefix)
+    finally:
+        folder.chmod(0o755)
+    assert stats.returncode == 0 and '"documents": 2' in stats.stdout, stats.stderr
+    assert query.returncode == 0 and '"hits"' in query.stdout, query.stderr
+    assert check.returncode == 0, check.stderr
+    assert_one_line_error(write, str(db), "read-only")
+    assert not stat.S_IMODE(db.stat().st_mode) & 0o222
+
+
+# -- damaged pages ---------------------------------------------------------------------------
+
+
+def damage(db: Path) -> None:
+    """Overwrite part of every seventh page after the schema with noise."""
+    size = db.stat().st_size
+    noise = bytes(range(256)) * 2
+    with db.open("r+b") as fh:
+        for page in range(5, size // 4096, 7):
+            fh.seek(page * 4096 + 100)
+            fh.write(noise)
+
+
+def test_damaged_pages_are_found_and_reported(small_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    shutil.copy(small_db, db)
+    healthy = crag_edge("check", "--db", str(db))
+    assert healthy.returncode == 0 and "ok" in healthy.stdout, healthy.stderr
+    damage(db)
+    before = db.read_bytes()
+    assert_one_line_error(crag_edge("check", "--db", str(db)), str(db), "damaged")
+    assert_one_line_error(crag_edge("query", "bees", "--db", str(db)), str(db), "damaged")
+    assert_one_line_error(
+        crag_edge("ingest", "--db", str(db), str(write_docs(tmp_path / "d", 1))), "damaged"
+    )
+    assert db.read_bytes() == before
+    with pytest.raises(CorruptCorpusError, match="check"), Corpus.open(db) as corpus:
+        corpus.check()
