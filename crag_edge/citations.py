@@ -5,8 +5,8 @@ keeps with every chunk the places it spans; evidence cut from chunks is located 
 (`locate`). Every output that names a source (cited answers, the TUI, JSON, the chat API,
 MCP) writes it with `locator`: `report.pdf p. 12`, `report.pdf pp. 12-13` (an en dash),
 `sql-createindex.html § Index Storage Parameters`, or just the file name when the document
-has no pages or headings (plain text, BEIR records, web results, chunks stored before places
-were recorded).
+has no pages or headings (plain text, BEIR records, web results), and for chunks a schema
+version 3 corpus file holds (they keep none until their document is re-indexed).
 """
 
 from __future__ import annotations
@@ -48,9 +48,13 @@ def places_within(places: Sequence[Place], start: int, end: int) -> tuple[Place,
     """The places a span [start, end) needs to be located, and any span inside it: the one
     in effect at `start`, then every one that begins inside the span. `places` are sorted
     by offset."""
-    offsets = [place.offset for place in places]
-    first = max(bisect.bisect_right(offsets, start) - 1, 0)
-    return tuple(place for place in places[first:] if place.offset < end)
+    first = max(bisect.bisect_right(places, start, key=_offset) - 1, 0)
+    following = (places[i] for i in range(first, len(places)))
+    return tuple(itertools.takewhile(lambda place: place.offset < end, following))
+
+
+def _offset(place: Place) -> int:
+    return place.offset
 
 
 def locate(places: Sequence[Place], start: int, end: int) -> Location:

@@ -28,7 +28,7 @@ from rich.table import Table
 
 from crag_edge import corpus_calibration
 from crag_edge.citations import location_fields, locator
-from crag_edge.config import Settings, SettingsError
+from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.engine import Engine
 from crag_edge.evaluation import EvalDataError, evaluate_retrieval, read_qrels, read_queries
 from crag_edge.evaluation.answers import (
@@ -101,11 +101,12 @@ EXPECTED_ERRORS = (
 DbOption = Annotated[Path, typer.Option("--db", help="Corpus database file (one per corpus).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 ModeOption = Annotated[
-    str | None,
+    Mode | None,
     typer.Option(
         "--mode", help="Retrieval mode: bm25, dense or hybrid (default: setting retrieval_mode)."
     ),
 ]
+TOP_K_MIN, TOP_K_MAX = field_range("top_k")
 
 
 def print_json(data: Any) -> None:
@@ -348,7 +349,8 @@ def ingest(
     ],
     db: DbOption,
     fmt: Annotated[
-        str, typer.Option("--format", help="auto (by file suffix) or beir (corpus.jsonl lines).")
+        Format,
+        typer.Option("--format", help="auto (by file suffix) or beir (corpus.jsonl lines)."),
     ] = "auto",
     prune: Annotated[
         bool,
@@ -370,9 +372,6 @@ def ingest(
     if watch:
         _watch_folders(ctx, inputs, db, fmt, as_json)
         return
-    if fmt not in ("auto", "beir"):
-        raise ValueError(f"--format must be auto or beir, not {fmt!r}")
-    checked_fmt: Format = "beir" if fmt == "beir" else "auto"
     with (
         Engine.open(db, _settings(ctx), create=True) as engine,
         counting_bar("{task.description}", as_json) as bar,
@@ -388,7 +387,7 @@ def ingest(
             }[event.stage]
             bar.update(task, completed=event.done, total=event.total, description=description)
 
-        report = engine.ingest(inputs, fmt=checked_fmt, prune=prune, progress=on_progress)
+        report = engine.ingest(inputs, fmt=fmt, prune=prune, progress=on_progress)
     _print_ingest_report(report, as_json)
     if report.errors and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
@@ -604,13 +603,15 @@ def query(
     question: Annotated[str, typer.Argument(help="The question, in plain words.")],
     db: DbOption,
     mode: ModeOption = None,
-    top_k: Annotated[int | None, typer.Option("--top-k", help="Hits to return.")] = None,
+    top_k: Annotated[
+        int | None, typer.Option("--top-k", help="Hits to return.", min=TOP_K_MIN, max=TOP_K_MAX)
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Retrieve the best chunks for a question, grade each one, and decide CORRECT /
     AMBIGUOUS / INCORRECT."""
     with Engine.open(db, _settings(ctx)) as engine:
-        result = engine.query(question, mode=_mode(mode), top_k=top_k)
+        result = engine.query(question, mode=mode, top_k=top_k)
     if as_json:
         print_json(result.to_dict())
         return
@@ -624,7 +625,10 @@ def answer(
     question: Annotated[str, typer.Argument(help="The question, in plain words.")],
     db: DbOption,
     mode: ModeOption = None,
-    top_k: Annotated[int | None, typer.Option("--top-k", help="Hits per retrieval.")] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option("--top-k", help="Hits per retrieval.", min=TOP_K_MIN, max=TOP_K_MAX),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run the corrective loop, then stream an answer that cites its evidence by number.
@@ -633,7 +637,7 @@ def answer(
     off by llm_max_tokens or the stall timeout gets a note on stderr."""
     settings = _settings(ctx)
     with Engine.open(db, settings) as engine:
-        result, stream = engine.answer(question, mode=_mode(mode), top_k=top_k)
+        result, stream = engine.answer(question, mode=mode, top_k=top_k)
         if not as_json:
             print_result(result)
             out.print("[bold]answer[/]:", highlight=False)
@@ -684,12 +688,6 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def _mode(mode: str | None) -> Mode | None:
-    if mode is not None and mode not in ("bm25", "dense", "hybrid"):
-        raise ValueError(f"--mode must be bm25, dense or hybrid, not {mode!r}")
-    return mode  # type: ignore[return-value]
-
-
 # -- eval ------------------------------------------------------------------------------------
 
 
@@ -700,19 +698,18 @@ def eval_retrieval(
     db: DbOption,
     queries: Annotated[Path, typer.Option("--queries", help="BEIR queries.jsonl.")],
     qrels: Annotated[Path, typer.Option("--qrels", help="BEIR qrels .tsv (or TREC qrels).")],
-    mode: Annotated[str, typer.Option("--mode", help="bm25, dense or hybrid.")] = "hybrid",
+    mode: Annotated[Mode, typer.Option("--mode", help="bm25, dense or hybrid.")] = "hybrid",
     as_json: JsonOption = False,
 ) -> None:
     """nDCG@10, Recall@10/100 and latency of one retrieval mode; documents ranked by best chunk."""
-    checked: Mode = _mode(mode) or "hybrid"
     query_texts, judgements = read_queries(queries), read_qrels(qrels)
     with (
         Engine.open(db, _settings(ctx), readonly=True) as engine,
-        counting_bar(f"eval {checked}", as_json) as bar,
+        counting_bar(f"eval {mode}", as_json) as bar,
     ):
         task = bar.add_task("queries", total=sum(1 for q in query_texts if q in judgements))
         result = evaluate_retrieval(
-            engine.retriever, query_texts, judgements, checked, on_query=lambda: bar.advance(task)
+            engine.retriever, query_texts, judgements, mode, on_query=lambda: bar.advance(task)
         )
     print_report(result, as_json)
 
@@ -860,7 +857,10 @@ def eval_pairs(
     db: Annotated[Path | None, typer.Option("--db", help="Corpus (for --from retrieval).")] = None,
     queries: Annotated[Path | None, typer.Option("--queries", help="BEIR queries.jsonl.")] = None,
     qrels: Annotated[Path | None, typer.Option("--qrels", help="BEIR qrels .tsv.")] = None,
-    top_k: Annotated[int, typer.Option("--top-k", help="Hits per query (retrieval).")] = 10,
+    top_k: Annotated[
+        int,
+        typer.Option("--top-k", help="Hits per query (retrieval).", min=TOP_K_MIN, max=TOP_K_MAX),
+    ] = 10,
 ) -> None:
     """Make (query, passage, label) pairs for `eval grading` from a labelled dataset, or from
     your own corpus's retrieval results (to calibrate the grader on what it will really see)."""

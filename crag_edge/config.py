@@ -8,20 +8,34 @@ compatibility (`KB_AGENT_*`), which are honoured exactly as they are spelled.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
+import types
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+import annotated_types
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
 
+from crag_edge.text_boundary import is_valid, printable_path
+
 ENV_PREFIX = "CRAG_EDGE_"
+ENV_FILE = ".env"
 FastPathRule = Literal["read_file", "few_context", "high_vector_score"]
 Tier = Literal["signals", "cross_encoder", "llm"]
 KB_AGENT_ENV_NAMES = {
@@ -29,6 +43,8 @@ KB_AGENT_ENV_NAMES = {
     "auto_approve_max_items": "KB_AGENT_AUTO_APPROVE_MAX_ITEMS",
     "max_iterations": "KB_AGENT_MAX_ITERATIONS",
 }
+# What each fallback provider cannot work without.
+FALLBACK_NEEDS = {"local": "fallback_db", "searxng": "searxng_url", "tavily": "tavily_api_key"}
 
 
 class SettingsError(ValueError):
@@ -56,8 +72,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
-        env_file=".env",
+        env_file=ENV_FILE,
         env_file_encoding="utf-8",
+        # Lists and tuples in env vars are JSON, read by `_from_text` so that a value that is
+        # not JSON is a validation error naming the variable, like every other bad value.
+        enable_decoding=False,
         extra="ignore",
         populate_by_name=True,
         validate_default=True,
@@ -186,7 +205,7 @@ class Settings(BaseSettings):
         "sentences", description="How kept evidence is split into strips for refinement."
     )
     strip_scorer: Literal["coverage", "embedding", "cross_encoder"] = Field(
-        "coverage", description="What scores strips; README 'Refinement' has the measurements."
+        "coverage", description="What scores strips; docs/correction.md has the measurements."
     )
     strip_threshold: float = Field(
         0.1, ge=0.0, le=1.0, description="Strips below are dropped (0.25 suits `embedding`)."
@@ -221,13 +240,56 @@ class Settings(BaseSettings):
     server_retry_after_s: int = Field(2, ge=1, le=3600)
 
     # Platt scaling (a, b) per tier: p = sigmoid(a * raw + b), fitted on SciFact pairs with
-    # `crag-edge eval grading --fit-calibration` (see README, "Grading"); None = use as is.
+    # `crag-edge eval grading --fit-calibration` (see docs/grading.md); None = use as is.
     calibration_signals: tuple[float, float] | None = (17.96, -11.71)
     # The model tiers': fitted on held-out SciFact rationale pairs for the shipped evaluator
     # and the default Qwen judge (`scripts/measure_cascade.py`). The evaluator's raw scores
     # run low (0.5 at raw 0.32); Qwen's P(yes) runs high (0.5 at raw 0.70). Refit for others.
     calibration_cross_encoder: tuple[float, float] | None = (10.13, -3.23)
     calibration_llm: tuple[float, float] | None = (8.29, -5.79)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _from_text(cls, value: Any, info: ValidationInfo) -> Any:
+        """Env and `.env` values arrive as text: bytes that were not UTF-8 are refused (except
+        in paths, which may name such files), and list and tuple settings are read as JSON."""
+        if not isinstance(value, str) or info.field_name is None:
+            return value
+        kinds = _kinds(cls.model_fields[info.field_name].annotation)
+        if not is_valid(value) and Path not in kinds:
+            raise ValueError("holds bytes that are not UTF-8 text")
+        if not kinds & {list, tuple, dict}:
+            return value
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"is not JSON ({exc.msg}); write it as a JSON list") from None
+
+    @field_validator("audit_log")
+    @classmethod
+    def _audit_log_writable(cls, path: Path | None) -> Path | None:
+        """Checked at start, where the variable can be named; the audit sink appends to the
+        file and creates no folder the user did not make."""
+        if path is None:
+            return None
+        if path.is_dir():
+            raise ValueError("is a folder; name a file in it (e.g. audit.jsonl)")
+        if not path.parent.is_dir():
+            raise ValueError(f"the folder {printable_path(path.parent)} does not exist; create it")
+        if not os.access(path if path.exists() else path.parent, os.W_OK):
+            raise ValueError("is not writable")
+        return path
+
+    @model_validator(mode="after")
+    def _fallback_configured(self) -> Settings:
+        for provider in self.fallback_providers:
+            needed = FALLBACK_NEEDS[provider]
+            if not getattr(self, needed):
+                raise ValueError(
+                    f"{env_name('fallback_providers')} lists {provider}, which needs "
+                    f"{env_name(needed)} ({needed})"
+                )
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -262,6 +324,11 @@ class Settings(BaseSettings):
             return cls(**overrides)
         except ValidationError as exc:
             raise SettingsError(_describe(exc)) from None
+        except UnicodeDecodeError as exc:  # the TOML source reports its own; this is `.env`
+            raise SettingsError(
+                f"{Path(ENV_FILE).absolute()} is not UTF-8 text ({exc.reason} at byte "
+                f"{exc.start}); save it as UTF-8"
+            ) from None
         finally:
             _CONFIG_PATH.reset(token)
 
@@ -293,6 +360,21 @@ class _TomlSource(PydanticBaseSettingsSource):
 def _env_config_path() -> Path | None:
     value = os.environ.get(ENV_PREFIX + "CONFIG")
     return Path(value) if value else None
+
+
+def _kinds(annotation: Any) -> set[Any]:
+    """The types a field accepts, unwrapped: `list[Path] | None` gives {list, NoneType}."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else ()
+    return {get_origin(member) or member for member in members or (annotation,)}
+
+
+def field_range(field: str) -> tuple[int, int]:
+    """The (min, max) an integer setting allows, read from its declaration: a command-line
+    option for the same number takes its range from here, so both refuse the same values."""
+    constraints = Settings.model_fields[field].metadata
+    low = next(c.ge for c in constraints if isinstance(c, annotated_types.Ge))
+    high = next(c.le for c in constraints if isinstance(c, annotated_types.Le))
+    return int(low), int(high)
 
 
 def env_name(field: str) -> str:

@@ -60,8 +60,7 @@ class AuditSink:
             json.dumps(context | e.to_dict(), ensure_ascii=False, default=str) + "\n"
             for e in events
         )
-        with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:  # the folder must exist: the audit_log setting is checked at start
             with self.path.open("a", encoding="utf-8") as handle:
                 handle.write(lines)
 

@@ -32,7 +32,7 @@ class Chunk:
     `pages` (first, last) and `section` locate the whole chunk for citations; `places` are
     the document's places from the one in effect at `start` up to `end`, so a strip cut
     from the chunk can be located exactly (`citations.locate`). All empty for text that
-    has no pages or headings, and for chunks stored before places were recorded."""
+    has no pages or headings, and for chunks a schema version 3 corpus file holds."""
 
     chunk_id: int
     doc_id: int

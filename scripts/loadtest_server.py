@@ -1,4 +1,4 @@
-"""Bounded load test of a running `crag-edge serve` on loopback (README, "HTTP service").
+"""Bounded load test of a running `crag-edge serve` on loopback (docs/service.md).
 
 For each concurrency level, `--requests` POST /v1/query calls are made by that many clients
 (each request has a client timeout; the whole level has a time cap). Reported per level:

@@ -1,6 +1,6 @@
 """Measure the grading defaults: signal weights, the signals calibration, the aggregation.
 
-Reproduces the numbers in README "Grading". Pairs files come from `crag-edge eval pairs`;
+Reproduces the numbers in docs/grading.md. Pairs files come from `crag-edge eval pairs`;
 SciFact (training allowed) fits, WikiQA and Climate-FEVER (evaluation only) check transfer.
 
     python scripts/measure_grading_defaults.py --pairs-dir /tmp/pairs

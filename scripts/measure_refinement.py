@@ -5,7 +5,7 @@ into sentence strips and scored by each strip scorer; for each threshold we coun
 of rationale sentences kept (a kept strip overlaps the rationale's span: strips join short
 sentences, so one strip may hold several of SciFact's sentences) and the share of the
 abstract's tokens removed. A strip holding a rationale is a positive for the strip AUC. This
-chose `strip_threshold` and the default strip scorer (README, "Refinement").
+chose `strip_threshold` and the default strip scorer (docs/correction.md).
 
     python scripts/measure_refinement.py --data ../shared/data/scifact --json out.json
 """

@@ -1,4 +1,4 @@
-"""Split SciFact for the fallback experiment (README, "Correction"): corpus A lacks the gold
+"""Split SciFact for the fallback experiment (docs/correction.md): corpus A lacks the gold
 abstracts of a random half of the train claims; corpus B holds exactly those abstracts.
 
     python scripts/scifact_split.py ../shared/data/scifact OUT_DIR [--seed 7]

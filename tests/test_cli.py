@@ -6,10 +6,8 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from crag_edge.cli import app
@@ -74,22 +72,6 @@ def test_every_command_explains_itself(command: list[str]) -> None:
     result = invoke(*command, "--help")
     assert result.exit_code == 0
     assert "Usage" in result.stdout and len(result.stdout) > 200
-
-
-def _command_paths(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    paths = []
-    for name, command in group.commands.items():
-        path = (*prefix, name)
-        paths += _command_paths(command, path) if hasattr(command, "commands") else [path]
-    return paths
-
-
-def test_every_command_is_documented_in_the_readme() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    commands = _command_paths(typer.main.get_command(app))
-    assert ("calibrate",) in commands and ("eval", "answers") in commands
-    missing = [" ".join(c) for c in commands if f"crag-edge {' '.join(c)}" not in readme]
-    assert not missing, f"commands without a line in the README: {missing}"
 
 
 def test_ingest_is_incremental_and_reports_json(tmp_path: Path) -> None:

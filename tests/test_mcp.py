@@ -69,6 +69,7 @@ async def check_the_tools(session: ClientSession) -> None:
     asked = await call(session, "ask", question=WAL)
     assert asked["decision"] in ("CORRECT", "AMBIGUOUS") and "follow_up" not in asked
     assert asked["context"][0]["source"].endswith("sqlite-wal.md")
+    assert asked["context"][0]["section"] == "SQLite write-ahead logging"
     assert asked["context"][0]["n"] == 1 and asked["context"][0]["text"]
 
     followed = await call(session, "ask", question=FOLLOW_UP, history=HISTORY)

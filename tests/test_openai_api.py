@@ -56,6 +56,7 @@ def test_a_whole_answer_carries_its_verdict_and_sources(service: Running) -> Non
     crag = completion.model_extra["crag"]
     assert crag["decision"] in ("CORRECT", "AMBIGUOUS") and crag["question"] == WAL
     assert crag["sources"][0]["source"].endswith("sqlite-wal.md")
+    assert crag["sources"][0]["locator"] == "sqlite-wal.md § SQLite write-ahead logging"
     assert [s["n"] for s in crag["sources"]] == list(range(1, len(crag["sources"]) + 1))
     for source in crag["sources"]:
         assert source["cited"] == (f"[{source['n']}]" in choice.message.content)

@@ -11,7 +11,7 @@ documents.
 The default scorer is the cheapest one that separates strips: keyword coverage. On SciFact's
 rationale sentences it separates them about as well as embedding cosine blended with coverage
 (strip AUC 0.722 vs 0.735, `scripts/measure_refinement.py`) at a small fraction of its cost
-(README "Refinement" has the timings).
+(docs/correction.md has the timings).
 """
 
 from __future__ import annotations

@@ -345,7 +345,7 @@ class Grader:
         WikiQA pairs better for the same LLM calls, and it bounds the slowest tier's latency
         per query. A list too short for a share goes unjudged: spending one call anyway on
         lists heading for rejection sent 69 % of SciFact's cited abstracts to the judge and
-        lowered their AUC (0.750 vs 0.793; README: Grading)."""
+        lowered their AUC (0.750 vs 0.793; docs/grading.md)."""
         budget = int(self.settings.judge_share * len(items) + 1e-9)
         return sorted(self._best_unsettled(items, budget))
 

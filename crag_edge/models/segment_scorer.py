@@ -5,7 +5,7 @@ attention stays within the text and positions restart. Its score, Σ_d w_d·u_d�
 the two pooled vectors, therefore needs the passage's vector v but never the pair. The
 vector is computed once per chunk and stored (`store.PassageVectors`); grading a hit list
 then costs one short query encoding and a dot product per hit instead of a forward pass per
-pair (measured: 20 chunk-length hits in ~10 ms instead of ~630 ms, README "Grading").
+pair (measured: 20 chunk-length hits in ~10 ms instead of ~630 ms, docs/grading.md).
 
 Each text runs through the graph alone (batch of one): int8 activations are quantized with a
 scale computed over the whole batch, so only then does a passage's vector depend on its text

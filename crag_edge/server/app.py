@@ -22,6 +22,7 @@ from crag_edge.engine import Engine
 from crag_edge.server.config import ServerConfig
 from crag_edge.server.errors import install_error_handlers
 from crag_edge.server.middleware import RequestContext
+from crag_edge.server.openapi import install_openapi
 from crag_edge.server.routers import ingest, openai_api, ops, query
 from crag_edge.server.routers.mcp import mcp_router
 from crag_edge.server.state import EngineFactory, ServerState
@@ -59,6 +60,7 @@ def create_app(
     app.state.server = state
     app.add_middleware(RequestContext, state=state)  # outermost; CORS is off (no middleware)
     install_error_handlers(app)
+    install_openapi(app, config)
     app.include_router(ops.router)
     app.include_router(query.router)
     app.include_router(ingest.router)

@@ -4,13 +4,22 @@ stdio. Register them on the main Typer app with `app.command()(serve)` and
 
 from __future__ import annotations
 
+import errno
+import logging
+import socket
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Literal, NoReturn
 
 import typer
 
-from crag_edge.config import Settings, SettingsError
+from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.server.config import ServerConfig, ServerConfigError
+from crag_edge.store import Corpus, CorpusError
+from crag_edge.text_boundary import printable_path
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+WORKERS_MIN, WORKERS_MAX = field_range("server_workers")
+WAITING_MIN, WAITING_MAX = field_range("server_max_waiting")
 
 
 def serve(
@@ -40,13 +49,23 @@ def serve(
         ),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option("--workers", help="Model calls at once (default 1).")
+        int | None,
+        typer.Option(
+            "--workers", help="Model calls at once (default 1).", min=WORKERS_MIN, max=WORKERS_MAX
+        ),
     ] = None,
     max_waiting: Annotated[
         int | None,
-        typer.Option("--max-waiting", help="Calls that may wait; beyond: 503 (default 8)."),
+        typer.Option(
+            "--max-waiting",
+            help="Calls that may wait; beyond: 503 (default 8).",
+            min=WAITING_MIN,
+            max=WAITING_MAX,
+        ),
     ] = None,
-    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning.")] = "info",
+    log_level: Annotated[
+        LogLevel, typer.Option("--log-level", help="Least severe log lines written.")
+    ] = "info",
 ) -> None:
     """Serve the corpus over HTTP: query, streamed answers, ingest jobs, health and metrics."""
     try:
@@ -62,11 +81,15 @@ def serve(
             max_waiting=max_waiting,
         )
         config.validate_bind()
-        if not db.is_file():
-            raise ServerConfigError(f"no corpus at {db}: run `crag-edge ingest --db {db} ...`")
+        _check_corpus(db)
     except (ServerConfigError, SettingsError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    _serve_http(config, settings, log_level)
+
+
+def _serve_http(config: ServerConfig, settings: Settings, log_level: LogLevel) -> None:
+    """Listen first (exit 1 when the address is taken), then load and serve until stopped."""
     try:
         import uvicorn
 
@@ -74,17 +97,63 @@ def serve(
         from crag_edge.server.logs import configure_json_logging
     except ImportError as exc:
         _needs_server_extra("the HTTP service", exc)
+    try:
+        listening = _listening_socket(config.host, config.port)
+    except OSError as exc:
+        typer.echo(f"error: cannot listen on {config.host}:{config.port}: {_why(exc)}", err=True)
+        raise typer.Exit(1) from None
     configure_json_logging(log_level)
-    app = create_app(config, settings=settings)
-    uvicorn.run(
-        app,
-        host=config.host,
-        port=config.port,
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=int(config.shutdown_timeout_s),
+    bound_port = listening.getsockname()[1]  # the one the system chose for --port 0
+    logging.getLogger("crag_edge.server").info(
+        "listening", extra={"url": f"http://{config.host}:{bound_port}", "db": str(config.db)}
     )
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(config, settings=settings),
+            log_config=None,
+            access_log=False,
+            server_header=False,
+            timeout_graceful_shutdown=int(config.shutdown_timeout_s),
+        )
+    )
+    server.run(sockets=[listening])
+    if not server.started:
+        raise typer.Exit(1)
+
+
+def _check_corpus(db: Path) -> None:
+    """Open the corpus once before listening: a missing file or one that is not a corpus
+    stops the start-up (exit 2) instead of leaving a service unready forever."""
+    if not db.is_file():
+        shown = printable_path(db)
+        raise ServerConfigError(f"no corpus at {shown}: run `crag-edge ingest --db {shown} ...`")
+    try:
+        with Corpus.open(db):
+            pass
+    except CorpusError as exc:
+        raise ServerConfigError(str(exc)) from None
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """The socket uvicorn serves on, bound before anything loads: a port in use then ends the
+    start-up with one line, not with the model threads torn down mid-load (SIGABRT)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host.strip("[]"), port))
+    except OSError:
+        listening.close()
+        raise
+    return listening
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return "the port is in use (is another server running?); choose another --port"
+    if exc.errno == errno.EACCES:
+        return "permission denied (ports below 1024 need privileges); choose another --port"
+    return str(exc.strerror or exc)
 
 
 def mcp(

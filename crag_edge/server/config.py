@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 TOKEN_ENV = "CRAG_EDGE_API_TOKEN"
+# Off loopback the token is all that stands between the network and the corpus: long enough
+# that guessing it online is hopeless (16 random characters), never blank.
+MIN_TOKEN_CHARS = 16
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
@@ -66,12 +69,21 @@ class ServerConfig:
         return bool(self.api_token)
 
     def validate_bind(self) -> None:
-        """Refuse to listen beyond loopback without a token: anyone on the network could ask."""
-        if not is_loopback(self.host) and not self.api_token:
+        """Refuse to listen beyond loopback without a strong token: anyone on the network
+        could ask, or guess a short one."""
+        if is_loopback(self.host):
+            return
+        if not self.api_token:
             raise ServerConfigError(
                 f"refusing to listen on {self.host!r} without an API token: binding beyond "
                 f"loopback (127.0.0.1, ::1, localhost) requires bearer-token auth; set "
                 f"{TOKEN_ENV} (or the api_token setting), or bind to 127.0.0.1"
+            )
+        if len(self.api_token.strip()) < MIN_TOKEN_CHARS:
+            raise ServerConfigError(
+                f"refusing to listen on {self.host!r} with a weak API token: {TOKEN_ENV} must "
+                f"hold at least {MIN_TOKEN_CHARS} characters besides blanks (e.g. the output "
+                f"of `openssl rand -hex 16`)"
             )
 
     def with_overrides(self, **changes: Any) -> ServerConfig:

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from crag_edge.server.admission import Overloaded
 from crag_edge.server.errors import ApiError
@@ -39,7 +40,19 @@ def authorized(request: Request) -> None:
         )
 
 
-AUTH: list[Any] = [Depends(authorized)]
+# Declares the bearer scheme in the OpenAPI schema; `authorized` does the checking.
+_BEARER = HTTPBearer(
+    auto_error=False, description="The service's API token (CRAG_EDGE_API_TOKEN), if it has one."
+)
+
+
+def _bearer_authorized(
+    request: Request, _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
+) -> None:
+    authorized(request)
+
+
+AUTH: list[Any] = [Depends(_bearer_authorized)]
 
 
 def _overloaded(state: ServerState, exc: Overloaded) -> ApiError:

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from crag_edge.server.logs import request_id_var
@@ -31,6 +32,33 @@ class ApiError(Exception):
         self.status, self.code, self.message = status, code, message
         self.headers = headers or {}
         self.extra = extra
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response (the OpenAPI schema's, too); some codes add fields:
+    `fields` (invalid_request), `max_body_bytes`, `max_question_chars`, `reason` and
+    `retry_after_s` (overloaded)."""
+
+    model_config = ConfigDict(extra="allow")
+    error: str = Field(description="A stable code: unauthorized, invalid_request, overloaded...")
+    message: str = Field(description="What went wrong, for people.")
+    request_id: str | None = Field(description="Quote it: the server's log line has the rest.")
+
+
+_MEANINGS = {
+    400: "The body could not be read (not UTF-8 JSON).",
+    401: "No valid bearer token (when the service has one).",
+    403: "A path outside the ingest roots (or ingest by path disabled).",
+    404: "No such resource.",
+    413: "The body exceeds the server's max_body_bytes.",
+    422: "The request does not match the schema, or exceeds a limit of this server.",
+    503: "Models still loading or failed to load, or the service at capacity (Retry-After).",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for the error statuses a route can answer, each with `ErrorBody`."""
+    return {status: {"model": ErrorBody, "description": _MEANINGS[status]} for status in statuses}
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -55,7 +83,8 @@ async def _invalid(request: Request, exc: RequestValidationError) -> JSONRespons
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+    code = codes.get(exc.status_code, "http_error")
     return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=exc.headers)
 
 

@@ -23,6 +23,9 @@ from crag_edge.server.state import ServerState
 
 log = logging.getLogger("crag_edge.server")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# The methods of RFC 9110 and PATCH: any other name is "other" in the metrics, so a client
+# cannot grow the label set (and /metrics) by inventing methods, signed in or not.
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH")
 
 
 class RequestContext:
@@ -82,7 +85,7 @@ class RequestContext:
 
     def _log(self, scope: Scope, status: int, started: float) -> None:
         route = _route(scope)
-        self.state.metrics.requests.labels(route, scope["method"], str(status)).inc()
+        self.state.metrics.requests.labels(route, _method(scope), str(status)).inc()
         log.info(
             "request",
             extra={
@@ -118,9 +121,15 @@ class _TrackedSend:
 
 
 def _route(scope: Scope) -> str:
+    """The matched route's template (`/v1/jobs/{job_id}`), never the path as sent."""
     route = scope.get("route")
     path = getattr(route, "path", None)
     return str(path) if path else "unmatched"
+
+
+def _method(scope: Scope) -> str:
+    method = str(scope["method"])
+    return method if method in HTTP_METHODS else "other"
 
 
 async def _read_body(receive: Receive, headers: dict[str, str], limit: int) -> bytes | None:

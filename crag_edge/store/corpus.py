@@ -435,25 +435,28 @@ class Corpus:
                 ).fetchall()[0][0],
             )
             for ordinal, (chunk, vector) in enumerate(zip(chunks, matrix, strict=True)):
-                chunk_id = self._conn.execute(
-                    "INSERT INTO chunks (doc_id, ordinal, text, start_char, end_char, "
-                    "token_count, metadata, places) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                    (
-                        doc_id,
-                        ordinal,
-                        chunk.text,
-                        chunk.start,
-                        chunk.end,
-                        chunk.token_count,
-                        _to_json(chunk.metadata),
-                        json.dumps([[p.offset, p.page, p.section] for p in chunk.places]),
-                    ),
-                ).fetchall()[0][0]
-                self._conn.execute(
-                    "INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
-                    (chunk_id, vector.tobytes()),
-                )
+                self._insert_chunk(doc_id, ordinal, chunk, vector)
         return doc_id
+
+    def _insert_chunk(self, doc_id: int, ordinal: int, chunk: ChunkRecord, vector: Vector) -> None:
+        """One chunk row (its FTS row follows by trigger) and its vector."""
+        chunk_id = self._conn.execute(
+            "INSERT INTO chunks (doc_id, ordinal, text, start_char, end_char, "
+            "token_count, metadata, places) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                doc_id,
+                ordinal,
+                chunk.text,
+                chunk.start,
+                chunk.end,
+                chunk.token_count,
+                _to_json(chunk.metadata),
+                json.dumps([[p.offset, p.page, p.section] for p in chunk.places]),
+            ),
+        ).fetchall()[0][0]
+        self._conn.execute(
+            "INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)", (chunk_id, vector.tobytes())
+        )
 
     def update_file_stat(self, source: str, size: int, mtime: float) -> None:
         """Record a new size/mtime for an unchanged document so the next run can skip it."""

@@ -97,7 +97,7 @@ CREATE INDEX passage_vectors_chunk ON passage_vectors (chunk_id);
 
 # v4: where each chunk stands in its document, for citations (`crag_edge.citations`): the
 # place (page, heading path) in effect at its start and every one that begins inside it, as
-# JSON `[[offset, page, section], ...]`. Chunks stored before keep `[]`: they cite no place.
+# JSON `[[offset, page, section], ...]`. Chunks of a v3 file get `[]`: they cite no place.
 _V4 = """
 ALTER TABLE chunks ADD COLUMN places TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(places));
 """

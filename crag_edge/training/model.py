@@ -7,7 +7,7 @@
   sentence embeddings; the head is a per-dimension weighted cosine. Untrained (head =
   the cosine's calibration) it *is* the embedder's cosine, so fine-tuning starts from the
   embedder's general notion of relevance instead of from a random classifier (measured in
-  the README: joint attention trained on SciFact alone falls below cosine on WikiQA).
+  docs/training.md: joint attention trained on SciFact alone falls below cosine on WikiQA).
 
 Written out here (about two hundred lines) rather than taken from transformers: that package
 is large, and parameter names that match the HF layout ("bert."-prefixed encoder) save to a

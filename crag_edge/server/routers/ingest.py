@@ -7,28 +7,28 @@ Paths are confined to the configured ingest roots (`server.security`); the job r
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from crag_edge.server.deps import AUTH, StateDep
-from crag_edge.server.errors import ApiError
+from crag_edge.server.errors import ApiError, error_responses
 from crag_edge.server.security import PathRefused, expand_confined
 
 log = logging.getLogger("crag_edge.server")
-router = APIRouter(tags=["corpus"], dependencies=AUTH)
+router = APIRouter(tags=["corpus"], dependencies=AUTH, responses=error_responses(401))
 
 
 class IngestRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    paths: list[str] = Field(
+    paths: list[Annotated[str, Field(min_length=1, pattern=r"^[^\x00]+$")]] = Field(
         min_length=1, description="Server-side files or folders inside the configured roots."
     )
 
 
-@router.post("/v1/ingest", status_code=202)
+@router.post("/v1/ingest", status_code=202, responses=error_responses(400, 403, 404, 413, 422, 503))
 async def ingest_paths(body: IngestRequest, state: StateDep) -> dict[str, Any]:
     """Start a background ingest of server-side paths confined to the ingest roots."""
     config = state.config
@@ -49,7 +49,7 @@ async def ingest_paths(body: IngestRequest, state: StateDep) -> dict[str, Any]:
     return {"job": job.to_dict(), "location": f"/v1/jobs/{job.id}"}
 
 
-@router.get("/v1/jobs/{job_id}")
+@router.get("/v1/jobs/{job_id}", responses=error_responses(404))
 async def job_status(job_id: str, state: StateDep) -> dict[str, Any]:
     """An ingest job: state, progress (done/total files) and, when finished, its report."""
     job = state.jobs.get(job_id)

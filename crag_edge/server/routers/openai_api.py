@@ -34,29 +34,37 @@ from crag_edge.models.llm import Message
 from crag_edge.result import CragResult
 from crag_edge.result_views import sources, verdict
 from crag_edge.server.deps import AUTH, ReleaseOnce, StateDep, acquire, admitted
-from crag_edge.server.errors import ApiError
+from crag_edge.server.errors import ApiError, error_responses
 from crag_edge.server.logs import request_id_var
 from crag_edge.server.routers.query import checked_question
 from crag_edge.server.state import ServerState
 
 log = logging.getLogger("crag_edge.server")
-router = APIRouter(tags=["openai"], dependencies=AUTH)
+router = APIRouter(tags=["openai"], dependencies=AUTH, responses=error_responses(401))
 _END = object()
+
+
+# OpenAI clients send fields this API does not use (names, tool calls, sampling options):
+# accepted and ignored (extra="allow"); the fields it reads are checked, strictly typed.
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str = Field(description="Only `text` parts are read; others (images) are ignored.")
+    text: str | None = None
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: str = Field(description="system, user or assistant (others are ignored).")
-    content: str | list[dict[str, Any]] | None = Field(
+    content: str | list[ContentPart] | None = Field(
         None, description="Text, or a list of content parts of which the text parts are read."
     )
 
 
 class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")  # sampling options are accepted and ignored
+    model_config = ConfigDict(extra="allow")
     model: str = Field(description="The corpus's model id, as `GET /v1/models` lists it.")
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: bool = Field(False, strict=True)
 
 
 def model_id(state: ServerState) -> str:
@@ -74,7 +82,11 @@ async def models(state: StateDep) -> dict[str, Any]:
     return {"object": "list", "data": [entry]}
 
 
-@router.post("/v1/chat/completions", response_model=None)
+@router.post(
+    "/v1/chat/completions",
+    response_model=None,
+    responses=error_responses(400, 404, 413, 422, 503),
+)
 async def chat_completions(body: ChatRequest, state: StateDep) -> JSONResponse | StreamingResponse:
     """The answer to the last user message, from the corpus's graded evidence only."""
     if body.model != model_id(state):
@@ -103,9 +115,9 @@ def _conversation(body: ChatRequest, state: ServerState) -> tuple[str, list[Mess
     return question, [{"role": role, "content": text} for role, text in turns[:-1]]
 
 
-def _text(content: str | list[dict[str, Any]] | None) -> str:
+def _text(content: str | list[ContentPart] | None) -> str:
     if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+        return "\n".join(p.text or "" for p in content if p.type == "text")
     return content or ""
 
 

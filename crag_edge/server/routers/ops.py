@@ -11,6 +11,7 @@ from prometheus_client import generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from crag_edge.server.deps import AUTH, StateDep
+from crag_edge.server.errors import error_responses
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
@@ -33,7 +34,13 @@ async def readyz(state: StateDep) -> JSONResponse:
     return JSONResponse({"ready": False, "reason": reason}, 503)
 
 
-@router.get("/metrics", tags=["health"], dependencies=AUTH, response_class=Response)
+@router.get(
+    "/metrics",
+    tags=["health"],
+    dependencies=AUTH,
+    response_class=Response,
+    responses={200: {"content": {PROMETHEUS_TEXT: {}}}, **error_responses(401)},
+)
 async def metrics(state: StateDep) -> Response:
     """Prometheus text: engine decisions and stage latencies, requests, queue depth, jobs."""
     counts = state.jobs.counts()
@@ -45,7 +52,7 @@ async def metrics(state: StateDep) -> Response:
     return Response(text, media_type=PROMETHEUS_TEXT)
 
 
-@router.get("/v1/stats", tags=["corpus"], dependencies=AUTH)
+@router.get("/v1/stats", tags=["corpus"], dependencies=AUTH, responses=error_responses(401, 503))
 async def stats(state: StateDep) -> dict[str, Any]:
     """Corpus counts and provenance, and the server's queue and jobs."""
     engine = state.require_engine()

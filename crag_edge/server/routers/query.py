@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
@@ -22,20 +22,34 @@ from crag_edge.generation import AnswerStream, cited
 from crag_edge.result import CragResult
 from crag_edge.server.config import ServerConfig
 from crag_edge.server.deps import AUTH, ReleaseOnce, StateDep, acquire, admitted
-from crag_edge.server.errors import ApiError
+from crag_edge.server.errors import ApiError, error_responses
 from crag_edge.server.logs import request_id_var
 
 log = logging.getLogger("crag_edge.server")
-router = APIRouter(tags=["query"], dependencies=AUTH)
+router = APIRouter(tags=["query"], dependencies=AUTH, responses=error_responses(401))
+# What a question request can be refused for, besides a missing token.
+QUESTION_ERRORS = error_responses(400, 413, 422, 503)
+
+
+def _whole_number(value: Any) -> Any:
+    """JSON Schema counts 5.0 as an integer, so it is one here too; `true` and "5" are not
+    (the field is strict)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    question: str = Field(description="The question; limited to the server's max_question_chars.")
+    question: str = Field(
+        min_length=1,
+        pattern=r"\S",  # not only blanks
+        description="The question; limited to the server's max_question_chars.",
+    )
     mode: Literal["bm25", "dense", "hybrid"] | None = Field(
         None, description="Retrieval mode (default: the retrieval_mode setting)."
     )
-    top_k: int | None = Field(None, ge=1, le=100, description="Hits to retrieve per round.")
+    top_k: (
+        Annotated[int, Field(ge=1, le=100, strict=True), BeforeValidator(_whole_number)] | None
+    ) = Field(None, description="Hits to retrieve per round.")
 
 
 def checked_question(asked: str, config: ServerConfig) -> str:
@@ -53,7 +67,7 @@ def checked_question(asked: str, config: ServerConfig) -> str:
     return question
 
 
-@router.post("/v1/query")
+@router.post("/v1/query", responses=QUESTION_ERRORS)
 async def query(body: QueryRequest, state: StateDep) -> dict[str, Any]:
     """The corrective loop's result (CragResult JSON, as `crag-edge query --json`)."""
     question = checked_question(body.question, state.config)
@@ -67,7 +81,7 @@ async def query(body: QueryRequest, state: StateDep) -> dict[str, Any]:
 @router.post(
     "/v1/answer",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: {"content": {"text/event-stream": {}}}, **QUESTION_ERRORS},
 )
 async def answer(body: QueryRequest, state: StateDep) -> StreamingResponse:
     """Server-sent events: `token` events ({"text"}), then one `result` event

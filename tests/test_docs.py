@@ -1,0 +1,113 @@
+"""The README and docs/ against the code they describe: every command and setting is
+documented, the README's Python example runs, and every relative link leads to a file."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from crag_edge.cli import app
+from crag_edge.config import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+FENCED = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+# [text](target) and ![alt](target); the target ends at whitespace or the closing parenthesis.
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def readme() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+def command_paths(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every leaf command as its words, e.g. ("eval", "grading"). Typer vendors its own click,
+    so a group is recognised by having sub-commands, not by its class."""
+    paths: list[tuple[str, ...]] = []
+    for name, command in group.commands.items():
+        path = (*prefix, name)
+        paths += command_paths(command, path) if hasattr(command, "commands") else [path]
+    return paths
+
+
+def test_every_command_is_documented_in_the_readme() -> None:
+    commands = command_paths(typer.main.get_command(app))
+    assert ("calibrate",) in commands and ("eval", "answers") in commands
+    text = readme()
+    missing = [" ".join(c) for c in commands if f"crag-edge {' '.join(c)}" not in text]
+    assert not missing, f"commands without a line in the README: {missing}"
+
+
+def settings_table(text: str) -> str:
+    """The table rows of the README's "Settings" section, where each setting is named."""
+    section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    return "\n".join(line for line in section.splitlines() if line.startswith("| `"))
+
+
+def test_every_setting_is_in_the_readme_settings_table() -> None:
+    table = settings_table(readme())
+    assert table.count("\n") > 10, "the README's Settings section lost its table"
+    missing = [name for name in Settings.model_fields if f"`{name}`" not in table]
+    assert not missing, f"settings without a row in the README's table: {missing}"
+
+
+def test_the_settings_check_would_catch_a_missing_row() -> None:
+    text = readme().replace("| `score_cache` |", "| `score_kept` |")
+    assert "`score_cache`" not in settings_table(text)
+
+
+def python_example(text: str) -> str:
+    match = re.search(r"^```python\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    assert match, "the README has no ```python example"
+    return match.group(1)
+
+
+@pytest.mark.models
+@pytest.mark.slow
+def test_the_readme_python_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run as a user runs it from the checkout: a working directory holding sample_corpus/.
+    The root conftest selects the small test LLM; nothing else is changed."""
+    shutil.copytree(ROOT / "sample_corpus", tmp_path / "sample_corpus")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(python_example(readme()), "README.md", "exec"), {"__name__": "__readme__"})
+    out = capsys.readouterr().out
+    assert (tmp_path / "demo.db").is_file()
+    assert re.match(r"(CORRECT|AMBIGUOUS|INCORRECT) - \S", out), out
+    assert re.search(r"^\[1\] \S*sqlite-wal\.md \d+-\d+$", out, re.MULTILINE), out
+    finish = re.search(r"^finish: (\w+)$", out, re.MULTILINE)
+    assert finish and finish.group(1) in {"stop", "length", "timeout", "insufficient_evidence"}
+
+
+def relative_links(path: Path) -> list[str]:
+    """Links to files of the repository; code blocks and inline code are not links."""
+    prose = re.sub(r"`[^`\n]*`", "", FENCED.sub("", path.read_text(encoding="utf-8")))
+    targets = [target.split("#", 1)[0] for target in LINK.findall(prose)]
+    return [t for t in targets if t and not re.match(r"[a-z][a-z0-9+.-]*:", t)]
+
+
+@pytest.mark.parametrize("page", [README, *DOCS], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_relative_link_leads_to_a_file_in_the_repository(page: Path) -> None:
+    broken = []
+    for target in relative_links(page):
+        resolved = (page.parent / target).resolve()
+        if not resolved.is_relative_to(ROOT) or not resolved.exists():
+            broken.append(target)
+    assert not broken, f"{page.name}: links to nothing in the repository: {broken}"
+
+
+def test_the_link_check_sees_links_and_skips_code(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "See [a](docs/a.md#part), ![b](b.svg) and [web](https://example.org).\n"
+        "`[c](in-code.md)`\n```\n[d](in-block.md)\n```\n",
+        encoding="utf-8",
+    )
+    assert relative_links(page) == ["docs/a.md", "b.svg"]
