@@ -374,7 +374,9 @@ def field_range(field: str) -> tuple[int, int]:
     constraints = Settings.model_fields[field].metadata
     low = next(c.ge for c in constraints if isinstance(c, annotated_types.Ge))
     high = next(c.le for c in constraints if isinstance(c, annotated_types.Le))
-    return int(low), int(high)
+    if not isinstance(low, int) or not isinstance(high, int):
+        raise TypeError(f"{field} is not an integer setting")
+    return low, high
 
 
 def env_name(field: str) -> str:

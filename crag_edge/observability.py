@@ -60,9 +60,9 @@ class AuditSink:
             json.dumps(context | e.to_dict(), ensure_ascii=False, default=str) + "\n"
             for e in events
         )
-        with self._lock:  # the folder must exist: the audit_log setting is checked at start
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(lines)
+        # The folder must exist: the audit_log setting is checked at start, none is created.
+        with self._lock, self.path.open("a", encoding="utf-8") as handle:
+            handle.write(lines)
 
 
 class Metrics:

@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from crag_edge.server.deps import AUTH, StateDep
 from crag_edge.server.errors import ApiError, error_responses
 from crag_edge.server.security import PathRefused, expand_confined
+from crag_edge.text_boundary import printable_path
 
 log = logging.getLogger("crag_edge.server")
 router = APIRouter(tags=["corpus"], dependencies=AUTH, responses=error_responses(401))
@@ -43,7 +44,8 @@ async def ingest_paths(body: IngestRequest, state: StateDep) -> dict[str, Any]:
         confined = await run_in_threadpool(expand_confined, body.paths, config.ingest_roots)
     except PathRefused as exc:
         code = {403: "path_refused", 404: "path_not_found"}.get(exc.status, "invalid_path")
-        raise ApiError(exc.status, code, f"{exc.requested}: {exc.reason}") from None
+        shown = printable_path(exc.requested)  # a walked file name may not be UTF-8
+        raise ApiError(exc.status, code, f"{shown}: {exc.reason}") from None
     job = state.jobs.submit(list(confined.files), body.paths)
     log.info("ingest job queued", extra={"job": job.id, "files": len(confined.files)})
     return {"job": job.to_dict(), "location": f"/v1/jobs/{job.id}"}

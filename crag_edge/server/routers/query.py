@@ -24,11 +24,17 @@ from crag_edge.server.config import ServerConfig
 from crag_edge.server.deps import AUTH, ReleaseOnce, StateDep, acquire, admitted
 from crag_edge.server.errors import ApiError, error_responses
 from crag_edge.server.logs import request_id_var
+from crag_edge.text_boundary import repair
 
 log = logging.getLogger("crag_edge.server")
 router = APIRouter(tags=["query"], dependencies=AUTH, responses=error_responses(401))
 # What a question request can be refused for, besides a missing token.
 QUESTION_ERRORS = error_responses(400, 413, 422, 503)
+
+
+def _repaired(value: Any) -> Any:
+    """Lone surrogates (JSON can send them) replaced before the pattern is checked."""
+    return repair(value) if isinstance(value, str) else value
 
 
 def _whole_number(value: Any) -> Any:
@@ -39,7 +45,7 @@ def _whole_number(value: Any) -> Any:
 
 class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    question: str = Field(
+    question: Annotated[str, BeforeValidator(_repaired)] = Field(
         min_length=1,
         pattern=r"\S",  # not only blanks
         description="The question; limited to the server's max_question_chars.",
