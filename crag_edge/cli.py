@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -28,20 +27,26 @@ from rich.table import Table
 
 from crag_edge import corpus_calibration
 from crag_edge.citations import location_fields, locator
+from crag_edge.cli_errors import DEBUG_ENV, err, fail, friendly_errors, show_tracebacks
 from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.engine import Engine
-from crag_edge.evaluation import EvalDataError, evaluate_retrieval, read_qrels, read_queries
+from crag_edge.evaluation import evaluate_retrieval, read_qrels, read_queries
 from crag_edge.evaluation.answers import (
     SYSTEMS,
     RecordLog,
     answer_systems,
-    parse_systems,
     run_answers,
     summarise,
 )
+from crag_edge.evaluation.choices import parse_choices
 from crag_edge.evaluation.claims import read_claims
 from crag_edge.evaluation.crag import evaluate_crag
-from crag_edge.evaluation.grading import SCORERS, evaluate_grading, sample_queries
+from crag_edge.evaluation.grading import (
+    SCORERS,
+    evaluate_grading,
+    grading_models,
+    sample_queries,
+)
 from crag_edge.evaluation.pairs import (
     pairs_from,
     pairs_from_retrieval,
@@ -49,17 +54,15 @@ from crag_edge.evaluation.pairs import (
     write_pairs,
 )
 from crag_edge.generation import cited, incomplete_note, source_line, uncited
-from crag_edge.grading.factory import build_grader
 from crag_edge.ingest import Format, IngestReport, ProgressEvent
 from crag_edge.ingest.watch import FolderWatcher
 from crag_edge.models import provision
-from crag_edge.models.llm import SharedLlm
-from crag_edge.models.manifest import ManifestError, load_manifest
-from crag_edge.models.registry import ModelNotInstalledError, load_embedder
+from crag_edge.models.manifest import load_manifest
+from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.retrieval import Mode
 from crag_edge.server.cli import mcp, serve
-from crag_edge.store import Corpus, CorpusError
+from crag_edge.store import Corpus
 from crag_edge.training.cli import evaluator_app
 from crag_edge.tui.cli import tui as tui_command
 
@@ -68,6 +71,8 @@ app = typer.Typer(
     "grade the evidence, correct it, answer with citations.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="rich",
+    pretty_exceptions_show_locals=False,  # locals may hold an API token or a document's text
 )
 models_app = typer.Typer(
     help="Pull, list and verify the local models (sha256-pinned).", no_args_is_help=True
@@ -82,21 +87,7 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(cache_app, name="cache")
 app.add_typer(evaluator_app, name="evaluator")
 
-err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
-
-F = TypeVar("F", bound=Callable[..., Any])
-EXPECTED_ERRORS = (
-    SettingsError,
-    corpus_calibration.CalibrationError,
-    ManifestError,
-    provision.PullError,
-    ModelNotInstalledError,
-    CorpusError,
-    EvalDataError,
-    FileNotFoundError,
-    ValueError,
-)
 
 DbOption = Annotated[Path, typer.Option("--db", help="Corpus database file (one per corpus).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
@@ -137,26 +128,17 @@ def print_report(report: dict[str, Any], as_json: bool) -> None:
         out.print(f"{key:>{width}}: {value}", highlight=False)
 
 
+def _choices(text: str, allowed: Sequence[str], option: str) -> list[str]:
+    """A comma-separated option's names; a usage error (exit 2) naming `option` if unknown."""
+    try:
+        return parse_choices(text, allowed)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
+
+
 def _settings(ctx: typer.Context) -> Settings:
     settings: Settings = ctx.obj
     return settings
-
-
-def friendly_errors(command: F) -> F:
-    """Expected failures print one clear line and exit 1; tracebacks are for real bugs."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except EXPECTED_ERRORS as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            err.print("[yellow]interrupted[/]")
-            raise typer.Exit(130) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 @app.callback()
@@ -164,15 +146,23 @@ def main_options(
     ctx: typer.Context,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="TOML settings file (flat keys or a [crag_edge] table)."),
+        typer.Option("--config", help="TOML settings file (flat keys or a \\[crag_edge] table)."),
     ] = None,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            envvar=DEBUG_ENV,
+            help="Show the traceback of expected errors too (bugs always show theirs).",
+        ),
+    ] = False,
 ) -> None:
     """Settings come from CRAG_EDGE_* env vars, .env, then --config; errors stop here."""
+    show_tracebacks(debug)
     try:
         ctx.obj = Settings.load(config)
     except SettingsError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        raise fail(exc) from None
 
 
 # -- models ----------------------------------------------------------------------------------
@@ -783,10 +773,7 @@ def eval_answers(
     settings = _settings(ctx)
     if fallback_db is not None:
         settings = settings.model_copy(update={"fallback_db": fallback_db})
-    try:
-        chosen = parse_systems(systems)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--systems") from None
+    chosen = _choices(systems, SYSTEMS, "--systems")
     claim_list = read_claims(claims)[:limit]
     with (
         Engine.open(db, settings, readonly=True) as engine,
@@ -866,14 +853,16 @@ def eval_pairs(
     your own corpus's retrieval results (to calibrate the grader on what it will really see)."""
     if source == "retrieval":
         if db is None or queries is None or qrels is None:
-            raise ValueError("--from retrieval needs --db, --queries and --qrels")
+            raise typer.BadParameter(
+                "retrieval needs --db, --queries and --qrels", param_hint="--from"
+            )
         with Engine.open(db, _settings(ctx), readonly=True) as engine:
             pairs = pairs_from_retrieval(
                 lambda q: engine.search(q, top_k=top_k), read_queries(queries), read_qrels(qrels)
             )
     else:
         if path is None:
-            raise ValueError(f"--from {source} needs the dataset path")
+            raise typer.BadParameter(f"{source} needs the dataset path", param_hint="--from")
         pairs = pairs_from(source, path)
     write_pairs(pairs, out)
     err.print(f"wrote {len(pairs)} pairs ({sum(p.label for p in pairs)} relevant) to {out}")
@@ -907,14 +896,9 @@ def eval_grading(
 ) -> None:
     """ROC-AUC, answerless-question detection (AUC of each query's best score), accuracy at
     the thresholds and items/s of each scorer alone and of the cascade."""
-    settings = _settings(ctx).model_copy(update={"fast_path_rules": []})
-    chosen = [s.strip() for s in scorers.split(",") if s.strip()]
-    unknown = sorted(set(chosen) - set(SCORERS))
-    if unknown:
-        raise ValueError(f"unknown scorer(s) {', '.join(unknown)}; use {', '.join(SCORERS)}")
+    chosen = _choices(scorers, SCORERS, "--scorers")
     pairs = sample_queries(read_pairs(pairs_file), limit)
-    embedder = load_embedder(settings)
-    grader = build_grader(settings, llm=SharedLlm(settings))
+    embedder, grader = grading_models(_settings(ctx))
     with counting_bar("eval grading", as_json) as bar:
         task = bar.add_task("queries", total=len({p.query for p in pairs}))
         report = evaluate_grading(

@@ -5,12 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from crag_edge.cli import app
+from crag_edge.engine import Engine
 from crag_edge.store import SCHEMA_VERSION
 
 MINI = Path(__file__).parent / "data" / "scifact_mini"
@@ -191,6 +194,65 @@ def test_readable_errors_for_bad_databases(tmp_path: Path) -> None:
     assert hashlib.sha256(foreign.read_bytes()).hexdigest() == before
     missing = invoke("query", "--db", str(tmp_path / "nope.db"), "x")
     assert missing.exit_code == 1 and "no such corpus" in missing.stderr
+
+
+def test_expected_error_is_one_line_and_debug_adds_its_traceback(tmp_path: Path) -> None:
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("just text")
+    plain = invoke("query", "--db", str(foreign), "x")
+    assert plain.exit_code == 1
+    assert plain.stderr.strip().splitlines() == [
+        f"error: {foreign}: not a SQLite database (bad file header)"
+    ]
+    for args, env in [(["--debug"], {}), ([], {"CRAG_EDGE_DEBUG": "1"})]:
+        debugged = invoke(*args, "query", "--db", str(foreign), "x", env=env)
+        assert debugged.exit_code == 1
+        assert "Traceback" in debugged.stderr and "CorruptCorpusError" in debugged.stderr
+        assert debugged.stderr.strip().splitlines()[-1] == plain.stderr.strip()
+
+
+@pytest.mark.parametrize("bug", [ZeroDivisionError, ValueError, KeyError])
+def test_a_bug_is_not_reduced_to_one_line(
+    beir_db: Path, bug: type[Exception], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise bug("a bug in the engine")
+
+    monkeypatch.setattr(Engine, "query", broken)
+    result = runner.invoke(app, ["query", "--db", str(beir_db), "x"], env=FAST)
+    assert isinstance(result.exception, bug)  # left to Python to print with its traceback
+    assert result.exit_code == 1 and "error:" not in result.stderr
+
+
+def test_a_bug_prints_its_traceback_from_the_console_script(beir_db: Path) -> None:
+    program = (
+        "import sys; from crag_edge.store import Corpus; from crag_edge.cli import main\n"
+        "def broken(self): raise ValueError('a bug in stats')\n"
+        "Corpus.stats = broken; sys.argv = ['crag-edge', 'stats', '--db', sys.argv[1]]; main()"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", program, str(beir_db)], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 1
+    assert "Traceback" in run.stderr and "ValueError: a bug in stats" in run.stderr
+    assert "error:" not in run.stderr
+
+
+def test_evaluator_train_without_a_corpus_is_one_line(tmp_path: Path) -> None:
+    result = invoke("evaluator", "train", "--db", str(tmp_path / "nope.db"))
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "crag-edge ingest --db" in line
+
+
+def test_root_help_renders_every_option() -> None:
+    result = invoke("--help")
+    assert "[crag_edge]" in result.stdout and "--debug" in result.stdout
+
+
+def test_unknown_scorer_is_a_usage_error(tmp_path: Path) -> None:
+    result = invoke("eval", "grading", "--pairs", str(tmp_path / "p.jsonl"), "--scorers", "x")
+    assert result.exit_code == 2 and "--scorers" in result.stderr
 
 
 def test_invalid_settings_exit_2_naming_the_setting() -> None:

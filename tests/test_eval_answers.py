@@ -14,16 +14,17 @@ from typer.testing import CliRunner
 from crag_edge.cli import app
 from crag_edge.config import Settings
 from crag_edge.evaluation.answers import (
+    SYSTEMS,
     Record,
     RecordLog,
     accuracy,
     citation_precision,
     macro_f1,
     nei_refused,
-    parse_systems,
     summarise,
 )
 from crag_edge.evaluation.beir import EvalDataError
+from crag_edge.evaluation.choices import parse_choices
 from crag_edge.evaluation.claims import Claim, read_claims
 from crag_edge.evaluation.verdict import (
     CLOSED_BOOK_GRAMMAR,
@@ -138,11 +139,11 @@ def test_summarise_one_entry_per_system() -> None:
     assert book["timeouts"] == 0
 
 
-def test_parse_systems() -> None:
-    assert parse_systems("crag, plain,crag") == ["crag", "plain"]
+def test_parse_choices() -> None:
+    assert parse_choices("crag, plain,crag", SYSTEMS) == ["crag", "plain"]
     for bad in ("rag", "", "plain,bm25"):
-        with pytest.raises(ValueError, match="--systems"):
-            parse_systems(bad)
+        with pytest.raises(ValueError, match="takes names from"):
+            parse_choices(bad, SYSTEMS)
 
 
 # -- claims and records -----------------------------------------------------------------------

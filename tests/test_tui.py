@@ -100,9 +100,15 @@ def test_ask_shows_stages_decision_evidence_and_answer(engine: Engine) -> None:
     async def body(pilot: Pilot[None]) -> None:
         box = app.query_one("#question", Input)
         assert app.focused is box  # launched: the question box has focus
-        await pilot.press(*QUESTION, "enter")
+        await pilot.press(*QUESTION)
+        # Enter as a posted event: `pilot.press` would wait for the app to go idle, and a
+        # fast pipeline could be over before the first key below.
+        app.post_message(events.Key("enter", "\r"))
+        taken = time.monotonic() + 60
+        while not busy(app):  # the question was taken: its worker runs
+            assert time.monotonic() < taken, "the question was not taken"
+            await asyncio.sleep(0.002)
         stages = app.query_one("#stages", StageLine)
-        await wait_for(pilot, lambda: bool(stages.stages))
         # Input stays responsive while the pipeline runs in its worker.
         latencies = []
         while busy(app):

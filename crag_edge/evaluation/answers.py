@@ -73,15 +73,6 @@ class Record:
     decision: str | None = None
 
 
-def parse_systems(text: str) -> list[str]:
-    """`closed_book,plain,crag` (any subset, in any order) as a list; unknown names refused."""
-    chosen = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
-    unknown = [s for s in chosen if s not in SYSTEMS]
-    if unknown or not chosen:
-        raise ValueError(f"--systems takes names from {','.join(SYSTEMS)}; got {text!r}")
-    return chosen
-
-
 def answer_systems(
     llm: LlamaRuntime,
     search: Callable[[str], Sequence[Hit]],

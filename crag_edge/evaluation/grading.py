@@ -16,10 +16,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from crag_edge.config import Settings
 from crag_edge.evaluation.metrics import roc_auc
 from crag_edge.evaluation.pairs import Pair
 from crag_edge.grading import Evidence, Grader, fit_platt
+from crag_edge.grading.factory import build_grader
 from crag_edge.grading.signals import combine, compute_signals
+from crag_edge.models.llm import SharedLlm
+from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditLog
 from crag_edge.types import Chunk, Embedder, Hit
 
@@ -31,6 +35,13 @@ SCORERS = ("cosine", "coverage", "signals", *MODEL_SCORERS)
 class _Scores:
     values: list[float] = field(default_factory=list)
     seconds: float = 0.0
+
+
+def grading_models(settings: Settings) -> tuple[Embedder, Grader]:
+    """The embedder and the cascade as the engine builds them from `settings`, minus the
+    fast-path rules: those approve evidence without judging it, which is not measured here."""
+    settings = settings.model_copy(update={"fast_path_rules": []})
+    return load_embedder(settings), build_grader(settings, llm=SharedLlm(settings))
 
 
 def sample_queries(pairs: Sequence[Pair], limit: int | None, seed: int = 13) -> list[Pair]:

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from crag_edge.config import Settings
+from crag_edge.config import Settings, SettingsError
+from crag_edge.models.errors import ModelFileError
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.registry import ModelNotInstalledError, installed_file
 
@@ -492,7 +493,7 @@ def load_llm(settings: Settings, model_id: str | None = None) -> LlamaRuntime:
     model_id = model_id or settings.llm
     spec = load_manifest(settings.model_dir).get(model_id)
     if spec.role not in ("llm", "llm-small"):
-        raise ValueError(f"{model_id!r} is a {spec.role}, not an LLM")
+        raise SettingsError(f"llm: {model_id!r} is a {spec.role}, not an LLM")
     return LlamaRuntime(
         installed_file(settings, model_id, spec.files[0].name),
         model_id=model_id,
@@ -545,7 +546,7 @@ def _check_gguf(path: Path, model_id: str) -> None:
     with path.open("rb") as handle:
         magic = handle.read(len(GGUF_MAGIC))
     if magic != GGUF_MAGIC:
-        raise ValueError(
+        raise ModelFileError(
             f"{path} is not a GGUF model (starts with {magic!r}, expected {GGUF_MAGIC!r}); "
             f"run `crag-edge models pull {model_id}` to fetch a verified copy"
         )

@@ -11,6 +11,8 @@ import onnxruntime as ort
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidGraph, InvalidProtobuf
 from tokenizers import Encoding, Tokenizer
 
+from crag_edge.models.errors import ModelFileError
+
 PULL_HINT = "run `crag-edge models pull` to fetch and convert it again"
 
 
@@ -18,7 +20,7 @@ def create_session(path: Path, threads: int = 0) -> ort.InferenceSession:
     """Open `path` on the CPU provider with `threads` intra-op threads (0: onnxruntime's default).
 
     Inter-op parallelism stays at 1: BERT graphs are a chain, extra pools only add contention.
-    Raises FileNotFoundError / ValueError with a fix-it hint instead of onnxruntime's errors.
+    Raises FileNotFoundError / ModelFileError with a fix-it hint instead of onnxruntime's errors.
     """
     if not path.is_file():
         raise FileNotFoundError(f"ONNX model not found: {path}; {PULL_HINT}")
@@ -31,7 +33,9 @@ def create_session(path: Path, threads: int = 0) -> ort.InferenceSession:
             str(path), sess_options=options, providers=["CPUExecutionProvider"]
         )
     except (Fail, InvalidGraph, InvalidProtobuf) as exc:
-        raise ValueError(f"ONNX model {path} is corrupt or unreadable: {exc}; {PULL_HINT}") from exc
+        raise ModelFileError(
+            f"ONNX model {path} is corrupt or unreadable: {exc}; {PULL_HINT}"
+        ) from exc
 
 
 def plain_tokenizer(path: Path) -> Tokenizer:

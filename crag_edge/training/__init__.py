@@ -15,6 +15,11 @@ class TorchMissingError(RuntimeError):
     """Training needs PyTorch, which is an optional extra."""
 
 
+class TrainingInputError(ValueError):
+    """The training options or data cannot make a model (a layer count the base model lacks,
+    no pairs to learn from); the message names the option or the data."""
+
+
 def require_torch() -> None:
     """Fail before any slow work when torch is missing, saying how to install it."""
     if importlib.util.find_spec("torch") is None:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -25,13 +24,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from crag_edge.cli_errors import EXPECTED_ERRORS, err, fail
 from crag_edge.config import Settings
-from crag_edge.evaluation import EvalDataError
-from crag_edge.models.manifest import ManifestError
-from crag_edge.models.provision import PullError
-from crag_edge.models.registry import ModelNotInstalledError
-from crag_edge.store import CorpusError
-from crag_edge.training import TorchMissingError
+from crag_edge.store import CorpusNotFoundError
+from crag_edge.training import TorchMissingError, TrainingInputError
 from crag_edge.training.data import LabelStoreError
 from crag_edge.training.pipeline import DEFAULT_LICENSE, TrainOptions, train_evaluator
 
@@ -39,17 +35,11 @@ evaluator_app = typer.Typer(
     help="Train the retrieval evaluator (the cascade's cross-encoder) on your own corpus.",
     no_args_is_help=True,
 )
-err = Console(stderr=True, soft_wrap=True)
-EXPECTED = (
+EXPECTED: tuple[type[Exception], ...] = (
+    *EXPECTED_ERRORS,
     TorchMissingError,
+    TrainingInputError,
     LabelStoreError,
-    CorpusError,
-    EvalDataError,
-    ManifestError,
-    ModelNotInstalledError,
-    PullError,
-    FileNotFoundError,
-    ValueError,
 )
 
 
@@ -163,9 +153,11 @@ def train(
         data_license=data_license,
     )
     options = replace(options, command=reproduce_command(options))
-    if not db.is_file():
-        raise _fail(f"no corpus at {db}: build one with `crag-edge ingest --db {db} PATH...`")
     try:
+        if not db.is_file():
+            raise CorpusNotFoundError(
+                db, f"no corpus here: build one with `crag-edge ingest --db {db} PATH...`"
+            )
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -177,7 +169,7 @@ def train(
         ) as bar:
             report = train_evaluator(settings, options, _RichEvents(bar))
     except EXPECTED as exc:
-        raise _fail(str(exc)) from None
+        raise fail(exc) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]: rerun the same command to resume")
         raise typer.Exit(130) from None
@@ -225,8 +217,3 @@ def _print_summary(report: dict[str, Any]) -> None:
             f"{report['registered']['model_dir']}",
             highlight=False,
         )
-
-
-def _fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    return typer.Exit(1)

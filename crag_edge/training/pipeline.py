@@ -26,7 +26,7 @@ from crag_edge.models.manifest import load_manifest
 from crag_edge.models.onnx_session import plain_tokenizer
 from crag_edge.models.provision import EMBEDDER_ONNX_INT8, model_path, pull_model
 from crag_edge.models.registry import ModelNotInstalledError
-from crag_edge.training import require_torch
+from crag_edge.training import TrainingInputError, require_torch
 from crag_edge.training.data import (
     LABELS_FILE,
     Labeller,
@@ -177,9 +177,9 @@ def _base_model(settings: Settings, options: TrainOptions) -> _Base:
     base_dir = model_path(settings.model_dir, base_spec)
     base_config = json.loads((base_dir / "config.json").read_text(encoding="utf-8"))
     if not 1 <= options.layers <= base_config["num_hidden_layers"]:
-        raise ValueError(f"--layers must be 1-{base_config['num_hidden_layers']}")
+        raise TrainingInputError(f"--layers must be 1-{base_config['num_hidden_layers']}")
     if options.architecture not in ARCHITECTURES:
-        raise ValueError(f"--architecture must be one of {', '.join(ARCHITECTURES)}")
+        raise TrainingInputError(f"--architecture must be one of {', '.join(ARCHITECTURES)}")
     if not MIN_LENGTH <= options.max_length <= base_config["max_position_embeddings"]:
         raise ValueError(
             f"--max-length must be {MIN_LENGTH}-{base_config['max_position_embeddings']}"

@@ -25,6 +25,7 @@ import torch
 from tokenizers import Encoding, Tokenizer
 
 from crag_edge.models.onnx_session import pad_batch
+from crag_edge.training import TrainingInputError
 from crag_edge.training.data import TrainPair
 from crag_edge.training.model import Evaluator
 
@@ -118,7 +119,7 @@ class Trainer:
         run_id: str,
     ) -> None:
         if not encodings:
-            raise ValueError("no training pairs")
+            raise TrainingInputError("no training pairs")
         self.model = model
         self.encodings = encodings
         self.labels = torch.tensor(labels, dtype=torch.float32)

@@ -7,6 +7,7 @@ question and every ingest run in thread workers, which report back with `call_fr
 from __future__ import annotations
 
 import time
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,7 +21,7 @@ from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from crag_edge.config import Settings
+from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.generation import cited, incomplete_note
 from crag_edge.models.llm import Message, SharedLlm
@@ -28,7 +29,7 @@ from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.tui.corpora import CorpusScreen, open_error
 from crag_edge.tui.screens import HelpScreen, IngestScreen
-from crag_edge.tui.settings import SettingsScreen
+from crag_edge.tui.settings import SettingsScreen, save_settings
 from crag_edge.tui.widgets import (
     DecisionPanel,
     EvidenceTable,
@@ -204,6 +205,9 @@ class CragApp(App[None]):
                 old.close()
             self.conversation = []  # another corpus: the earlier turns do not apply
             self._reset_view("No question asked of this corpus yet.")
+        for screen in self.screen_stack:
+            if isinstance(screen, IngestScreen | CorpusScreen):
+                screen.corpus_opened(engine)
         self.corpus_ready()
 
     def busy(self) -> str | None:
@@ -273,10 +277,21 @@ class CragApp(App[None]):
             while len(self.screen_stack) > 1:
                 self.pop_screen()
 
-    def use_engine(self, engine: Engine) -> None:
-        """Adopt an engine opened elsewhere (the ingest screen creates one for a new corpus)."""
+    @on(CorpusScreen.Picked)
+    def _corpus_picked(self, event: CorpusScreen.Picked) -> None:
+        if not self.switch_corpus(event.path, create=event.create):
+            event.picker.switch_refused()
+
+    @on(IngestScreen.Created)
+    def _ingest_created(self, event: IngestScreen.Created) -> None:
+        """Adopt the engine of a corpus the ingest screen created while none was open."""
         if self.engine is None:
-            self._set_engine(engine)
+            self._set_engine(event.engine)
+
+    @on(IngestScreen.Ingested)
+    def _ingested(self) -> None:
+        if self.engine is not None:
+            self.corpus_ready()
 
     def on_unmount(self) -> None:
         if self._owns_engine and self.engine is not None:
@@ -446,15 +461,29 @@ class CragApp(App[None]):
 
     def action_ingest(self) -> None:
         if not isinstance(self.screen, IngestScreen):
-            self.push_screen(IngestScreen())
+            self.push_screen(IngestScreen(db=self.db, engine=self.engine, settings=self.settings))
 
     def action_corpora(self) -> None:
         if not isinstance(self.screen, CorpusScreen):
-            self.push_screen(CorpusScreen())
+            corpus = self.engine.corpus if self.engine is not None else None
+            self.push_screen(CorpusScreen(db=self.db, open_corpus=corpus))
 
     def action_settings(self) -> None:
         if not isinstance(self.screen, SettingsScreen):
-            self.push_screen(SettingsScreen())
+            self.push_screen(SettingsScreen(self.settings, self.config_path))
+
+    @on(SettingsScreen.Applied)
+    def _settings_applied(self, event: SettingsScreen.Applied) -> None:
+        """Apply the settings form's values and, when asked, save them as the config file."""
+        try:
+            self.apply_settings(event.settings)
+            if event.save_to is not None:
+                save_settings(event.save_to, event.settings)
+                self.config_path = event.save_to
+        except (SettingsError, RuntimeError, OSError, tomllib.TOMLDecodeError) as exc:
+            event.form.refused(exc)
+            return
+        event.form.applied(event.settings, event.save_to)
 
     def apply_settings(self, settings: Settings) -> None:
         """Use `settings` from the next question on (the open corpus and embedder are kept)."""

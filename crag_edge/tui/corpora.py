@@ -1,22 +1,24 @@
 """The corpus picker (F3): the corpus files nearby with their stats, and a path to open or
 create another. Stats come from `Corpus.open(readonly=True)`, so no model loads until one
-is picked; opening it is the app's job (`CragApp.switch_corpus`)."""
+is picked; opening it is the app's job (the screen posts `CorpusScreen.Picked`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.widgets import Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from crag_edge.engine import Engine
 from crag_edge.store import (
     Corpus,
     CorpusError,
@@ -26,9 +28,6 @@ from crag_edge.store import (
     SchemaTooNewError,
 )
 from crag_edge.tui.screens import CragScreen, PathSuggester, relative_name, when
-
-if TYPE_CHECKING:
-    pass
 
 NOT_A_CORPUS = "not a crag-edge corpus"
 
@@ -114,13 +113,26 @@ class CorpusScreen(CragScreen):
     CorpusScreen #corpora-status { height: auto; padding: 0 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Back"),
         Binding("ctrl+n", "new_path", "Path"),
         Binding("f5", "rescan", "Rescan"),
     ]
 
-    def __init__(self) -> None:
+    class Picked(Message):
+        """Switch to the corpus at `path` (with `create`, a new one). The app answers with
+        `switch_refused` or `open_failed`, or closes the picker once it is open."""
+
+        def __init__(self, picker: CorpusScreen, path: Path, create: bool) -> None:
+            super().__init__()
+            self.picker = picker
+            self.path = path
+            self.create = create
+
+    def __init__(self, *, db: Path | None, open_corpus: Corpus | None) -> None:
+        """`db` is the app's corpus file (its folder is searched too); `open_corpus` the
+        corpus the app has open, listed first with its live stats."""
         super().__init__()
+        self.db = db
+        self.open_corpus = open_corpus
         self.entries: list[CorpusEntry] = []
 
     def compose(self) -> ComposeResult:
@@ -143,7 +155,7 @@ class CorpusScreen(CragScreen):
     def folders(self) -> list[Path]:
         """Where to look: the working directory and the open corpus's folder."""
         folders = [Path.cwd()]
-        db = self.crag.db
+        db = self.db
         if db is not None and db.resolve().parent not in folders:
             folders.append(db.resolve().parent)
         return folders
@@ -156,9 +168,8 @@ class CorpusScreen(CragScreen):
             f"Corpus files (*.db) in {names}: Enter switches; ctrl+n opens or creates another."
         )
         current = None
-        engine = self.crag.engine
-        if engine is not None:  # the open one's stats come from its own connection
-            stats = engine.corpus.stats()
+        if self.open_corpus is not None:  # the open one's stats come from its own connection
+            stats = self.open_corpus.stats()
             current = CorpusEntry(Path(stats.path).resolve(), stats, is_open=True)
         self.query_one("#corpora-status", Static).update("Reading the corpus files…")
         self.scan(folders, current)
@@ -205,17 +216,23 @@ class CorpusScreen(CragScreen):
         self.open(path, create=not path.exists())
 
     def open(self, path: Path, *, create: bool) -> None:
-        """Ask the app to switch; it returns here with `open_failed` if it cannot."""
+        """Ask the app to switch (it answers with one of the two methods below)."""
         status = self.query_one("#corpora-status", Static)
         status.update(f"{'Creating' if create else 'Opening'} {relative_name(path)}…")
-        if not self.crag.switch_corpus(path, create=create):
-            status.update(Text("Busy: switch once the running work has finished.", "yellow"))
+        self.post_message(self.Picked(self, path, create))
+
+    def corpus_opened(self, engine: Engine) -> None:
+        """The app opened `engine`: the next rescan lists it as the open one."""
+        self.db = Path(engine.corpus.path)
+        self.open_corpus = engine.corpus
+
+    def switch_refused(self) -> None:
+        """The app is busy with work that needs the open corpus."""
+        status = Text("Busy: switch once the running work has finished.", "yellow")
+        self.query_one("#corpora-status", Static).update(status)
 
     def open_failed(self, message: str) -> None:
         self.query_one("#corpora-status", Static).update(Text(message, style="red"))
 
     def action_new_path(self) -> None:
         self.query_one("#corpus-path", Input).focus()
-
-    def action_back(self) -> None:
-        self.app.pop_screen()

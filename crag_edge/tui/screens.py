@@ -1,16 +1,18 @@
-"""The help screen and the ingest screen (add files or folders, with progress and cancel)."""
+"""The help screen, the base of the app's full screens, and the ingest screen (add files or
+folders, with progress and cancel)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.suggester import Suggester
 from textual.widgets import (
@@ -26,12 +28,10 @@ from textual.widgets import (
 )
 from textual.worker import get_current_worker
 
+from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.ingest import IngestReport, ProgressEvent
 from crag_edge.store.corpus import CorpusStats
-
-if TYPE_CHECKING:
-    from crag_edge.tui.app import CragApp
 
 HELP = """\
 # crag-edge — keys
@@ -142,14 +142,14 @@ def describe_stats(stats: CorpusStats) -> str:
 
 
 class CragScreen(Screen[None]):
-    """A full screen of the crag-edge app, with typed access to it."""
+    """A full screen of the crag-edge app, over the main one. It is given what it shows when
+    it is made and reports what the user did with messages, which bubble up to the app: the
+    app's state changes in the app alone, and the screens need not know the app."""
 
-    @property
-    def crag(self) -> CragApp:
-        from crag_edge.tui.app import CragApp
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Back")]
 
-        assert isinstance(self.app, CragApp)
-        return self.app
+    def action_back(self) -> None:
+        self.dismiss()
 
 
 class IngestScreen(CragScreen):
@@ -175,15 +175,30 @@ class IngestScreen(CragScreen):
     IngestScreen.-browsing.-short #ingest-log { display: none; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Back"),
         Binding("ctrl+g", "cancel_ingest", "Cancel ingest"),
         # priority: the path box would take ctrl+d as "delete right" (the Delete key still does)
         Binding("ctrl+d", "browse", "Browse", priority=True),
         Binding("ctrl+q", "app.quit", "Quit", priority=True),
     ]
 
-    def __init__(self) -> None:
+    class Created(Message):
+        """The screen created the corpus at the database path and opened it (the app had
+        none open): the app may adopt `engine`."""
+
+        def __init__(self, engine: Engine) -> None:
+            super().__init__()
+            self.engine = engine
+
+    class Ingested(Message):
+        """An ingest run ended (done, cancelled or failed): the corpus may have changed."""
+
+    def __init__(self, *, db: Path | None, engine: Engine | None, settings: Settings) -> None:
+        """`engine` is the open corpus to add to; without one, ingesting creates the corpus at
+        the path in the form (`db` by default) with `settings`."""
         super().__init__()
+        self.db = db
+        self.engine = engine
+        self.settings = settings
         self.report: IngestReport | None = None
         self.running = False
 
@@ -192,10 +207,10 @@ class IngestScreen(CragScreen):
         with Vertical(id="form"):
             with Horizontal(classes="row"):
                 yield Input(
-                    str(self.crag.db or "corpus.db"),
+                    str(self.db or "corpus.db"),
                     placeholder="Corpus database file",
                     id="db",
-                    disabled=self.crag.engine is not None,
+                    disabled=self.engine is not None,
                 )
             with Horizontal(classes="row"):
                 yield Input(
@@ -219,7 +234,7 @@ class IngestScreen(CragScreen):
         self._show_stats()
 
     def _show_stats(self) -> None:
-        engine = self.crag.engine
+        engine = self.engine
         stats = self.query_one("#stats", Static)
         if engine is None:
             stats.update("No corpus open: ingesting creates the database file above.")
@@ -248,12 +263,12 @@ class IngestScreen(CragScreen):
     @work(thread=True, exclusive=True, group="ingest", exit_on_error=False)
     def run_ingest(self, path: Path, db: Path) -> None:
         worker = get_current_worker()
-        app = self.crag
+        app = self.app
         try:
-            engine = app.engine
+            engine = self.engine
             if engine is None:
-                engine = Engine.open(db, app.settings, create=True)
-                app.call_from_thread(app.use_engine, engine)
+                engine = Engine.open(db, self.settings, create=True)
+                app.call_from_thread(self._created, engine)
 
             def progress(event: ProgressEvent) -> None:
                 app.call_from_thread(self._progress, event)
@@ -268,6 +283,17 @@ class IngestScreen(CragScreen):
             app.call_from_thread(self._finished, None, f"[red]Failed: {type(exc).__name__}: {exc}")
         else:
             app.call_from_thread(self._finished, report, "")
+
+    def _created(self, engine: Engine) -> None:
+        self.engine = engine
+        self.post_message(self.Created(engine))
+
+    def corpus_opened(self, engine: Engine) -> None:
+        """The app opened `engine`: later runs add to it (a running one keeps its own)."""
+        self.engine = engine
+        if self.is_mounted and not self.running:
+            self.query_one("#db", Input).disabled = True
+            self._show_stats()
 
     def _progress(self, event: ProgressEvent) -> None:
         self.query_one("#progress", ProgressBar).update(total=event.total, progress=event.done)
@@ -285,7 +311,7 @@ class IngestScreen(CragScreen):
         self.report = report
         self.query_one("#start", Button).disabled = False
         self.query_one("#cancel", Button).disabled = True
-        self.query_one("#db", Input).disabled = self.crag.engine is not None
+        self.query_one("#db", Input).disabled = self.engine is not None
         log = self.query_one("#ingest-log", Log)
         if report is not None:
             for source, reason in report.errors:
@@ -299,8 +325,7 @@ class IngestScreen(CragScreen):
             )
         self.query_one("#ingest-status", Static).update(message)
         self._show_stats()
-        if self.crag.engine is not None:
-            self.crag.corpus_ready()
+        self.post_message(self.Ingested())
 
     @on(Button.Pressed, "#cancel")
     def action_cancel_ingest(self) -> None:
@@ -341,4 +366,4 @@ class IngestScreen(CragScreen):
         if self.running:
             self.notify("An ingest is running: cancel it (ctrl+g) first.", severity="warning")
             return
-        self.app.pop_screen()
+        super().action_back()

@@ -6,19 +6,17 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, get_args
+from typing import Any, ClassVar, get_args
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
+from textual.message import Message
 from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Static
 
 from crag_edge.config import Settings, SettingsError, Tier
-
-if TYPE_CHECKING:
-    from crag_edge.tui.app import CragApp
+from crag_edge.tui.screens import CragScreen
 
 NUMBERS: tuple[tuple[str, str], ...] = (
     ("correct_threshold", "CORRECT at or above"),
@@ -59,7 +57,7 @@ def save_settings(path: Path, settings: Settings, names: tuple[str, ...] = EDITA
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-class SettingsScreen(Screen[None]):
+class SettingsScreen(CragScreen):
     """Edit the settings the next question uses."""
 
     DEFAULT_CSS = """
@@ -74,19 +72,27 @@ class SettingsScreen(Screen[None]):
     SettingsScreen #settings-status { height: auto; padding: 0 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "app.pop_screen", "Back"),
         Binding("ctrl+s", "apply(True)", "Apply & save"),
     ]
 
-    @property
-    def crag(self) -> CragApp:
-        from crag_edge.tui.app import CragApp
+    class Applied(Message):
+        """Use `settings` from the next question on and, with `save_to`, write them to that
+        TOML file. The app answers with `applied` or `refused`."""
 
-        assert isinstance(self.app, CragApp)
-        return self.app
+        def __init__(self, form: SettingsScreen, settings: Settings, save_to: Path | None):
+            super().__init__()
+            self.form = form
+            self.settings = settings
+            self.save_to = save_to
+
+    def __init__(self, settings: Settings, config_path: Path | None) -> None:
+        """`settings` fill the form; `config_path` is where "Apply & save" writes by default."""
+        super().__init__()
+        self.settings = settings
+        self.config_path = config_path
 
     def compose(self) -> ComposeResult:
-        settings = self.crag.settings
+        settings = self.settings
         yield Header()
         with VerticalScroll(id="form"):
             for name, label in NUMBERS:
@@ -107,7 +113,7 @@ class SettingsScreen(Screen[None]):
                 yield Input(settings.llm, id="llm")
             with Horizontal(classes="row"):
                 yield Label("config file")
-                yield Input(str(self.crag.config_path or "crag-edge.toml"), id="config")
+                yield Input(str(self.config_path or "crag-edge.toml"), id="config")
             with Horizontal(id="buttons"):
                 yield Button("Apply", id="apply", variant="primary")
                 yield Button("Apply & save", id="save", variant="success")
@@ -133,7 +139,7 @@ class SettingsScreen(Screen[None]):
             p for p in PROVIDERS if self.query_one(f"#fallback-{p}", Checkbox).value
         ]
         changes["llm"] = self.query_one("#llm", Input).value.strip()
-        current = self.crag.settings.model_dump()
+        current = self.settings.model_dump()
         return Settings.load(**{**current, **changes})
 
     @on(Button.Pressed, "#apply")
@@ -146,18 +152,23 @@ class SettingsScreen(Screen[None]):
         self.action_apply(True)
 
     def action_apply(self, save: bool) -> None:
-        status = self.query_one("#settings-status", Static)
+        """Check the form here; applying (and saving) is the app's, which answers."""
         try:
             settings = self.edited()
-            self.crag.apply_settings(settings)
-            message = "Applied: the next question uses these settings."
-            if save:
-                path = Path(self.query_one("#config", Input).value.strip() or "crag-edge.toml")
-                save_settings(path, settings)
-                self.crag.config_path = path
-                message += f" Saved to {path} (load it with --config {path})."
-        except (SettingsError, RuntimeError, OSError, tomllib.TOMLDecodeError) as exc:
-            status.update(f"[red]{exc}")
+        except SettingsError as exc:
+            self.refused(exc)
             return
-        status.update(message)
+        path = Path(self.query_one("#config", Input).value.strip() or "crag-edge.toml")
+        self.post_message(self.Applied(self, settings, path if save else None))
+
+    def applied(self, settings: Settings, saved_to: Path | None) -> None:
+        self.settings = settings
+        message = "Applied: the next question uses these settings."
+        if saved_to is not None:
+            self.config_path = saved_to
+            message += f" Saved to {saved_to} (load it with --config {saved_to})."
+        self.query_one("#settings-status", Static).update(message)
         self.notify(message)
+
+    def refused(self, error: Exception) -> None:
+        self.query_one("#settings-status", Static).update(f"[red]{error}")
