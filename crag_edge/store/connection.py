@@ -6,6 +6,7 @@ extension-loading path for sqlite-vec.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -99,12 +100,28 @@ def _configure(conn: apsw.Connection, busy_timeout_ms: int, *, write: bool) -> a
         conn.set_busy_timeout(busy_timeout_ms)
         conn.execute("PRAGMA foreign_keys = ON")
         if write and not conn.readonly("main"):
-            conn.execute("PRAGMA journal_mode = WAL")
+            _use_wal(conn, busy_timeout_ms)
             conn.execute("PRAGMA synchronous = NORMAL")
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _use_wal(conn: apsw.Connection, timeout_ms: int) -> None:
+    """Switch the file to WAL, retrying while another connection holds it. Two connections
+    opening a new (rollback-journal) file at once both hold a shared lock and both need an
+    exclusive one to switch: SQLite answers one of them BUSY at once, without the busy
+    handler (waiting could deadlock), and that one succeeds once the other has switched."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except apsw.BusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def has_pending_journal(path: Path) -> bool:
