@@ -49,3 +49,13 @@ def minilm_int8_onnx(minilm_onnx: Path) -> Path:
 def embedder(minilm_dir: Path, minilm_onnx: Path) -> OnnxEmbedder:
     """The real MiniLM embedder, as ingest and retrieval use it."""
     return OnnxEmbedder(minilm_onnx, minilm_dir / "tokenizer.json", MINILM, threads=2)
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Settings from defaults only: no CRAG_EDGE_/KB_AGENT_ variables from the caller, and
+    the working directory a fresh folder (no `.env` but the test's own)."""
+    for name in list(os.environ):
+        if name.startswith(("CRAG_EDGE_", "KB_AGENT_")):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)

@@ -8,16 +8,7 @@ import pytest
 
 from crag_edge.config import Settings, SettingsError
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Each test starts from defaults: no CRAG_EDGE_/KB_AGENT_ vars, no .env in the cwd."""
-    import os
-
-    for name in list(os.environ):
-        if name.startswith(("CRAG_EDGE_", "KB_AGENT_")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def test_defaults_follow_the_design() -> None:

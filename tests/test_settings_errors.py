@@ -4,7 +4,6 @@ appears that the user did not make."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,7 @@ from crag_edge.server import ServerConfig, ServerConfigError
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No CRAG_EDGE_/KB_AGENT_ variables from the caller, no `.env` but the test's own."""
-    for name in list(os.environ):
-        if name.startswith(("CRAG_EDGE_", "KB_AGENT_")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Any:
