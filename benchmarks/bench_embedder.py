@@ -52,7 +52,7 @@ def test_evaluator_readings_of_the_same_texts(
     benchmark: BenchmarkFixture, minilm_int8_onnx: Path, minilm_dir: Path
 ) -> None:
     """Ingest's passage stage (`ingest.passages`): the evaluator reads each text alone."""
-    evaluator = load_cross_encoder(Settings.load(onnx_threads=THREADS))
+    evaluator = load_cross_encoder(Settings.load(onnx_threads=THREADS).models)
     if not isinstance(evaluator, PassageEncoder):
         pytest.skip("the installed evaluator does not store passage readings")
     embedder = OnnxEmbedder(minilm_int8_onnx, minilm_dir / "tokenizer.json", "all-minilm-l6-v2")

@@ -43,14 +43,10 @@ def engines(
         score_cache=False,
     )
     opened = {
-        "cheap": Engine.open(
-            db, evaluator.model_copy(update={"grading_tiers": ["signals"]}), embedder=embedder
-        ),
+        "cheap": Engine.open(db, evaluator.replace(grading_tiers=["signals"]), embedder=embedder),
         "fast": Engine.open(db, Settings.load(top_k=2), embedder=embedder),
         "evaluator": Engine.open(db, evaluator, embedder=embedder),
-        "banded": Engine.open(
-            db, evaluator.model_copy(update={"confidence_margin": 0.0}), embedder=embedder
-        ),
+        "banded": Engine.open(db, evaluator.replace(confidence_margin=0.0), embedder=embedder),
     }
     for engine in opened.values():
         engine.query(QUESTION)  # warm up: JIT-compiled kernels load from cache, ONNX sessions
@@ -118,7 +114,7 @@ def test_graded_and_refined_k20_end_to_end(benchmark, engines: dict[str, Engine]
 @pytest.mark.benchmark(group="llm-tier-per-item")
 def test_llm_judge_cost_per_item(benchmark) -> None:  # type: ignore[no-untyped-def]
     """The small LLM (tests' model); Qwen-1.5B's cost: benchmarks/measure_llm_judge.py."""
-    judge = LlmJudge(load_llm(Settings.load(llm_threads=1)))
+    judge = LlmJudge(load_llm(Settings.load(llm_threads=1).models))
     passage = "The duration of the waggle run encodes the distance to the food source."
     batch = benchmark(judge.score, QUESTION, [passage])
     assert len(batch.scores) == 1

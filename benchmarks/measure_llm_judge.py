@@ -97,7 +97,7 @@ def summary(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", help="manifest id (default: settings.llm)")
+    parser.add_argument("--model", help="manifest id (default: the llm setting)")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--data", type=Path, default=DATA, help="folder with wikiqa/, scifact/")
     parser.add_argument("--wikiqa-pairs", type=int, default=60)
@@ -115,7 +115,7 @@ def main() -> None:
 
     settings = Settings.load(llm_threads=args.threads, llm_context=args.context, llm_timeout_s=3600)
     started = time.perf_counter()
-    runtime = load_llm(settings, args.model)
+    runtime = load_llm(settings.models, args.model)
     report: dict[str, Any] = {
         "model": runtime.model_id,
         "threads": args.threads,

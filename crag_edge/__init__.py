@@ -21,15 +21,18 @@ The layers, bottom to top; each imports only the ones below it:
 - interfaces: `cli.py`, `tui/`, `server/` (HTTP), each a thin face over `Engine`.
 
 `models/` holds the model runtimes and their provisioning, `kernels/` the Numba kernels,
-`config.py` the one `Settings`, `result.py` the `CragResult` every interface shows.
+`config.py` the one `Settings` (a section per component: `settings.retrieval`, ...),
+`result.py` the `CragResult` every interface shows.
 
 Where to add:
 
 - a fallback provider: a class with the `FallbackProvider` protocol in
-  `correction/fallback/` (see `local.py`), its name in `base.PROVIDER_NAMES` and its
+  `correction/fallback/` (see `local.py`), its name in `config.ProviderName`, what it
+  needs in `config.FALLBACK_NEEDS`, its settings in `config.CorrectionSettings` and its
   construction in `correction/fallback/factory.py:build_providers`.
-- a grading tier: a model with the `types.PairScorer` protocol, built in
-  `grading/factory.py:build_grader` and given its place in `grading/cascade.py:Grader`.
+- a grading tier: a model with the `types.PairScorer` protocol, its name in `config.Tier`,
+  built in `grading/factory.py:build_grader` and given its place in
+  `grading/cascade.py:Grader`.
 - a store backend: `store.Corpus` is the one backend; another provides the methods that
   ingest, retrieval and grading call on it, and `Engine.open` chooses it.
 

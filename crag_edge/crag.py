@@ -31,13 +31,14 @@ from typing import Any, Literal
 import numpy as np
 
 from crag_edge.citations import document_places, locate
-from crag_edge.config import Settings
+from crag_edge.config import CorrectionSettings, RetrievalSettings
 from crag_edge.correction.expand import expand, load_synonyms, rewrite
 from crag_edge.correction.fallback import FallbackProvider, run_fallbacks
 from crag_edge.correction.followup import standalone_question
 from crag_edge.correction.refine import Strip, refine
 from crag_edge.grading import Evidence, Grader, Grading, ItemGrade
-from crag_edge.models.llm import LlamaRuntime, Message
+from crag_edge.groups import Groups
+from crag_edge.models.chat_model import ChatModel, Message
 from crag_edge.observability import AuditLog, Metrics
 from crag_edge.progress import Progress, Stopwatch
 from crag_edge.result import ContextItem, Correction, CorrectionType, CragResult, Round
@@ -84,6 +85,7 @@ class _Run:
     vector: Vector | None
     clock: Stopwatch
     corrections: _Corrections
+    groups: Groups = None  # the caller's access groups: every search is limited to them
     audit: AuditLog = field(default_factory=AuditLog)
     query: str = ""
     source: str = "search"  # or "fallback"
@@ -136,7 +138,8 @@ class CragLoop:
 
     def __init__(
         self,
-        settings: Settings,
+        correction: CorrectionSettings,
+        retrieval: RetrievalSettings,
         corpus: Corpus,
         embedder: Embedder,
         retriever: Retriever,
@@ -144,9 +147,10 @@ class CragLoop:
         metrics: Metrics,
         *,
         fallbacks: Sequence[FallbackProvider] = (),
-        llm: Callable[[], LlamaRuntime | None] = lambda: None,
+        llm: Callable[[], ChatModel | None] = lambda: None,
     ) -> None:
-        self.settings = settings
+        self.correction = correction
+        self.retrieval = retrieval
         self.corpus = corpus
         self.embedder = embedder
         self.retriever = retriever
@@ -154,8 +158,8 @@ class CragLoop:
         self.metrics = metrics
         self.fallbacks = list(fallbacks)
         self.llm = llm
-        self.synonyms = load_synonyms(settings.synonyms_file)
-        self.cache = corpus.score_cache() if settings.score_cache else None
+        self.synonyms = load_synonyms(correction.synonyms_file)
+        self.cache = corpus.score_cache() if grader.settings.score_cache else None
         self.passages = corpus.passage_vectors()
 
     def run(
@@ -166,16 +170,20 @@ class CragLoop:
         top_k: int | None = None,
         progress: Progress | None = None,
         history: Sequence[Message] = (),
+        groups: Groups = None,
     ) -> CragResult:
         """Answerable evidence for `question`, or an explicit "insufficient evidence";
         `progress` hears each stage as it starts and ends. `history` (the conversation's
-        earlier turns, oldest first) makes a follow-up question standalone before retrieval."""
+        earlier turns, oldest first) makes a follow-up question standalone before retrieval.
+        Every search, the local fallback's included, sees only the documents a caller with
+        `groups` may see (`crag_edge.groups`), so nothing later can hold any other."""
         state = self._start(
             question,
             history,
-            mode or self.settings.retrieval_mode,
-            top_k or self.settings.top_k,
+            mode or self.retrieval.retrieval_mode,
+            top_k or self.retrieval.top_k,
             progress,
+            groups,
         )
         while state.stop is None:
             self._grade_round(state)
@@ -191,12 +199,13 @@ class CragLoop:
         mode: str,
         k: int,
         progress: Progress | None,
+        groups: Groups,
     ) -> _Run:
         clock = Stopwatch(self.metrics, progress)
         corrections = _Corrections(clock)
         question = self._standalone(question, history, clock, corrections)
         vector = clock("embed", self._embed, question)
-        state = _Run(question, mode, mode, k, vector, clock, corrections)
+        state = _Run(question, mode, mode, k, vector, clock, corrections, groups)
         state.next_round(question, mode, self._search(state, question, mode), "search")
         return state
 
@@ -211,7 +220,7 @@ class CragLoop:
         conversation (a `rewrite` correction for `follow-up`), any other as asked."""
         if not history:
             return question
-        llm = self.llm if self.settings.rewrite_with_llm else _no_llm
+        llm = self.llm if self.correction.rewrite_with_llm else _no_llm
         rewritten = clock("follow-up", standalone_question, question, history, llm)
         if rewritten is None:
             return question
@@ -282,7 +291,7 @@ class CragLoop:
     def _transition(self, state: _Run) -> None:
         """The one move after a graded round (the table in the module docstring)."""
         assert state.grading is not None
-        limit = self.settings.max_iterations
+        limit = self.correction.max_iterations
         if state.grading.decision == Decision.CORRECT:
             state.end("correct", "the evidence was graded CORRECT")
         elif state.iteration >= limit:
@@ -331,7 +340,7 @@ class CragLoop:
         them: they join the next decision with the grades they have."""
         deeper = self._search(state, query, strategy, depth=state.k + len(state.seen))
         hits = [h for h in deeper if h.chunk.chunk_id not in state.seen][: state.k]
-        too_few = len(state.kept) < self.settings.min_kept_items
+        too_few = len(state.kept) < self.correction.min_kept_items
         if too_few and self.fallbacks and not state.fallback.tried:
             hits = _dedupe([*hits, *self._fallback(state, "too few items kept after grading")])
         return hits
@@ -340,7 +349,7 @@ class CragLoop:
         """(correction, query, strategy, how) in the order AMBIGUOUS tries them: synonyms,
         the keyword rewrite, the rewrite with the other strategy. Lazy: the LLM rewrites
         only when the expansion was run already."""
-        expanded = expand(state.question, self.synonyms, self.settings.synonyms_per_term)
+        expanded = expand(state.question, self.synonyms, self.correction.synonyms_per_term)
         if expanded != state.question:
             yield "expand", expanded, state.mode, "synonyms"
         query, how = self._rewrite(state)
@@ -436,20 +445,23 @@ class CragLoop:
         state.queries_run.add(_query_key(query, strategy))
         vector = state.vector if query == state.question else self._embed(query)
         k = depth or state.k
-        return state.clock("retrieve", self._retrieve, query, strategy, k, vector)
+        return state.clock("retrieve", self._retrieve, query, strategy, k, vector, state.groups)
 
-    def _retrieve(self, query: str, strategy: str, k: int, vector: Vector | None) -> list[Hit]:
+    def _retrieve(
+        self, query: str, strategy: str, k: int, vector: Vector | None, groups: Groups
+    ) -> list[Hit]:
         return self.retriever.search(
             query,
             top_k=k,
             mode=strategy,  # type: ignore[arg-type]
             query_vector=vector,
+            groups=groups,
         )
 
     def _rewrite(self, state: _Run) -> tuple[str, str]:
         """The question as a keyword query (one LLM call per question at most)."""
         if state.rewritten is None:
-            llm = self.llm() if self.settings.rewrite_with_llm else None
+            llm = self.llm() if self.correction.rewrite_with_llm else None
             state.rewritten = rewrite(state.question, llm)
         return state.rewritten
 
@@ -486,9 +498,10 @@ class CragLoop:
             run_fallbacks,
             self.fallbacks,
             query,
-            self.settings.fallback_max_results,
-            self.settings.fallback_timeout_s,
-            rrf_k=self.settings.rrf_k,
+            self.correction.fallback_max_results,
+            self.correction.fallback_timeout_s,
+            rrf_k=self.retrieval.rrf_k,
+            groups=state.groups,
         )
         record = state.fallback
         record.used = sorted(set(record.used) | set(outcome.used))
@@ -519,10 +532,10 @@ class CragLoop:
             question,
             chunks,
             self.embedder,
-            mode=self.settings.strip_mode,
-            scorer=self.settings.strip_scorer,
-            threshold=self.settings.strip_threshold,
-            budget_tokens=self.settings.context_budget_tokens,
+            mode=self.correction.strip_mode,
+            scorer=self.correction.strip_scorer,
+            threshold=self.correction.strip_threshold,
+            budget_tokens=self.correction.context_budget_tokens,
             cross_encoder=self.grader.cross_encoder,
         )
         strips = refined.pieces
@@ -535,8 +548,8 @@ class CragLoop:
                     "strips_kept": max(len(refined.kept), len(strips)),
                     "strips_total": len(refined.scored),
                     "pieces": len(strips),
-                    "mode": self.settings.strip_mode,
-                    "scorer": self.settings.strip_scorer,
+                    "mode": self.correction.strip_mode,
+                    "scorer": self.correction.strip_scorer,
                 },
             )
         )
@@ -612,7 +625,7 @@ def _whole_chunks(items: Sequence[tuple[Hit, ItemGrade]]) -> list[ContextItem]:
     ]
 
 
-def _no_llm() -> LlamaRuntime | None:
+def _no_llm() -> ChatModel | None:
     return None
 
 

@@ -14,11 +14,12 @@ from typing import Any
 
 from crag_edge import corpus_calibration
 from crag_edge.config import Settings
-from crag_edge.correction.fallback import FallbackConfig, build_providers
+from crag_edge.correction.fallback import build_providers
 from crag_edge.crag import CragLoop
 from crag_edge.generation import AnswerFinish, AnswerStream, stream_answer
 from crag_edge.grading import Calibrations, Grader
 from crag_edge.grading.factory import build_grader
+from crag_edge.groups import Groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.models.llm import Message, SharedLlm, TextStream
 from crag_edge.models.registry import load_embedder
@@ -29,24 +30,6 @@ from crag_edge.retrieval import Mode, Retriever
 from crag_edge.store import Corpus
 from crag_edge.text_boundary import repair
 from crag_edge.types import Embedder, Hit
-
-
-def fallback_config(settings: Settings) -> FallbackConfig:
-    """The fallback providers' configuration, from the one settings object."""
-    return FallbackConfig(
-        providers=tuple(settings.fallback_providers),
-        timeout_s=settings.fallback_timeout_s,
-        max_results=settings.fallback_max_results,
-        local_db=settings.fallback_db,
-        searxng_url=settings.searxng_url,
-        tavily_api_key=(
-            settings.tavily_api_key.get_secret_value() if settings.tavily_api_key else None
-        ),
-        tavily_url=settings.tavily_url,
-        retrieval_mode=settings.retrieval_mode,
-        candidates=settings.candidates,
-        rrf_k=settings.rrf_k,
-    )
 
 
 def _ending_with(stream: AnswerStream, progress: Progress) -> Generator[str, None, AnswerFinish]:
@@ -77,19 +60,22 @@ class Engine:
         self.embedder = embedder
         self.settings = settings
         self.metrics = metrics or Metrics()
+        retrieval = settings.retrieval
         self.retriever = Retriever(
-            corpus, embedder, candidates=settings.candidates, rrf_k=settings.rrf_k
+            corpus, embedder, candidates=retrieval.candidates, rrf_k=retrieval.rrf_k
         )
-        self.llm = llm or SharedLlm(settings)
+        self.llm = llm or SharedLlm(settings.models)
+        self.grader = grader or build_grader(
+            settings.grading, settings.models, self.metrics, llm=self.llm
+        )
         if grader is None:
-            grader = build_grader(settings, self.metrics, llm=self.llm)
-            self.settings = settings = corpus_calibration.apply(settings, corpus, grader.versions)
-            grader.calibrations = Calibrations.from_settings(settings)
-        self.grader = grader
-        self.audit_sink = AuditSink(settings.audit_log) if settings.audit_log else None
-        self.fallbacks = build_providers(fallback_config(settings), embedder)
+            self._use_corpus_calibration()
+        audit_log = settings.correction.audit_log
+        self.audit_sink = AuditSink(audit_log) if audit_log else None
+        self.fallbacks = build_providers(settings.correction, retrieval, embedder)
         self.loop = CragLoop(
-            settings,
+            settings.correction,
+            retrieval,
             corpus,
             embedder,
             self.retriever,
@@ -119,12 +105,12 @@ class Engine:
         settings = settings or Settings.load()
         db = Path(db)
         if create and not db.exists():
-            embedder = embedder or load_embedder(settings)
+            embedder = embedder or load_embedder(settings.models)
             corpus = Corpus.open_or_create(db, embedder.model_id, embedder.dim)
         else:
             corpus = Corpus.open(db, readonly=readonly)
             try:
-                embedder = embedder or load_embedder(settings)
+                embedder = embedder or load_embedder(settings.models)
                 corpus.check_embedder(embedder.model_id, embedder.dim)
             except BaseException:
                 corpus.close()
@@ -140,22 +126,30 @@ class Engine:
         progress: Callable[[ProgressEvent], None] | None = None,
         corpus: Corpus | None = None,
         roots: Sequence[Path] | None = None,
+        groups: frozenset[str] | None = None,
+        caller: Groups = None,
     ) -> IngestReport:
         """Add or update files (incremental by content hash); see `crag_edge.ingest`.
         `corpus` is another connection to the same file to write through (a writer thread's
         own, so readers of the engine's connection are not held up); `roots` confines every
-        file read to these folders, links never followed (the service's ingest roots)."""
+        file read to these folders, links never followed (the service's ingest roots).
+        With `groups`, every document is tagged with them (`crag_edge.groups`; empty: untagged,
+        seen by all), an unchanged one retagged without being embedded again; without, stored
+        documents keep theirs. `caller` is the ingesting caller's groups (as `groups` of
+        `search`; None: the owner): a stored document it cannot see is left unchanged."""
         return ingest(
             self.corpus if corpus is None else corpus,
             self.embedder,
             self.embedder.tokenizer,
             inputs,
-            settings=self.settings,
+            settings=self.settings.ingest,
             fmt=fmt,
             prune=prune,
             progress=progress,
             passage_index=self.grader.passage_index(),
             roots=roots,
+            groups=groups,
+            caller=caller,
         )
 
     def search(
@@ -164,12 +158,15 @@ class Engine:
         *,
         mode: Mode | None = None,
         top_k: int | None = None,
+        groups: Groups = None,
     ) -> list[Hit]:
-        """Retrieve the best chunks for `question` (repaired if it is not valid Unicode)."""
+        """Retrieve the best chunks for `question` (repaired if it is not valid Unicode)
+        among those a caller with `groups` may see (`crag_edge.groups`; None: all)."""
         return self.retriever.search(
             repair(question),
-            top_k=top_k or self.settings.top_k,
-            mode=mode or self.settings.retrieval_mode,
+            top_k=top_k or self.settings.retrieval.top_k,
+            mode=mode or self.settings.retrieval.retrieval_mode,
+            groups=groups,
         )
 
     def query(
@@ -180,15 +177,19 @@ class Engine:
         top_k: int | None = None,
         progress: Progress | None = None,
         history: Sequence[Message] = (),
+        groups: Groups = None,
     ) -> CragResult:
         """The corrective loop: retrieve, grade, correct; the final context and every reason.
         `progress` hears each stage as it happens (`crag_edge.progress`). `history` is the
         conversation so far (`{"role": "user" | "assistant", "content": ...}`, oldest first):
         a follow-up question is made standalone from it before retrieval. Text that is not
-        valid Unicode (lone surrogates) is repaired first (`text_boundary`)."""
+        valid Unicode (lone surrogates) is repaired first (`text_boundary`). Only documents
+        a caller with `groups` may see are searched (`crag_edge.groups`; None: all)."""
         question = repair(question)
         history = [{key: repair(text) for key, text in message.items()} for message in history]
-        result = self.loop.run(question, mode=mode, top_k=top_k, progress=progress, history=history)
+        result = self.loop.run(
+            question, mode=mode, top_k=top_k, progress=progress, history=history, groups=groups
+        )
         if self.audit_sink:
             events = [
                 AuditEvent(
@@ -207,13 +208,17 @@ class Engine:
         top_k: int | None = None,
         history: Sequence[Message] = (),
         progress: Progress | None = None,
+        groups: Groups = None,
     ) -> tuple[CragResult, AnswerStream]:
         """The loop's result and the answer as a stream (generated lazily): iterate it for
         the text, then read its `finish_reason` (`generation.AnswerFinish`). `history` as
         for `query`; the answer is written for the standalone question. `progress` hears the
         loop's stages as for `query`, then `answer`: its start before the model loads, its
-        end when the stream is exhausted."""
-        result = self.query(question, mode=mode, top_k=top_k, history=history, progress=progress)
+        end when the stream is exhausted. `groups` as for `query`: the answer is written
+        from the evidence such a caller may see, and nothing else."""
+        result = self.query(
+            question, mode=mode, top_k=top_k, history=history, progress=progress, groups=groups
+        )
         if progress is not None:
             progress(StageEvent("answer", "start"))
         needs_model = bool(result.context) and not result.insufficient_evidence
@@ -232,7 +237,7 @@ class Engine:
         llm = self.llm()
         if llm is None:
             raise corpus_calibration.CalibrationError(
-                f"calibration needs the local LLM ({self.settings.llm}): run "
+                f"calibration needs the local LLM ({self.settings.models.llm}): run "
                 "`crag-edge models pull` (and install the `llm` extra)"
             )
         queries = corpus_calibration.pseudo_queries(
@@ -240,15 +245,21 @@ class Engine:
             self.embedder,
             lambda question: [hit.chunk for hit in self.search(question)],
             llm,
-            self.settings,
+            self.settings.grading,
             questions=questions,
             on_question=on_question,
         )
         fits = corpus_calibration.fit_tiers(queries, self.grader)
         corpus_calibration.store(self.corpus, fits, self.grader, llm.model_id)
-        self.settings = corpus_calibration.apply(self.settings, self.corpus, self.grader.versions)
-        self.grader.calibrations = Calibrations.from_settings(self.settings)
+        self._use_corpus_calibration()
         return corpus_calibration.report(queries, fits)
+
+    def _use_corpus_calibration(self) -> None:
+        """The corpus's stored calibration, where no calibration setting was given explicitly
+        (`corpus_calibration.apply`), for the settings and the grader alike."""
+        grading = corpus_calibration.apply(self.settings.grading, self.corpus, self.grader.versions)
+        self.settings = self.settings.model_copy(update={"grading": grading})
+        self.grader.calibrations = Calibrations.from_settings(grading)
 
     def close(self) -> None:
         for provider in self.fallbacks:

@@ -13,8 +13,8 @@ from collections.abc import Generator, Sequence
 from typing import Literal
 
 from crag_edge.citations import locator
-from crag_edge.config import Settings, env_name
-from crag_edge.models.llm import FinishReason, LlamaRuntime, Message, TextStream
+from crag_edge.config import ModelSettings, env_name
+from crag_edge.models.chat_model import ChatModel, FinishReason, Message, TextStream
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import ContextItem, CragResult
 
@@ -55,7 +55,7 @@ def answer_messages(question: str, context: Sequence[ContextItem]) -> list[Messa
     ]
 
 
-def stream_answer(llm: LlamaRuntime | None, result: CragResult) -> AnswerStream:
+def stream_answer(llm: ChatModel | None, result: CragResult) -> AnswerStream:
     """The answer's text as it is generated (lazily), then its finish reason; the
     insufficient-evidence sentence without a model call when the context is empty.
 
@@ -64,9 +64,7 @@ def stream_answer(llm: LlamaRuntime | None, result: CragResult) -> AnswerStream:
     return TextStream(_answer_pieces(llm, result))
 
 
-def _answer_pieces(
-    llm: LlamaRuntime | None, result: CragResult
-) -> Generator[str, None, AnswerFinish]:
+def _answer_pieces(llm: ChatModel | None, result: CragResult) -> Generator[str, None, AnswerFinish]:
     if result.insufficient_evidence or not result.context:
         tried = result.fallback.get("used") or []
         yield INSUFFICIENT.format(
@@ -83,7 +81,7 @@ def _answer_pieces(
     return reply.finish_reason
 
 
-def incomplete_note(finish: AnswerFinish, text: str, settings: Settings) -> str | None:
+def incomplete_note(finish: AnswerFinish, text: str, settings: ModelSettings) -> str | None:
     """Why an answer is empty or incomplete, with the fix; None for one that ended on its own.
 
     Shared by every interface, so a cut-off or stalled answer reads the same everywhere.

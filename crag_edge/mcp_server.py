@@ -9,7 +9,9 @@ standalone before retrieval and the result says so.
 
 `crag-edge mcp` serves these tools over stdio (`serve_stdio`); the HTTP service mounts the
 same server over streamable HTTP (`server.routers.mcp`). Both reach the engine through an
-`EngineRunner`, which decides where the blocking work runs and who may run it.
+`EngineRunner`, which decides where the blocking work runs and who may run it: each tool names
+the scope it needs (`search` and `ask` query, `answer` answer, as the HTTP routes do) and
+receives the caller's document groups to search with.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from pydantic import BaseModel, Field
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.generation import cited, incomplete_note
+from crag_edge.groups import Groups
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import CragResult
 from crag_edge.result_views import MEANINGS, graded_hits, sources, verdict
+from crag_edge.server.scopes import Scope
 
 T = TypeVar("T")
 
@@ -72,9 +76,12 @@ History = Annotated[list[Turn] | None, Field(description=HISTORY_NOTE)]
 
 
 class EngineRunner(Protocol):
-    """Runs blocking engine work off the event loop; raises `ToolError` when it may not."""
+    """Runs blocking engine work off the event loop, handing it the caller's groups; raises
+    `ToolError` when it may not (among others: the caller's scope is below `needs`)."""
 
-    def __call__(self, work: Callable[[Engine], T]) -> Awaitable[T]: ...
+    def __call__(
+        self, work: Callable[[Engine, Groups], T], *, needs: Scope = "query"
+    ) -> Awaitable[T]: ...
 
 
 def build_server(run: EngineRunner, *, max_question_chars: int = 4000) -> MCPServer:
@@ -93,7 +100,7 @@ def build_server(run: EngineRunner, *, max_question_chars: int = 4000) -> MCPSer
 
     async def crag(question: str, history: list[Turn] | None) -> CragResult:
         asked, turns = checked(question), _turns(history)
-        return await run(lambda engine: engine.query(asked, history=turns))
+        return await run(lambda engine, groups: engine.query(asked, history=turns, groups=groups))
 
     @server.tool(description=SEARCH_DESCRIPTION, annotations=read_only)
     async def search(question: Question, history: History = None) -> dict[str, Any]:
@@ -111,7 +118,9 @@ def build_server(run: EngineRunner, *, max_question_chars: int = 4000) -> MCPSer
     @server.tool(description=ANSWER_DESCRIPTION, annotations=read_only)
     async def answer(question: Question, history: History = None) -> dict[str, Any]:
         asked, turns = checked(question), _turns(history)
-        return await run(lambda engine: _cited_answer(engine, asked, turns))
+        return await run(
+            lambda engine, groups: _cited_answer(engine, asked, turns, groups), needs="answer"
+        )
 
     return server
 
@@ -120,10 +129,12 @@ def _turns(history: Sequence[Turn] | None) -> list[dict[str, str]]:
     return [turn.model_dump() for turn in history or ()]
 
 
-def _cited_answer(engine: Engine, question: str, history: list[dict[str, str]]) -> dict[str, Any]:
+def _cited_answer(
+    engine: Engine, question: str, history: list[dict[str, str]], groups: Groups
+) -> dict[str, Any]:
     """The whole answer with its citations and verdict (an MCP tool returns one message)."""
     try:
-        result, stream = engine.answer(question, history=history)
+        result, stream = engine.answer(question, history=history, groups=groups)
         text = "".join(stream)
     except ModelNotInstalledError as exc:
         raise ToolError(str(exc)) from None
@@ -132,7 +143,7 @@ def _cited_answer(engine: Engine, question: str, history: list[dict[str, str]]) 
         "finish_reason": stream.finish_reason,
         "citations": sources(cited(text, result.context)),
     }
-    note = incomplete_note(stream.finish_reason, text, engine.settings)
+    note = incomplete_note(stream.finish_reason, text, engine.settings.models)
     if note is not None:
         view["note"] = note
     return view
@@ -140,12 +151,13 @@ def _cited_answer(engine: Engine, question: str, history: list[dict[str, str]]) 
 
 def serve_stdio(db: Path, settings: Settings) -> None:
     """Open the corpus (failing here, before any protocol traffic, on a bad path) and serve
-    the tools over stdin/stdout until the client closes them."""
+    the tools over stdin/stdout until the client closes them. The client is the local owner:
+    every scope, every document."""
     with Engine.open(db, settings) as engine:
         lock = anyio.Lock()  # one engine, one question at a time
 
-        async def run(work: Callable[[Engine], T]) -> T:
+        async def run(work: Callable[[Engine, Groups], T], *, needs: Scope = "query") -> T:
             async with lock:
-                return await anyio.to_thread.run_sync(work, engine)
+                return await anyio.to_thread.run_sync(work, engine, None)
 
         build_server(run).run("stdio")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 
 # Stage latencies span ~0.1 ms (rules) to tens of seconds (LLM judge on a slow CPU).
 LATENCY_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# Fields every audit line written in this context carries: the service puts the name of the
+# token that asked here, per request, and the worker threads running the engine copy it.
+audit_context: ContextVar[Mapping[str, Any] | None] = ContextVar(
+    "crag_edge_audit_context", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -49,13 +56,15 @@ class AuditLog:
 
 
 class AuditSink:
-    """Appends audit events as JSON lines to one file; safe to share between threads."""
+    """Appends audit events as JSON lines to one file; safe to share between threads. Each line
+    carries the `audit_context` of the writer (who asked) beside the caller's own fields."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
 
     def write(self, events: list[AuditEvent], **context: Any) -> None:
+        context = {**(audit_context.get() or {}), **context}
         lines = "".join(
             json.dumps(context | e.to_dict(), ensure_ascii=False, default=str) + "\n"
             for e in events

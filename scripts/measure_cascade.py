@@ -110,8 +110,8 @@ def main() -> int:
     args = parser.parse_args()
     args.scores.mkdir(parents=True, exist_ok=True)
     settings = Settings.load(fast_path_rules=[])
-    embedder = load_embedder(settings)
-    live = build_grader(settings, llm=SharedLlm(settings))
+    embedder = load_embedder(settings.models)
+    live = build_grader(settings.grading, settings.models, llm=SharedLlm(settings.models))
     tiers: dict[str, PairScorer] = {
         name: scorer
         for name, scorer in (("cross_encoder", live.cross_encoder), ("llm", live.llm_judge))
@@ -155,17 +155,15 @@ def main() -> int:
         for tiers, fusion, margin, top, share in itertools.product(
             variants, args.fusions, args.margins, args.escalate, args.judge_shares
         ):
-            configured = settings.model_copy(
-                update={
-                    "grading_tiers": tiers,
-                    "confidence_margin": margin,
-                    "escalate_top": top,
-                    "judge_share": share,
-                    "tier_fusion": fusion,
-                    "calibration_cross_encoder": calibrations.get("cross_encoder"),
-                    "calibration_llm": calibrations.get("llm"),
-                }
-            )
+            configured = settings.replace(
+                grading_tiers=tiers,
+                confidence_margin=margin,
+                escalate_top=top,
+                judge_share=share,
+                tier_fusion=fusion,
+                calibration_cross_encoder=calibrations.get("cross_encoder"),
+                calibration_llm=calibrations.get("llm"),
+            ).grading
             grader = Grader(
                 configured,
                 cross_encoder=replays.get("cross_encoder"),

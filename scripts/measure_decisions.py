@@ -122,12 +122,12 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings.load()
     pairs = sample_queries(read_pairs(args.pairs), args.limit)
-    embedder = load_embedder(settings)
-    grader = build_grader(settings, llm=SharedLlm(settings))
+    embedder = load_embedder(settings.models)
+    grader = build_grader(settings.grading, settings.models, llm=SharedLlm(settings.models))
     lists = record_lists(pairs, embedder, grader, args.records)
     answerable = sum(any(row["labels"]) for row in lists)
     print(f"{len(lists)} lists, {answerable} answerable")
-    s = settings
+    s = settings.grading
     rows = {
         "rank_weighted (current)": summarise(
             lists,

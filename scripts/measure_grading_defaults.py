@@ -29,7 +29,7 @@ WEIGHT_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 def signal_matrix(pairs: list[Pair], settings: Settings) -> tuple[np.ndarray, np.ndarray]:
     """Per pair: the four signals (grouped by query, as hit lists) and the cosine."""
-    embedder = load_embedder(settings)
+    embedder = load_embedder(settings.models)
     groups: dict[str, list[int]] = {}
     for i, pair in enumerate(pairs):
         groups.setdefault(pair.query, []).append(i)
@@ -44,7 +44,7 @@ def signal_matrix(pairs: list[Pair], settings: Settings) -> tuple[np.ndarray, np
             sims,
             [tokens[i] for i in members],
             [f"p{i}" for i in members],
-            settings.min_chunk_tokens,
+            settings.grading.min_chunk_tokens,
         )
         matrix[members] = np.column_stack([signals[name] for name in SIGNALS])
         cosine[members] = sims
@@ -95,7 +95,7 @@ def main() -> None:
         for members in groups.values():
             members = sorted(members, key=lambda i: -cosine[i])  # retrieval order
             answerable.append(int(any(pairs[i].label for i in members)))
-            kept = probability[members][probability[members] >= settings.discard_below]
+            kept = probability[members][probability[members] >= settings.grading.discard_below]
             for strategy in Aggregation:
                 value = float(aggregate(kept, int(strategy))) if len(kept) else 0.0
                 scores[strategy.name.lower()].append(value)

@@ -91,7 +91,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N claim-abstracts")
     parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
     args = parser.parse_args()
-    embedder = load_embedder(Settings.load())
+    embedder = load_embedder(Settings.load().models)
     items = claims_with_rationales(args.data)[: args.limit]
     report: dict[str, dict[str, object]] = {}
     for name in SCORERS:

@@ -18,7 +18,7 @@ MINILM = "all-minilm-l6-v2"
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
     """The model folder `make test` fills (`crag-edge models pull`); never a hub at test time."""
-    return Settings.load().model_dir
+    return Settings.load().models.model_dir
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """Real local servers for tests: an HTTP file server (with Range support), a scriptable HTTP
-API server, and a wheel folder.
+API server, llama-cpp-python's OpenAI-compatible LLM server, and a wheel folder.
 
 They stand in for the outside world (a model hub, a search API, a package index) and speak
 its real protocols: HTTP/1.1 with byte ranges, JSON over HTTP, and pip's `--find-links`
@@ -8,7 +8,11 @@ wheel folders.
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import threading
+import time
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +21,8 @@ from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
+
+import httpx
 
 
 @contextmanager
@@ -143,3 +149,53 @@ def build_wheel(folder: Path, package: str, version: str, members: dict[str, byt
         archive.writestr(f"{info}/WHEEL", wheel)
         archive.writestr(f"{info}/RECORD", "")
     return path
+
+
+@dataclass(frozen=True)
+class LlmServer:
+    """A running `python -m llama_cpp.server`: its OpenAI base URL, port and process."""
+
+    url: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def llama_cpp_server(
+    model: Path, log: Path, *, logits_all: bool = True, port: int = 0, n_ctx: int = 1024
+) -> Iterator[LlmServer]:
+    """llama-cpp-python's own server for `model` on 127.0.0.1 (one thread, quiet), ready
+    to answer; its output goes to `log`. `logits_all` false makes it refuse logprobs."""
+    port = port or free_port()
+    args = [sys.executable, "-m", "llama_cpp.server", "--model", str(model)]
+    args += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)]
+    args += ["--n_threads", "1", "--n_threads_batch", "1", "--verbose", "false"]
+    args += ["--logits_all", str(logits_all).lower()]
+    with log.open("ab") as sink:
+        process = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT)
+    server = LlmServer(f"http://127.0.0.1:{port}/v1", port, process)
+    try:
+        _wait_until_up(server, log)
+        yield server
+    finally:
+        process.kill()
+        process.wait()
+
+
+def _wait_until_up(server: LlmServer, log: Path, patience_s: float = 180.0) -> None:
+    give_up = time.monotonic() + patience_s
+    while time.monotonic() < give_up:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"llama_cpp.server exited: {log.read_text()[-2000:]}")
+        try:
+            httpx.get(f"{server.url}/models", timeout=2.0).raise_for_status()
+            return
+        except httpx.HTTPError:
+            time.sleep(0.25)
+    raise RuntimeError(f"llama_cpp.server did not start in {patience_s:g}s: {log}")

@@ -227,7 +227,7 @@ def test_a_bug_is_not_reduced_to_one_line(
 def test_a_bug_prints_its_traceback_from_the_console_script(beir_db: Path) -> None:
     program = (
         "import sys; from crag_edge.store import Corpus; from crag_edge.cli import main\n"
-        "def broken(self): raise ValueError('a bug in stats')\n"
+        "def broken(self, **kwargs): raise ValueError('a bug in stats')\n"
         "Corpus.stats = broken; sys.argv = ['crag-edge', 'stats', '--db', sys.argv[1]]; main()"
     )
     run = subprocess.run(

@@ -6,15 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from crag_edge.config import Settings, SettingsError
+from crag_edge.config import SECTION_OF, SECTIONS, Settings, SettingsError
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def test_defaults_follow_the_design() -> None:
     s = Settings.load()
-    assert (s.vector_score_threshold, s.auto_approve_max_items, s.max_iterations) == (0.8, 2, 3)
-    assert s.retrieval_mode == "hybrid" and s.rrf_k == 60
+    grading = s.grading
+    assert (grading.vector_score_threshold, grading.auto_approve_max_items) == (0.8, 2)
+    assert s.correction.max_iterations == 3
+    assert s.retrieval.retrieval_mode == "hybrid" and s.retrieval.rrf_k == 60
 
 
 def test_kb_agent_env_names_are_honoured_as_is(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -22,14 +24,16 @@ def test_kb_agent_env_names_are_honoured_as_is(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("KB_AGENT_AUTO_APPROVE_MAX_ITEMS", "5")
     monkeypatch.setenv("KB_AGENT_MAX_ITERATIONS", "7")
     s = Settings.load()
-    assert (s.vector_score_threshold, s.auto_approve_max_items, s.max_iterations) == (0.65, 5, 7)
+    grading = s.grading
+    assert (grading.vector_score_threshold, grading.auto_approve_max_items) == (0.65, 5)
+    assert s.correction.max_iterations == 7
 
 
 def test_prefixed_env_vars_and_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("CRAG_EDGE_TOP_K=7\nKB_AGENT_MAX_ITERATIONS=4\n")
     monkeypatch.setenv("CRAG_EDGE_CHUNK_TOKENS", "300")
     s = Settings.load()
-    assert (s.top_k, s.max_iterations, s.chunk_tokens) == (7, 4, 300)
+    assert (s.retrieval.top_k, s.correction.max_iterations, s.ingest.chunk_tokens) == (7, 4, 300)
 
 
 def test_toml_file_and_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -37,8 +41,8 @@ def test_toml_file_and_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     config.write_text("[crag_edge]\ntop_k = 12\nrrf_k = 30\nmax_iterations = 5\n")
     monkeypatch.setenv("CRAG_EDGE_RRF_K", "90")  # env beats the file
     s = Settings.load(config)
-    assert (s.top_k, s.rrf_k, s.max_iterations) == (12, 90, 5)
-    assert Settings.load(config, top_k=3).top_k == 3  # explicit arguments beat everything
+    assert (s.retrieval.top_k, s.retrieval.rrf_k, s.correction.max_iterations) == (12, 90, 5)
+    assert Settings.load(config, top_k=3).retrieval.top_k == 3  # explicit arguments beat all
 
 
 @pytest.mark.parametrize(
@@ -80,4 +84,52 @@ def test_config_path_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     config = tmp_path / "c.toml"
     config.write_text("candidates = 42\n")
     monkeypatch.setenv("CRAG_EDGE_CONFIG", str(config))
-    assert Settings.load().candidates == 42
+    assert Settings.load().retrieval.candidates == 42
+
+
+def test_every_flat_name_is_one_field_of_one_section() -> None:
+    declared = [name for section in SECTIONS.values() for name in section.model_fields]
+    assert len(declared) == len(set(declared)) == len(SECTION_OF)
+    assert not set(declared) & set(SECTIONS), "a flat name would shadow a section table"
+
+
+def test_toml_section_tables_and_flat_keys_together(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "crag.toml"
+    config.write_text("top_k = 4\n[retrieval]\nrrf_k = 30\n[grading]\ndiscard_below = 0.2\n")
+    monkeypatch.setenv("CRAG_EDGE_CANDIDATES", "50")  # env still fills the same section
+    s = Settings.load(config)
+    assert (s.retrieval.top_k, s.retrieval.rrf_k, s.retrieval.candidates) == (4, 30, 50)
+    assert s.grading.discard_below == 0.2
+    misplaced = tmp_path / "misplaced.toml"
+    misplaced.write_text("[grading]\ntop_k = 4\n")
+    with pytest.raises(SettingsError, match=r"unknown setting.*grading\.top_k"):
+        Settings.load(misplaced)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[retrieval]\ntop_k = 0\n")
+    with pytest.raises(SettingsError, match="CRAG_EDGE_TOP_K / top_k"):
+        Settings.load(bad)
+
+
+def test_keyword_arguments_take_flat_names_and_sections() -> None:
+    with pytest.raises(SettingsError, match=r"unknown setting.*top_kk"):
+        Settings.load(top_kk=3)
+    base = Settings.load(top_k=3)
+    whole = Settings.load(retrieval=base.retrieval.model_copy(update={"rrf_k": 7}))
+    assert (whole.retrieval.top_k, whole.retrieval.rrf_k) == (3, 7)
+    assert Settings.load(retrieval={"candidates": 9}).retrieval.candidates == 9
+
+
+def test_replace_validates_and_keeps_what_was_set_explicitly() -> None:
+    s = Settings.load(calibration_llm=(1.0, 0.0))
+    changed = s.replace(top_k=4, discard_below=0.1)
+    assert (changed.retrieval.top_k, changed.grading.discard_below) == (4, 0.1)
+    assert s.retrieval.top_k == 10, "the original is unchanged"
+    # Corpus calibration yields to explicit calibration settings only: the marks survive.
+    assert changed.grading.model_fields_set == {"calibration_llm", "discard_below"}
+    with pytest.raises(SettingsError, match="CRAG_EDGE_TOP_K / top_k"):
+        s.replace(top_k=0)
+    with pytest.raises(SettingsError, match="incorrect_threshold"):
+        s.replace(incorrect_threshold=0.9)
+    assert s.value("top_k") == 10 and s.value("llm") == s.models.llm

@@ -155,32 +155,39 @@ def test_pulled_cross_encoder_is_loaded(tmp_path: Path, minilm_dir: Path) -> Non
     report = pull_model(load_manifest(model_dir).get("tiny-ce"), model_dir)
     assert report.ok and report.converted == ["model.onnx", "model.int8.onnx"]
 
-    scorer = load_cross_encoder(Settings.load(model_dir=model_dir))
+    scorer = load_cross_encoder(Settings.load(model_dir=model_dir).models)
     assert scorer is not None and scorer.name == "tiny-ce"
     batch = scorer.score(QUERY, [PASSAGES[0], LONG_PASSAGE])
     assert all(0.0 <= s <= 1.0 for s in batch.scores)
     assert batch.warnings and "truncated to 64 tokens" in batch.warnings[0]
 
     (model_dir / "tiny-ce" / "model.int8.onnx").unlink()  # the fp32 graph is the fallback
-    explicit = load_cross_encoder(Settings.load(model_dir=model_dir, cross_encoder="tiny-ce"))
+    explicit = load_cross_encoder(
+        Settings.load(model_dir=model_dir, cross_encoder="tiny-ce").models
+    )
     assert explicit is not None and len(explicit.score(QUERY, PASSAGES).scores) == len(PASSAGES)
 
 
 def test_no_cross_encoder_installed_gives_none(tmp_path: Path, minilm_dir: Path) -> None:
     model_dir = tmp_path / "models"
     model_dir.mkdir()
-    assert load_cross_encoder(Settings.load(model_dir=model_dir)) is None
+    assert load_cross_encoder(Settings.load(model_dir=model_dir).models) is None
     # Registered and downloaded but never converted: still not usable.
     source = tiny_checkpoint(tmp_path / "usb", num_labels=1, vocab_size=MINILM_VOCAB)
     shutil.copy(minilm_dir / "tokenizer.json", source / "tokenizer.json")
     register_local(model_dir, source, "tiny-ce")
     pull_model(load_manifest(model_dir).get("tiny-ce"), model_dir, convert=False)
-    assert load_cross_encoder(Settings.load(model_dir=model_dir)) is None
-    assert load_cross_encoder(Settings.load(model_dir=model_dir, cross_encoder="tiny-ce")) is None
+    assert load_cross_encoder(Settings.load(model_dir=model_dir).models) is None
+    assert (
+        load_cross_encoder(Settings.load(model_dir=model_dir, cross_encoder="tiny-ce").models)
+        is None
+    )
 
 
 def test_misconfigured_cross_encoder_raises(tmp_path: Path) -> None:
     with pytest.raises(ModelNotInstalledError, match="of role 'embedder', not 'cross-encoder'"):
-        load_cross_encoder(Settings.load(model_dir=tmp_path, cross_encoder="all-minilm-l6-v2"))
+        load_cross_encoder(
+            Settings.load(model_dir=tmp_path, cross_encoder="all-minilm-l6-v2").models
+        )
     with pytest.raises(ManifestError, match="unknown model 'nope'"):
-        load_cross_encoder(Settings.load(model_dir=tmp_path, cross_encoder="nope"))
+        load_cross_encoder(Settings.load(model_dir=tmp_path, cross_encoder="nope").models)

@@ -12,7 +12,7 @@ import pytest
 import typer
 
 from crag_edge.cli import app
-from crag_edge.config import Settings
+from crag_edge.config import SECTION_OF
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -53,7 +53,7 @@ def settings_table(text: str) -> str:
 def test_every_setting_is_in_the_readme_settings_table() -> None:
     table = settings_table(readme())
     assert table.count("\n") > 10, "the README's Settings section lost its table"
-    missing = [name for name in Settings.model_fields if f"`{name}`" not in table]
+    missing = [name for name in SECTION_OF if f"`{name}`" not in table]
     assert not missing, f"settings without a row in the README's table: {missing}"
 
 

@@ -201,8 +201,8 @@ def test_record_log_reloads_and_refuses_foreign_records(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def runtime() -> LlamaRuntime:
-    settings = Settings.load().model_copy(update={"llm_threads": 1, "llm_context": 1024})
-    return load_llm(settings)
+    settings = Settings.load(llm_threads=1, llm_context=1024)
+    return load_llm(settings.models)
 
 
 def passage(n: int, text: str) -> ContextItem:

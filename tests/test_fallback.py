@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 
-from crag_edge.config import Settings
+from crag_edge.config import CorrectionSettings, RetrievalSettings, Settings, SettingsError
 from crag_edge.correction.fallback import (
-    FallbackConfig,
     FallbackError,
     FallbackProvider,
     LocalCorpusProvider,
@@ -29,6 +28,7 @@ from crag_edge.correction.fallback import (
     run_fallbacks,
 )
 from crag_edge.engine import Engine
+from crag_edge.groups import Groups
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.store import Corpus
 from crag_edge.types import Hit
@@ -502,7 +502,7 @@ class Scripted:
         self.name = name
         self.answer = answer
 
-    def search(self, query: str, limit: int) -> list[Hit]:
+    def search(self, query: str, limit: int, groups: Groups = None) -> list[Hit]:
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer[:limit]
@@ -569,15 +569,15 @@ def test_merge_of_nothing() -> None:
 
 def test_all_three_providers_from_config(second_db: Path, embedder: OnnxEmbedder) -> None:
     with api_server(searxng()) as s_url, api_server(tavily()) as t_url:
-        config = FallbackConfig(
-            providers=("local", "searxng", "tavily"),
-            max_results=3,
-            local_db=second_db,
+        settings = Settings.load(
+            fallback_providers=["local", "searxng", "tavily"],
+            fallback_max_results=3,
+            fallback_db=second_db,
             searxng_url=s_url,
             tavily_api_key=KEY,
             tavily_url=t_url,
         )
-        providers = build_providers(config, embedder)
+        providers = build_providers(settings.correction, settings.retrieval, embedder)
         try:
             outcome = run_fallbacks(providers, "how do bees find flowers", 6, timeout=10.0)
         finally:
@@ -611,8 +611,10 @@ def test_nothing_to_ask() -> None:
 def test_build_providers_checks_names_and_required_settings(
     embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
-    assert build_providers(FallbackConfig(), embedder) == []
-    default = build_providers(FallbackConfig(local_db=tmp_path / "b.db"), embedder)
+    retrieval = RetrievalSettings.defaults()
+    assert build_providers(CorrectionSettings.defaults(), retrieval, embedder) == []
+    local_db = CorrectionSettings.model_validate({"fallback_db": tmp_path / "b.db"})
+    default = build_providers(local_db, retrieval, embedder)
     assert [p.name for p in default] == ["local"]  # local is the air-gapped default
     cases = {
         ("bing",): "unknown fallback provider",
@@ -623,14 +625,16 @@ def test_build_providers_checks_names_and_required_settings(
     }
     for names, message in cases.items():
         with pytest.raises(FallbackError) as info:
-            build_providers(FallbackConfig(providers=names), embedder)
+            # Unvalidated, as a caller building the section by hand might pass it.
+            unchecked = CorrectionSettings.model_construct(fallback_providers=list(names))
+            build_providers(unchecked, retrieval, embedder)
         assert info.value.message == message
         if names == ("bing",):
             assert "local, searxng, tavily" in info.value.hint
-    with pytest.raises(ValueError, match="timeout_s"):
-        FallbackConfig(timeout_s=0)
-    with pytest.raises(ValueError, match="max_results"):
-        FallbackConfig(max_results=0)
+    with pytest.raises(SettingsError, match="CRAG_EDGE_FALLBACK_TIMEOUT_S"):
+        Settings.load(fallback_timeout_s=0)
+    with pytest.raises(SettingsError, match="CRAG_EDGE_FALLBACK_MAX_RESULTS"):
+        Settings.load(fallback_max_results=0)
 
 
 def test_fallback_ids_are_stable_negative_and_json_safe() -> None:

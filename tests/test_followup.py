@@ -77,7 +77,7 @@ def test_only_a_real_rewrite_is_taken_from_the_llm(reply: str, usable: str | Non
 def test_an_unusable_reply_of_the_small_llm_falls_back_to_keywords() -> None:
     # SmolLM2-135M repeats the question instead of rewriting it (the 1.5B default rewrites
     # it): the keyword rewrite stands in, so a weak model never loses the conversation.
-    llm = load_llm(Settings.load(), "smollm2-135m-instruct")
+    llm = load_llm(Settings.load().models, "smollm2-135m-instruct")
     rewritten = standalone_question(FOLLOW_UP, CONVERSATION, lambda: llm)
     assert rewritten == standalone_question(FOLLOW_UP, CONVERSATION, no_llm)
     assert rewritten is not None and rewritten[1] == "keywords"

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crag_edge.config import Settings
+from crag_edge.config import GradingSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import Calibrations, Evidence, Grader, Platt, first_matching_rule
 from crag_edge.observability import AuditLog, Metrics
@@ -54,11 +54,11 @@ def evidence(hits: list[Hit]) -> Evidence:
     return Evidence(hits, sims, np.array([h.chunk.token_count for h in hits], dtype=np.int64))
 
 
-def settings(**overrides: object) -> Settings:
-    """Model tiers uncalibrated (identity) unless a test says otherwise: scripted scores are
-    then the probabilities the routing sees."""
+def settings(**overrides: object) -> GradingSettings:
+    """The grading section with model tiers uncalibrated (identity) unless a test says
+    otherwise: scripted scores are then the probabilities the routing sees."""
     uncalibrated = {"calibration_cross_encoder": None, "calibration_llm": None}
-    return Settings.load(**(uncalibrated | WIDE_BAND | overrides))  # type: ignore[arg-type]
+    return Settings.load(**(uncalibrated | WIDE_BAND | overrides)).grading  # type: ignore[arg-type]
 
 
 # The routing tests place their scripted scores around a 0.3-0.7 band of uncertainty.
@@ -294,7 +294,7 @@ def test_aggregations(aggregation: str, scores: list[float], decision: Decision)
 def test_the_default_rule_is_the_best_kept_item_against_one_half(
     scores: list[float], decision: Decision
 ) -> None:
-    defaults = Settings.load()
+    defaults = Settings.load().grading
     assert (defaults.aggregation, defaults.correct_threshold) == ("max", 0.5)
     rule = {"aggregation": defaults.aggregation, "correct_threshold": defaults.correct_threshold}
     grading, _ = graded(scores, **rule)

@@ -147,7 +147,7 @@ def ingest_confined(
             embedder,
             embedder.tokenizer,
             list(files),
-            settings=Settings.load(),
+            settings=Settings.load().ingest,
             roots=(root.resolve(),),
         )
         documents = [corpus.document(source) for source in corpus.list_sources()]
@@ -226,7 +226,7 @@ def test_progress_is_reported_within_a_large_file(tmp_path: Path, embedder: Onnx
             embedder,
             embedder.tokenizer,
             [big],
-            settings=Settings.load(),
+            settings=Settings.load().ingest,
             progress=events.append,
             group_chunks=8,
         )

@@ -103,7 +103,7 @@ def run(
         embedder,
         real.tokenizer,
         inputs,
-        settings=settings,
+        settings=settings.ingest,
         fmt=fmt,
         prune=prune,
         progress=progress,
@@ -113,7 +113,8 @@ def run(
 
 def assert_whole_documents(corpus: Corpus, embedder: OnnxEmbedder, settings: Settings) -> None:
     """Every stored document has exactly the chunks a fresh chunking gives, each indexed twice."""
-    chunker = Chunker(embedder.tokenizer, settings.chunk_tokens, settings.chunk_overlap)
+    chunking = settings.ingest
+    chunker = Chunker(embedder.tokenizer, chunking.chunk_tokens, chunking.chunk_overlap)
     conn = connect(corpus.path, readonly=True)
     try:
         docs = conn.execute("SELECT id, text FROM documents").fetchall()

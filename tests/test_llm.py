@@ -40,7 +40,7 @@ LONG_REPLY = [{"role": "user", "content": "Write a long story about a dragon."}]
 
 @pytest.fixture(scope="module")
 def model_path() -> Path:
-    settings = Settings.load()
+    settings = Settings.load().models
     spec = load_manifest(settings.model_dir).get(MODEL_ID)
     try:
         return installed_file(settings, MODEL_ID, spec.files[0].name)
@@ -212,12 +212,12 @@ def test_missing_model_file_says_how_to_pull(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=f"crag-edge models pull {MODEL_ID}"):
         LlamaRuntime(tmp_path / "absent.gguf", model_id=MODEL_ID)
     with pytest.raises(ModelNotInstalledError, match=f"crag-edge models pull {MODEL_ID}"):
-        load_llm(Settings.load(model_dir=tmp_path), MODEL_ID)
+        load_llm(Settings.load(model_dir=tmp_path).models, MODEL_ID)
 
 
 def test_load_llm_rejects_non_llm_models() -> None:
     with pytest.raises(ValueError, match="not an LLM"):
-        load_llm(Settings.load(), "all-minilm-l6-v2")
+        load_llm(Settings.load().models, "all-minilm-l6-v2")
 
 
 def test_random_bytes_are_a_clear_error(tmp_path: Path) -> None:

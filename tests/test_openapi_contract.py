@@ -27,16 +27,17 @@ from tests.test_server import Running, factory_for, running
 MAX_QUESTION_CHARS = 300
 AUTH_HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 BEES = "How do honeybees tell other bees where flowers are?"
-# What each operation may answer besides success; each error with the one error body.
+# What each operation may answer besides success; each error with the one error body (every
+# protected one 503 too: an unreadable token file).
 ERROR_STATUSES = {
-    ("post", "/v1/query"): {400, 401, 413, 422, 503},
-    ("post", "/v1/answer"): {400, 401, 413, 422, 503},
+    ("post", "/v1/query"): {400, 401, 403, 413, 422, 503},
+    ("post", "/v1/answer"): {400, 401, 403, 413, 422, 503},
     ("post", "/v1/ingest"): {400, 401, 403, 404, 413, 422, 503},
-    ("get", "/v1/jobs/{job_id}"): {401, 404},
-    ("get", "/v1/stats"): {401, 503},
-    ("get", "/metrics"): {401},
-    ("get", "/v1/models"): {401},
-    ("post", "/v1/chat/completions"): {400, 401, 404, 413, 422, 503},
+    ("get", "/v1/jobs/{job_id}"): {401, 403, 404, 503},
+    ("get", "/v1/stats"): {401, 403, 503},
+    ("get", "/metrics"): {401, 403, 503},
+    ("get", "/v1/models"): {401, 403, 503},
+    ("post", "/v1/chat/completions"): {400, 401, 403, 404, 413, 422, 503},
 }
 
 

@@ -250,7 +250,7 @@ def test_shipped_evaluator_installs_from_the_package_and_scores(tmp_path: Path) 
     pulled = pull_model(spec, tmp_path)
     assert {f.state for f in pulled.files} == {"ok"}
     assert {f.state for f in verify_model(spec, tmp_path).files} == {"ok"}
-    scorer = load_cross_encoder(Settings(model_dir=tmp_path))
+    scorer = load_cross_encoder(Settings(model_dir=tmp_path).models)
     assert scorer is not None and scorer.name == spec.model_id
     relevant, unrelated = scorer.score(
         "How do honey bees tell other bees where food is?",

@@ -85,7 +85,7 @@ def _engine(
 ) -> Engine:
     settings = Settings.load(**THROUGH_THE_CROSS_ENCODER)  # type: ignore[arg-type]
     engine = Engine.open(db, settings, embedder=embedder, **kwargs)
-    grader = Grader(settings, cross_encoder=scorer, versions={"cross_encoder": version})
+    grader = Grader(settings.grading, cross_encoder=scorer, versions={"cross_encoder": version})
     return Engine(engine.corpus, embedder, settings, grader=grader)
 
 
@@ -177,7 +177,7 @@ def test_the_cache_can_be_switched_off(
 ) -> None:
     settings = Settings.load(score_cache=False, **THROUGH_THE_CROSS_ENCODER)  # type: ignore[arg-type]
     scorer = CountingScorer(cross_encoder)
-    grader = Grader(settings, cross_encoder=scorer, versions={"cross_encoder": "v1"})
+    grader = Grader(settings.grading, cross_encoder=scorer, versions={"cross_encoder": "v1"})
     with Engine.open(corpus_dir / "c.db", settings, embedder=embedder) as opened:
         engine = Engine(opened.corpus, embedder, settings, grader=grader)
         engine.query(QUESTION)

@@ -128,9 +128,9 @@ def test_other_graphs_get_the_pair_runtime_and_its_errors(minilm_dir: Path, tmp_
 def test_the_shipped_evaluator_reads_passages_alone() -> None:
     """The default evaluator exposes its vectors: its stored readings give the pair graph's
     scores up to int8 rounding (activations are quantized per batch)."""
-    scorer = load_cross_encoder(Settings.load())
+    scorer = load_cross_encoder(Settings.load().models)
     assert isinstance(scorer, OnnxSegmentScorer)
-    graph = Settings.load().model_dir / scorer.name
+    graph = Settings.load().models.model_dir / scorer.name
     pair = OnnxCrossEncoder(graph / "model.int8.onnx", graph / "tokenizer.json", "pair")
     got = np.array(scorer.score(QUESTION, PASSAGES).scores)
     want = np.array(pair.score(QUESTION, PASSAGES).scores)
@@ -142,7 +142,7 @@ def _engine(
     db: Path, embedder: OnnxEmbedder, scorer: PassageEncoder, version: str = "v1"
 ) -> Engine:
     settings = Settings.load(**THROUGH_THE_CROSS_ENCODER)  # type: ignore[arg-type]
-    grader = Grader(settings, cross_encoder=scorer, versions={"cross_encoder": version})
+    grader = Grader(settings.grading, cross_encoder=scorer, versions={"cross_encoder": version})
     opened = Engine.open(db, settings, create=True, embedder=embedder)
     return Engine(opened.corpus, embedder, settings, grader=grader)
 
@@ -238,7 +238,9 @@ def test_a_read_only_corpus_reads_stored_readings_but_never_writes(
         plain.ingest([docs])
     counting = CountingEncoder(segment)
     read_only_settings = Settings.load(**THROUGH_THE_CROSS_ENCODER)  # type: ignore[arg-type]
-    grader = Grader(read_only_settings, cross_encoder=counting, versions={"cross_encoder": "v1"})
+    grader = Grader(
+        read_only_settings.grading, cross_encoder=counting, versions={"cross_encoder": "v1"}
+    )
     with Engine.open(db, read_only_settings, readonly=True, embedder=embedder) as opened:
         engine = Engine(opened.corpus, embedder, read_only_settings, grader=grader)
         hits = len(engine.query(QUESTION).hits)

@@ -25,7 +25,7 @@ import uvicorn
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.server import ServerConfig, ServerConfigError, create_app, is_loopback
-from crag_edge.server.security import token_matches
+from crag_edge.server.security import bearer_secret
 
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
 ROOT = Path(__file__).parent.parent
@@ -322,10 +322,10 @@ def test_token_rules(corpus_db: Path, embedder: Any) -> None:
             assert ok.post("/v1/query", json={"question": BEES}).status_code == 200
 
 
-def test_token_comparison() -> None:
-    assert token_matches("Bearer abc", "abc") and token_matches("bearer abc", "abc")
-    assert not token_matches("Bearer abd", "abc") and not token_matches("Basic abc", "abc")
-    assert not token_matches(None, "abc") and not token_matches("Bearer ", "abc")
+def test_bearer_secret_is_read_from_the_bearer_scheme_only() -> None:
+    assert bearer_secret("Bearer abc") == bearer_secret("bearer  abc ") == "abc"
+    assert bearer_secret("Basic abc") is None and bearer_secret("abc") is None
+    assert bearer_secret(None) is None and bearer_secret("Bearer ") is None
 
 
 def test_loopback_detection_and_bind_rule(tmp_path: Path) -> None:

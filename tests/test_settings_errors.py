@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from crag_edge.cli import app
-from crag_edge.config import Settings, SettingsError
+from crag_edge.config import Settings, SettingsError, setting_fields
 from crag_edge.server import ServerConfig, ServerConfigError
 
 runner = CliRunner()
@@ -49,7 +49,7 @@ def assert_usage_error(result: Any, *named: str) -> str:
 
 def top_k_bounds() -> tuple[int, int]:
     """The bounds the top_k setting declares (CRAG_EDGE_TOP_K is checked against these)."""
-    metadata = Settings.model_fields["top_k"].metadata
+    metadata = setting_fields()["top_k"].metadata
     low = next(m.ge for m in metadata if hasattr(m, "ge"))
     high = next(m.le for m in metadata if hasattr(m, "le"))
     return int(low), int(high)
@@ -106,9 +106,9 @@ def test_a_dotenv_that_is_not_utf8_exits_2_naming_the_file(tmp_path: Path) -> No
 
 def test_a_fallback_provider_with_what_it_needs_is_accepted(tmp_path: Path) -> None:
     searxng = {"fallback_providers": ["searxng"], "searxng_url": "http://127.0.0.1:8888"}
-    assert Settings.load(**searxng).fallback_providers == ["searxng"]
+    assert Settings.load(**searxng).correction.fallback_providers == ["searxng"]
     local = Settings.load(fallback_providers=["local"], fallback_db=tmp_path / "other.db")
-    assert local.fallback_providers == ["local"]
+    assert local.correction.fallback_providers == ["local"]
 
 
 def test_the_audit_log_must_be_a_file_in_an_existing_folder(tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_the_audit_log_must_be_a_file_in_an_existing_folder(tmp_path: Path) -> N
     assert_one_line_exit_2(inside_missing, "CRAG_EDGE_AUDIT_LOG", "no-such-folder")
     assert not missing.parent.exists()  # refused, not created behind the user's back
     fine = tmp_path / "audit.jsonl"
-    assert Settings.load(audit_log=fine).audit_log == fine
+    assert Settings.load(audit_log=fine).correction.audit_log == fine
 
 
 # -- the API token off loopback --------------------------------------------------------------

@@ -285,7 +285,7 @@ def test_train_command_end_to_end(tiny_env: dict[str, Any]) -> None:
 
     verify = runner.invoke(app, ["models", "verify", "tiny-ce"], env=env, catch_exceptions=False)
     assert verify.exit_code == 0 and verify.stdout.count("ok tiny-ce/") == 4
-    scorer = load_cross_encoder(Settings(model_dir=model_dir))
+    scorer = load_cross_encoder(Settings(model_dir=model_dir).models)
     assert scorer is not None and scorer.name == "tiny-ce"
     scores = scorer.score("how do bees tell others where food is", list(DOCS.values())).scores
     assert len(scores) == len(DOCS) and all(0.0 <= s <= 1.0 for s in scores)
@@ -347,7 +347,7 @@ def test_llm_labeller_writes_questions_and_soft_labels(
     from crag_edge.training.llm_labels import LlmLabeller
 
     smol = "smollm2-135m-instruct"
-    real = Settings.load()
+    real = Settings.load().models
     path = installed_file(real, smol, load_manifest(real.model_dir).get(smol).files[0].name)
     runtime = LlamaRuntime(path, model_id=smol, n_ctx=2048, n_threads=1, timeout_s=120)
     labeller = LlmLabeller(runtime, LlmJudge(runtime), Identity())

@@ -157,7 +157,7 @@ def test_ask_shows_stages_decision_evidence_and_answer(engine: Engine) -> None:
 def test_empty_or_cut_off_answer_shows_a_note(
     corpus_db: Path, embedder: Any, overrides: dict[str, Any], title: str, note: str
 ) -> None:
-    settings = tui_settings().model_copy(update=overrides)
+    settings = tui_settings().replace(**overrides)
     with Engine.open(corpus_db, settings, embedder=embedder) as engine:
         app = CragApp(engine=engine)
 
@@ -519,18 +519,18 @@ def test_settings_screen_applies_and_saves(engine: Engine, tmp_path: Path) -> No
         screen.query_one("#correct_threshold", Input).value = "0.95"
         assert screen.query_one("#tier-signals", Checkbox).value
         await pilot.press("ctrl+s")
-        assert app.settings.correct_threshold == 0.95
+        assert app.settings.grading.correct_threshold == 0.95
         assert app.engine is not None and app.engine is not engine
-        assert app.engine.settings.correct_threshold == 0.95
+        assert app.engine.settings.grading.correct_threshold == 0.95
         assert app.engine.corpus is engine.corpus  # the open corpus is kept
         saved = Settings.load(config)
-        assert saved.correct_threshold == 0.95 and saved.chunk_tokens == 180
-        assert saved.grading_tiers == ["signals"]
+        assert saved.grading.correct_threshold == 0.95 and saved.ingest.chunk_tokens == 180
+        assert saved.grading.grading_tiers == ["signals"]
         # An invalid combination is refused with the reason; nothing changes.
         screen.query_one("#incorrect_threshold", Input).value = "0.99"
         await pilot.press("enter")
         assert "incorrect_threshold" in str(screen.query_one("#settings-status", Static).render())
-        assert app.settings.incorrect_threshold != 0.99
+        assert app.settings.grading.incorrect_threshold != 0.99
         await pilot.press("escape")
         assert not isinstance(app.screen, SettingsScreen)
 

@@ -250,9 +250,9 @@ def test_serve_watch_root_makes_new_files_queryable(
     from tests.test_server import factory_for, running
 
     notes, db = tmp_path / "notes", tmp_path / "c.db"
-    note(notes, "start.md", "Rivers carry silt to the sea.")
+    start = note(notes, "start.md", "Rivers carry silt to the sea.")
     with Engine.open(db, Settings.load(**FAST), create=True, embedder=embedder) as engine:
-        engine.ingest([notes])
+        engine.ingest([notes], groups=frozenset({"geo"}))
     config = ServerConfig(db=db, watch_roots=(notes.resolve(),))
     caplog.set_level(logging.INFO, logger="crag_edge.server.watch")
     with running(config, factory_for(db, embedder)) as server, server.client() as client:
@@ -270,6 +270,8 @@ def test_serve_watch_root_makes_new_files_queryable(
         job = client.get(f"/v1/jobs/{added_by[0].__dict__['job']}").json()
         assert job["state"] == "succeeded" and job["paths"] == [str(notes.resolve())]
         assert job["report"]["added"] == 1
+        with Corpus.open(db, readonly=True) as corpus:  # a sync keeps the groups it was given
+            assert corpus.document(str(start)).groups == {"geo"}  # type: ignore[union-attr]
 
         added.unlink()
         wait_for(lambda: str(added) not in sources(db), "the deletion pruned")

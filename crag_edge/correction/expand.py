@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from crag_edge.grading.terms import STOPWORDS
-from crag_edge.models.llm import LlamaRuntime, LlmCallError
+from crag_edge.models.chat_model import ChatModel, LlmCallError
 
 # A general table of code and question words that retrieval benefits from.
 DEFAULT_SYNONYMS: dict[str, list[str]] = {
@@ -79,7 +79,7 @@ def keywords(question: str) -> str:
     return " ".join(dict.fromkeys(words))
 
 
-def rewrite(question: str, llm: LlamaRuntime | None, timeout_s: float = 20.0) -> tuple[str, str]:
+def rewrite(question: str, llm: ChatModel | None, timeout_s: float = 20.0) -> tuple[str, str]:
     """(keyword query, how it was made: "llm" or "keywords")."""
     if llm is not None:
         try:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from crag_edge.correction.expand import keywords
-from crag_edge.models.llm import LlamaRuntime, LlmCallError, Message
+from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
 
 # With the worked example, Qwen2.5-1.5B (the default LLM) rewrites "Does it work on network
 # file systems?" after a question on SQLite WAL into "Does SQLite write-ahead logging work on
@@ -58,7 +58,7 @@ def depends_on_history(question: str) -> bool:
 def standalone_question(
     question: str,
     history: Sequence[Message],
-    llm: Callable[[], LlamaRuntime | None],
+    llm: Callable[[], ChatModel | None],
     timeout_s: float = 20.0,
 ) -> tuple[str, str] | None:
     """(standalone question, how it was made: "llm" or "keywords"), or None when the
@@ -81,7 +81,7 @@ def standalone_question(
 
 
 def _llm_rewrite(
-    question: str, turns: Sequence[Message], llm: LlamaRuntime, timeout_s: float
+    question: str, turns: Sequence[Message], llm: ChatModel, timeout_s: float
 ) -> str | None:
     """The LLM's standalone question; None when it fails, stalls, or gives no usable one."""
     transcript = "\n".join(

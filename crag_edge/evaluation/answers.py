@@ -28,7 +28,7 @@ from crag_edge.evaluation.claims import Claim
 from crag_edge.evaluation.retrieval import document_key
 from crag_edge.evaluation.verdict import VERDICTS, Verdict, VerdictReply, ask_verdict
 from crag_edge.generation import cited
-from crag_edge.models.llm import LlamaRuntime
+from crag_edge.models.chat_model import ChatModel
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.types import Hit
 
@@ -74,7 +74,7 @@ class Record:
 
 
 def answer_systems(
-    llm: LlamaRuntime,
+    llm: ChatModel,
     search: Callable[[str], Sequence[Hit]],
     query: Callable[[str], CragResult],
     *,

@@ -40,8 +40,9 @@ class _Scores:
 def grading_models(settings: Settings) -> tuple[Embedder, Grader]:
     """The embedder and the cascade as the engine builds them from `settings`, minus the
     fast-path rules: those approve evidence without judging it, which is not measured here."""
-    settings = settings.model_copy(update={"fast_path_rules": []})
-    return load_embedder(settings), build_grader(settings, llm=SharedLlm(settings))
+    grading = settings.grading.model_copy(update={"fast_path_rules": []})
+    models = settings.models
+    return load_embedder(models), build_grader(grading, models, llm=SharedLlm(models))
 
 
 def sample_queries(pairs: Sequence[Pair], limit: int | None, seed: int = 13) -> list[Pair]:

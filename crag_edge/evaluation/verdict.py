@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from crag_edge.models.llm import LlamaRuntime, Message
+from crag_edge.models.chat_model import ChatModel, Message
 from crag_edge.result import ContextItem
 
 Verdict = Literal["SUPPORTS", "CONTRADICTS", "NOT ENOUGH INFO"]
@@ -82,14 +82,14 @@ def verdict_messages(claim: str, passages: Sequence[ContextItem] | None) -> list
 
 
 def fit_passages(
-    llm: LlamaRuntime, claim: str, passages: Sequence[ContextItem], max_tokens: int
+    llm: ChatModel, claim: str, passages: Sequence[ContextItem], max_tokens: int
 ) -> list[ContextItem]:
     """The passages, each cut to an equal share of the context window left after the
     template, the claim and the reply: a long context is shortened, never refused."""
     if not passages:
         return []
     empty = [dataclasses.replace(item, text="") for item in passages]
-    overhead = len(llm.chat_tokens(verdict_messages(claim, empty)))
+    overhead = llm.count_chat_tokens(verdict_messages(claim, empty))
     share = (llm.n_ctx - 1 - max_tokens - overhead) // len(passages)
     if share < 1:
         raise ValueError(
@@ -115,7 +115,7 @@ def verdict_grammar(numbers: Sequence[int]) -> str:
 
 
 def ask_verdict(
-    llm: LlamaRuntime,
+    llm: ChatModel,
     claim: str,
     passages: Sequence[ContextItem] | None,
     *,

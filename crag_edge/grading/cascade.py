@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from crag_edge.config import Settings
+from crag_edge.config import TIERS, GradingSettings
 from crag_edge.grading.calibration import Calibration, Identity, calibration
 from crag_edge.grading.result import Grading, ItemGrade
 from crag_edge.grading.rules import first_matching_rule
@@ -46,7 +46,7 @@ from crag_edge.types import (
 FloatArray = npt.NDArray[np.float64]
 RANK_WEIGHTED_VARIANCE_LIMIT = 0.1  # above it, the ambiguous band stays ambiguous
 TierProgress = Callable[[str, int, float | None], None]
-MODEL_TIERS = ("cross_encoder", "llm")
+MODEL_TIERS = tuple(tier for tier in TIERS if tier != "signals")
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class Calibrations:
     llm: Calibration = field(default_factory=Identity)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Calibrations:
+    def from_settings(cls, settings: GradingSettings) -> Calibrations:
         return cls(
             signals=calibration(settings.calibration_signals),
             cross_encoder=calibration(settings.calibration_cross_encoder),
@@ -80,7 +80,7 @@ class Grader:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: GradingSettings,
         *,
         cross_encoder: PairScorer | None = None,
         llm_judge: PairScorer | None = None,
@@ -468,7 +468,7 @@ def _readings(
     return [fresh[i] if i in fresh else known[ids[i]] for i in indices]
 
 
-_TIERS = ("", "rules", "signals", "cross_encoder", "llm")
+_TIERS = ("", "rules", *TIERS)
 _ACTIONS = {
     Decision.CORRECT: Action.GENERATE,
     Decision.AMBIGUOUS: Action.REFINE,

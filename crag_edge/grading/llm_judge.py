@@ -39,15 +39,15 @@ import time
 from collections.abc import Sequence
 from typing import Literal
 
-from crag_edge.models.llm import LlamaRuntime, LlmCallError, Message
+from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
 from crag_edge.types import ScoredBatch
 
 JudgeMode = Literal["logprob", "grammar"]
 MODES: tuple[JudgeMode, ...] = ("logprob", "grammar")
 DEFAULT_MODE: JudgeMode = "logprob"
 NEUTRAL = 0.5
-YES_FORMS = ("Yes", "yes", " Yes", " yes", "YES")
-NO_FORMS = ("No", "no", " No", " no", "NO")
+# The runtime sums every usual spelling of each ("Yes", " yes", "YES", ...).
+ANSWERS = ("yes", "no")
 # Below this share of the first-token probability on yes/no the model is not answering the
 # question it was asked (wrong template, a base model) and its yes-ratio means little.
 MIN_YES_NO_MASS = 0.5
@@ -76,7 +76,7 @@ _RATING_LINE = re.compile(r"\[(\d+)\] ([0-9])")
 
 
 class LlmJudge:
-    """`PairScorer` backed by a shared `LlamaRuntime`.
+    """`PairScorer` backed by a shared `ChatModel` (in-process or an LLM server).
 
     `max_passage_tokens` caps each passage (grammar mode shrinks it further so that a whole
     batch fits the context); `timeout_s` bounds one `score` call (at most the runtime's).
@@ -84,7 +84,7 @@ class LlmJudge:
 
     def __init__(
         self,
-        runtime: LlamaRuntime,
+        runtime: ChatModel,
         mode: JudgeMode = DEFAULT_MODE,
         *,
         max_passage_tokens: int = 256,
@@ -103,12 +103,8 @@ class LlmJudge:
         # The runtime caps every call at its own timeout; a longer one here could not hold.
         cap = runtime.timeout_s
         self._timeout_s = cap if timeout_s is None else min(timeout_s, cap)
-        self._yes_ids = _single_token_ids(runtime, YES_FORMS)
-        self._no_ids = _single_token_ids(runtime, NO_FORMS)
-        if not self._yes_ids or not self._no_ids or set(self._yes_ids) & set(self._no_ids):
-            raise ValueError(f"{runtime.model_id}: no distinct single-token yes/no answers")
         # Prompt tokens of everything but the passages: the base of the grammar-mode budget.
-        self._grammar_overhead = len(runtime.chat_tokens(_grammar_messages("", [])))
+        self._grammar_overhead = runtime.count_chat_tokens(_grammar_messages("", []))
 
     @property
     def name(self) -> str:
@@ -134,25 +130,24 @@ class LlmJudge:
 
     def _score_logprob(self, query: str, passages: Sequence[str], deadline: float) -> ScoredBatch:
         runtime = self._runtime
-        fixed = len(runtime.chat_tokens(_logprob_messages(query, "")))
+        fixed = runtime.count_chat_tokens(_logprob_messages(query, ""))
         budget = min(self._max_passage_tokens, runtime.n_ctx - fixed - 1)
         if budget < MIN_PASSAGE_TOKENS:
             return _neutral(len(passages), "llm judge: the query alone fills the context")
         prompts = [_logprob_messages(query, runtime.truncate(p, budget)) for p in passages]
-        result = runtime.next_token_logprobs(
-            prompts, self._yes_ids + self._no_ids, timeout_s=_left(deadline)
-        )
+        result = runtime.answer_logprobs(prompts, ANSWERS, timeout_s=_left(deadline))
         scores: list[float] = []
         masses: list[float] = []
         failed: list[int] = []
-        n_yes = len(self._yes_ids)
         for i, row in enumerate(result.rows):
             if row is None:
                 scores.append(NEUTRAL)
                 failed.append(i)
                 continue
-            log_yes, log_no = _logsumexp(row[:n_yes]), _logsumexp(row[n_yes:])
-            scores.append(1.0 / (1.0 + math.exp(log_no - log_yes)))
+            log_yes, log_no = row
+            # A server's top_logprobs may hold neither answer (both -inf): no evidence.
+            neither = log_yes == log_no == -math.inf
+            scores.append(NEUTRAL if neither else 1.0 / (1.0 + math.exp(log_no - log_yes)))
             masses.append(math.exp(log_yes) + math.exp(log_no))
         warnings = []
         if result.timed_out:
@@ -174,7 +169,7 @@ class LlmJudge:
         """Batches that cannot give every passage `MIN_PASSAGE_TOKENS` in one context are
         split into as few calls as fit."""
         runtime = self._runtime
-        query_tokens = len(runtime.tokenize(query))
+        query_tokens = runtime.count_tokens(query)
         per_item = _rating_tokens(runtime, 1) + 8  # its rating line plus its label in the prompt
         room = runtime.n_ctx - self._grammar_overhead - query_tokens - 8
         fit = room // (per_item + MIN_PASSAGE_TOKENS)
@@ -252,19 +247,9 @@ def _grammar_messages(query: str, passages: Sequence[str]) -> list[Message]:
     return [{"role": "system", "content": GRAMMAR_SYSTEM}, {"role": "user", "content": user}]
 
 
-def _rating_tokens(runtime: LlamaRuntime, n: int) -> int:
+def _rating_tokens(runtime: ChatModel, n: int) -> int:
     """Tokens of the longest reply `rating_grammar(n)` allows."""
-    return len(runtime.tokenize("\n".join(f"[{i}] {MAX_RATING}" for i in range(1, n + 1))))
-
-
-def _single_token_ids(runtime: LlamaRuntime, forms: Sequence[str]) -> list[int]:
-    ids = {ids[0] for ids in (runtime.tokenize(f) for f in forms) if len(ids) == 1}
-    return sorted(ids)
-
-
-def _logsumexp(values: Sequence[float]) -> float:
-    peak = max(values)
-    return peak + math.log(sum(math.exp(v - peak) for v in values))
+    return runtime.count_tokens("\n".join(f"[{i}] {MAX_RATING}" for i in range(1, n + 1)))
 
 
 def _left(deadline: float) -> float:

@@ -8,23 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from crag_edge.config import Settings
+from crag_edge.config import GradingSettings
 from crag_edge.types import Hit
 
-Rule = Callable[[Sequence[Hit], Settings], bool]
+Rule = Callable[[Sequence[Hit], GradingSettings], bool]
 
 
-def read_file(hits: Sequence[Hit], settings: Settings) -> bool:
+def read_file(hits: Sequence[Hit], settings: GradingSettings) -> bool:
     """Every item was asked for explicitly (by id or path), not found by a search."""
     return bool(hits) and all(h.origin == "read_file" for h in hits)
 
 
-def few_context(hits: Sequence[Hit], settings: Settings) -> bool:
+def few_context(hits: Sequence[Hit], settings: GradingSettings) -> bool:
     """So few items that grading costs more than reading them (KB_AGENT_AUTO_APPROVE_MAX_ITEMS)."""
     return 0 < len(hits) <= settings.auto_approve_max_items
 
 
-def high_vector_score(hits: Sequence[Hit], settings: Settings) -> bool:
+def high_vector_score(hits: Sequence[Hit], settings: GradingSettings) -> bool:
     """Every item came from vector search with similarity >= KB_AGENT_VECTOR_SCORE_THRESHOLD."""
     return bool(hits) and all(
         h.dense_score is not None and h.dense_score >= settings.vector_score_threshold for h in hits
@@ -38,7 +38,7 @@ RULES: dict[str, Rule] = {
 }
 
 
-def first_matching_rule(hits: Sequence[Hit], settings: Settings) -> str | None:
+def first_matching_rule(hits: Sequence[Hit], settings: GradingSettings) -> str | None:
     """The name of the first configured rule that matches, in configured order."""
     for name in settings.fast_path_rules:
         if RULES[name](hits, settings):

@@ -2,8 +2,13 @@
 
 A document is re-indexed only when its content hash changes; the hash covers the extracted
 text, the title, the chunking parameters and the embedder, so changing any of them re-indexes
-exactly the documents it affects. Files whose size and mtime match the stored ones are not
-even re-read (like make or rsync), provided the stored text still hashes to the stored hash.
+exactly the documents it affects. Its access groups (`crag_edge.groups`) are not part of it:
+an unchanged document ingested with other groups is only retagged, never embedded again. An
+ingest without groups keeps each stored document's groups; an ingest by a caller with groups
+(a non-admin token) leaves every stored document it cannot see exactly as it is, and reports
+it as refused.
+Files whose size and mtime match the stored ones are not even re-read (like make or rsync),
+provided the stored text still hashes to the stored hash.
 
 Chunks from several documents are embedded together for throughput, then those documents are
 written in one transaction: an interruption at any point leaves each document either fully
@@ -34,8 +39,10 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from crag_edge.citations import places_within
-from crag_edge.config import Settings
+from crag_edge.config import IngestSettings
+from crag_edge.groups import Groups, Tagging
 from crag_edge.ingest.chunker import Chunker
+from crag_edge.ingest.embed_ahead import EmbedAhead
 from crag_edge.ingest.files import canonical, open_source
 from crag_edge.ingest.loaders import (
     LoadedDocument,
@@ -61,7 +68,7 @@ from crag_edge.text_boundary import printable_path
 from crag_edge.types import Embedder, PassageIndex, Vector
 
 Format = Literal["auto", "beir"]
-Status = Literal["added", "updated", "unchanged", "error", "encoded", "embedding"]
+Status = Literal["added", "updated", "unchanged", "retagged", "error", "encoded", "embedding"]
 
 # Default chunks per `embed` call; documents are committed in groups of about this many.
 EMBED_GROUP = 256
@@ -70,6 +77,9 @@ HASH_VERSION = 1
 BEIR_PREFIX = "beir:"
 # In a folder, only this JSON Lines file is a BEIR corpus (beside it: queries.jsonl, qrels/).
 BEIR_CORPUS = "corpus.jsonl"
+# Why a stored document another caller's groups hide was not touched; names no group, so the
+# report tells the caller nothing about who may read it.
+REFUSED = "refused: stored with access groups this caller does not have; left unchanged"
 
 
 @dataclass(frozen=True)
@@ -77,13 +87,16 @@ class ProgressEvent:
     """One document finished: `done` of `total` (files, or lines of BEIR corpora). In the
     `chunks` stage, `done` of `total` chunks of one large document (`source`) embedded, so a
     large file shows progress within it; in the `passages` stage, `done` of `total` chunks
-    read by the evaluator (`source` names it)."""
+    read by the evaluator (`source` names it). `chunks`: chunks this run has embedded so far,
+    so a face can show chunks/s (documents vary too much in size to measure speed by).
+    `chunks`-stage events come from the embedding thread (`ingest.embed_ahead`)."""
 
     done: int
     total: int
     source: str
     status: Status
     stage: Literal["documents", "chunks", "passages"] = "documents"
+    chunks: int = 0
 
 
 Progress = Callable[[ProgressEvent], None]
@@ -91,11 +104,13 @@ Progress = Callable[[ProgressEvent], None]
 
 @dataclass
 class IngestReport:
-    """What one ingest run did; `errors`, `skipped` and `warnings` are (source, reason)."""
+    """What one ingest run did; `errors`, `skipped` and `warnings` are (source, reason).
+    `retagged` documents were unchanged but given other access groups."""
 
     added: int = 0
     updated: int = 0
     unchanged: int = 0
+    retagged: int = 0
     pruned: int = 0
     chunks_written: int = 0
     passages_encoded: int = 0
@@ -115,13 +130,16 @@ def ingest(
     tokenizer: Tokenizer,
     inputs: Sequence[Path | str],
     *,
-    settings: Settings,
+    settings: IngestSettings,
     fmt: Format = "auto",
     prune: bool = False,
     progress: Progress | None = None,
     group_chunks: int = EMBED_GROUP,
     passage_index: PassageIndex | None = None,
     roots: Sequence[Path] | None = None,
+    groups: frozenset[str] | None = None,
+    caller: Groups = None,
+    overlap: bool = True,
 ) -> IngestReport:
     """Bring `corpus` up to date with `inputs` (files and folders, or BEIR corpus files).
 
@@ -130,6 +148,13 @@ def ingest(
     committed together (each document always in full). With `passage_index`, every chunk
     then gets the evaluator's stored reading (`ingest.passages`). With `roots` (resolved
     folders), every file is opened through them without following links (`ingest.files`).
+    With `groups`, every document of the run gets exactly those access groups (empty:
+    untagged, visible to everyone); without, a stored document keeps its groups and a new one
+    gets `caller`'s. `caller` is the ingesting caller's groups (None: the owner); a stored
+    document it cannot see is refused, never replaced, retagged or pruned (`groups.Tagging`;
+    ValueError if `groups` holds one `caller` lacks). Each group is embedded on a worker
+    thread while the next one is read and chunked (`ingest.embed_ahead`); `overlap=False`
+    embeds on the calling thread instead.
     Per-document problems, documents over `settings.max_document_bytes` included, are
     collected in the report. The corpus is checked before the first write (writing into a
     damaged file spreads the damage); embedder or database failures propagate, leaving every
@@ -139,18 +164,21 @@ def ingest(
         raise ValueError(f"unknown input format {fmt!r}; use 'auto' or 'beir'")
     if group_chunks < 1:
         raise ValueError(f"group_chunks must be at least 1, got {group_chunks}")
+    tagging = Tagging(caller, groups)
     _check_before_writing(corpus, embedder)
     started = time.perf_counter()
     plan = _discover([Path(p) for p in inputs], fmt, roots)
     chunker = Chunker(tokenizer, settings.chunk_tokens, settings.chunk_overlap)
     limits = _Limits(settings.max_document_bytes, roots)
     total = len(plan.files) + sum(_count_lines(path, limits) for path in plan.beir)
-    run = _Run(corpus, embedder, chunker, progress, total, group_chunks, limits)
+    run = _Run(corpus, embedder, chunker, progress, total, group_chunks, limits, tagging, overlap)
     try:
         _index(run, plan, prune)
     except StorageError:
         corpus.checkpoint()
         raise
+    finally:
+        run.ahead.close()
     corpus.set_meta(
         {
             META_CHUNK_TOKENS: str(settings.chunk_tokens),
@@ -187,7 +215,7 @@ def _index(run: _Run, plan: _Plan, prune: bool) -> None:
         run.add_file(path, loader)
     for path in plan.beir:
         run.add_beir(path)
-    run.flush()
+    run.finish()
     if prune:
         run.prune(plan)
 
@@ -293,6 +321,8 @@ class _Run:
         total: int,
         group_chunks: int,
         limits: _Limits,
+        tagging: Tagging,
+        overlap: bool,
     ) -> None:
         self.corpus = corpus
         self.embedder = embedder
@@ -301,12 +331,15 @@ class _Run:
         self.total = total
         self.group_chunks = group_chunks
         self.limits = limits
+        self.tagging = tagging
         self.done = 0
+        self.embedded = 0  # written by the embedding thread only
         self.report = IngestReport()
         self.seen: set[str] = set()
         self.beir_complete = True
         self.pending: list[_Pending] = []
         self.pending_chunks = 0
+        self.ahead: EmbedAhead[list[_Pending]] = EmbedAhead(self._embed_group, overlap=overlap)
         self.hash_key = json.dumps(
             {
                 "version": HASH_VERSION,
@@ -321,15 +354,18 @@ class _Run:
         source = str(path)
         self.seen.add(source)
         stored = self.corpus.document(source)
+        if stored is not None and not self.tagging.may_change(stored.groups):
+            self._fail(source, REFUSED)
+            return
         try:
             loaded = self._load(path, loader, stored)
         except LoadError as exc:
             self._fail(source, exc.reason)
             return
-        if loaded is None:
-            self._finish(source, "unchanged")
-        else:
+        if loaded is not None:
             self._add(*loaded)
+        elif stored is not None:  # `_load` reads nothing only for a stored, unchanged file
+            self._keep(stored)
 
     def _load(
         self, path: Path, loader: Loader, stored: StoredDocument | None
@@ -366,28 +402,41 @@ class _Run:
             self._fail(item.source, f"duplicate _id in {path}; the first one was kept")
         else:
             self.seen.add(item.source)
-            self._add(item, self.corpus.document(item.source), None, None)
+            stored = self.corpus.document(item.source)
+            if stored is not None and not self.tagging.may_change(stored.groups):
+                self._fail(item.source, REFUSED)
+            else:
+                self._add(item, stored, None, None)
 
     def flush(self) -> None:
-        """Embed every pending chunk, then write the pending documents in one transaction."""
+        """Start embedding the pending documents; write the group embedded before them."""
         if not self.pending:
             return
-        texts = [
-            embedding_text(p.doc.title, chunk.text) for p in self.pending for chunk in p.chunks
-        ]
-        places = [
-            (p.doc.source, i + 1, len(p.chunks)) for p in self.pending for i in range(len(p.chunks))
-        ]
-        vectors = self._embed(texts, places)
+        batch, self.pending, self.pending_chunks = self.pending, [], 0
+        if embedded := self.ahead.submit(batch):
+            self._write(*embedded)
+
+    def finish(self) -> None:
+        """Embed and write everything still pending or in flight."""
+        self.flush()
+        if embedded := self.ahead.drain():
+            self._write(*embedded)
+
+    def _embed_group(self, batch: list[_Pending]) -> Vector:
+        texts = [embedding_text(p.doc.title, chunk.text) for p in batch for chunk in p.chunks]
+        places = [(p.doc.source, i + 1, len(p.chunks)) for p in batch for i in range(len(p.chunks))]
+        return self._embed(texts, places)
+
+    def _write(self, batch: list[_Pending], vectors: Vector) -> None:
+        """Write one embedded group's documents in one transaction, each in full."""
         offset = 0
         with self.corpus.transaction():
-            for pending in self.pending:
+            for pending in batch:
                 count = len(pending.chunks)
                 self.corpus.replace_document(
                     pending.doc, pending.chunks, vectors[offset : offset + count]
                 )
                 offset += count
-        batch, self.pending, self.pending_chunks = self.pending, [], 0
         for pending in batch:
             self.report.chunks_written += len(pending.chunks)
             self._finish(pending.doc.source, pending.status)
@@ -400,8 +449,19 @@ class _Run:
             in_scope = source in plan.scope_files or source.startswith(prefixes)
             complete = plan.complete and self.beir_complete
             is_beir = source.startswith(BEIR_PREFIX) and bool(plan.beir) and complete
-            if (in_scope or is_beir) and self.corpus.delete_document(source):
+            if (
+                (in_scope or is_beir)
+                and self._may_prune(source)
+                and self.corpus.delete_document(source)
+            ):
                 self.report.pruned += 1
+
+    def _may_prune(self, source: str) -> bool:
+        """The owner prunes anything; another caller only documents it can see."""
+        if self.tagging.caller is None:
+            return True
+        stored = self.corpus.document(source)
+        return stored is not None and self.tagging.may_change(stored.groups)
 
     def _same_file(self, stored: StoredDocument, size: int, mtime: float) -> bool:
         """Unchanged without reading the file: same size and mtime, and indexed the same way."""
@@ -424,13 +484,14 @@ class _Run:
         if stored is not None and stored.content_hash == content_hash:
             if size is not None and mtime is not None:
                 self.corpus.update_file_stat(doc.source, size, mtime)
-            self._finish(doc.source, "unchanged")
+            self._keep(stored)
             return
         spans = self.chunker.split(doc.text)
         if not spans:
             self.report.warnings.append((doc.source, _no_text(doc, size)))
+        tags = self.tagging.tags_for(None if stored is None else stored.groups)
         record = DocumentRecord(
-            doc.source, doc.title, doc.text, content_hash, doc.metadata, size, mtime
+            doc.source, doc.title, doc.text, content_hash, doc.metadata, size, mtime, tags
         )
         places = outline_places(doc.outline)
         chunks = [
@@ -444,15 +505,26 @@ class _Run:
         if self.pending_chunks >= self.group_chunks:
             self.flush()
 
+    def _keep(self, stored: StoredDocument) -> None:
+        """An unchanged document: only retagged when this run gives it other groups."""
+        tags = self.tagging.tags_for(stored.groups)
+        if stored.groups == tags:
+            self._finish(stored.source, "unchanged")
+        else:
+            self.corpus.set_groups(stored.source, tags)
+            self._finish(stored.source, "retagged")
+
     def _embed(self, texts: list[str], places: list[tuple[str, int, int]]) -> Vector:
         """Embed in groups. Within a document of more chunks than a group (a large file),
         each group is reported: `places[i]` is (source, chunk number, chunks) of `texts[i]`."""
         parts = []
         for start in range(0, len(texts), self.group_chunks):
             parts.append(self.embedder.embed(texts[start : start + self.group_chunks]))
+            self.embedded += len(parts[-1])
             source, done, total = places[min(start + self.group_chunks, len(texts)) - 1]
             if self.progress is not None and total > self.group_chunks:
-                self.progress(ProgressEvent(done, total, source, "embedding", "chunks"))
+                event = ProgressEvent(done, total, source, "embedding", "chunks", self.embedded)
+                self.progress(event)
         if not parts:
             return np.empty((0, self.embedder.dim), dtype=np.float32)
         return np.concatenate(parts).astype(np.float32, copy=False)
@@ -475,9 +547,12 @@ class _Run:
             self.report.updated += 1
         elif status == "unchanged":
             self.report.unchanged += 1
+        elif status == "retagged":
+            self.report.retagged += 1
         self.done += 1
         if self.progress is not None:
-            self.progress(ProgressEvent(self.done, self.total, source, status))
+            event = ProgressEvent(self.done, self.total, source, status, chunks=self.embedded)
+            self.progress(event)
 
 
 def _no_text(doc: LoadedDocument, size: int | None) -> str:

@@ -25,28 +25,37 @@ so `chat` renders the model's own chat template and calls `create_completion` wi
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import math
 import os
 import threading
 import time
-from collections.abc import Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Generator, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from crag_edge.config import Settings, SettingsError
+from crag_edge.config import ModelSettings, SettingsError
+from crag_edge.models.chat_model import (
+    ChatModel,
+    Completion,
+    FinishReason,
+    LlmCallError,
+    Message,
+    NextTokenLogprobs,
+    TextStream,
+)
 from crag_edge.models.errors import ModelFileError
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.registry import ModelNotInstalledError, installed_file
+from crag_edge.models.remote_llm import OpenAiLlm
 
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
 
-Message = Mapping[str, str]
-FinishReason = Literal["stop", "length", "timeout"]
-Reason = TypeVar("Reason", bound=str)
 
 GGUF_MAGIC = b"GGUF"
 INSTALL_HINT = "pip install 'crag-edge[llm]'"
@@ -54,80 +63,6 @@ INSTALL_HINT = "pip install 'crag-edge[llm]'"
 
 class LlmUnavailableError(RuntimeError):
     """llama-cpp-python is not installed; the message says how to install it."""
-
-
-class LlmCallError(RuntimeError):
-    """llama.cpp failed while evaluating a prompt (e.g. the prompt does not fit the context)."""
-
-
-@dataclass(frozen=True)
-class Completion:
-    """The text one `chat` call produced and why it ended."""
-
-    text: str
-    finish_reason: FinishReason
-    prompt_tokens: int
-    completion_tokens: int
-    seconds: float
-
-    @property
-    def timed_out(self) -> bool:
-        return self.finish_reason == "timeout"
-
-
-@dataclass(frozen=True)
-class NextTokenLogprobs:
-    """Per prompt, the log-probabilities of the requested tokens as the next token.
-
-    `rows[i]` is None when prompt i was not evaluated before the deadline (then `timed_out`).
-    `evaluated_tokens` counts the prompt tokens actually run, after reusing cached prefixes.
-    """
-
-    rows: list[list[float] | None]
-    timed_out: bool
-    evaluated_tokens: int
-    seconds: float
-
-
-class TextStream(Generic[Reason]):
-    """Text pieces as they are generated; once exhausted, why the generation ended.
-
-    Iterate it for the pieces, then read `finish_reason` and `text` (the whole reply): a
-    caller can tell an answer that ended on its own from one that was cut off or stopped.
-    Wraps a generator that yields the pieces and returns the finish reason. `close()` ends
-    it early and gives the model back.
-    """
-
-    def __init__(self, pieces: Generator[str, None, Reason]) -> None:
-        self._pieces = pieces
-        self._seen: list[str] = []
-        self._finish: Reason | None = None
-
-    def __iter__(self) -> TextStream[Reason]:
-        return self
-
-    def __next__(self) -> str:
-        try:
-            piece = next(self._pieces)
-        except StopIteration as end:
-            self._finish = end.value
-            raise
-        self._seen.append(piece)
-        return piece
-
-    @property
-    def finish_reason(self) -> Reason:
-        if self._finish is None:
-            raise RuntimeError("the stream has not ended: read finish_reason after the last piece")
-        return self._finish
-
-    @property
-    def text(self) -> str:
-        """The pieces so far, joined (the whole reply once the stream has ended)."""
-        return "".join(self._seen)
-
-    def close(self) -> None:
-        self._pieces.close()
 
 
 class _Deadline:
@@ -272,6 +207,12 @@ class LlamaRuntime:
         if len(ids) <= max_tokens:
             return text
         return self._llm.detokenize(ids[:max_tokens]).decode("utf-8", errors="ignore")
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenize(text))
+
+    def count_chat_tokens(self, messages: Sequence[Message]) -> int:
+        return len(self.chat_tokens(messages))
 
     def chat_tokens(self, messages: Sequence[Message]) -> list[int]:
         """The prompt the model's own chat template makes of `messages`, ending in the
@@ -440,6 +381,35 @@ class LlamaRuntime:
         timed_out = any(row is None for row in rows)
         return NextTokenLogprobs(rows, timed_out, evaluated, time.monotonic() - started)
 
+    def answer_logprobs(
+        self,
+        prompts: Sequence[Sequence[Message]],
+        answers: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+    ) -> NextTokenLogprobs:
+        """Per prompt, log P(first token spells `answers[j]`): the probabilities of the
+        answer's single-token spellings (capitalised, lower, upper; with or without a
+        leading space) summed, from one `next_token_logprobs` pass."""
+        groups = [self._spelling_ids(answer) for answer in answers]
+        result = self.next_token_logprobs(
+            prompts, [i for group in groups for i in group], timeout_s=timeout_s
+        )
+        bounds = np.cumsum([0] + [len(group) for group in groups])
+        rows: list[list[float] | None] = [
+            None if row is None else [_logsumexp(row[a:b]) for a, b in itertools.pairwise(bounds)]
+            for row in result.rows
+        ]
+        return dataclasses.replace(result, rows=rows)
+
+    def _spelling_ids(self, answer: str) -> list[int]:
+        capital, lower = answer.strip().capitalize(), answer.strip().lower()
+        forms = {capital, lower, f" {capital}", f" {lower}", answer.strip().upper()}
+        ids = sorted({ids[0] for ids in map(self.tokenize, forms) if len(ids) == 1})
+        if not ids:
+            raise ValueError(f"{self._model_id}: {answer!r} is not a single token in any spelling")
+        return ids
+
     # -- internals; callers hold the lock --------------------------------------------------
 
     def _eval_prompt(self, prompt: list[int], deadline: _Deadline) -> int | None:
@@ -488,7 +458,7 @@ class LlamaRuntime:
             )
 
 
-def load_llm(settings: Settings, model_id: str | None = None) -> LlamaRuntime:
+def load_llm(settings: ModelSettings, model_id: str | None = None) -> LlamaRuntime:
     """The runtime of a pulled LLM (default: `settings.llm`), sized by the settings."""
     model_id = model_id or settings.llm
     spec = load_manifest(settings.model_dir).get(model_id)
@@ -508,16 +478,22 @@ def load_llm(settings: Settings, model_id: str | None = None) -> LlamaRuntime:
 class SharedLlm:
     """The default LLM, loaded on first use and shared by every caller; None when it is not
     installed or llama-cpp-python is missing (the tiers and rewrites that need it step aside).
+
+    With `llm_url` set it is the OpenAI-compatible server there instead. A server that cannot
+    be reached raises `LlmServerError` naming it (a configured server is not optional), and
+    the next call tries again.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: ModelSettings) -> None:
         self._settings = settings
-        self._runtime: LlamaRuntime | None = None
+        self._runtime: ChatModel | None = None
         self._missing = False
         self._lock = threading.Lock()
 
-    def __call__(self) -> LlamaRuntime | None:
+    def __call__(self) -> ChatModel | None:
         with self._lock:
+            if self._runtime is None and self._settings.llm_url:
+                self._runtime = OpenAiLlm.connect(self._settings)
             if self._runtime is None and not self._missing:
                 try:
                     self._runtime = load_llm(self._settings)
@@ -556,6 +532,11 @@ def _available_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    peak = max(values)
+    return peak + math.log(sum(math.exp(v - peak) for v in values))
 
 
 def _common_prefix(cached: npt.NDArray[np.intc] | Sequence[int], prompt: Sequence[int]) -> int:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crag_edge.config import Settings
+from crag_edge.config import ModelSettings
 from crag_edge.models.manifest import ModelSpec, load_manifest
 from crag_edge.models.provision import EMBEDDER_ONNX, EMBEDDER_ONNX_INT8, model_path
 
@@ -20,7 +20,7 @@ class ModelNotInstalledError(RuntimeError):
     """A model the settings ask for is not in the model folder; the message says how to pull it."""
 
 
-def installed_file(settings: Settings, model_id: str, name: str) -> Path:
+def installed_file(settings: ModelSettings, model_id: str, name: str) -> Path:
     """The path of one file of a pulled model, or a `ModelNotInstalledError` with the fix."""
     spec = load_manifest(settings.model_dir).get(model_id)
     path = model_path(settings.model_dir, spec) / name
@@ -33,14 +33,14 @@ def installed_file(settings: Settings, model_id: str, name: str) -> Path:
     return path
 
 
-def embedder_spec(settings: Settings) -> ModelSpec:
+def embedder_spec(settings: ModelSettings) -> ModelSpec:
     spec = load_manifest(settings.model_dir).get(settings.embedder)
     if spec.role != "embedder":
         raise ModelNotInstalledError(f"{settings.embedder!r} is a {spec.role}, not an embedder")
     return spec
 
 
-def load_embedder(settings: Settings) -> OnnxEmbedder:
+def load_embedder(settings: ModelSettings) -> OnnxEmbedder:
     """The ONNX embedder named by the settings, at the configured precision.
 
     The model id recorded in a corpus omits the precision: int8 vectors stay within
@@ -60,7 +60,7 @@ def load_embedder(settings: Settings) -> OnnxEmbedder:
     )
 
 
-def load_cross_encoder(settings: Settings) -> OnnxCrossEncoder | OnnxSegmentScorer | None:
+def load_cross_encoder(settings: ModelSettings) -> OnnxCrossEncoder | OnnxSegmentScorer | None:
     """The configured cross-encoder, or the first installed one; None when none is installed.
 
     A missing cross-encoder is not an error: the cascade runs without that tier and reports

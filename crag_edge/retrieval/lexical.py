@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from crag_edge.groups import Groups
 from crag_edge.store import Corpus
 
 MAX_QUERY_TERMS = 64
@@ -35,9 +36,12 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{term}"' for term in unique)
 
 
-def search_bm25(corpus: Corpus, text: str, limit: int) -> list[tuple[int, float]]:
-    """(chunk id, bm25 score with higher = better), best first."""
+def search_bm25(
+    corpus: Corpus, text: str, limit: int, groups: Groups = None
+) -> list[tuple[int, float]]:
+    """(chunk id, bm25 score with higher = better), best first (only chunks a caller with
+    `groups` may see)."""
     expression = fts_query(text)
     if expression is None:
         return []
-    return corpus.search_fts(expression, limit)
+    return corpus.search_fts(expression, limit, groups=groups)

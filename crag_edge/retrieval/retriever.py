@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
+from crag_edge.config import RETRIEVAL_MODES as MODES
+from crag_edge.config import RetrievalMode as Mode
+from crag_edge.groups import Groups
 from crag_edge.retrieval.dense import search_dense
 from crag_edge.retrieval.fusion import rrf
 from crag_edge.retrieval.lexical import search_bm25
 from crag_edge.store import Corpus
 from crag_edge.types import Embedder, Hit, Vector
-
-Mode = Literal["bm25", "dense", "hybrid"]
-MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
 
 
 class Retriever:
@@ -30,18 +28,26 @@ class Retriever:
         return self.embedder.embed([query])[0]
 
     def search(
-        self, query: str, top_k: int, mode: Mode = "hybrid", query_vector: Vector | None = None
+        self,
+        query: str,
+        top_k: int,
+        mode: Mode = "hybrid",
+        query_vector: Vector | None = None,
+        *,
+        groups: Groups = None,
     ) -> list[Hit]:
-        """The best `top_k` chunks for `query`, best first (`query_vector`: already embedded)."""
+        """The best `top_k` chunks for `query`, best first (`query_vector`: already embedded),
+        among those a caller with `groups` may see (`crag_edge.groups`): both retrievers
+        filter before their own top-k, so the fusion never sees another's documents."""
         if mode not in MODES:
             raise ValueError(f"unknown retrieval mode {mode!r}; use one of {', '.join(MODES)}")
         depth = max(self.candidates, top_k)
         ranked: dict[str, list[tuple[int, float]]] = {}
         if mode in ("bm25", "hybrid"):
-            ranked["bm25"] = search_bm25(self.corpus, query, depth)
+            ranked["bm25"] = search_bm25(self.corpus, query, depth, groups)
         if mode in ("dense", "hybrid") and query.strip():
             vector = self.embed_query(query) if query_vector is None else query_vector
-            ranked["dense"] = search_dense(self.corpus, vector, depth)
+            ranked["dense"] = search_dense(self.corpus, vector, depth, groups)
         fused = rrf(ranked, self.rrf_k)[:top_k]
         chunks = self.corpus.get_chunks([f.item_id for f in fused])
         return [

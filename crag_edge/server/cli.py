@@ -14,6 +14,7 @@ import typer
 
 from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.server.config import ServerConfig, ServerConfigError
+from crag_edge.server.tokens import TokenError, TokenFile
 from crag_edge.store import Corpus, CorpusError
 from crag_edge.text_boundary import printable_path
 
@@ -29,7 +30,8 @@ def serve(
         str,
         typer.Option(
             "--host",
-            help="Address to listen on. Beyond loopback, CRAG_EDGE_API_TOKEN must be set.",
+            help="Address to listen on. Beyond loopback, CRAG_EDGE_TOKENS_FILE or "
+            "CRAG_EDGE_API_TOKEN must be set.",
         ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8080,
@@ -72,7 +74,7 @@ def serve(
         settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings.load()
         config = ServerConfig.from_settings(
             db,
-            settings,
+            settings.server,
             host=host,
             port=port,
             ingest_roots=ingest_root or None,
@@ -81,6 +83,7 @@ def serve(
             max_waiting=max_waiting,
         )
         config.validate_bind()
+        _check_tokens_file(config.tokens_file)
         _check_corpus(db)
     except (ServerConfigError, SettingsError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -132,6 +135,16 @@ def _check_corpus(db: Path) -> None:
             pass
     except CorpusError as exc:
         raise ServerConfigError(str(exc)) from None
+
+
+def _check_tokens_file(path: Path | None) -> None:
+    """A token file that is missing or not one stops the start-up (exit 2): served anyway,
+    every request would be refused."""
+    if path is not None:
+        try:
+            TokenFile(path).check()
+        except TokenError as exc:
+            raise ServerConfigError(f"tokens_file: {exc}") from None
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:

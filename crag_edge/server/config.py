@@ -1,20 +1,19 @@
-"""`ServerConfig`: everything the HTTP service needs, from the settings object plus CLI options.
-
-Server settings are read from `Settings` when it has them (`server_*` fields and `api_token`)
-and otherwise from the environment (`CRAG_EDGE_API_TOKEN`, `CRAG_EDGE_SERVER_*`), so the
-service works before and after those fields are added to `crag_edge.config.Settings`.
+"""`ServerConfig`: everything the HTTP service needs, from the settings' `server` section
+(`api_token`, `tokens_file`, `server_*`) plus CLI options.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TOKEN_ENV = "CRAG_EDGE_API_TOKEN"
+from crag_edge.config import ServerSettings, env_name
+
+TOKEN_ENV = env_name("api_token")
+TOKENS_FILE_ENV = env_name("tokens_file")
 # Off loopback the token is all that stands between the network and the corpus: long enough
 # that guessing it online is hopeless (16 random characters), never blank.
 MIN_TOKEN_CHARS = 16
@@ -44,6 +43,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8080
     api_token: str | None = field(default=None, repr=False)
+    tokens_file: Path | None = None  # named, scoped tokens (`server.tokens`)
     ingest_roots: tuple[Path, ...] = ()
     watch_roots: tuple[Path, ...] = ()  # folders kept in sync by the watcher (`ingest.watch`)
     max_body_bytes: int = 64 * 1024
@@ -66,79 +66,48 @@ class ServerConfig:
 
     @property
     def auth_required(self) -> bool:
-        return bool(self.api_token)
+        """A token file counts even when every token in it is revoked: revoking the last
+        token locks the service rather than opening it."""
+        return bool(self.api_token) or self.tokens_file is not None
 
     def validate_bind(self) -> None:
         """Refuse to listen beyond loopback without a strong token: anyone on the network
         could ask, or guess a short one."""
         if is_loopback(self.host):
             return
-        if not self.api_token:
+        if not self.auth_required:
             raise ServerConfigError(
                 f"refusing to listen on {self.host!r} without an API token: binding beyond "
                 f"loopback (127.0.0.1, ::1, localhost) requires bearer-token auth; set "
-                f"{TOKEN_ENV} (or the api_token setting), or bind to 127.0.0.1"
+                f"{TOKEN_ENV} or {TOKENS_FILE_ENV} (or the api_token or tokens_file "
+                f"setting), or bind to 127.0.0.1"
             )
-        if len(self.api_token.strip()) < MIN_TOKEN_CHARS:
+        if self.api_token is not None and len(self.api_token.strip()) < MIN_TOKEN_CHARS:
             raise ServerConfigError(
                 f"refusing to listen on {self.host!r} with a weak API token: {TOKEN_ENV} must "
                 f"hold at least {MIN_TOKEN_CHARS} characters besides blanks (e.g. the output "
                 f"of `openssl rand -hex 16`)"
             )
 
-    def with_overrides(self, **changes: Any) -> ServerConfig:
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
     @classmethod
     def from_settings(
-        cls,
-        db: Path | str,
-        settings: object | None = None,
-        *,
-        environ: Mapping[str, str] | None = None,
-        **overrides: Any,
+        cls, db: Path | str, server: ServerSettings, **overrides: Any
     ) -> ServerConfig:
-        """Settings fields `api_token` / `server_<name>` win over `CRAG_EDGE_*` env vars; explicit
-        keyword overrides (CLI options) win over both; `None` overrides are ignored."""
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        token = getattr(settings, "api_token", None)
-        if token is not None and hasattr(token, "get_secret_value"):
-            token = token.get_secret_value()
-        values["api_token"] = token or env.get(TOKEN_ENV) or None
-        for name, kind in _TUNABLES.items():
-            value = getattr(settings, f"server_{name}", None)
-            if value is None and (raw := env.get(f"CRAG_EDGE_SERVER_{name.upper()}")):
-                try:
-                    value = kind(raw)
-                except ValueError as exc:
-                    raise ServerConfigError(
-                        f"CRAG_EDGE_SERVER_{name.upper()}={raw!r} is not a valid {kind.__name__}"
-                    ) from exc
-            if value is not None:
-                values[name] = value
-        roots = getattr(settings, "server_ingest_roots", None)
-        if roots is None and (raw_roots := env.get("CRAG_EDGE_SERVER_INGEST_ROOTS")):
-            roots = [r for r in raw_roots.split(os.pathsep) if r]
-        if roots:
-            values["ingest_roots"] = roots
+        """The settings' `server` section, each `server_<name>` setting as `<name>`; explicit
+        keyword overrides (CLI options) win, `None` overrides are ignored."""
+        values: dict[str, Any] = {
+            name.removeprefix("server_"): value
+            for name, value in server
+            if name.startswith("server_")
+        }
+        token = server.api_token.get_secret_value() if server.api_token else None
+        values["api_token"] = token or None
+        values["tokens_file"] = server.tokens_file
         values.update({k: v for k, v in overrides.items() if v is not None})
-        if "ingest_roots" in values:
-            values["ingest_roots"] = normalise_roots(values["ingest_roots"])
+        values["ingest_roots"] = normalise_roots(values["ingest_roots"] or ())
         if "watch_roots" in values:
             values["watch_roots"] = normalise_roots(values["watch_roots"], "watch root")
         return cls(db=Path(db), **values)
-
-
-_TUNABLES: dict[str, type] = {
-    "max_body_bytes": int,
-    "max_question_chars": int,
-    "max_ingest_paths": int,
-    "workers": int,
-    "max_waiting": int,
-    "queue_timeout_s": float,
-    "retry_after_s": int,
-}
 
 
 def normalise_roots(roots: Sequence[Path | str], kind: str = "ingest root") -> tuple[Path, ...]:

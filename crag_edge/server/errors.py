@@ -36,8 +36,8 @@ class ApiError(Exception):
 
 class ErrorBody(BaseModel):
     """The body of every error response (the OpenAPI schema's, too); some codes add fields:
-    `fields` (invalid_request), `max_body_bytes`, `max_question_chars`, `reason` and
-    `retry_after_s` (overloaded)."""
+    `fields` (invalid_request), `max_body_bytes`, `max_question_chars`, `needed_scope`
+    (insufficient_scope), `reason` and `retry_after_s` (overloaded)."""
 
     model_config = ConfigDict(extra="allow")
     error: str = Field(description="A stable code: unauthorized, invalid_request, overloaded...")
@@ -47,12 +47,14 @@ class ErrorBody(BaseModel):
 
 _MEANINGS = {
     400: "The body could not be read (not UTF-8 JSON).",
-    401: "No valid bearer token (when the service has one).",
-    403: "A path outside the ingest roots (or ingest by path disabled).",
+    401: "No live bearer token (when the service has any).",
+    403: "The token's scope is below the route's (insufficient_scope), or a path outside "
+    "the ingest roots (or ingest by path disabled).",
     404: "No such resource.",
     413: "The body exceeds the server's max_body_bytes.",
     422: "The request does not match the schema, or exceeds a limit of this server.",
-    503: "Models still loading or failed to load, or the service at capacity (Retry-After).",
+    503: "Models still loading or failed to load, the service at capacity (Retry-After), or "
+    "the token file unreadable (auth_unavailable).",
 }
 
 

@@ -33,6 +33,7 @@ class JobCancelled(Exception):
 class Job:
     id: str
     paths: list[str]
+    owner: str | None = None  # the name of the token that started it (None: no token)
     state: JobState = "queued"
     created_at: float = field(default_factory=time.time)
     started_at: float | None = None
@@ -75,9 +76,16 @@ class JobManager:
         self._cancel = threading.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crag-ingest")
 
-    def submit(self, paths: list[Path], shown: list[str], *, ingest: IngestFn | None = None) -> Job:
+    def submit(
+        self,
+        paths: list[Path],
+        shown: list[str],
+        *,
+        ingest: IngestFn | None = None,
+        owner: str | None = None,
+    ) -> Job:
         """Queue a job; it runs `ingest` (default: the manager's) after the jobs before it."""
-        return self._enqueue(paths, shown, ingest or self._ingest)[0]
+        return self._enqueue(paths, shown, ingest or self._ingest, owner)[0]
 
     def run(self, paths: list[Path], shown: list[str], *, ingest: IngestFn) -> Job:
         """Queue a job and wait until it has finished: a caller that feeds jobs one after
@@ -87,9 +95,9 @@ class JobManager:
         return job
 
     def _enqueue(
-        self, paths: list[Path], shown: list[str], ingest: IngestFn
+        self, paths: list[Path], shown: list[str], ingest: IngestFn, owner: str | None = None
     ) -> tuple[Job, Future[None]]:
-        job = Job(id=uuid.uuid4().hex, paths=shown)
+        job = Job(id=uuid.uuid4().hex, paths=shown, owner=owner)
         with self._lock:
             self._jobs[job.id] = job
             finished = [j for j in self._jobs.values() if j.finished_at is not None]

@@ -1,5 +1,5 @@
-"""The outermost layer of every request: its id, the body size limit, the access log, and a
-500 without a stack trace.
+"""The outermost layer of every request: its id, the body size limit, the access log (with the
+name of the token that asked, never the token), and a 500 without a stack trace.
 
 Plain ASGI rather than a Starlette `BaseHTTPMiddleware`, so streamed answers pass through
 unbuffered and the body limit is enforced while the body arrives.
@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crag_edge.server.errors import error_body
 from crag_edge.server.logs import request_id_var
+from crag_edge.server.scopes import Principal
 from crag_edge.server.state import ServerState
 
 log = logging.getLogger("crag_edge.server")
@@ -44,6 +45,9 @@ class RequestContext:
         request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
         token = request_id_var.set(request_id)
         started = time.perf_counter()
+        # The same dict as every inner layer's `request.state`: the auth check leaves the
+        # caller's principal there for the access log.
+        scope.setdefault("state", {})
 
         def observe_latency() -> None:
             seconds = time.perf_counter() - started
@@ -86,17 +90,18 @@ class RequestContext:
     def _log(self, scope: Scope, status: int, started: float) -> None:
         route = _route(scope)
         self.state.metrics.requests.labels(route, _method(scope), str(status)).inc()
-        log.info(
-            "request",
-            extra={
-                "method": scope["method"],
-                "path": scope.get("path"),
-                "route": route,
-                "status": status,
-                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                "client": (scope.get("client") or ("?",))[0],
-            },
-        )
+        fields = {
+            "method": scope["method"],
+            "path": scope.get("path"),
+            "route": route,
+            "status": status,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+            "client": (scope.get("client") or ("?",))[0],
+        }
+        principal = scope["state"].get("principal")
+        if isinstance(principal, Principal) and principal.name is not None:
+            fields["token_name"] = principal.name
+        log.info("request", extra=fields)
 
 
 class _TrackedSend:

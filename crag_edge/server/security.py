@@ -1,19 +1,18 @@
-"""Bearer-token checks and confinement of server-side paths to the configured ingest roots."""
+"""The bearer token of a request, and confinement of server-side paths to the ingest roots."""
 
 from __future__ import annotations
 
-import hmac
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 
-def token_matches(header: str | None, token: str) -> bool:
-    """`Authorization: Bearer <token>`, compared in constant time (no early exit on a prefix)."""
+def bearer_secret(header: str | None) -> str | None:
+    """The token of `Authorization: Bearer <token>` (scheme in any case), else None. It is
+    only ever compared as a hash, in constant time (`server.authenticate`)."""
     scheme, _, given = (header or "").partition(" ")
-    if scheme.lower() != "bearer":
-        given = ""
-    return hmac.compare_digest(given.strip().encode("utf-8"), token.encode("utf-8"))
+    given = given.strip()
+    return given if scheme.lower() == "bearer" and given else None
 
 
 class PathRefused(ValueError):

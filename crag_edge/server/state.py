@@ -19,13 +19,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.concurrency import run_in_threadpool
 
 from crag_edge.engine import Engine
+from crag_edge.groups import AS_OWNER, Tagging
 from crag_edge.ingest import IngestReport, ProgressEvent
 from crag_edge.observability import LATENCY_BUCKETS
 from crag_edge.result import CragResult
 from crag_edge.server.admission import Admission
+from crag_edge.server.authenticate import Authenticator
 from crag_edge.server.config import ServerConfig
 from crag_edge.server.errors import ApiError
-from crag_edge.server.jobs import JobManager
+from crag_edge.server.jobs import IngestFn, JobManager
 from crag_edge.server.watching import ServiceWatch
 from crag_edge.store import Corpus
 
@@ -84,10 +86,12 @@ class ServerMetrics:
 
 
 class ServerState:
-    """The engine (None until loaded), the admission queue, the ingest jobs and the metrics."""
+    """The engine (None until loaded), the admission queue, the ingest jobs, the metrics and
+    the tokens."""
 
     def __init__(self, config: ServerConfig, engine_factory: EngineFactory) -> None:
         self.config = config
+        self.authenticator = Authenticator(config.api_token, config.tokens_file)
         self.engine_factory = engine_factory
         self.engine: Engine | None = None
         self.load_error: str | None = None
@@ -141,8 +145,11 @@ class ServerState:
         *,
         prune: bool = False,
         roots: tuple[Path, ...] | None = None,
+        tagging: Tagging = AS_OWNER,
     ) -> IngestReport:
-        """Ingest confined to `roots` (default: the ingest roots; the watcher's: its folders)."""
+        """Ingest confined to `roots` (default: the ingest roots; the watcher's: its folders),
+        as `tagging` says (`crag_edge.groups`; by default as the owner, keeping every stored
+        document's groups: the watcher's syncs)."""
         engine = self.require_engine()
         # The one writer: its own connection, so queries keep reading committed data (WAL).
         with Corpus.open(engine.corpus.path) as writer:
@@ -152,7 +159,14 @@ class ServerState:
                 corpus=writer,
                 prune=prune,
                 roots=self.config.ingest_roots if roots is None else roots,
+                groups=tagging.groups,
+                caller=tagging.caller,
             )
+
+    def tagged_ingest(self, tagging: Tagging) -> IngestFn:
+        """An ingest of the ingest roots as `tagging` says: an API job's, run as the token
+        that started it."""
+        return functools.partial(self._ingest, tagging=tagging)
 
     async def close(self) -> None:
         self.closing = True

@@ -24,7 +24,15 @@ import apsw
 import numpy as np
 
 from crag_edge.citations import locate
+from crag_edge.groups import Groups
 from crag_edge.store.connection import connect, has_pending_journal
+from crag_edge.store.document_groups import (
+    count_rows,
+    read_groups,
+    visible_chunks,
+    visible_documents,
+    write_groups,
+)
 from crag_edge.store.errors import (
     CorpusError,
     CorpusExistsError,
@@ -40,6 +48,7 @@ from crag_edge.store.errors import (
 from crag_edge.store.passage_vectors import PassageVectors
 from crag_edge.store.schema import (
     APPLICATION_ID,
+    GROUPS_VERSION,
     PASSAGE_VECTORS_VERSION,
     PLACES_VERSION,
     SCHEMA_VERSION,
@@ -52,7 +61,8 @@ from crag_edge.text_boundary import is_valid, printable_path
 from crag_edge.types import Chunk, Place, Vector
 
 MAX_DIM = 8192  # sqlite-vec's limit for a vec0 column
-# Later versions only added the evaluation cache, stored passage readings and chunk places:
+# Later versions only added the evaluation cache, stored passage readings, chunk places and
+# access groups:
 # read-only, an older file is searched as is (without them) rather than refused, so `eval`
 # commands work on it unchanged.
 MIN_READABLE_VERSION = 1
@@ -71,7 +81,8 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class DocumentRecord:
-    """A document as ingest hands it to the store; `size`/`mtime` describe its source file."""
+    """A document as ingest hands it to the store; `size`/`mtime` describe its source file,
+    `groups` who may see it (`crag_edge.groups`; empty: everyone)."""
 
     source: str
     title: str
@@ -80,6 +91,7 @@ class DocumentRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
     size: int | None = None
     mtime: float | None = None
+    groups: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -107,6 +119,7 @@ class StoredDocument:
     size: int | None
     mtime: float | None
     ingested_at: float
+    groups: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -139,6 +152,8 @@ class Corpus:
         self._meta = self.meta()
         # A read-only file of an older schema has no places column: its chunks cite none.
         self._places_column = "c.places" if user_version(conn) >= PLACES_VERSION else "'[]'"
+        # Nor any access groups: its documents are all untagged.
+        self._groups_present = user_version(conn) >= GROUPS_VERSION
 
     # -- opening -------------------------------------------------------------------------
 
@@ -319,21 +334,25 @@ class Corpus:
         self._meta = self.meta()
         return removed
 
-    def stats(self) -> CorpusStats:
-        """Counts, size and provenance of the corpus."""
-        documents, chunks, pages, page_size = cast(
-            tuple[int, int, int, int],
+    def stats(self, *, groups: Groups = None) -> CorpusStats:
+        """Counts, size and provenance of the corpus. With `groups`, the documents, chunks,
+        cached scores and stored readings count only what such a caller may see."""
+        pages, page_size = cast(
+            tuple[int, int],
             self._conn.execute(
-                "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks), "
-                "(SELECT page_count FROM pragma_page_count), "
+                "SELECT (SELECT page_count FROM pragma_page_count), "
                 "(SELECT page_size FROM pragma_page_size)"
             ).fetchall()[0],
         )
         meta = self.meta()
+        present = self._groups_present
+        chunk_filter = visible_chunks("chunk_id", groups, present=present)
         return CorpusStats(
             path=self._path,
-            documents=documents,
-            chunks=chunks,
+            documents=count_rows(
+                self._conn, "documents", visible_documents("id", groups, present=present)
+            ),
+            chunks=count_rows(self._conn, "chunks", visible_chunks("id", groups, present=present)),
             db_bytes=pages * page_size,
             embedder_id=self.embedder_id,
             dim=self.dim,
@@ -342,8 +361,8 @@ class Corpus:
             last_ingest_at=_optional(float, meta.get(META_LAST_INGEST)),
             chunk_tokens=_optional(int, meta.get(META_CHUNK_TOKENS)),
             chunk_overlap=_optional(int, meta.get(META_CHUNK_OVERLAP)),
-            cached_scores=len(self.score_cache()),
-            stored_passages=len(self.passage_vectors()),
+            cached_scores=self.score_cache().count(chunk_filter),
+            stored_passages=self.passage_vectors().count(chunk_filter),
         )
 
     # -- documents -----------------------------------------------------------------------
@@ -366,8 +385,9 @@ class Corpus:
         doc_id, src, title, content_hash, metadata, size, mtime, ingested_at = cast(
             tuple[int, str, str, str, str, int | None, float | None, float], rows[0]
         )
+        groups = read_groups(self._conn, doc_id, present=self._groups_present)
         return StoredDocument(
-            doc_id, src, title, content_hash, json.loads(metadata), size, mtime, ingested_at
+            doc_id, src, title, content_hash, json.loads(metadata), size, mtime, ingested_at, groups
         )
 
     def document_text(self, doc_id: int) -> str:
@@ -434,6 +454,7 @@ class Corpus:
                     ),
                 ).fetchall()[0][0],
             )
+            write_groups(self._conn, doc_id, doc.groups)
             for ordinal, (chunk, vector) in enumerate(zip(chunks, matrix, strict=True)):
                 self._insert_chunk(doc_id, ordinal, chunk, vector)
         return doc_id
@@ -466,6 +487,18 @@ class Corpus:
                 "UPDATE documents SET size = ?, mtime = ? WHERE source = ?", (size, mtime, source)
             )
 
+    def set_groups(self, source: str, groups: frozenset[str]) -> bool:
+        """Retag a stored document (`crag_edge.groups`) without touching its chunks or
+        vectors; False if it was not stored."""
+        self._require_writable()
+        with self._conn:
+            rows = self._conn.execute(
+                "SELECT id FROM documents WHERE source = ?", (source,)
+            ).fetchall()
+            if rows:
+                write_groups(self._conn, cast(int, rows[0][0]), groups)
+        return bool(rows)
+
     def delete_document(self, source: str) -> bool:
         """Delete a document with its chunks and index rows; False if it was not stored."""
         self._require_writable()
@@ -477,21 +510,29 @@ class Corpus:
 
     # -- search --------------------------------------------------------------------------
 
-    def search_fts(self, match_expr: str, limit: int) -> list[tuple[int, float]]:
-        """(chunk id, -bm25) for an FTS5 MATCH expression, best first (higher is better)."""
+    def search_fts(
+        self, match_expr: str, limit: int, *, groups: Groups = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, -bm25) for an FTS5 MATCH expression, best first (higher is better);
+        only chunks a caller with `groups` may see (`crag_edge.groups`)."""
         if limit <= 0:
             return []
+        visible, params = visible_chunks("rowid", groups, present=self._groups_present)
         try:
             rows = self._conn.execute(
-                "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-                (match_expr, limit),
+                f"SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?{visible} "
+                "ORDER BY rank LIMIT ?",
+                (match_expr, *params, limit),
             ).fetchall()
         except apsw.SQLError as exc:
             raise ValueError(f"invalid FTS5 query {match_expr!r}: {exc}") from None
         return [(cast(int, rowid), -cast(float, rank)) for rowid, rank in rows]
 
-    def search_vec(self, vector: Vector, limit: int) -> list[tuple[int, float]]:
-        """(chunk id, cosine similarity) of the nearest chunks, best first.
+    def search_vec(
+        self, vector: Vector, limit: int, *, groups: Groups = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) of the nearest chunks a caller with `groups` may
+        see (`crag_edge.groups`), best first.
 
         `limit` is capped at sqlite-vec's maximum k (4096).
         """
@@ -500,10 +541,11 @@ class Corpus:
             raise ValueError(f"query vector has {query.size} dimensions, corpus has {self.dim}")
         if limit <= 0:
             return []
+        visible, params = visible_chunks("rowid", groups, present=self._groups_present)
         rows = self._conn.execute(
-            "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ? "
+            f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{visible} "
             "ORDER BY distance",
-            (query.tobytes(), min(limit, MAX_KNN)),
+            (query.tobytes(), min(limit, MAX_KNN), *params),
         ).fetchall()
         return [(cast(int, rowid), 1.0 - cast(float, distance)) for rowid, distance in rows]
 

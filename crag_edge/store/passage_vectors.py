@@ -6,6 +6,8 @@ under (scorer version, chunk id). As in the evaluation cache (`store.score_cache
 dies with its chunk and the scorer version names the model file's hash, so a changed
 document or a replaced model can never serve a stale vector. Writes are best effort: a
 read-only corpus or a busy writer only means the vector is computed again next time.
+As for cached scores, access groups need no part in the key: a reading depends on the chunk
+alone and is looked up only for the caller's hits, already limited to what it may see.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from crag_edge.store.connection import (
     BEST_EFFORT_TIMEOUT_MS,
     busy_timeout,
 )
+from crag_edge.store.document_groups import NO_FILTER, Filter, count_rows
 from crag_edge.store.errors import reports_storage_faults
 from crag_edge.types import EncodedPassage
 
@@ -102,8 +105,10 @@ class PassageVectors:
             ).fetchall()
         return len(rows)
 
+    def count(self, condition: Filter = NO_FILTER) -> int:
+        """How many are stored (of chunks passing `condition`, a caller's view in
+        `store.document_groups`)."""
+        return count_rows(self._conn, "passage_vectors", condition) if self._present else 0
+
     def __len__(self) -> int:
-        if not self._present:
-            return 0
-        count = self._conn.execute("SELECT count(*) FROM passage_vectors").fetchall()[0][0]
-        return cast(int, count)
+        return self.count()

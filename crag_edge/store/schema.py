@@ -102,10 +102,23 @@ _V4 = """
 ALTER TABLE chunks ADD COLUMN places TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(places));
 """
 
-MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
+# v5: access groups (`crag_edge.groups`, `store.document_groups`): one row per document and
+# group, dying with the document. Documents of a v4 file get none: untagged, visible to all.
+_V5 = """
+CREATE TABLE document_groups (
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    name   TEXT NOT NULL CHECK (name <> ''),
+    PRIMARY KEY (doc_id, name)
+) WITHOUT ROWID;
+
+CREATE INDEX document_groups_name ON document_groups (name, doc_id);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))
 SCORE_CACHE_VERSION = 2
 PASSAGE_VECTORS_VERSION = 3
 PLACES_VERSION = 4
+GROUPS_VERSION = 5
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

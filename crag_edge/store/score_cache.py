@@ -8,6 +8,13 @@ model file's sha256 (`grading.factory`), so a retrained or replaced model misses
 
 Writes are best effort: a read-only corpus or a writer holding the lock (an ingest) means
 the score is simply not kept, never a failed query.
+
+Access groups (`crag_edge.groups`) need no part in the key. A score is computed from the
+query and the chunk's own text, and it is looked up only for chunk ids among the caller's
+hits, which retrieval has already limited to the documents the caller may see: a cached
+score can never be served for, nor tell anything about, a chunk hidden from the caller. What
+callers do share is that a (query, visible chunk) pair was scored before (`cache_hits` in a
+result), i.e. that someone asked the same question.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from crag_edge.store.connection import (
     BEST_EFFORT_TIMEOUT_MS,
     busy_timeout,
 )
+from crag_edge.store.document_groups import NO_FILTER, Filter, count_rows
 from crag_edge.store.errors import reports_storage_faults
 
 
@@ -81,7 +89,10 @@ class ScoreCache:
             rows = self._conn.execute("DELETE FROM score_cache RETURNING 1").fetchall()
         return len(rows)
 
+    def count(self, condition: Filter = NO_FILTER) -> int:
+        """How many are stored (of chunks passing `condition`, a caller's view in
+        `store.document_groups`)."""
+        return count_rows(self._conn, "score_cache", condition) if self._present else 0
+
     def __len__(self) -> int:
-        if not self._present:
-            return 0
-        return cast(int, self._conn.execute("SELECT count(*) FROM score_cache").fetchall()[0][0])
+        return self.count()

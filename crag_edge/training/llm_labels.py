@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from crag_edge.config import Settings
 from crag_edge.grading.calibration import Calibration, calibration
 from crag_edge.grading.llm_judge import LlmJudge
-from crag_edge.models.llm import LlamaRuntime, load_llm
+from crag_edge.models.chat_model import ChatModel
+from crag_edge.models.llm import load_llm
 
 QUESTION_SYSTEM = "You write the questions people type into a search box."
 QUESTION_USER = (
@@ -28,7 +29,7 @@ MIN_QUESTION_WORDS = 3
 class LlmLabeller:
     """`Labeller` over a loaded GGUF chat model and the project's LLM judge."""
 
-    def __init__(self, runtime: LlamaRuntime, judge: LlmJudge, calibrate: Calibration) -> None:
+    def __init__(self, runtime: ChatModel, judge: LlmJudge, calibrate: Calibration) -> None:
         self._runtime = runtime
         self._judge = judge
         self._calibrate = calibrate
@@ -36,9 +37,9 @@ class LlmLabeller:
     @classmethod
     def from_settings(cls, settings: Settings) -> LlmLabeller:
         """The configured LLM; raises if llama-cpp-python or the model is not installed."""
-        runtime = load_llm(settings)
+        runtime = load_llm(settings.models)
         judge = LlmJudge(runtime, max_passage_tokens=MAX_PASSAGE_TOKENS)
-        return cls(runtime, judge, calibration(settings.calibration_llm))
+        return cls(runtime, judge, calibration(settings.grading.calibration_llm))
 
     @property
     def name(self) -> str:

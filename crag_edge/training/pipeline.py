@@ -173,8 +173,8 @@ def _base_model(settings: Settings, options: TrainOptions) -> _Base:
     slow labelling."""
     from crag_edge.training.model import ARCHITECTURES
 
-    base_spec = load_manifest(settings.model_dir).get(settings.embedder)
-    base_dir = model_path(settings.model_dir, base_spec)
+    base_spec = load_manifest(settings.models.model_dir).get(settings.models.embedder)
+    base_dir = model_path(settings.models.model_dir, base_spec)
     base_config = json.loads((base_dir / "config.json").read_text(encoding="utf-8"))
     if not 1 <= options.layers <= base_config["num_hidden_layers"]:
         raise TrainingInputError(f"--layers must be 1-{base_config['num_hidden_layers']}")
@@ -406,7 +406,7 @@ def _report(
             "origins": origins,
         },
         "training": {
-            "base_model": settings.embedder,
+            "base_model": settings.models.embedder,
             "architecture": options.architecture,
             "layers": options.layers,
             "vocab_size": model.config["vocab_size"],
@@ -454,9 +454,11 @@ def _register(
         f"crag-edge evaluator trained on {options.db.name}: MiniLM L{options.layers} "
         f"{options.architecture} scorer, int8"
     )
-    spec = export.register(settings.model_dir, model_id, folder, options.data_license, description)
-    pulled = pull_model(spec, settings.model_dir)
+    spec = export.register(
+        settings.models.model_dir, model_id, folder, options.data_license, description
+    )
+    pulled = pull_model(spec, settings.models.model_dir)
     return {
-        "model_dir": str(settings.model_dir),
+        "model_dir": str(settings.models.model_dir),
         "files": {f.name: f.state for f in pulled.files},
     }

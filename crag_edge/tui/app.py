@@ -245,7 +245,7 @@ class CragApp(App[None]):
         `Engine.open` would load, so a switch costs no model load (a corpus built by another
         model is still refused)."""
         engine = self.engine
-        if engine is not None and engine.embedder.model_id == self.settings.embedder:
+        if engine is not None and engine.embedder.model_id == self.settings.models.embedder:
             return engine.embedder
         return None
 
@@ -367,7 +367,7 @@ class CragApp(App[None]):
                 if worker.is_cancelled:
                     return
                 ui(self._append_answer, token)
-            note = incomplete_note(stream.finish_reason, stream.text, engine.settings)
+            note = incomplete_note(stream.finish_reason, stream.text, engine.settings.models)
             ui(self._finish_answer, result, note)
         except Exception as exc:
             ui(self._failed, f"{type(exc).__name__}: {exc}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Any, ClassVar, get_args
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -15,7 +15,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Static
 
-from crag_edge.config import Settings, SettingsError, Tier
+from crag_edge.config import PROVIDER_NAMES, TIERS, Settings, SettingsError
 from crag_edge.tui.screens import CragScreen
 
 NUMBERS: tuple[tuple[str, str], ...] = (
@@ -25,8 +25,6 @@ NUMBERS: tuple[tuple[str, str], ...] = (
     ("max_iterations", "max iterations"),
     ("top_k", "hits retrieved (top_k)"),
 )
-TIERS: tuple[str, ...] = get_args(Tier)
-PROVIDERS: tuple[str, ...] = ("local", "searxng", "tavily")
 EDITABLE = (*(name for name, _ in NUMBERS), "grading_tiers", "fallback_providers", "llm")
 
 
@@ -51,7 +49,7 @@ def save_settings(path: Path, settings: Settings, names: tuple[str, ...] = EDITA
     if any(isinstance(v, dict) for v in table.values()):
         raise SettingsError(f"{path} has tables other than [crag_edge]; edit it by hand")
     for name in names:
-        table[name] = getattr(settings, name)
+        table[name] = settings.value(name)
     lines = ["[crag_edge]"] if nested else []
     lines += [f"{key} = {toml_value(value)}" for key, value in table.items() if value is not None]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -98,19 +96,19 @@ class SettingsScreen(CragScreen):
             for name, label in NUMBERS:
                 with Horizontal(classes="row"):
                     yield Label(label)
-                    yield Input(str(getattr(settings, name)), id=name)
+                    yield Input(str(settings.value(name)), id=name)
             with Horizontal(classes="row"):
                 yield Label("grading tiers")
                 for tier in TIERS:
-                    yield Checkbox(tier, tier in settings.grading_tiers, id=f"tier-{tier}")
+                    yield Checkbox(tier, tier in settings.grading.grading_tiers, id=f"tier-{tier}")
             with Horizontal(classes="row"):
                 yield Label("fallback providers")
-                for provider in PROVIDERS:
-                    on_ = provider in settings.fallback_providers
+                for provider in PROVIDER_NAMES:
+                    on_ = provider in settings.correction.fallback_providers
                     yield Checkbox(provider, on_, id=f"fallback-{provider}")
             with Horizontal(classes="row"):
                 yield Label("LLM (manifest id)")
-                yield Input(settings.llm, id="llm")
+                yield Input(settings.models.llm, id="llm")
             with Horizontal(classes="row"):
                 yield Label("config file")
                 yield Input(str(self.config_path or "crag-edge.toml"), id="config")
@@ -136,11 +134,10 @@ class SettingsScreen(CragScreen):
             t for t in TIERS if self.query_one(f"#tier-{t}", Checkbox).value
         ]
         changes["fallback_providers"] = [
-            p for p in PROVIDERS if self.query_one(f"#fallback-{p}", Checkbox).value
+            p for p in PROVIDER_NAMES if self.query_one(f"#fallback-{p}", Checkbox).value
         ]
         changes["llm"] = self.query_one("#llm", Input).value.strip()
-        current = self.settings.model_dump()
-        return Settings.load(**{**current, **changes})
+        return self.settings.replace(**changes)
 
     @on(Button.Pressed, "#apply")
     @on(Input.Submitted)

@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Input, Static
 
 from crag_edge.citations import locator, place_label
-from crag_edge.config import Settings
+from crag_edge.config import TIERS, Settings
 from crag_edge.grading import ItemGrade
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.types import Hit
@@ -26,7 +26,6 @@ DECISION_STYLE = {
 }
 MAX_STAGES_SHOWN = 8  # a corrective loop's later rounds push its first stages off the line
 TIER_LABELS = {"signals": "signals", "cross_encoder": "x-enc", "llm": "llm"}
-TIER_ORDER = ("signals", "cross_encoder", "llm")
 _STRIP_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -179,12 +178,13 @@ class DecisionPanel(Static):
             lines.append(line)
 
         row("rule", result.rule or "none fired (graded)")
+        grading = settings.grading
         row(
             "thresholds",
-            f"correct ≥ {settings.correct_threshold:.2f} · incorrect < "
-            f"{settings.incorrect_threshold:.2f} · discard < {settings.discard_below:.2f}",
+            f"correct ≥ {grading.correct_threshold:.2f} · incorrect < "
+            f"{grading.incorrect_threshold:.2f} · discard < {grading.discard_below:.2f}",
         )
-        iterations = f"{result.iterations} of max {settings.max_iterations}"
+        iterations = f"{result.iterations} of max {settings.correction.max_iterations}"
         if result.max_iterations_reached:
             iterations += " (limit reached)"
         row("iterations", iterations)
@@ -254,7 +254,7 @@ class EvidenceTable(DataTable[Text | str]):
         self.clear(columns=True)
         self.entries = list(result.hits)
         present = {t for _, grade in self.entries for t in grade.tiers}
-        tiers = [t for t in TIER_ORDER if t in present] + sorted(present - set(TIER_ORDER))
+        tiers = [t for t in TIERS if t in present] + sorted(present - set(TIERS))
         self.add_column("#", key="rank")
         self.add_column("source", key="source")
         self.add_column("fused", key="fused")

@@ -1,14 +1,12 @@
 """Fallback providers: evidence from outside the corpus when grading finds it missing.
 
-`build_providers(FallbackConfig(...), embedder)` builds them from configuration;
+`build_providers(settings.correction, settings.retrieval, embedder)` builds them;
 `run_fallbacks(providers, query, limit, timeout)` asks them all at once and returns a
 `FallbackOutcome` whose hits are ordinary `Hit`s (`origin="fallback:<provider>"`, negative
 chunk ids) ready for grading, plus which providers answered and why the others did not.
 """
 
 from crag_edge.correction.fallback.base import (
-    PROVIDER_NAMES,
-    FallbackConfig,
     FallbackError,
     FallbackProvider,
     fallback_id,
@@ -20,8 +18,6 @@ from crag_edge.correction.fallback.searxng import SearxngProvider
 from crag_edge.correction.fallback.tavily import TavilyProvider
 
 __all__ = [
-    "PROVIDER_NAMES",
-    "FallbackConfig",
     "FallbackError",
     "FallbackOutcome",
     "FallbackProvider",

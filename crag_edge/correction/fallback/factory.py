@@ -6,13 +6,12 @@ here, when the engine starts, rather than failing every query later.
 
 from __future__ import annotations
 
+from crag_edge.config import PROVIDER_NAMES, CorrectionSettings, RetrievalSettings
 from crag_edge.correction.fallback.base import (
     ENV_DB,
     ENV_PROVIDERS,
     ENV_SEARXNG_URL,
     ENV_TAVILY_KEY,
-    PROVIDER_NAMES,
-    FallbackConfig,
     FallbackError,
     FallbackProvider,
 )
@@ -22,13 +21,16 @@ from crag_edge.correction.fallback.tavily import TavilyProvider
 from crag_edge.types import Embedder
 
 
-def build_providers(config: FallbackConfig, embedder: Embedder) -> list[FallbackProvider]:
+def build_providers(
+    config: CorrectionSettings, retrieval: RetrievalSettings, embedder: Embedder
+) -> list[FallbackProvider]:
     """The configured providers, in order. `embedder` is the engine's: the local corpus must
-    share it, and web results count tokens with its tokenizer, as corpus chunks do.
+    share it, and web results count tokens with its tokenizer, as corpus chunks do; the local
+    corpus is searched as `retrieval` says.
 
-    No names configured means `local` if `config.local_db` is set, else no fallback.
+    No names configured means `local` if `config.fallback_db` is set, else no fallback.
     """
-    names = config.providers or (("local",) if config.local_db else ())
+    names = list(config.fallback_providers) or (["local"] if config.fallback_db else [])
     providers: list[FallbackProvider] = []
     for name in names:
         if name not in PROVIDER_NAMES:
@@ -39,21 +41,23 @@ def build_providers(config: FallbackConfig, embedder: Embedder) -> list[Fallback
             )
         if names.count(name) > 1:
             raise FallbackError(name, "listed more than once", f"fix {ENV_PROVIDERS}")
-        providers.append(_build(name, config, embedder))
+        providers.append(_build(name, config, retrieval, embedder))
     return providers
 
 
-def _build(name: str, config: FallbackConfig, embedder: Embedder) -> FallbackProvider:
-    timeout_s, max_results = config.timeout_s, config.max_results
+def _build(
+    name: str, config: CorrectionSettings, retrieval: RetrievalSettings, embedder: Embedder
+) -> FallbackProvider:
+    timeout_s, max_results = config.fallback_timeout_s, config.fallback_max_results
     if name == "local":
-        if config.local_db is None:
+        if config.fallback_db is None:
             raise FallbackError(name, "no fallback corpus configured", f"set {ENV_DB}")
         return LocalCorpusProvider(
-            config.local_db,
+            config.fallback_db,
             embedder,
-            mode=config.retrieval_mode,
-            candidates=config.candidates,
-            rrf_k=config.rrf_k,
+            mode=retrieval.retrieval_mode,
+            candidates=retrieval.candidates,
+            rrf_k=retrieval.rrf_k,
             timeout_s=timeout_s,
             max_results=max_results,
         )
@@ -73,7 +77,7 @@ def _build(name: str, config: FallbackConfig, embedder: Embedder) -> FallbackPro
     if not config.tavily_api_key:
         raise FallbackError(name, "no API key configured", f"set {ENV_TAVILY_KEY}")
     return TavilyProvider(
-        config.tavily_api_key,
+        config.tavily_api_key.get_secret_value(),
         base_url=config.tavily_url,
         timeout_s=timeout_s,
         max_results=max_results,

@@ -15,6 +15,7 @@ from pathlib import Path
 import apsw
 
 from crag_edge.correction.fallback.base import ENV_DB, ENV_TIMEOUT, FallbackError, fallback_id
+from crag_edge.groups import Groups
 from crag_edge.retrieval import Mode, Retriever
 from crag_edge.store import (
     Corpus,
@@ -61,7 +62,9 @@ class LocalCorpusProvider:
         # another thread (a search abandoned at its deadline) is still using.
         self._lock = threading.Lock()
 
-    def search(self, query: str, limit: int) -> list[Hit]:
+    def search(self, query: str, limit: int, groups: Groups = None) -> list[Hit]:
+        """The best hits a caller with `groups` may see in the fallback corpus, whose
+        documents carry access groups of their own (`crag_edge.groups`)."""
         count = min(limit, self.max_results)
         if count <= 0 or not query.strip():
             return []
@@ -73,7 +76,7 @@ class LocalCorpusProvider:
             )
         try:
             retriever = self._open()
-            hits = retriever.search(query, top_k=count, mode=self.mode)
+            hits = retriever.search(query, top_k=count, mode=self.mode, groups=groups)
         except (CorpusError, apsw.Error) as exc:
             raise FallbackError(
                 self.name,

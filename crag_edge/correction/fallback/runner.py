@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from crag_edge.correction.fallback.base import ENV_TIMEOUT, FallbackError, FallbackProvider
 from crag_edge.correction.fallback.http import url_key
+from crag_edge.groups import Groups
 from crag_edge.retrieval import rrf
 from crag_edge.types import Hit
 
@@ -43,14 +44,16 @@ def run_fallbacks(
     timeout: float,
     *,
     rrf_k: int = 60,
+    groups: Groups = None,
 ) -> FallbackOutcome:
-    """Ask every provider for `limit` results concurrently; never raises for a provider."""
+    """Ask every provider for `limit` results concurrently, on behalf of a caller with
+    `groups` (`crag_edge.groups`); never raises for a provider."""
     if not providers or limit <= 0 or not query.strip():
         return FallbackOutcome([])
     started = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=len(providers), thread_name_prefix="crag-fallback")
     try:
-        futures = [pool.submit(_timed, p, query, limit) for p in providers]
+        futures = [pool.submit(_timed, p, query, limit, groups) for p in providers]
         wait(futures, timeout=timeout)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -101,12 +104,12 @@ def merge(answers: Sequence[Sequence[Hit]], limit: int, rrf_k: int = 60) -> list
 
 
 def _timed(
-    provider: FallbackProvider, query: str, limit: int
+    provider: FallbackProvider, query: str, limit: int, groups: Groups
 ) -> tuple[list[Hit] | Exception, float]:
     """The provider's hits or its exception, with the time it took either way."""
     started = time.perf_counter()
     try:
-        result: list[Hit] | Exception = provider.search(query, limit)
+        result: list[Hit] | Exception = provider.search(query, limit, groups)
     except Exception as exc:
         result = exc
     return result, round((time.perf_counter() - started) * 1000, 3)

@@ -24,6 +24,7 @@ from crag_edge.correction.fallback.http import (
     text_field,
     web_hits,
 )
+from crag_edge.groups import Groups
 from crag_edge.types import Hit
 
 _HEADERS = {
@@ -50,7 +51,7 @@ class SearxngProvider:
         self.max_results = max_results
         self.tokenizer = tokenizer
 
-    def search(self, query: str, limit: int) -> list[Hit]:
+    def search(self, query: str, limit: int, groups: Groups = None) -> list[Hit]:
         count = min(limit, self.max_results)
         if count <= 0 or not query.strip():
             return []

@@ -25,6 +25,7 @@ from crag_edge.correction.fallback.http import (
     text_field,
     web_hits,
 )
+from crag_edge.groups import Groups
 from crag_edge.types import Hit
 
 TAVILY_URL = "https://api.tavily.com"
@@ -54,7 +55,7 @@ class TavilyProvider:
     def __repr__(self) -> str:
         return f"TavilyProvider(base_url={self.base_url!r}, api_key=<hidden>)"
 
-    def search(self, query: str, limit: int) -> list[Hit]:
+    def search(self, query: str, limit: int, groups: Groups = None) -> list[Hit]:
         if not self.api_key:
             raise FallbackError(self.name, "no API key configured", f"set {ENV_TAVILY_KEY}")
         count = min(limit, self.max_results, API_MAX_RESULTS)

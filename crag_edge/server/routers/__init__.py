@@ -1,5 +1,6 @@
 """The service's routes, one `APIRouter` per area; `server.app.create_app` includes each.
 
-A new area is a module here with a `router` (protected routes declare `dependencies=AUTH`
-and reach the engine through `StateDep`, see `server.deps`) and one `include_router` line.
+A new area is a module here with a `router` (protected routes declare the scope they need,
+`dependencies=requires("query")`, and reach the engine through `StateDep`, see `server.deps`)
+and one `include_router` line.
 """

@@ -1,7 +1,11 @@
 """Ingest jobs: start a background ingest of server-side paths, then follow its progress.
 
 Paths are confined to the configured ingest roots (`server.security`); the job runs through
-`Engine.ingest` on the one writer thread (`server.jobs`).
+`Engine.ingest` on the one writer thread (`server.jobs`). Both routes need the `ingest` scope;
+a job runs as the token that started it (`groups.Tagging`): new documents get its groups (an
+admin token's: none, so they are seen by all) unless the request names groups, a stored
+document it cannot see is refused and left as it is, and a job is shown to that token and to
+admin tokens only.
 """
 
 from __future__ import annotations
@@ -13,13 +17,16 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from crag_edge.server.deps import AUTH, StateDep
+from crag_edge.groups import NAME_PATTERN, Tagging
+from crag_edge.server.deps import PROTECTED, CallerDep, StateDep, requires
 from crag_edge.server.errors import ApiError, error_responses
+from crag_edge.server.scopes import Principal
 from crag_edge.server.security import PathRefused, expand_confined
 from crag_edge.text_boundary import printable_path
 
 log = logging.getLogger("crag_edge.server")
-router = APIRouter(tags=["corpus"], dependencies=AUTH, responses=error_responses(401))
+MAX_GROUPS = 64  # access groups in one ingest request
+router = APIRouter(tags=["corpus"], dependencies=requires("ingest"), responses=PROTECTED)
 
 
 class IngestRequest(BaseModel):
@@ -27,10 +34,19 @@ class IngestRequest(BaseModel):
     paths: list[Annotated[str, Field(min_length=1, pattern=r"^[^\x00]+$")]] = Field(
         min_length=1, description="Server-side files or folders inside the configured roots."
     )
+    groups: list[Annotated[str, Field(pattern=NAME_PATTERN)]] | None = Field(
+        default=None,
+        max_length=MAX_GROUPS,
+        description="Access groups every ingested document is tagged with, replacing its "
+        "earlier ones (an unchanged document is retagged, not re-embedded); [] leaves them "
+        "untagged, visible to every caller. Without it, stored documents keep their groups "
+        "and new ones get the token's (an admin's: none). A non-admin token may only name "
+        "groups it has, and its job refuses every stored document it cannot see.",
+    )
 
 
 @router.post("/v1/ingest", status_code=202, responses=error_responses(400, 403, 404, 413, 422, 503))
-async def ingest_paths(body: IngestRequest, state: StateDep) -> dict[str, Any]:
+async def ingest_paths(body: IngestRequest, state: StateDep, caller: CallerDep) -> dict[str, Any]:
     """Start a background ingest of server-side paths confined to the ingest roots."""
     config = state.config
     if len(body.paths) > config.max_ingest_paths:
@@ -46,15 +62,28 @@ async def ingest_paths(body: IngestRequest, state: StateDep) -> dict[str, Any]:
         code = {403: "path_refused", 404: "path_not_found"}.get(exc.status, "invalid_path")
         shown = printable_path(exc.requested)  # a walked file name may not be UTF-8
         raise ApiError(exc.status, code, f"{shown}: {exc.reason}") from None
-    job = state.jobs.submit(list(confined.files), body.paths)
+    tagging = _tagging(body, caller)
+    job = state.jobs.submit(
+        list(confined.files), body.paths, ingest=state.tagged_ingest(tagging), owner=caller.name
+    )
     log.info("ingest job queued", extra={"job": job.id, "files": len(confined.files)})
     return {"job": job.to_dict(), "location": f"/v1/jobs/{job.id}"}
 
 
 @router.get("/v1/jobs/{job_id}", responses=error_responses(404))
-async def job_status(job_id: str, state: StateDep) -> dict[str, Any]:
-    """An ingest job: state, progress (done/total files) and, when finished, its report."""
+async def job_status(job_id: str, state: StateDep, caller: CallerDep) -> dict[str, Any]:
+    """An ingest job: state, progress (done/total files) and, when finished, its report.
+    Another token's job is answered as missing: its existence is not for this caller."""
     job = state.jobs.get(job_id)
-    if job is None:
+    if job is None or not (caller.allows("admin") or job.owner == caller.name):
         raise ApiError(404, "job_not_found", "no such job (finished jobs are kept a while)")
     return job.to_dict()
+
+
+def _tagging(body: IngestRequest, caller: Principal) -> Tagging:
+    """The job's tagging, as the caller: 403 when a non-admin token names a group it lacks."""
+    asked = None if body.groups is None else frozenset(body.groups)
+    try:
+        return Tagging(caller.visible_groups, asked)
+    except ValueError as exc:
+        raise ApiError(403, "group_refused", str(exc)) from None

@@ -1,5 +1,7 @@
 """MCP over streamable HTTP at `/mcp`: the tools of `crag_edge.mcp_server`, behind the same
-bearer token and model-slot admission as every other route that reaches the models.
+tokens and model-slot admission as every other route that reaches the models. Reaching `/mcp`
+needs the `query` scope; a tool that needs more (`answer`) refuses a weaker token with a tool
+error, and every tool searches only the documents the caller's groups may see.
 
 The transport runs stateless (each POST is a whole exchange, answered as JSON): nothing is
 kept between requests, so a restart or a second replica loses no session. Each app gets its
@@ -15,12 +17,15 @@ from fastapi import APIRouter, Request
 from mcp.server.mcpserver.exceptions import ToolError
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as AsgiScope
 
 from crag_edge.engine import Engine
+from crag_edge.groups import Groups
 from crag_edge.mcp_server import EngineRunner, build_server
-from crag_edge.server.deps import admitted, authorized
+from crag_edge.server.deps import admitted, authenticate, caller_var, require_scope
 from crag_edge.server.errors import ApiError
+from crag_edge.server.scopes import Scope
 from crag_edge.server.state import ServerState
 
 MCP_PATH = "/mcp"
@@ -42,14 +47,19 @@ def mcp_router(state: ServerState) -> APIRouter:
 
 
 def _runner(state: ServerState) -> EngineRunner:
-    """Engine work on a model slot; not ready or at capacity is a tool error the calling
-    model can read (an MCP client expects a tool result, not an HTTP status)."""
+    """Engine work on a model slot, for the caller `_Authorized` found (the tools run in tasks
+    that copy its context); too weak a token, not ready or at capacity is a tool error the
+    calling model can read (an MCP client expects a tool result, not an HTTP status)."""
 
-    async def run(work: Callable[[Engine], T]) -> T:
+    async def run(work: Callable[[Engine, Groups], T], *, needs: Scope = "query") -> T:
+        caller = caller_var.get()
+        if caller is None:  # never seen: `_Authorized` sets it; fail closed all the same
+            raise ToolError("no caller for this request (unauthorized)")
         try:
+            require_scope(caller, needs)
             engine = state.require_engine()
             async with admitted(state):
-                return await run_in_threadpool(work, engine)
+                return await run_in_threadpool(work, engine, caller.visible_groups)
         except ApiError as exc:
             raise ToolError(f"{exc.message} ({exc.code})") from None
 
@@ -57,12 +67,12 @@ def _runner(state: ServerState) -> EngineRunner:
 
 
 class _Authorized:
-    """The transport behind the service's bearer-token check: without the token, the same
-    401 (in the same JSON shape, with WWW-Authenticate) as every other protected route."""
+    """The transport behind the service's token check: without a live token the same 401, and
+    below the `query` scope the same 403 (in the same JSON shape), as every other route."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        authorized(Request(scope))
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        require_scope(await authenticate(Request(scope)), "query")
         await self.app(scope, receive, send)

@@ -9,7 +9,8 @@ crag-edge's own). The answer cites its evidence as [n] and lists the cited sourc
 end, for front ends that read only the text; a `crag` object beside `choices` (on the last
 chunk when streaming) carries the verdict, the follow-up rewrite and every numbered source.
 Sampling options (temperature, max_tokens, ...) are accepted and ignored: the service's
-settings decide them.
+settings decide them. Listing the model needs the `query` scope, a completion `answer`; the
+answer draws only on the documents the caller's groups may see.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter
@@ -30,17 +32,26 @@ from starlette.concurrency import run_in_threadpool
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.generation import AnswerFinish, AnswerStream, cited, incomplete_note, source_line
+from crag_edge.groups import Groups
 from crag_edge.models.llm import Message
 from crag_edge.result import CragResult
 from crag_edge.result_views import sources, verdict
-from crag_edge.server.deps import AUTH, ReleaseOnce, StateDep, acquire, admitted
+from crag_edge.server.deps import (
+    PROTECTED,
+    CallerDep,
+    ReleaseOnce,
+    StateDep,
+    acquire,
+    admitted,
+    requires,
+)
 from crag_edge.server.errors import ApiError, error_responses
 from crag_edge.server.logs import request_id_var
 from crag_edge.server.routers.query import checked_question
 from crag_edge.server.state import ServerState
 
 log = logging.getLogger("crag_edge.server")
-router = APIRouter(tags=["openai"], dependencies=AUTH, responses=error_responses(401))
+router = APIRouter(tags=["openai"], responses=PROTECTED)
 _END = object()
 
 
@@ -71,7 +82,7 @@ def model_id(state: ServerState) -> str:
     return f"crag-edge:{state.config.db.stem}"
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", dependencies=requires("query"))
 async def models(state: StateDep) -> dict[str, Any]:
     """The corpus, as the one model a chat front end can pick."""
     try:
@@ -84,10 +95,13 @@ async def models(state: StateDep) -> dict[str, Any]:
 
 @router.post(
     "/v1/chat/completions",
+    dependencies=requires("answer"),
     response_model=None,
     responses=error_responses(400, 404, 413, 422, 503),
 )
-async def chat_completions(body: ChatRequest, state: StateDep) -> JSONResponse | StreamingResponse:
+async def chat_completions(
+    body: ChatRequest, state: StateDep, caller: CallerDep
+) -> JSONResponse | StreamingResponse:
     """The answer to the last user message, from the corpus's graded evidence only."""
     if body.model != model_id(state):
         raise ApiError(
@@ -97,10 +111,11 @@ async def chat_completions(body: ChatRequest, state: StateDep) -> JSONResponse |
         )
     question, history = _conversation(body, state)
     engine = state.require_engine()
+    ask = _Ask(question, history, caller.visible_groups)
     if body.stream:
-        return await _streamed(state, engine, question, history)
+        return await _streamed(state, engine, ask)
     async with admitted(state):
-        result, text, finish = await run_in_threadpool(_whole_answer, engine, question, history)
+        result, text, finish = await run_in_threadpool(_whole_answer, engine, ask)
     state.metrics.observe_result(result)
     reply = _Reply(model_id(state), result, engine.settings)
     return JSONResponse(reply.completion(text, finish))
@@ -121,22 +136,30 @@ def _text(content: str | list[ContentPart] | None) -> str:
     return content or ""
 
 
-def _whole_answer(
-    engine: Engine, question: str, history: list[Message]
-) -> tuple[CragResult, str, AnswerFinish]:
-    result, stream = engine.answer(question, history=history)
+@dataclass(frozen=True)
+class _Ask:
+    """The question, the turns before it, and the groups of the caller asking it."""
+
+    question: str
+    history: list[Message]
+    groups: Groups
+
+    def answer(self, engine: Engine) -> tuple[CragResult, AnswerStream]:
+        return engine.answer(self.question, history=self.history, groups=self.groups)
+
+
+def _whole_answer(engine: Engine, ask: _Ask) -> tuple[CragResult, str, AnswerFinish]:
+    result, stream = ask.answer(engine)
     text = "".join(stream)
     return result, text, stream.finish_reason
 
 
-async def _streamed(
-    state: ServerState, engine: Engine, question: str, history: list[Message]
-) -> StreamingResponse:
+async def _streamed(state: ServerState, engine: Engine, ask: _Ask) -> StreamingResponse:
     """Chunks as the model writes; the model slot is held until the stream ends."""
     await acquire(state)
     release = ReleaseOnce(state.admission.release)
     try:
-        result, tokens = await run_in_threadpool(engine.answer, question, history=history)
+        result, tokens = await run_in_threadpool(ask.answer, engine)
     except BaseException:
         release()
         raise
@@ -196,7 +219,7 @@ class _Reply:
         """The cited sources, one a line, and a note when the answer is incomplete."""
         lines = [source_line(item) for item in cited(text, self.result.context)]
         tail = "\n\nSources:\n" + "\n".join(lines) if lines else ""
-        note = incomplete_note(finish, text, self.settings)
+        note = incomplete_note(finish, text, self.settings.models)
         return f"{tail}\n\n({note})" if note else tail
 
     def crag(self, text: str, finish: AnswerFinish) -> dict[str, Any]:

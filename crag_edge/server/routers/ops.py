@@ -1,4 +1,7 @@
-"""Operations: liveness, readiness, Prometheus metrics and the corpus and queue statistics."""
+"""Operations: liveness, readiness, Prometheus metrics and the corpus and queue statistics.
+
+The probes are open; the statistics need the `ingest` scope (they count the documents the
+caller's groups may see, and every job), the metrics `admin` (they describe the whole service)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import generate_latest
 from starlette.concurrency import run_in_threadpool
 
-from crag_edge.server.deps import AUTH, StateDep
-from crag_edge.server.errors import error_responses
+from crag_edge.server.deps import PROTECTED, CallerDep, StateDep, requires
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
@@ -37,9 +39,9 @@ async def readyz(state: StateDep) -> JSONResponse:
 @router.get(
     "/metrics",
     tags=["health"],
-    dependencies=AUTH,
+    dependencies=requires("admin"),
     response_class=Response,
-    responses={200: {"content": {PROMETHEUS_TEXT: {}}}, **error_responses(401)},
+    responses={200: {"content": {PROMETHEUS_TEXT: {}}}, **PROTECTED},
 )
 async def metrics(state: StateDep) -> Response:
     """Prometheus text: engine decisions and stage latencies, requests, queue depth, jobs."""
@@ -52,11 +54,18 @@ async def metrics(state: StateDep) -> Response:
     return Response(text, media_type=PROMETHEUS_TEXT)
 
 
-@router.get("/v1/stats", tags=["corpus"], dependencies=AUTH, responses=error_responses(401, 503))
-async def stats(state: StateDep) -> dict[str, Any]:
-    """Corpus counts and provenance, and the server's queue and jobs."""
+@router.get(
+    "/v1/stats",
+    tags=["corpus"],
+    dependencies=requires("ingest"),
+    responses=PROTECTED,
+)
+async def stats(state: StateDep, caller: CallerDep) -> dict[str, Any]:
+    """Corpus counts and provenance (the counts of what the caller's groups may see), and the
+    server's queue and jobs."""
     engine = state.require_engine()
-    corpus = asdict(await run_in_threadpool(engine.corpus.stats))
+    view = caller.visible_groups
+    corpus = asdict(await run_in_threadpool(lambda: engine.corpus.stats(groups=view)))
     corpus["path"] = str(corpus["path"])
     config = state.config
     return {

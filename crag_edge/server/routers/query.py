@@ -2,7 +2,8 @@
 events.
 
 Both take a model slot (`server.deps.admitted`); a streamed answer keeps its slot until the
-stream ends or the client goes away.
+stream ends or the client goes away. A query needs the `query` scope, an answer (which spends
+the shared LLM) `answer`; both search only the documents the caller's groups may see.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
@@ -18,17 +19,26 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from crag_edge.config import RetrievalMode
 from crag_edge.generation import AnswerStream, cited
 from crag_edge.result import CragResult
 from crag_edge.server.config import ServerConfig
-from crag_edge.server.deps import AUTH, ReleaseOnce, StateDep, acquire, admitted
+from crag_edge.server.deps import (
+    PROTECTED,
+    CallerDep,
+    ReleaseOnce,
+    StateDep,
+    acquire,
+    admitted,
+    requires,
+)
 from crag_edge.server.errors import ApiError, error_responses
 from crag_edge.server.logs import request_id_var
 from crag_edge.text_boundary import repair
 
 log = logging.getLogger("crag_edge.server")
-router = APIRouter(tags=["query"], dependencies=AUTH, responses=error_responses(401))
-# What a question request can be refused for, besides a missing token.
+router = APIRouter(tags=["query"], responses=PROTECTED)
+# What a question request can be refused for, besides a missing or too weak token.
 QUESTION_ERRORS = error_responses(400, 413, 422, 503)
 
 
@@ -50,7 +60,7 @@ class QueryRequest(BaseModel):
         pattern=r"\S",  # not only blanks
         description="The question; limited to the server's max_question_chars.",
     )
-    mode: Literal["bm25", "dense", "hybrid"] | None = Field(
+    mode: RetrievalMode | None = Field(
         None, description="Retrieval mode (default: the retrieval_mode setting)."
     )
     top_k: (
@@ -73,23 +83,30 @@ def checked_question(asked: str, config: ServerConfig) -> str:
     return question
 
 
-@router.post("/v1/query", responses=QUESTION_ERRORS)
-async def query(body: QueryRequest, state: StateDep) -> dict[str, Any]:
+@router.post("/v1/query", dependencies=requires("query"), responses=QUESTION_ERRORS)
+async def query(body: QueryRequest, state: StateDep, caller: CallerDep) -> dict[str, Any]:
     """The corrective loop's result (CragResult JSON, as `crag-edge query --json`)."""
     question = checked_question(body.question, state.config)
     engine = state.require_engine()
     async with admitted(state):
-        result = await run_in_threadpool(engine.query, question, mode=body.mode, top_k=body.top_k)
+        result = await run_in_threadpool(
+            engine.query,
+            question,
+            mode=body.mode,
+            top_k=body.top_k,
+            groups=caller.visible_groups,
+        )
     state.metrics.observe_result(result)
     return result.to_dict()
 
 
 @router.post(
     "/v1/answer",
+    dependencies=requires("answer"),
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}}, **QUESTION_ERRORS},
 )
-async def answer(body: QueryRequest, state: StateDep) -> StreamingResponse:
+async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> StreamingResponse:
     """Server-sent events: `token` events ({"text"}), then one `result` event
     ({"answer", "finish_reason", "cited", "result": CragResult}); `error` instead if
     generation fails. `finish_reason`: stop, length (cut at llm_max_tokens), timeout
@@ -100,7 +117,11 @@ async def answer(body: QueryRequest, state: StateDep) -> StreamingResponse:
     release = ReleaseOnce(state.admission.release)
     try:
         result, tokens = await run_in_threadpool(
-            engine.answer, question, mode=body.mode, top_k=body.top_k
+            engine.answer,
+            question,
+            mode=body.mode,
+            top_k=body.top_k,
+            groups=caller.visible_groups,
         )
     except BaseException:
         release()

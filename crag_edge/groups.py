@@ -1,0 +1,104 @@
+"""Access groups: which documents a caller may retrieve.
+
+An ingest given groups (`ingest --groups finance,hr`, the `groups` of an API ingest; an empty
+set included) tags every document it touches with exactly those: ingesting a document again
+with other groups retags it, without re-embedding it. An ingest given none (a plain `ingest`,
+a folder watcher's sync) leaves every stored document's groups as they are, so a sync never
+undoes a tagging, and gives a new document the groups of whoever ingests it (`Tagging`). An
+untagged document is visible to everyone.
+
+A caller is described by `groups`: None for the owner (the local CLI and TUI, an admin token),
+who sees every document; a set for anyone else, who sees the untagged documents plus those
+sharing at least one group with the set (an empty set: the untagged ones only). Names are
+matched exactly, case included.
+
+The filter is applied inside retrieval, before top-k, in both the FTS5 and the vector search
+(`store.document_groups`), so a caller's hits are as many and as good as if the documents it
+may not see were not in the corpus at all; everything later (grading, context, answers) only
+ever sees those hits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# Who is asking: None sees everything, a set sees the untagged documents and its groups'.
+Groups = frozenset[str] | None
+
+# The rule for group names and token names (`server.tokens`): safe in a log line, a URL and a
+# shell, and a typo cannot become a tag that matches nobody's groups by accident. Anchored for
+# JSON Schema (the ingest request's `groups`); Python checks it with `fullmatch`, so a name
+# with a trailing newline does not pass.
+NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+NAME_RULE = "use 1 to 64 letters, digits, '_', '.' or '-'"
+_NAME = re.compile(NAME_PATTERN)
+
+
+def is_valid_name(name: str) -> bool:
+    """Whether `name` follows `NAME_PATTERN`."""
+    return _NAME.fullmatch(name) is not None
+
+
+def checked_groups(names: Iterable[str]) -> frozenset[str]:
+    """The group names as a set; ValueError names the first that breaks `NAME_RULE`."""
+    groups = frozenset(names)
+    for name in sorted(groups):
+        if not is_valid_name(name):
+            raise ValueError(f"invalid group name {name!r}: {NAME_RULE}")
+    return groups
+
+
+def may_see(caller: Groups, tags: frozenset[str]) -> bool:
+    """Whether a caller with `caller` groups sees a document tagged `tags` (the rule
+    `store.document_groups` applies in SQL)."""
+    return caller is None or not tags or bool(tags & caller)
+
+
+@dataclass(frozen=True)
+class Tagging:
+    """Who ingests and how the documents get their groups.
+
+    `caller`: the groups of whoever ingests (None: the owner, who may change every document;
+    a set: a non-admin token, whose ingest must not replace, retag or prune a stored document
+    it cannot see, since that would pull the document into its own view or destroy it).
+    `groups`: when given, exactly the groups of every document the ingest touches (an empty
+    set untags); when None, a stored document keeps its groups and a new one gets the
+    caller's (the owner's: none)."""
+
+    caller: Groups = None
+    groups: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        """A non-admin caller may only tag with groups it has: any other tag would hand its
+        documents to readers it does not speak for."""
+        if self.caller is not None and self.groups is not None and not self.groups <= self.caller:
+            missing = ", ".join(sorted(self.groups - self.caller))
+            raise ValueError(f"this caller may not tag documents with {missing}")
+
+    def may_change(self, tags: frozenset[str]) -> bool:
+        """Whether this ingest may replace, retag or prune a document stored with `tags`."""
+        return may_see(self.caller, tags)
+
+    def tags_for(self, stored: frozenset[str] | None) -> frozenset[str]:
+        """The groups a document gets: `stored` is its current groups, None if it is new."""
+        if self.groups is not None:
+            return self.groups
+        if stored is not None:
+            return stored
+        return self.caller or frozenset()
+
+
+def parse_groups(text: str) -> frozenset[str]:
+    """`finance, hr` as {"finance", "hr"} (the `--groups` option); blanks around names are
+    ignored, an empty list or an invalid name is refused."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise ValueError(f"takes comma-separated group names; got {text!r}")
+    return checked_groups(names)
+
+
+# The owner's ingest (the CLI, a folder watcher): may change every document, and stored
+# documents keep their groups.
+AS_OWNER = Tagging()

@@ -1,0 +1,164 @@
+"""What every chat model runtime offers the pipeline, in-process or behind an HTTP server.
+
+`ChatModel` is the one interface the judge, the rewrite, the follow-up and the answer call;
+`crag_edge.models.llm.LlamaRuntime` (llama.cpp in this process) and
+`crag_edge.models.remote_llm.OpenAiLlm` (any OpenAI-compatible server) both satisfy it, and
+mypy checks that they do. The values the calls return live here too, so neither runtime
+depends on the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, Literal, Protocol, TypeVar
+
+Message = Mapping[str, str]
+FinishReason = Literal["stop", "length", "timeout"]
+Reason = TypeVar("Reason", bound=str)
+
+
+class LlmCallError(RuntimeError):
+    """One call failed: llama.cpp could not evaluate the prompt (e.g. it does not fit the
+    context) or the LLM server kept failing through its retries. Callers step aside (the
+    judge scores 0.5, a rewrite falls back to keywords)."""
+
+
+class LlmServerError(RuntimeError):
+    """The LLM server named by `llm_url` cannot serve crag-edge at all (unreachable, or it
+    returns no log-probabilities for the judge): a setting to fix, never a neutral score."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The text one `chat` call produced and why it ended."""
+
+    text: str
+    finish_reason: FinishReason
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.finish_reason == "timeout"
+
+
+@dataclass(frozen=True)
+class NextTokenLogprobs:
+    """Per prompt, the log-probabilities of the requested tokens as the next token.
+
+    `rows[i]` is None when prompt i was not evaluated before the deadline (then `timed_out`).
+    `evaluated_tokens` counts the prompt tokens actually run, after reusing cached prefixes.
+    """
+
+    rows: list[list[float] | None]
+    timed_out: bool
+    evaluated_tokens: int
+    seconds: float
+
+
+class TextStream(Generic[Reason]):
+    """Text pieces as they are generated; once exhausted, why the generation ended.
+
+    Iterate it for the pieces, then read `finish_reason` and `text` (the whole reply): a
+    caller can tell an answer that ended on its own from one that was cut off or stopped.
+    Wraps a generator that yields the pieces and returns the finish reason. `close()` ends
+    it early and gives the model back.
+    """
+
+    def __init__(self, pieces: Generator[str, None, Reason]) -> None:
+        self._pieces = pieces
+        self._seen: list[str] = []
+        self._finish: Reason | None = None
+
+    def __iter__(self) -> TextStream[Reason]:
+        return self
+
+    def __next__(self) -> str:
+        try:
+            piece = next(self._pieces)
+        except StopIteration as end:
+            self._finish = end.value
+            raise
+        self._seen.append(piece)
+        return piece
+
+    @property
+    def finish_reason(self) -> Reason:
+        if self._finish is None:
+            raise RuntimeError("the stream has not ended: read finish_reason after the last piece")
+        return self._finish
+
+    @property
+    def text(self) -> str:
+        """The pieces so far, joined (the whole reply once the stream has ended)."""
+        return "".join(self._seen)
+
+    def close(self) -> None:
+        self._pieces.close()
+
+
+class ChatModel(Protocol):
+    """A chat model with bounded calls. `max_tokens` and `timeout_s` are the defaults and
+    upper bounds of each call; `n_ctx` is the context window prompts must fit."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int: ...
+
+    @property
+    def timeout_s(self) -> float: ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of plain text (an upper estimate where the exact count is unknown)."""
+        ...
+
+    def count_chat_tokens(self, messages: Sequence[Message]) -> int:
+        """Tokens of the prompt the chat template makes of `messages`."""
+        ...
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """`text` cut to at most `max_tokens` tokens."""
+        ...
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        grammar: str | None = None,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Completion:
+        """The assistant's reply within a total deadline (`finish_reason` "timeout" when it
+        ran out), constrained by the GBNF `grammar` where the runtime can."""
+        ...
+
+    def stream_chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        stall_timeout_s: float | None = None,
+    ) -> TextStream[FinishReason]:
+        """The reply piece by piece, bounded by a stall deadline rather than a total one."""
+        ...
+
+    def answer_logprobs(
+        self,
+        prompts: Sequence[Sequence[Message]],
+        answers: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+    ) -> NextTokenLogprobs:
+        """Per prompt, log P(the assistant's first token is `answers[j]`) for each j, any
+        case, with or without a leading space (the yes/no judge); -inf for an answer the
+        runtime saw no probability for."""
+        ...

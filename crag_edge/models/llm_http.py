@@ -1,0 +1,157 @@
+"""JSON over HTTP to an LLM server, with deadlines and retries.
+
+A failed call is retried with exponential backoff when trying again can help: the
+connection failed or broke, the server answered 5xx (overloaded, restarting) or 429 (rate
+limited). Any other 4xx is the request's own fault and fails at once; 401, 403 and 404 mean
+the URL or the key is wrong, which no retry fixes and which the user must be told about.
+
+Time is bounded the way the in-process runtime bounds it: a short call (judge, rewrite) has
+a total deadline that covers connecting, every attempt and every backoff pause (httpx has no
+total timeout, so each attempt gets what is left as its connect and read timeouts); a stream
+has a stall limit, the longest silence allowed between two reads.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+from crag_edge.models.chat_model import LlmCallError, LlmServerError
+
+CONNECT_TIMEOUT_S = 5.0
+FIRST_BACKOFF_S = 0.5
+# Statuses worth another attempt: the server is busy, restarting or briefly failing.
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Statuses that say the URL or the key is wrong: the settings must change.
+SETTINGS_STATUSES = frozenset({401, 403, 404})
+
+
+class CallTimedOut(Exception):
+    """The call's deadline passed (while connecting, waiting or between attempts)."""
+
+
+class LlmHttp:
+    """One server's HTTP client: `base_url` (e.g. http://host:8080/v1), an optional bearer
+    key, `retries` extra attempts per call. Safe to share between threads (httpx.Client is).
+    """
+
+    def __init__(self, base_url: str, api_key: str | None, retries: int) -> None:
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(headers=headers)
+        self._retries = retries
+
+    @property
+    def root_url(self) -> str:
+        """The server's root, where llama.cpp servers keep their non-OpenAI endpoints."""
+        return self.base_url.removesuffix("/v1")
+
+    def get(self, path: str, deadline: float) -> Any:
+        with self._attempts("GET", self.base_url + path, None, deadline, None) as response:
+            return _json(response)
+
+    def post(self, url: str, body: dict[str, Any], deadline: float) -> Any:
+        """POST `body` to the absolute `url`; the decoded JSON reply."""
+        with self._attempts("POST", url, body, deadline, None) as response:
+            return _json(response)
+
+    def post_stream(self, path: str, body: dict[str, Any], stall_s: float) -> Iterator[Any]:
+        """POST with `stream: true`; the decoded `data:` events of the server-sent event
+        stream until `[DONE]`. Raises `CallTimedOut` once `stall_s` pass without a byte."""
+        deadline = time.monotonic() + stall_s
+        with self._attempts("POST", self.base_url + path, body, deadline, stall_s) as response:
+            try:
+                for line in response.iter_lines():
+                    data = line.removeprefix("data:").strip()
+                    if not line.startswith("data:") or not data:
+                        continue  # comments (pings), event names, blank separators
+                    if data == "[DONE]":
+                        return
+                    yield json.loads(data)
+            except httpx.TimeoutException:
+                raise CallTimedOut from None
+            except httpx.TransportError as exc:
+                raise LlmCallError(f"{self.base_url}: the stream broke: {_say(exc)}") from None
+
+    @contextmanager
+    def _attempts(
+        self, method: str, url: str, body: Any, deadline: float, read_s: float | None
+    ) -> Iterator[httpx.Response]:
+        """The first successful response (status < 400), after retries and backoff."""
+        attempt = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CallTimedOut
+            timeout = httpx.Timeout(read_s or left, connect=min(CONNECT_TIMEOUT_S, left))
+            request = self._client.build_request(method, url, json=body, timeout=timeout)
+            try:
+                response = self._client.send(request, stream=True)
+            except httpx.TimeoutException:
+                raise CallTimedOut from None
+            except httpx.TransportError as exc:
+                problem = _say(exc)
+            else:
+                if response.status_code < 400:
+                    try:
+                        yield response
+                    finally:
+                        response.close()
+                    return
+                problem = self._refusal(response, url)
+            if attempt >= self._retries:
+                raise LlmCallError(f"{url}: {problem} (after {attempt + 1} attempts)")
+            pause = FIRST_BACKOFF_S * 2**attempt
+            if time.monotonic() + pause >= deadline:
+                raise CallTimedOut
+            time.sleep(pause)
+            attempt += 1
+
+    def _refusal(self, response: httpx.Response, url: str) -> str:
+        """What an error status says; raises unless another attempt may succeed."""
+        response.read()
+        response.close()
+        problem = f"HTTP {response.status_code}: {_server_message(response)}"
+        if response.status_code in SETTINGS_STATUSES:
+            raise LlmServerError(
+                f"the LLM server refused {url} ({problem}): check CRAG_EDGE_LLM_URL (it "
+                "ends in /v1), CRAG_EDGE_LLM_API_KEY and CRAG_EDGE_LLM_MODEL_NAME"
+            )
+        if response.status_code not in RETRY_STATUSES:
+            raise LlmCallError(f"{url}: {problem}")
+        return problem
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return json.loads(response.read())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise LlmCallError(f"{response.url}: the reply is not JSON") from None
+    except httpx.TimeoutException:
+        raise CallTimedOut from None
+    except httpx.TransportError as exc:
+        raise LlmCallError(f"{response.url}: the reply broke off: {_say(exc)}") from None
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The error text of an OpenAI-style (`error.message`) or FastAPI-style (`detail`) body."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:200]
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and "message" in error:
+            return str(error["message"])[:200]
+        if "detail" in body:
+            return str(body["detail"])[:200]
+    return response.text[:200]
+
+
+def _say(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,346 @@
+"""Access groups: tagged documents, and retrieval that only ever sees a caller's groups.
+
+Real corpus files, the real MiniLM embedder and the real ingest pipeline throughout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+from typer.testing import CliRunner
+
+from crag_edge.cli import app
+from crag_edge.config import Settings
+from crag_edge.correction.fallback import LocalCorpusProvider, run_fallbacks
+from crag_edge.groups import Groups, Tagging, parse_groups
+from crag_edge.ingest import IngestReport, ingest
+from crag_edge.ingest.pipeline import REFUSED
+from crag_edge.models.embedder import OnnxEmbedder
+from crag_edge.retrieval import MODES, Mode, Retriever
+from crag_edge.store import SCHEMA_VERSION, Corpus, connect
+from crag_edge.types import Embedder, Vector
+
+SETTINGS = Settings.load(chunk_tokens=64, chunk_overlap=8)
+QUESTION = "aurora borealis sightings forecast"
+# The one group-A document: relevant, but every group-B document is more so.
+GROUP_A = {
+    "a-notes.txt": "Winter notes from the lake cabin. One night the aurora borealis showed "
+    "faintly above the trees before the clouds came back."
+}
+GROUP_B = {
+    f"b-forecast-{i}.txt": f"Aurora borealis forecast {i}: aurora borealis sightings expected, "
+    f"the aurora forecast for sightings of the borealis lights is strong, number {i}."
+    for i in range(12)
+}
+UNTAGGED = {
+    "bread.txt": "Knead the bread dough for ten minutes, let it rise, then bake it in a hot oven."
+}
+A, B = frozenset({"a"}), frozenset({"b"})
+
+
+class CountingEmbedder:
+    """The real embedder, counting the texts it was asked to embed."""
+
+    def __init__(self, inner: OnnxEmbedder) -> None:
+        self.inner = inner
+        self.texts = 0
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.inner.tokenizer
+
+    def embed(self, texts: Sequence[str]) -> Vector:
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+def write(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder.resolve()
+
+
+def run(
+    corpus: Corpus,
+    embedder: Embedder,
+    folder: Path,
+    groups: frozenset[str] | None,
+    *,
+    caller: Groups = None,
+    prune: bool = False,
+) -> IngestReport:
+    return ingest(
+        corpus,
+        embedder,
+        embedder.tokenizer,
+        [folder],
+        settings=SETTINGS.ingest,
+        groups=groups,
+        caller=caller,
+        prune=prune,
+    )
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> dict[str, Path]:
+    return {
+        "a": write(tmp_path / "a", GROUP_A),
+        "b": write(tmp_path / "b", GROUP_B),
+        "open": write(tmp_path / "open", UNTAGGED),
+    }
+
+
+@pytest.fixture
+def corpus(tmp_path: Path, embedder: OnnxEmbedder, folders: dict[str, Path]) -> Iterator[Corpus]:
+    with Corpus.create(tmp_path / "corpus.db", embedder.model_id, embedder.dim) as created:
+        run(created, embedder, folders["a"], A)
+        run(created, embedder, folders["b"], B)
+        run(created, embedder, folders["open"], frozenset())
+        yield created
+
+
+def names(sources: Sequence[str]) -> set[str]:
+    return {Path(source).name for source in sources}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_others_documents_never_push_a_callers_own_out_of_its_top_k(
+    corpus: Corpus, embedder: OnnxEmbedder, mode: Mode
+) -> None:
+    retriever = Retriever(corpus, embedder, candidates=4)
+    unfiltered = names([h.chunk.source for h in retriever.search(QUESTION, 3, mode)])
+    assert unfiltered and unfiltered <= set(GROUP_B)  # group B outranks A everywhere
+    seen_by_a = names([h.chunk.source for h in retriever.search(QUESTION, 3, mode, groups=A)])
+    assert "a-notes.txt" in seen_by_a
+    assert seen_by_a <= set(GROUP_A) | set(UNTAGGED)
+    seen_by_b = names([h.chunk.source for h in retriever.search(QUESTION, 3, mode, groups=B)])
+    assert seen_by_b and seen_by_b <= set(GROUP_B) | set(UNTAGGED)
+
+
+def test_the_vector_search_filters_before_k(corpus: Corpus, embedder: OnnxEmbedder) -> None:
+    vector = embedder.embed([QUESTION])[0]
+    [(nearest, _)] = corpus.search_vec(vector, 1, groups=A)
+    assert names([corpus.get_chunks([nearest])[nearest].source]) == {"a-notes.txt"}
+    [(match, _)] = corpus.search_fts('"aurora"', 1, groups=A)
+    assert names([corpus.get_chunks([match])[match].source]) == {"a-notes.txt"}
+
+
+def test_untagged_documents_are_seen_by_every_caller_and_an_empty_set_sees_only_them(
+    corpus: Corpus, embedder: OnnxEmbedder
+) -> None:
+    retriever = Retriever(corpus, embedder)
+    for groups in (A, B, frozenset({"c"}), frozenset()):
+        hits = retriever.search("bread dough oven", 20, "bm25", groups=groups)
+        assert "bread.txt" in names([h.chunk.source for h in hits])
+    nobody = retriever.search(QUESTION, 20, "hybrid", groups=frozenset())
+    assert names([h.chunk.source for h in nobody]) == set(UNTAGGED)
+    everyone = retriever.search(QUESTION, 20, "bm25")
+    assert names([h.chunk.source for h in everyone]) == set(GROUP_A) | set(GROUP_B)
+
+
+def test_a_retag_changes_who_sees_a_document_without_embedding_it_again(
+    tmp_path: Path, embedder: OnnxEmbedder, folders: dict[str, Path]
+) -> None:
+    counting = CountingEmbedder(embedder)
+    with Corpus.create(tmp_path / "retag.db", embedder.model_id, embedder.dim) as corpus:
+        run(corpus, counting, folders["a"], A)
+        source = str(folders["a"] / "a-notes.txt")
+        chunks_before, embedded = corpus.chunk_ids(), counting.texts
+        assert corpus.document(source).groups == A  # type: ignore[union-attr]
+
+        report = run(corpus, counting, folders["a"], frozenset({"b", "c"}))
+        assert (report.retagged, report.unchanged, report.updated, report.added) == (1, 0, 0, 0)
+        assert report.chunks_written == 0 and counting.texts == embedded
+        assert corpus.chunk_ids() == chunks_before
+        assert corpus.document(source).groups == {"b", "c"}  # type: ignore[union-attr]
+        retriever = Retriever(corpus, embedder)
+        assert retriever.search(QUESTION, 5, groups=A) == []
+        assert retriever.search(QUESTION, 5, groups=frozenset({"c"}))
+
+        again = run(corpus, counting, folders["a"], frozenset({"b", "c"}))
+        assert (again.retagged, again.unchanged) == (0, 1)
+        untagged = run(corpus, counting, folders["a"], frozenset())
+        assert untagged.retagged == 1 and counting.texts == embedded
+        assert retriever.search(QUESTION, 5, groups=frozenset({"x"}))
+
+
+def test_a_changed_document_keeps_the_groups_of_the_ingest_that_reindexes_it(
+    tmp_path: Path, embedder: OnnxEmbedder, folders: dict[str, Path]
+) -> None:
+    with Corpus.create(tmp_path / "edit.db", embedder.model_id, embedder.dim) as corpus:
+        run(corpus, embedder, folders["a"], A)
+        path = folders["a"] / "a-notes.txt"
+        path.write_text(path.read_text() + " The next night it was bright green.")
+        report = run(corpus, embedder, folders["a"], B)
+        assert (report.updated, report.retagged) == (1, 0)
+        assert corpus.document(str(path)).groups == B  # type: ignore[union-attr]
+
+
+def test_an_ingest_without_groups_keeps_each_stored_documents_groups(
+    tmp_path: Path, embedder: OnnxEmbedder, folders: dict[str, Path]
+) -> None:
+    with Corpus.create(tmp_path / "keep.db", embedder.model_id, embedder.dim) as corpus:
+        run(corpus, embedder, folders["a"], A)
+        path = folders["a"] / "a-notes.txt"
+        assert run(corpus, embedder, folders["a"], None).unchanged == 1
+        assert groups_of(corpus, path) == A
+        path.write_text(path.read_text() + " The next night it was bright green.")
+        new = write(folders["a"], {"a-later.txt": "A later note about the lake cabin."})
+        report = run(corpus, embedder, folders["a"], None)
+        assert (report.updated, report.added, report.retagged) == (1, 1, 0)
+        assert groups_of(corpus, path) == A  # edited, still A's
+        assert groups_of(corpus, new / "a-later.txt") == frozenset()  # new: the owner's (none)
+        untagged = run(corpus, embedder, folders["a"], frozenset())  # an explicit []: untag
+        assert untagged.retagged == 1 and groups_of(corpus, path) == frozenset()
+
+
+def test_a_callers_ingest_leaves_documents_it_cannot_see_unchanged(
+    corpus: Corpus, embedder: OnnxEmbedder, folders: dict[str, Path]
+) -> None:
+    b_files = sorted(folders["b"].iterdir())
+    edited, deleted = b_files[0], b_files[1]
+    edited.write_text("Rewritten by someone of group A.")
+    deleted.unlink()
+    chunks_before = corpus.chunk_ids()
+    for asked in (None, A, frozenset()):
+        report = run(corpus, embedder, folders["b"], asked, caller=A, prune=True)
+        assert report.errors == [(str(f), REFUSED) for f in b_files if f != deleted]
+        assert (report.added, report.updated, report.retagged, report.pruned) == (0, 0, 0, 0)
+    assert corpus.chunk_ids() == chunks_before
+    for path in b_files:
+        assert groups_of(corpus, path) == B
+    stored = corpus.document(str(edited))
+    assert stored is not None and "Aurora" in corpus.document_text(stored.id)
+
+    new = write(folders["b"], {"a-plan.txt": "A's own plan for the cabin."}) / "a-plan.txt"
+    shared = run(corpus, embedder, folders["open"], None, caller=A)
+    assert (shared.unchanged, groups_of(corpus, folders["open"] / "bread.txt")) == (1, frozenset())
+    assert run(corpus, embedder, folders["b"], None, caller=A).added == 1
+    assert groups_of(corpus, new) == A  # a new document gets the caller's groups
+    with pytest.raises(ValueError, match="may not tag documents with b"):
+        Tagging(A, B)
+
+
+def groups_of(corpus: Corpus, path: Path) -> frozenset[str]:
+    stored = corpus.document(str(path))
+    assert stored is not None, path
+    return stored.groups
+
+
+def test_stats_count_only_what_the_caller_sees(corpus: Corpus) -> None:
+    everything = corpus.stats()
+    assert everything.documents == len(GROUP_A) + len(GROUP_B) + len(UNTAGGED)
+    seen_by_a = corpus.stats(groups=A)
+    assert seen_by_a.documents == len(GROUP_A) + len(UNTAGGED)
+    assert seen_by_a.chunks == len(corpus.search_fts('"aurora" OR "bread"', 100, groups=A))
+    b_chunk = corpus.search_fts('"forecast"', 1, groups=B)[0][0]
+    a_chunk = corpus.search_fts('"cabin"', 1, groups=A)[0][0]
+    assert corpus.score_cache().put("tier:v", QUESTION, {a_chunk: 0.9, b_chunk: 0.8})
+    assert (corpus.stats(groups=A).cached_scores, corpus.stats().cached_scores) == (1, 2)
+    assert corpus.stats(groups=frozenset({"z"})).documents == len(UNTAGGED)
+
+
+def test_the_local_fallback_corpus_is_searched_with_the_callers_groups(
+    corpus: Corpus, embedder: OnnxEmbedder
+) -> None:
+    provider = LocalCorpusProvider(corpus.path, embedder, max_results=5)
+    try:
+        for_a = provider.search(QUESTION, 5, groups=A)
+        assert names([h.chunk.metadata["fallback"]["source"] for h in for_a]) <= set(GROUP_A) | set(
+            UNTAGGED
+        )
+        assert "a-notes.txt" in names([h.chunk.metadata["fallback"]["source"] for h in for_a])
+        everything = provider.search(QUESTION, 5)
+        assert names([h.chunk.metadata["fallback"]["source"] for h in everything]) <= set(GROUP_B)
+        outcome = run_fallbacks([provider], QUESTION, 5, 10.0, groups=B)
+        sources = names([h.chunk.metadata["fallback"]["source"] for h in outcome.hits])
+        assert outcome.used == ["local"] and sources and sources <= set(GROUP_B) | set(UNTAGGED)
+    finally:
+        provider.close()
+
+
+def test_a_version_4_corpus_reads_as_untagged_and_gains_groups_on_a_writable_open(
+    corpus: Corpus, embedder: OnnxEmbedder
+) -> None:
+    path = corpus.path
+    corpus.close()
+    conn = connect(path)
+    with conn:  # the file as crag-edge wrote it before documents had access groups
+        conn.execute("DROP TABLE document_groups")
+        conn.execute("PRAGMA user_version = 4")
+    conn.close()
+    with Corpus.open(path, readonly=True) as old:
+        assert old.stats(groups=A).documents == old.stats().documents
+        assert len(Retriever(old, embedder).search(QUESTION, 20, "bm25", groups=A)) == 13
+    with Corpus.open(path) as upgraded:
+        assert upgraded.stats().schema_version == SCHEMA_VERSION
+        assert upgraded.stats(groups=A).documents == upgraded.stats().documents
+        source = upgraded.list_sources()[0]
+        assert upgraded.set_groups(source, B)
+        assert upgraded.stats(groups=A).documents == upgraded.stats().documents - 1
+
+
+def test_group_names_are_checked() -> None:
+    assert parse_groups(" finance, hr ,finance") == {"finance", "hr"}
+    for bad in ("", " , ", "fin ance", "a;b", "x" * 65, "ünï"):
+        with pytest.raises(ValueError, match="group"):
+            parse_groups(bad)
+
+
+# -- the command line ---------------------------------------------------------------------
+
+runner = CliRunner()
+FAST = {
+    "CRAG_EDGE_GRADING_TIERS": '["signals"]',
+    "CRAG_EDGE_REWRITE_WITH_LLM": "false",
+    "CRAG_EDGE_CHUNK_TOKENS": "64",
+    "CRAG_EDGE_CHUNK_OVERLAP": "8",
+}
+
+
+def invoke(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args), env=FAST, catch_exceptions=False)
+
+
+def test_cli_ingest_tags_and_query_answers_as_a_caller_of_those_groups(
+    tmp_path: Path, folders: dict[str, Path]
+) -> None:
+    db = str(tmp_path / "cli.db")
+    for folder, groups in ((folders["a"], "a"), (folders["b"], "b,c")):
+        result = invoke("ingest", "--db", db, str(folder), "--groups", groups, "--json")
+        assert result.exit_code == 0, result.output
+    retag = invoke("ingest", "--db", db, str(folders["a"]), "--groups", "c", "--json")
+    assert json.loads(retag.stdout)["retagged"] == 1
+
+    result = invoke("query", "--db", db, QUESTION, "--groups", "b", "--json")
+    assert result.exit_code == 0, result.output
+    hits = [hit["source"] for hit in json.loads(result.stdout)["hits"]]
+    assert hits and names(hits) <= set(GROUP_B)
+    result = invoke("query", "--db", db, QUESTION, "--groups", "a", "--json")
+    assert json.loads(result.stdout)["hits"] == []  # a-notes.txt is in group c now
+
+    stats = invoke("stats", "--db", db, "--groups", "c", "--json")
+    assert json.loads(stats.stdout)["documents"] == len(GROUP_A) + len(GROUP_B)
+    stats = invoke("stats", "--db", db, "--groups", "a", "--json")
+    assert json.loads(stats.stdout)["documents"] == 0
+
+
+def test_cli_refuses_a_bad_group_name_in_one_line(tmp_path: Path, folders: dict[str, Path]) -> None:
+    db = str(tmp_path / "bad.db")
+    result = invoke("ingest", "--db", db, str(folders["a"]), "--groups", "fin ance")
+    assert result.exit_code == 2
+    assert "invalid group name 'fin ance'" in result.output and "Traceback" not in result.output
+    assert not Path(db).exists()

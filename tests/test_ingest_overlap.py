@@ -1,0 +1,155 @@
+"""Ingest with embedding overlapped (`ingest.embed_ahead`) and its progress rate
+(`ingest.rate`): the same corpus as embedding in line, work really on another thread,
+failures surfacing where the caller can see them, and chunks/s per stage."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crag_edge.config import Settings
+from crag_edge.ingest import IngestReport, ProgressEvent, ingest
+from crag_edge.ingest.embed_ahead import EmbedAhead
+from crag_edge.ingest.rate import ChunkRate
+from crag_edge.models.embedder import OnnxEmbedder
+from crag_edge.store import Corpus, connect
+from crag_edge.types import Vector
+
+SETTINGS = Settings.load(chunk_tokens=24, chunk_overlap=6)
+TEXTS = [
+    "Telescopes collect light from distant galaxies and astronomers measure planetary orbits.",
+    "Knead the bread dough for ten minutes, let it rise until doubled, then bake it hot.",
+    "Routers forward packets between networks; TCP retransmits lost segments.",
+    "Honeybees dance to tell their sisters how far away the flowers are.",
+    "Photosynthesis turns light into chemical energy stored in glucose.",
+]
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    docs = tmp_path.resolve() / "docs"
+    docs.mkdir()
+    for i in range(12):
+        (docs / f"doc{i:02}.txt").write_text(f"Document {i}. " + " ".join(TEXTS[i % 5 :]))
+    return docs
+
+
+def _ingest(
+    path: Path, embedder: OnnxEmbedder, folder: Path, overlap: bool, events: list[ProgressEvent]
+) -> IngestReport:
+    with Corpus.create(path, embedder.model_id, embedder.dim) as corpus:
+        return ingest(
+            corpus,
+            embedder,
+            embedder.tokenizer,
+            [folder],
+            settings=SETTINGS.ingest,
+            group_chunks=4,  # many groups, so several are in flight during the run
+            overlap=overlap,
+            progress=events.append,
+        )
+
+
+def _contents(path: Path) -> list[tuple[object, ...]]:
+    """Every chunk with its document, text and stored vector, in insertion order."""
+    conn = connect(path, readonly=True)
+    try:
+        return conn.execute(
+            "SELECT d.source, c.ordinal, c.text, v.embedding FROM chunks c "
+            "JOIN documents d ON d.id = c.doc_id JOIN chunks_vec v ON v.rowid = c.id "
+            "ORDER BY c.id"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def test_overlapped_ingest_writes_what_inline_embedding_writes(
+    tmp_path: Path, embedder: OnnxEmbedder, folder: Path
+) -> None:
+    overlapped_events: list[ProgressEvent] = []
+    inline_events: list[ProgressEvent] = []
+    overlapped = _ingest(tmp_path / "a.db", embedder, folder, True, overlapped_events)
+    inline = _ingest(tmp_path / "b.db", embedder, folder, False, inline_events)
+    assert overlapped.added == inline.added == 12
+    assert overlapped.chunks_written == inline.chunks_written > 12
+    assert _contents(tmp_path / "a.db") == _contents(tmp_path / "b.db")
+    # documents finish in input order either way, each event counting the chunks embedded
+    # (the `chunks` events of large documents come from the embedding thread, interleaved)
+    finished = [e for e in overlapped_events if e.stage == "documents"]
+    assert [e.source for e in finished] == [
+        e.source for e in inline_events if e.stage == "documents"
+    ]
+    counts = [e.chunks for e in finished]
+    assert counts == sorted(counts) and counts[-1] == overlapped.chunks_written
+
+
+def test_embedding_runs_on_another_thread_one_group_ahead(embedder: OnnxEmbedder) -> None:
+    threads: list[int] = []
+
+    def embed(group: list[str]) -> Vector:
+        threads.append(threading.get_ident())
+        return embedder.embed(group)
+
+    ahead: EmbedAhead[list[str]] = EmbedAhead(embed)
+    try:
+        assert ahead.submit(TEXTS[:2]) is None  # nothing was in flight before
+        group, vectors = ahead.submit(TEXTS[2:]) or pytest.fail("the first group is lost")
+        assert group == TEXTS[:2]
+        np.testing.assert_array_equal(vectors, embedder.embed(TEXTS[:2]))
+        last = ahead.drain()
+        assert last is not None and last[0] == TEXTS[2:] and len(last[1]) == 3
+        assert ahead.drain() is None
+    finally:
+        ahead.close()
+    assert threads and threading.get_ident() not in threads
+
+    inline: EmbedAhead[list[str]] = EmbedAhead(embed, overlap=False)
+    inline.submit(TEXTS[:1])
+    assert threads[-1] == threading.get_ident()
+
+
+def test_an_embedding_failure_surfaces_on_the_calling_thread(embedder: OnnxEmbedder) -> None:
+    def embed(group: list[str]) -> Vector:
+        if "crash" in group:
+            raise RuntimeError("embedder crashed")
+        return embedder.embed(group)
+
+    ahead: EmbedAhead[list[str]] = EmbedAhead(embed)
+    try:
+        ahead.submit(["crash"])
+        with pytest.raises(RuntimeError, match="embedder crashed"):
+            ahead.submit(TEXTS[:1])  # hands back the failed group: its error is raised here
+        ahead.close()  # the group still in flight is dropped, never handed back
+        assert ahead.drain() is None
+    finally:
+        ahead.close()
+
+
+class Clock:
+    """A clock the test advances by hand, so rates are exact."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_chunk_rate_per_stage() -> None:
+    clock = Clock()
+    rate = ChunkRate(clock)
+    assert not rate.update(ProgressEvent(1, 10, "a.txt", "added", chunks=30))
+    clock.now += 0.5
+    assert rate.describe() == ""  # under a second: no rate from model warm-up alone
+    clock.now += 1.5
+    assert rate.update(ProgressEvent(2, 10, "b.txt", "added", chunks=50)) is False
+    assert rate.per_second == pytest.approx(25.0)
+    assert rate.describe() == "25.0 chunks/s"
+    # the evaluator's stage starts its own clock and counts passages read
+    assert rate.update(ProgressEvent(64, 200, "evaluator", "encoded", "passages"))
+    clock.now += 4.0
+    assert not rate.update(ProgressEvent(128, 200, "evaluator", "encoded", "passages"))
+    assert rate.per_second == pytest.approx(32.0)
