@@ -20,7 +20,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[llm,dev,train]'
+	$(BIN)/python -m pip install -e '.[llm,dev,train,postgres]'
 	touch $@
 
 install: $(STAMP)

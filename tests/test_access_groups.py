@@ -344,3 +344,19 @@ def test_cli_refuses_a_bad_group_name_in_one_line(tmp_path: Path, folders: dict[
     assert result.exit_code == 2
     assert "invalid group name 'fin ance'" in result.output and "Traceback" not in result.output
     assert not Path(db).exists()
+
+
+def test_cli_ingest_keeps_groups_without_the_option_and_untags_with_an_empty_one(
+    tmp_path: Path, folders: dict[str, Path]
+) -> None:
+    db = str(tmp_path / "keep.db")
+
+    def seen_by_b() -> int:
+        stats = invoke("stats", "--db", db, "--groups", "b", "--json")
+        return int(json.loads(stats.stdout)["documents"])
+
+    assert invoke("ingest", "--db", db, str(folders["a"]), "--groups", "a").exit_code == 0
+    plain = json.loads(invoke("ingest", "--db", db, str(folders["a"]), "--json").stdout)
+    assert (plain["unchanged"], plain["retagged"], seen_by_b()) == (1, 0, 0)
+    untag = invoke("ingest", "--db", db, str(folders["a"]), "--groups", "", "--json")
+    assert (json.loads(untag.stdout)["retagged"], seen_by_b()) == (1, 1)

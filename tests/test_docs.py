@@ -44,22 +44,46 @@ def test_every_command_is_documented_in_the_readme() -> None:
     assert not missing, f"commands without a line in the README: {missing}"
 
 
-def settings_table(text: str) -> str:
-    """The table rows of the README's "Settings" section, where each setting is named."""
-    section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
-    return "\n".join(line for line in section.splitlines() if line.startswith("| `"))
+SETTINGS_PAGE = ROOT / "docs" / "settings.md"
 
 
-def test_every_setting_is_in_the_readme_settings_table() -> None:
-    table = settings_table(readme())
-    assert table.count("\n") > 10, "the README's Settings section lost its table"
-    missing = [name for name in SECTION_OF if f"`{name}`" not in table]
-    assert not missing, f"settings without a row in the README's table: {missing}"
+def settings_rows(text: str) -> str:
+    """The table rows of a page, where each setting is named in the first column."""
+    return "\n".join(line for line in text.splitlines() if line.startswith("| `"))
+
+
+def readme_settings_table(text: str) -> str:
+    """The rows of the README's "Settings" section: the settings most often changed."""
+    return settings_rows(text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0])
+
+
+def test_every_setting_is_in_the_settings_page() -> None:
+    missing = [
+        name
+        for name in SECTION_OF
+        if f"`{name}`" not in settings_rows(SETTINGS_PAGE.read_text(encoding="utf-8"))
+    ]
+    assert not missing, f"settings without a row in docs/settings.md: {missing}"
+
+
+def test_the_readme_settings_table_names_real_settings_and_links_the_page() -> None:
+    section = readme().split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    table = readme_settings_table(readme())
+    assert table.count("\n") >= 5, "the README's Settings section lost its table"
+    named = {
+        name
+        for row in table.splitlines()
+        for name in re.findall(r"`([a-z_0-9]+)`", row.split("|")[1])
+    }
+    assert named <= set(SECTION_OF), f"README rows name unknown settings: {named - set(SECTION_OF)}"
+    assert "(docs/settings.md)" in section
 
 
 def test_the_settings_check_would_catch_a_missing_row() -> None:
-    text = readme().replace("| `score_cache` |", "| `score_kept` |")
-    assert "`score_cache`" not in settings_table(text)
+    text = SETTINGS_PAGE.read_text(encoding="utf-8").replace(
+        "| `score_cache` |", "| `score_kept` |"
+    )
+    assert "`score_cache`" not in settings_rows(text)
 
 
 def python_example(text: str) -> str:
