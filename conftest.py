@@ -8,4 +8,4 @@ import os
 
 os.environ.setdefault("CRAG_EDGE_LLM", "smollm2-135m-instruct")
 
-pytest_plugins = ["tests.fixtures"]
+pytest_plugins = ["tests.fixtures", "tests.postgres"]

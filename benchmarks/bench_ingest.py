@@ -1,4 +1,4 @@
-"""Ingest throughput: the path before this pipeline's speed work against the current one, in
+"""Ingest throughput: fp32 with embedding in line against int8 with embedding overlapped, in
 the same run. Each round ingests the same BEIR abstracts into a fresh corpus, the evaluator's
 passage readings included (`ingest.passages`), so chunks/s is the whole wait of a user.
 

@@ -7,7 +7,7 @@ real one. Groups compare 10k against 100k in the same run, so the numbers are ra
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,22 +22,30 @@ DIM = 384
 CHUNKS_PER_DOC = 100
 VOCABULARY = [f"w{i}" for i in range(20_000)]
 SIZES = {"10k": 10_000, "100k": 100_000}
+# (generator, how many) -> that many vectors, one per row
+VectorMaker = Callable[[np.random.Generator, int], np.ndarray]
 
 
-def build_corpus(path: Path, chunks: int, seed: int = 0) -> Corpus:
+def random_unit_vectors(rng: np.random.Generator, count: int) -> np.ndarray:
+    """Directions spread evenly over the sphere: the scan cost without any structure."""
+    return rng.standard_normal((count, DIM)).astype(np.float32)
+
+
+def build_corpus(
+    path: Path, chunks: int, seed: int = 0, make_vectors: VectorMaker = random_unit_vectors
+) -> Corpus:
     rng = np.random.default_rng(seed)
     corpus = Corpus.create(path, "synthetic", DIM)
     weights = 1.0 / np.arange(1, len(VOCABULARY) + 1)
     weights /= weights.sum()
     for doc in range(chunks // CHUNKS_PER_DOC):
-        texts = [
-            " ".join(rng.choice(VOCABULARY, size=60, p=weights)) for _ in range(CHUNKS_PER_DOC)
-        ]
+        words = rng.choice(np.array(VOCABULARY), size=(CHUNKS_PER_DOC, 60), p=weights)
+        texts = [" ".join(row) for row in words]
         records, offset = [], 0
         for text in texts:
             records.append(ChunkRecord(text, offset, offset + len(text), 60))
             offset += len(text) + 1
-        vectors = rng.standard_normal((CHUNKS_PER_DOC, DIM)).astype(np.float32)
+        vectors = make_vectors(rng, CHUNKS_PER_DOC)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         corpus.replace_document(
             DocumentRecord(f"doc{doc}", "", " ".join(texts), f"h{doc}"), records, vectors

@@ -27,6 +27,7 @@ from rich.table import Table
 
 from crag_edge import corpus_calibration
 from crag_edge.citations import location_fields, locator
+from crag_edge.cli_corpus import DbOption, corpus_defaults
 from crag_edge.cli_errors import DEBUG_ENV, err, fail, friendly_errors, show_tracebacks
 from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.engine import Engine
@@ -65,7 +66,7 @@ from crag_edge.result import ContextItem, CragResult
 from crag_edge.retrieval import MODES, Mode
 from crag_edge.server.cli import mcp, serve
 from crag_edge.server.tokens_cli import tokens_app
-from crag_edge.store import Corpus
+from crag_edge.store.factory import open_corpus
 from crag_edge.training.cli import evaluator_app
 from crag_edge.tui.cli import tui as tui_command
 
@@ -93,7 +94,6 @@ app.add_typer(tokens_app, name="tokens")
 
 out = Console(soft_wrap=True)
 
-DbOption = Annotated[Path, typer.Option("--db", help="Corpus database file (one per corpus).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 ModeOption = Annotated[
     Mode | None,
@@ -186,6 +186,8 @@ def main_options(
         ctx.obj = Settings.load(config)
     except SettingsError as exc:
         raise fail(exc) from None
+    if ctx.obj.store.db_url is not None:
+        ctx.default_map = corpus_defaults(ctx.command, ctx.obj.store.db_url)
 
 
 # -- models ----------------------------------------------------------------------------------
@@ -466,7 +468,7 @@ def _watch_folders(
 def check(db: DbOption, as_json: JsonOption = False) -> None:
     """Verify a corpus without changing it (no model loads): SQLite's quick_check of every
     page and index, and a vector for every chunk. Exit 1 names the first problem."""
-    with Corpus.open(db, readonly=True) as corpus:
+    with open_corpus(db, readonly=True) as corpus:
         report = corpus.check()
     if as_json:
         print_json(report)
@@ -480,7 +482,7 @@ def stats(db: DbOption, groups: ViewGroupsOption = None, as_json: JsonOption = F
     """Documents, chunks, size, embedder, chunking, cached scores and stored evaluator readings
     of a corpus (no model loads)."""
     view = _groups(groups)
-    with Corpus.open(db, readonly=True) as corpus:
+    with open_corpus(db, readonly=True) as corpus:
         info = corpus.stats(groups=view)
     if as_json:
         print_json(asdict(info) | {"path": str(info.path)})
@@ -508,7 +510,7 @@ def calibrate(
     local LLM writes questions for sampled chunks and judges their hits. The fit is stored in
     the corpus file and used by default for it (explicit calibration settings still win)."""
     if reset:
-        with Corpus.open(db) as corpus:
+        with open_corpus(db) as corpus:
             removed = corpus_calibration.clear(corpus)
         if as_json:
             print_json({"removed": removed})
@@ -549,7 +551,7 @@ def _print_calibration(result: dict[str, Any], db: Path) -> None:
 @friendly_errors
 def cache_clear(db: DbOption, as_json: JsonOption = False) -> None:
     """Delete every cached model score (they are also dropped with their chunks on ingest)."""
-    with Corpus.open(db) as corpus:
+    with open_corpus(db) as corpus:
         removed = corpus.score_cache().clear()
     if as_json:
         print_json({"removed": removed})

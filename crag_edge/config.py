@@ -58,6 +58,8 @@ ENV_PREFIX = "CRAG_EDGE_"
 ENV_FILE = ".env"
 
 RetrievalMode = Literal["bm25", "dense", "hybrid"]
+# Where the binary pre-filter of dense search starts to pay (docs/measurements.md).
+BINARY_PREFILTER_CHUNKS = 50_000
 RETRIEVAL_MODES: tuple[RetrievalMode, ...] = get_args(RetrievalMode)
 Tier = Literal["signals", "cross_encoder", "llm"]
 TIERS: tuple[Tier, ...] = get_args(Tier)  # the cascade's model tiers, cheapest first
@@ -131,8 +133,10 @@ class ModelSettings(_Section):
         default_factory=default_model_dir, description="Where model files live."
     )
     embedder: str = Field("all-minilm-l6-v2", description="Manifest id of the embedder.")
+    # int8 by measurement: hybrid nDCG@10 0.8408 vs fp32 0.8411 on a SciFact subset, ingest
+    # faster (docs/measurements.md, "Ingest speed").
     embedder_precision: Literal["fp32", "int8"] = Field(
-        "fp32", description="fp32 or the int8 dynamically quantized ONNX graph."
+        "int8", description="int8 (dynamically quantized ONNX graph) or fp32."
     )
     cross_encoder: str | None = Field(
         None, description="Manifest id of the cross-encoder; None: the first one installed."
@@ -182,6 +186,17 @@ class ModelSettings(_Section):
     hub_read_timeout: float = Field(60.0, gt=0, le=3600)
 
 
+class StoreSettings(_Section):
+    """Where the corpus lives when a command is not given `--db`."""
+
+    db_url: str | None = Field(
+        None,
+        pattern=r"^postgres(ql)?://",
+        description="PostgreSQL corpus (postgresql://user@host/dbname), used when --db is not "
+        "given; docs/scale-out.md.",
+    )
+
+
 class IngestSettings(_Section):
     """How documents become chunks."""
 
@@ -212,6 +227,12 @@ class RetrievalSettings(_Section):
     top_k: int = Field(10, ge=1, le=1000)
     candidates: int = Field(100, ge=1, le=10000, description="Hits each retriever feeds fusion.")
     rrf_k: int = Field(60, ge=1, le=10000, description="Reciprocal Rank Fusion constant.")
+    binary_prefilter_chunks: int = Field(
+        BINARY_PREFILTER_CHUNKS,
+        ge=0,
+        description="Corpus size (chunks) from which dense search pre-filters by sign bits "
+        "and rescores exactly (0: always); below it dense search is exact.",
+    )
 
 
 class GradingSettings(_Section):
@@ -375,6 +396,7 @@ class Settings(BaseSettings):
     )
 
     models: ModelSettings = Field(default_factory=ModelSettings.defaults)
+    store: StoreSettings = Field(default_factory=StoreSettings.defaults)
     ingest: IngestSettings = Field(default_factory=IngestSettings.defaults)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings.defaults)
     grading: GradingSettings = Field(default_factory=GradingSettings.defaults)

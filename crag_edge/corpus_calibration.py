@@ -28,7 +28,7 @@ from crag_edge.grading.calibration import Calibration, calibration
 from crag_edge.grading.llm_judge import LlmJudge
 from crag_edge.grading.signals import combine, compute_signals
 from crag_edge.models.chat_model import ChatModel
-from crag_edge.store import Corpus
+from crag_edge.store import CorpusBackend
 from crag_edge.training.llm_labels import LlmLabeller
 from crag_edge.types import Chunk, Embedder
 
@@ -60,7 +60,7 @@ class TierFit:
 
 
 def pseudo_queries(
-    corpus: Corpus,
+    corpus: CorpusBackend,
     embedder: Embedder,
     search: Callable[[str], list[Chunk]],
     llm: ChatModel,
@@ -150,7 +150,7 @@ def report(queries: list[PseudoQuery], fits: dict[str, TierFit]) -> dict[str, An
     }
 
 
-def store(corpus: Corpus, fits: dict[str, TierFit], grader: Grader, teacher: str) -> None:
+def store(corpus: CorpusBackend, fits: dict[str, TierFit], grader: Grader, teacher: str) -> None:
     """Keep the fit in the corpus file, with the evaluator version it belongs to."""
     entry: dict[str, Any] = {"fitted_at": time.time(), "teacher": teacher}
     for tier, fit in fits.items():
@@ -160,12 +160,12 @@ def store(corpus: Corpus, fits: dict[str, TierFit], grader: Grader, teacher: str
     corpus.set_meta({META_KEY: json.dumps(entry)})
 
 
-def clear(corpus: Corpus) -> bool:
+def clear(corpus: CorpusBackend) -> bool:
     """Forget the corpus's fit (back to the settings' calibration); False if it had none."""
     return corpus.delete_meta(META_KEY)
 
 
-def stored(corpus: Corpus) -> dict[str, Any]:
+def stored(corpus: CorpusBackend) -> dict[str, Any]:
     """The corpus's fit as stored, or {} (unreadable entries count as none)."""
     try:
         entry = json.loads(corpus.meta().get(META_KEY, "{}"))
@@ -174,7 +174,9 @@ def stored(corpus: Corpus) -> dict[str, Any]:
     return entry if isinstance(entry, dict) else {}
 
 
-def apply(settings: GradingSettings, corpus: Corpus, versions: dict[str, str]) -> GradingSettings:
+def apply(
+    settings: GradingSettings, corpus: CorpusBackend, versions: dict[str, str]
+) -> GradingSettings:
     """`settings` with the corpus's fitted calibration, except where a calibration setting
     was given explicitly, and the evaluator's only while it is the model it was fitted for."""
     entry = stored(corpus)

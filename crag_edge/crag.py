@@ -43,7 +43,7 @@ from crag_edge.observability import AuditLog, Metrics
 from crag_edge.progress import Progress, Stopwatch
 from crag_edge.result import ContextItem, Correction, CorrectionType, CragResult, Round
 from crag_edge.retrieval import Mode, Retriever
-from crag_edge.store import Corpus
+from crag_edge.store import CorpusBackend
 from crag_edge.types import Action, Chunk, Decision, Embedder, Hit, Vector
 
 StopReason = Literal[
@@ -140,7 +140,7 @@ class CragLoop:
         self,
         correction: CorrectionSettings,
         retrieval: RetrievalSettings,
-        corpus: Corpus,
+        corpus: CorpusBackend,
         embedder: Embedder,
         retriever: Retriever,
         grader: Grader,

@@ -27,7 +27,8 @@ from crag_edge.observability import AuditEvent, AuditSink, Metrics
 from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import CragResult
 from crag_edge.retrieval import Mode, Retriever
-from crag_edge.store import Corpus
+from crag_edge.store import CorpusBackend
+from crag_edge.store.factory import is_database_url, open_corpus, open_or_create_corpus
 from crag_edge.text_boundary import repair
 from crag_edge.types import Embedder, Hit
 
@@ -48,7 +49,7 @@ class Engine:
 
     def __init__(
         self,
-        corpus: Corpus,
+        corpus: CorpusBackend,
         embedder: Embedder,
         settings: Settings,
         *,
@@ -62,7 +63,11 @@ class Engine:
         self.metrics = metrics or Metrics()
         retrieval = settings.retrieval
         self.retriever = Retriever(
-            corpus, embedder, candidates=retrieval.candidates, rrf_k=retrieval.rrf_k
+            corpus,
+            embedder,
+            candidates=retrieval.candidates,
+            rrf_k=retrieval.rrf_k,
+            prefilter_from=retrieval.binary_prefilter_chunks,
         )
         self.llm = llm or SharedLlm(settings.models)
         self.grader = grader or build_grader(
@@ -103,12 +108,11 @@ class Engine:
         reuse models already loaded (another engine's, with the same settings).
         """
         settings = settings or Settings.load()
-        db = Path(db)
-        if create and not db.exists():
+        if create and (is_database_url(db) or not Path(db).exists()):
             embedder = embedder or load_embedder(settings.models)
-            corpus = Corpus.open_or_create(db, embedder.model_id, embedder.dim)
+            corpus = open_or_create_corpus(db, embedder.model_id, embedder.dim)
         else:
-            corpus = Corpus.open(db, readonly=readonly)
+            corpus = open_corpus(db, readonly=readonly)
             try:
                 embedder = embedder or load_embedder(settings.models)
                 corpus.check_embedder(embedder.model_id, embedder.dim)
@@ -124,7 +128,7 @@ class Engine:
         fmt: Format = "auto",
         prune: bool = False,
         progress: Callable[[ProgressEvent], None] | None = None,
-        corpus: Corpus | None = None,
+        corpus: CorpusBackend | None = None,
         roots: Sequence[Path] | None = None,
         groups: frozenset[str] | None = None,
         caller: Groups = None,
@@ -197,7 +201,7 @@ class Engine:
                 )
                 for e in result.audit
             ]
-            self.audit_sink.write(events, question=question, corpus=str(self.corpus.path))
+            self.audit_sink.write(events, question=question, corpus=self.corpus.location)
         return result
 
     def answer(

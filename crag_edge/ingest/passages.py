@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from crag_edge.store import Corpus
+from crag_edge.store import CorpusBackend
 from crag_edge.types import PassageIndex
 
 ENCODE_GROUP = 64  # passages per commit: a cancelled ingest loses at most this much work
@@ -20,7 +20,7 @@ PassageProgress = Callable[[int, int], None]
 
 
 def encode_missing_passages(
-    corpus: Corpus,
+    corpus: CorpusBackend,
     index: PassageIndex,
     progress: PassageProgress | None = None,
     *,

@@ -57,7 +57,7 @@ from crag_edge.ingest.outline import outline_places
 from crag_edge.ingest.passages import encode_missing_passages
 from crag_edge.store import (
     ChunkRecord,
-    Corpus,
+    CorpusBackend,
     DocumentRecord,
     ReadOnlyCorpusError,
     StorageError,
@@ -125,7 +125,7 @@ class IngestReport:
 
 
 def ingest(
-    corpus: Corpus,
+    corpus: CorpusBackend,
     embedder: Embedder,
     tokenizer: Tokenizer,
     inputs: Sequence[Path | str],
@@ -198,7 +198,7 @@ def ingest(
     return run.report
 
 
-def _check_before_writing(corpus: Corpus, embedder: Embedder) -> None:
+def _check_before_writing(corpus: CorpusBackend, embedder: Embedder) -> None:
     """Refuse before any work: a read-only file, another embedder's vectors, damaged pages."""
     if corpus.readonly:
         raise ReadOnlyCorpusError(
@@ -314,7 +314,7 @@ class _Run:
 
     def __init__(
         self,
-        corpus: Corpus,
+        corpus: CorpusBackend,
         embedder: Embedder,
         chunker: Chunker,
         progress: Progress | None,

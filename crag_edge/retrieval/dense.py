@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from crag_edge.groups import Groups
-from crag_edge.store import Corpus
+from crag_edge.store import CorpusBackend
 from crag_edge.types import Vector
 
 
 def search_dense(
-    corpus: Corpus, vector: Vector, limit: int, groups: Groups = None
+    corpus: CorpusBackend,
+    vector: Vector,
+    limit: int,
+    groups: Groups = None,
+    *,
+    prefilter_from: int | None = None,
 ) -> list[tuple[int, float]]:
     """(chunk id, cosine similarity) for an embedded query, best first (only chunks a
-    caller with `groups` may see)."""
-    return corpus.search_vec(vector, limit, groups=groups)
+    caller with `groups` may see); from `prefilter_from` chunks on through the binary
+    pre-filter (`Corpus.search_vec`)."""
+    return corpus.search_vec(vector, limit, groups=groups, prefilter_from=prefilter_from)

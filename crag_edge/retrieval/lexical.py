@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from crag_edge.groups import Groups
-from crag_edge.store import Corpus
+from crag_edge.store import CorpusBackend
 
 MAX_QUERY_TERMS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -37,7 +37,7 @@ def fts_query(text: str) -> str | None:
 
 
 def search_bm25(
-    corpus: Corpus, text: str, limit: int, groups: Groups = None
+    corpus: CorpusBackend, text: str, limit: int, groups: Groups = None
 ) -> list[tuple[int, float]]:
     """(chunk id, bm25 score with higher = better), best first (only chunks a caller with
     `groups` may see)."""

@@ -12,10 +12,12 @@ from typing import Annotated, Literal, NoReturn
 
 import typer
 
+from crag_edge.cli_corpus import DbOption
 from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.server.config import ServerConfig, ServerConfigError
 from crag_edge.server.tokens import TokenError, TokenFile
-from crag_edge.store import Corpus, CorpusError
+from crag_edge.store import CorpusError
+from crag_edge.store.factory import is_database_url, open_corpus
 from crag_edge.text_boundary import printable_path
 
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -25,7 +27,7 @@ WAITING_MIN, WAITING_MAX = field_range("server_max_waiting")
 
 def serve(
     ctx: typer.Context,
-    db: Annotated[Path, typer.Option("--db", help="Corpus database file to serve.")],
+    db: DbOption,
     host: Annotated[
         str,
         typer.Option(
@@ -124,14 +126,14 @@ def _serve_http(config: ServerConfig, settings: Settings, log_level: LogLevel) -
         raise typer.Exit(1)
 
 
-def _check_corpus(db: Path) -> None:
+def _check_corpus(db: Path | str) -> None:
     """Open the corpus once before listening: a missing file or one that is not a corpus
     stops the start-up (exit 2) instead of leaving a service unready forever."""
-    if not db.is_file():
-        shown = printable_path(db)
+    if not is_database_url(db) and not Path(db).is_file():
+        shown = printable_path(Path(db))
         raise ServerConfigError(f"no corpus at {shown}: run `crag-edge ingest --db {shown} ...`")
     try:
-        with Corpus.open(db):
+        with open_corpus(db):
             pass
     except CorpusError as exc:
         raise ServerConfigError(str(exc)) from None
@@ -171,7 +173,7 @@ def _why(exc: OSError) -> str:
 
 def mcp(
     ctx: typer.Context,
-    db: Annotated[Path, typer.Option("--db", help="Corpus database file to serve.")],
+    db: DbOption,
 ) -> None:
     """Serve the corpus to MCP-speaking assistants over stdio: tools search, ask, answer."""
     settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings.load()

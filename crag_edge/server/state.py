@@ -29,7 +29,7 @@ from crag_edge.server.config import ServerConfig
 from crag_edge.server.errors import ApiError
 from crag_edge.server.jobs import IngestFn, JobManager
 from crag_edge.server.watching import ServiceWatch
-from crag_edge.store import Corpus
+from crag_edge.store.factory import open_corpus
 
 EngineFactory = Callable[[], Engine]
 log = logging.getLogger("crag_edge.server")
@@ -152,7 +152,7 @@ class ServerState:
         document's groups: the watcher's syncs)."""
         engine = self.require_engine()
         # The one writer: its own connection, so queries keep reading committed data (WAL).
-        with Corpus.open(engine.corpus.path) as writer:
+        with open_corpus(engine.corpus.location) as writer:
             return engine.ingest(
                 paths,
                 progress=progress,

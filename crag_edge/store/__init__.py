@@ -1,5 +1,7 @@
-"""The corpus store: one SQLite file per corpus with FTS5 and sqlite-vec indexes."""
+"""The corpus store: one SQLite file per corpus with FTS5 and sqlite-vec indexes, or a
+PostgreSQL database with pgvector (`store.postgres`, chosen by `store.factory`)."""
 
+from crag_edge.store.backend import CorpusBackend, PassageVectorsBackend, ScoreCacheBackend
 from crag_edge.store.connection import connect
 from crag_edge.store.corpus import (
     ChunkRecord,
@@ -28,6 +30,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ChunkRecord",
     "Corpus",
+    "CorpusBackend",
     "CorpusError",
     "CorpusExistsError",
     "CorpusNotFoundError",
@@ -37,9 +40,11 @@ __all__ = [
     "EmbedderMismatchError",
     "NotACorpusError",
     "PassageVectors",
+    "PassageVectorsBackend",
     "ReadOnlyCorpusError",
     "SchemaTooNewError",
     "ScoreCache",
+    "ScoreCacheBackend",
     "StorageError",
     "StoredDocument",
     "connect",

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
 from crag_edge.groups import Groups
-from crag_edge.store.document_groups import NO_FILTER, Filter
 from crag_edge.store.corpus import ChunkRecord, CorpusStats, DocumentRecord, StoredDocument
+from crag_edge.store.document_groups import NO_FILTER, Filter
 from crag_edge.types import Chunk, EncodedPassage, Vector
+
 
 class ScoreCacheBackend(Protocol):
     """The evaluation cache (`store.score_cache` describes its rules)."""
@@ -53,6 +55,11 @@ class PassageVectorsBackend(Protocol):
 
 class CorpusBackend(Protocol):
     """One corpus: documents, chunks, both search indexes, meta and the grading caches."""
+
+    @property
+    def path(self) -> Path | str:
+        """What messages name: the file, or the database URL with its password masked."""
+        ...
 
     @property
     def location(self) -> str:
@@ -116,7 +123,12 @@ class CorpusBackend(Protocol):
     ) -> list[tuple[int, float]]: ...
 
     def search_vec(
-        self, vector: Vector, limit: int, *, groups: Groups = None
+        self,
+        vector: Vector,
+        limit: int,
+        *,
+        groups: Groups = None,
+        prefilter_from: int | None = None,
     ) -> list[tuple[int, float]]: ...
 
     def get_vectors(self, ids: Sequence[int]) -> Vector: ...
@@ -128,4 +140,3 @@ class CorpusBackend(Protocol):
     def score_cache(self) -> ScoreCacheBackend: ...
 
     def passage_vectors(self) -> PassageVectorsBackend: ...
-

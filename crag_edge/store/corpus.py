@@ -29,6 +29,7 @@ from crag_edge.store.connection import connect, has_pending_journal
 from crag_edge.store.document_groups import (
     count_rows,
     read_groups,
+    visible_chunk_ids,
     visible_chunks,
     visible_documents,
     write_groups,
@@ -48,6 +49,7 @@ from crag_edge.store.errors import (
 from crag_edge.store.passage_vectors import PassageVectors
 from crag_edge.store.schema import (
     APPLICATION_ID,
+    BITS_VERSION,
     GROUPS_VERSION,
     PASSAGE_VECTORS_VERSION,
     PLACES_VERSION,
@@ -57,6 +59,7 @@ from crag_edge.store.schema import (
     user_version,
 )
 from crag_edge.store.score_cache import ScoreCache
+from crag_edge.store.vector_bits import BitIndex, insert_bits
 from crag_edge.text_boundary import is_valid, printable_path
 from crag_edge.types import Chunk, Place, Vector
 
@@ -124,9 +127,10 @@ class StoredDocument:
 
 @dataclass(frozen=True)
 class CorpusStats:
-    """What `crag-edge` shows about a corpus; times are unix seconds."""
+    """What `crag-edge` shows about a corpus; times are unix seconds. `path`: the file, or
+    the database's URL with its password masked."""
 
-    path: Path
+    path: Path | str
     documents: int
     chunks: int
     db_bytes: int
@@ -154,6 +158,8 @@ class Corpus:
         self._places_column = "c.places" if user_version(conn) >= PLACES_VERSION else "'[]'"
         # Nor any access groups: its documents are all untagged.
         self._groups_present = user_version(conn) >= GROUPS_VERSION
+        # Nor the sign bits of the pre-filter: its dense search stays exact.
+        self._bits = BitIndex(conn, self.dim) if user_version(conn) >= BITS_VERSION else None
 
     # -- opening -------------------------------------------------------------------------
 
@@ -284,6 +290,11 @@ class Corpus:
         return self._path
 
     @property
+    def location(self) -> str:
+        """The file's path as text (what `store.factory.open_corpus` takes)."""
+        return str(self._path)
+
+    @property
     def readonly(self) -> bool:
         return self._readonly
 
@@ -412,21 +423,7 @@ class Corpus:
         Returns the document id, which stays the same across replacements.
         """
         self._require_writable()
-        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-        if len(chunks) == 0 and matrix.size == 0:
-            matrix = matrix.reshape(0, self.dim)
-        if matrix.shape != (len(chunks), self.dim):
-            raise ValueError(
-                f"{doc.source}: expected vectors of shape ({len(chunks)}, {self.dim}), "
-                f"got {matrix.shape}"
-            )
-        for chunk in chunks:
-            if not 0 <= chunk.start <= chunk.end <= len(doc.text) or (
-                doc.text[chunk.start : chunk.end] != chunk.text
-            ):
-                raise ValueError(
-                    f"{doc.source}: chunk [{chunk.start}:{chunk.end}] does not match the text"
-                )
+        matrix = checked_chunks(doc, chunks, vectors, self.dim)
         with self._conn:
             self._conn.execute(
                 "DELETE FROM chunks WHERE doc_id = (SELECT id FROM documents WHERE source = ?)",
@@ -460,7 +457,7 @@ class Corpus:
         return doc_id
 
     def _insert_chunk(self, doc_id: int, ordinal: int, chunk: ChunkRecord, vector: Vector) -> None:
-        """One chunk row (its FTS row follows by trigger) and its vector."""
+        """One chunk row (its FTS row follows by trigger), its vector and its sign bits."""
         chunk_id = self._conn.execute(
             "INSERT INTO chunks (doc_id, ordinal, text, start_char, end_char, "
             "token_count, metadata, places) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -478,6 +475,7 @@ class Corpus:
         self._conn.execute(
             "INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)", (chunk_id, vector.tobytes())
         )
+        insert_bits(self._conn, cast(int, chunk_id), vector)
 
     def update_file_stat(self, source: str, size: int, mtime: float) -> None:
         """Record a new size/mtime for an unchanged document so the next run can skip it."""
@@ -529,23 +527,36 @@ class Corpus:
         return [(cast(int, rowid), -cast(float, rank)) for rowid, rank in rows]
 
     def search_vec(
-        self, vector: Vector, limit: int, *, groups: Groups = None
+        self,
+        vector: Vector,
+        limit: int,
+        *,
+        groups: Groups = None,
+        prefilter_from: int | None = None,
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the nearest chunks a caller with `groups` may
         see (`crag_edge.groups`), best first.
 
-        `limit` is capped at sqlite-vec's maximum k (4096).
+        From `prefilter_from` chunks on (None: never) the candidates come from the binary
+        pre-filter (`store.vector_bits`), ranked by the same similarities; below, and in a
+        read-only file older than its table, the search is exact. `limit` is capped at
+        sqlite-vec's maximum k (4096).
         """
         query = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
         if query.size != self.dim:
             raise ValueError(f"query vector has {query.size} dimensions, corpus has {self.dim}")
         if limit <= 0:
             return []
+        limit = min(limit, MAX_KNN)
+        bits = self._bits
+        if bits is not None and prefilter_from is not None and len(bits) >= prefilter_from:
+            visible_ids = visible_chunk_ids(self._conn, groups, present=self._groups_present)
+            return bits.search(query, limit, visible_ids)
         visible, params = visible_chunks("rowid", groups, present=self._groups_present)
         rows = self._conn.execute(
             f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{visible} "
             "ORDER BY distance",
-            (query.tobytes(), min(limit, MAX_KNN), *params),
+            (query.tobytes(), limit, *params),
         ).fetchall()
         return [(cast(int, rowid), 1.0 - cast(float, distance)) for rowid, distance in rows]
 
@@ -616,6 +627,28 @@ class Corpus:
             raise ReadOnlyCorpusError(
                 self._path, "read-only (opened so, or no write access to the file or its folder)"
             )
+
+
+def checked_chunks(
+    doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: Vector, dim: int
+) -> np.ndarray:
+    """The vectors as a float32 matrix, once every chunk matches its slice of the text and
+    there is one `dim`-sized vector per chunk (ValueError naming the document otherwise)."""
+    matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+    if len(chunks) == 0 and matrix.size == 0:
+        matrix = matrix.reshape(0, dim)
+    if matrix.shape != (len(chunks), dim):
+        raise ValueError(
+            f"{doc.source}: expected vectors of shape ({len(chunks)}, {dim}), got {matrix.shape}"
+        )
+    for chunk in chunks:
+        if not 0 <= chunk.start <= chunk.end <= len(doc.text) or (
+            doc.text[chunk.start : chunk.end] != chunk.text
+        ):
+            raise ValueError(
+                f"{doc.source}: chunk [{chunk.start}:{chunk.end}] does not match the text"
+            )
+    return matrix
 
 
 def _refuse_too_old(path: Path, version: int) -> None:

@@ -50,6 +50,15 @@ def visible_documents(column: str, groups: Groups, *, present: bool) -> Filter:
     return f" AND {column} IN ({_VISIBLE_DOCUMENTS})", (_names(groups),)
 
 
+def visible_chunk_ids(conn: apsw.Connection, groups: Groups, *, present: bool) -> list[int] | None:
+    """The ids of the chunks a caller may see, or None when every chunk is visible."""
+    sql, params = visible_chunks("id", groups, present=present)
+    if not sql:
+        return None
+    rows = conn.execute(f"SELECT id FROM chunks WHERE 1{sql}", params)
+    return [cast(int, row[0]) for row in rows]
+
+
 def read_groups(conn: apsw.Connection, doc_id: int, *, present: bool) -> frozenset[str]:
     """A stored document's groups (empty: untagged)."""
     if not present:

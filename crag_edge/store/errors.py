@@ -23,7 +23,8 @@ class CorpusError(Exception):
     """Base of every store error, so callers can catch corpus problems in one place."""
 
     def __init__(self, path: Path | str, reason: str) -> None:
-        self.path = Path(path)
+        # A database URL (`postgresql://...`) stays text: as a Path it would lose a slash.
+        self.path: Path | str = path if "://" in str(path) else Path(path)
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
 

@@ -1,21 +1,26 @@
 """Versioned schema: ordered migrations, `PRAGMA user_version` as the version, an application id.
 
 Migration SQL may use `{dim}`, replaced by the corpus's embedding dimension (the vec0 column
-type needs it literally). Pending migrations run in one transaction with the version bump, so
-a failed upgrade leaves the file exactly as it was.
+type needs it literally); a migration may add a data step that SQL cannot express. Pending
+migrations run in one transaction with the version bump, so a failed upgrade leaves the file
+exactly as it was.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 import apsw
 
+from crag_edge.store.vector_bits import fill_bits
+
 # "CRAG" in ASCII: lets us tell our files from any other SQLite database without guessing.
 APPLICATION_ID = 0x43524147
 
-Migration = tuple[int, str]
+# A migration's data step (after its SQL, in the same transaction), given the vector dimension.
+Backfill = Callable[[apsw.Connection, int], None]
+Migration = tuple[int, str] | tuple[int, str, Backfill]
 
 _V1 = """
 CREATE TABLE meta (
@@ -114,11 +119,29 @@ CREATE TABLE document_groups (
 CREATE INDEX document_groups_name ON document_groups (name, doc_id);
 """
 
-MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))
+# v6: each chunk's vector as sign bits, the binary pre-filter of dense search on large corpora
+# (`store.vector_bits`); they die with their chunk. The upgrade of a v5 file quantizes every
+# stored vector while it opens read-write, in the migration's transaction.
+_V6 = """
+CREATE TABLE chunk_bits (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    bits     BLOB NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    (1, _V1),
+    (2, _V2),
+    (3, _V3),
+    (4, _V4),
+    (5, _V5),
+    (6, _V6, fill_bits),
+)
 SCORE_CACHE_VERSION = 2
 PASSAGE_VECTORS_VERSION = 3
 PLACES_VERSION = 4
 GROUPS_VERSION = 5
+BITS_VERSION = 6
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
@@ -129,14 +152,16 @@ def user_version(conn: apsw.Connection) -> int:
 
 def migrate(conn: apsw.Connection, dim: int, migrations: Sequence[Migration] = MIGRATIONS) -> int:
     """Apply every migration newer than the file's version, all or nothing; return the version."""
-    versions = [version for version, _ in migrations]
+    versions = [migration[0] for migration in migrations]
     if versions != sorted(set(versions)):
         raise ValueError(f"migrations must have strictly increasing versions, got {versions}")
     with conn:
         current = user_version(conn)
-        for version, sql in migrations:
+        for version, sql, *backfill in migrations:
             if version > current:
                 conn.execute(sql.replace("{dim}", str(int(dim))))
+                for step in backfill:
+                    step(conn, dim)
                 conn.execute(f"PRAGMA user_version = {int(version)}")
                 current = version
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")

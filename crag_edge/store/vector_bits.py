@@ -1,40 +1,41 @@
-"""The binary pre-filter of dense search: one sign bit per dimension, hamming KNN, exact rescoring.
+"""The binary pre-filter of dense search: one sign bit per dimension, hamming scan, exact rescoring.
 
 sqlite-vec (pinned at 0.1.9) has no ANN index: its KNN reads every stored vector, 1.5 kB per
-384-d chunk, so past a few hundred thousand chunks a query costs hundreds of milliseconds.
-`chunks_bits` keeps each chunk's vector as sign bits (48 bytes at 384-d, 32 times less to
-read). A search takes the `RESCORE_FACTOR * limit` nearest chunks by hamming distance and
-ranks them by their exact cosine similarity, computed by sqlite-vec from the full vectors, so
-the scores are the ones exact search gives; only a chunk the bits rank too far away is missed.
+384-d chunk, seconds per query at a million chunks. `chunk_bits` keeps each chunk's
+vector as sign bits (48 bytes at 384-d, 32 times less). A search takes the
+`RESCORE_FACTOR * limit` chunks nearest by hamming distance and ranks them by the cosine
+distance sqlite-vec computes from their full vectors, so every score is the one exact search
+gives; only a chunk the bits place too far away is missed.
 
-The access-group filter is the same `rowid IN (...)` constraint as in exact search, applied
-during the hamming scan: candidates, and so the hits, are only chunks the caller may see.
+The hamming scan runs in numpy over an in-memory copy of the bits, not in sqlite-vec: its
+`bit[N]` KNN keeps its top k by insertion, ~0.2 s for k=100 and ~3.7 s for k=1000 at a million
+rows (docs/measurements.md). The copy follows the table by chunk id: ids only grow (the
+chunks table is AUTOINCREMENT), so new chunks are appended, and a candidate whose vector is
+gone (its document was deleted or replaced) makes the copy reload once. The first search of a
+process loads the copy (seconds at a million chunks).
+
+The access-group filter masks the scan to the chunks the caller may see before any candidate
+is taken, as the `rowid IN (...)` constraint does in exact search.
 """
 
 from __future__ import annotations
 
-import json
+import threading
+from itertools import islice
 from typing import cast
 
 import apsw
 import numpy as np
 
-from crag_edge.store.document_groups import Filter
 from crag_edge.types import Vector
 
-# Hamming candidates per wanted hit: at 10 the 1M-chunk benchmark keeps its exact top-10
-# (docs/measurements.md, "A million chunks").
+# Hamming candidates rescored per wanted hit (docs/measurements.md, "A million chunks").
 RESCORE_FACTOR = 10
-MAX_KNN = 4096  # sqlite-vec's limit for k in one KNN query
-_FILL_BATCH = 10_000
-
-CREATE_TABLE = "CREATE VIRTUAL TABLE chunks_bits USING vec0(bits bit[{bits}])"
-
-
-def bit_width(dim: int) -> int:
-    """The `bit[N]` column size for `dim` dimensions: sqlite-vec wants a multiple of 8; the
-    padding bits are 0 in every vector, so they never add to a hamming distance."""
-    return -(-dim // 8) * 8
+# Rescoring reads scattered vectors inside sqlite-vec's 1.5 MB chunk blobs, each reached by
+# walking its overflow pages: memory-mapped, that walk is several times cheaper than through
+# read() calls (docs/measurements.md). Set only on connections that pre-filter: large corpora.
+_MMAP_BYTES = 1 << 40
+_WORD_BYTES = 8
 
 
 def quantize(vectors: Vector) -> np.ndarray:
@@ -46,41 +47,99 @@ def quantize(vectors: Vector) -> np.ndarray:
 def insert_bits(conn: apsw.Connection, chunk_id: int, vector: Vector) -> None:
     """Store one chunk's sign bits (call inside the transaction that stores its vector)."""
     conn.execute(
-        "INSERT INTO chunks_bits (rowid, bits) VALUES (?, vec_bit(?))",
+        "INSERT INTO chunk_bits (chunk_id, bits) VALUES (?, ?)",
         (chunk_id, quantize(vector).tobytes()),
     )
 
 
 def fill_bits(conn: apsw.Connection, dim: int) -> None:
-    """Quantize every stored vector into `chunks_bits`: the upgrade step of an older corpus,
+    """Quantize every stored vector into `chunk_bits`: the upgrade step of an older corpus,
     run inside its migration's transaction (a failure leaves the file as it was)."""
     rows = conn.execute("SELECT rowid, embedding FROM chunks_vec")
-    while batch := rows.fetchmany(_FILL_BATCH):
-        ids = [cast(int, rowid) for rowid, _ in batch]
+    while batch := list(islice(rows, 10_000)):
         matrix = np.frombuffer(b"".join(cast(bytes, blob) for _, blob in batch), np.float32)
-        bits = quantize(matrix.reshape(len(ids), dim))
+        bits = quantize(matrix.reshape(len(batch), dim))
         conn.executemany(
-            "INSERT INTO chunks_bits (rowid, bits) VALUES (?, vec_bit(?))",
-            [(chunk_id, row.tobytes()) for chunk_id, row in zip(ids, bits, strict=True)],
+            "INSERT INTO chunk_bits (chunk_id, bits) VALUES (?, ?)",
+            [(rowid, row.tobytes()) for (rowid, _), row in zip(batch, bits, strict=True)],
         )
 
 
-def search_prefiltered(
-    conn: apsw.Connection, query: Vector, limit: int, visible: Filter
-) -> list[tuple[int, float]]:
-    """(chunk id, cosine similarity) of the best `limit` chunks among the hamming-nearest
-    `RESCORE_FACTOR * limit` that pass `visible`, best first."""
-    condition, params = visible
-    candidates = [
-        cast(int, row[0])
-        for row in conn.execute(
-            f"SELECT rowid FROM chunks_bits WHERE bits MATCH vec_bit(?) AND k = ?{condition}",
-            (quantize(query).tobytes(), min(limit * RESCORE_FACTOR, MAX_KNN), *params),
+class BitIndex:
+    """An in-memory copy of `chunk_bits`, one 64-bit word array per 64 dimensions."""
+
+    def __init__(self, conn: apsw.Connection, dim: int) -> None:
+        self._conn = conn
+        self._words = -(-dim // (8 * _WORD_BYTES))
+        self._ids = np.empty(0, dtype=np.int64)
+        self._columns = np.empty((self._words, 0), dtype=np.uint64)
+        self._mapped = False
+        # A service searches one corpus from several threads: the copy changes under a lock.
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """Chunks in the copy once it is current (the corpus size the pre-filter tests)."""
+        with self._lock:
+            self._append_new()
+            return len(self._ids)
+
+    def search(
+        self, query: Vector, limit: int, visible: list[int] | None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) of the best `limit` among the hamming-nearest
+        `RESCORE_FACTOR * limit` chunks of `visible` (None: all), best first."""
+        with self._lock:
+            if not self._mapped:
+                self._conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
+                self._mapped = True
+            self._append_new()
+            candidates = self._nearest(query, limit * RESCORE_FACTOR, visible)
+        found = self._rescore(query, candidates)
+        if len(found) < len(candidates):  # some were deleted: reload the copy, scan again
+            with self._lock:
+                self._ids = self._ids[:0]
+                self._columns = self._columns[:, :0]
+                self._append_new()
+                candidates = self._nearest(query, limit * RESCORE_FACTOR, visible)
+            found = self._rescore(query, candidates)
+        return sorted(found, key=lambda hit: (-hit[1], hit[0]))[:limit]
+
+    def _append_new(self) -> None:
+        """Load the rows added since the copy was made (all of them the first time)."""
+        after = int(self._ids[-1]) if len(self._ids) else 0
+        rows = self._conn.execute(
+            "SELECT chunk_id, bits FROM chunk_bits WHERE chunk_id > ? ORDER BY chunk_id", (after,)
+        ).fetchall()
+        if not rows:
+            return
+        width = self._words * _WORD_BYTES
+        packed = b"".join(cast(bytes, bits).ljust(width, b"\0") for _, bits in rows)
+        columns = np.frombuffer(packed, dtype=np.uint64).reshape(len(rows), self._words).T
+        self._ids = np.concatenate([self._ids, np.array([row[0] for row in rows], np.int64)])
+        self._columns = np.ascontiguousarray(np.concatenate([self._columns, columns], axis=1))
+
+    def _nearest(self, query: Vector, count: int, visible: list[int] | None) -> np.ndarray:
+        """Ids of the `count` visible chunks nearest to `query` by hamming distance."""
+        width = self._words * _WORD_BYTES
+        words = np.frombuffer(quantize(query).tobytes().ljust(width, b"\0"), dtype=np.uint64)
+        distance = np.zeros(len(self._ids), dtype=np.uint16)
+        for column, word in zip(self._columns, words, strict=True):
+            distance += np.bitwise_count(column ^ word)
+        ids = self._ids
+        if visible is not None:
+            allowed = np.isin(ids, np.asarray(visible, dtype=np.int64))
+            ids, distance = ids[allowed], distance[allowed]
+        if count < len(ids):
+            return cast(np.ndarray, ids[np.argpartition(distance, count - 1)[:count]])
+        return ids
+
+    def _rescore(self, query: Vector, candidates: np.ndarray) -> list[tuple[int, float]]:
+        """(id, exact cosine similarity) of each candidate that still has its vector."""
+        if not len(candidates):
+            return []
+        blob = np.ascontiguousarray(query, dtype=np.float32).tobytes()
+        rows = self._conn.executemany(
+            "SELECT rowid, vec_distance_cosine(embedding, ?) FROM chunks_vec WHERE rowid = ?",
+            [(blob, chunk_id) for chunk_id in candidates.tolist()],
         )
-    ]
-    rows = conn.execute(
-        "SELECT rowid, vec_distance_cosine(embedding, ?) AS distance FROM chunks_vec "
-        "WHERE rowid IN (SELECT value FROM json_each(?)) ORDER BY distance, rowid LIMIT ?",
-        (np.ascontiguousarray(query).tobytes(), json.dumps(candidates), limit),
-    ).fetchall()
-    return [(cast(int, rowid), 1.0 - cast(float, distance)) for rowid, distance in rows]
+        return [(cast(int, rowid), 1.0 - cast(float, distance)) for rowid, distance in rows]

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from crag_edge.evaluation.pairs import Pair
 from crag_edge.retrieval import Retriever
-from crag_edge.store import Corpus
+from crag_edge.store import CorpusBackend
 from crag_edge.types import Chunk
 
 LABELS_FILE = "labels.jsonl"
@@ -173,7 +173,7 @@ class PairBuilder:
 
     def __init__(
         self,
-        corpus: Corpus,
+        corpus: CorpusBackend,
         retriever: Retriever,
         options: LabelOptions,
         labeller: Labeller | None = None,

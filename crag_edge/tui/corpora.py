@@ -21,6 +21,7 @@ from textual.worker import get_current_worker
 from crag_edge.engine import Engine
 from crag_edge.store import (
     Corpus,
+    CorpusBackend,
     CorpusError,
     CorpusStats,
     CorruptCorpusError,
@@ -127,7 +128,7 @@ class CorpusScreen(CragScreen):
             self.path = path
             self.create = create
 
-    def __init__(self, *, db: Path | None, open_corpus: Corpus | None) -> None:
+    def __init__(self, *, db: Path | None, open_corpus: CorpusBackend | None) -> None:
         """`db` is the app's corpus file (its folder is searched too); `open_corpus` the
         corpus the app has open, listed first with its live stats."""
         super().__init__()

@@ -58,6 +58,7 @@ def _build(
             mode=retrieval.retrieval_mode,
             candidates=retrieval.candidates,
             rrf_k=retrieval.rrf_k,
+            prefilter_from=retrieval.binary_prefilter_chunks,
             timeout_s=timeout_s,
             max_results=max_results,
         )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import apsw
 
+from crag_edge.config import BINARY_PREFILTER_CHUNKS
 from crag_edge.correction.fallback.base import ENV_DB, ENV_TIMEOUT, FallbackError, fallback_id
 from crag_edge.groups import Groups
 from crag_edge.retrieval import Mode, Retriever
@@ -49,6 +50,7 @@ class LocalCorpusProvider:
         mode: Mode = "hybrid",
         candidates: int = 100,
         rrf_k: int = 60,
+        prefilter_from: int = BINARY_PREFILTER_CHUNKS,
     ) -> None:
         self.db = Path(db).expanduser().resolve()
         self.embedder = embedder
@@ -57,6 +59,7 @@ class LocalCorpusProvider:
         self.mode: Mode = mode
         self.candidates = candidates
         self.rrf_k = rrf_k
+        self.prefilter_from = prefilter_from
         self._retriever: Retriever | None = None
         # One lock for open, search and close: apsw refuses to close a connection that
         # another thread (a search abandoned at its deadline) is still using.
@@ -107,7 +110,11 @@ class LocalCorpusProvider:
                 corpus.close()
                 raise _open_error(self.db, exc) from None
             self._retriever = Retriever(
-                corpus, self.embedder, candidates=self.candidates, rrf_k=self.rrf_k
+                corpus,
+                self.embedder,
+                candidates=self.candidates,
+                rrf_k=self.rrf_k,
+                prefilter_from=self.prefilter_from,
             )
         return self._retriever
 

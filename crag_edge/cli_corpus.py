@@ -1,0 +1,45 @@
+"""The `--db` option every command takes: a corpus file, or a PostgreSQL database URL.
+
+A URL stays text (as a `Path`, `postgresql://host/db` would lose a slash). Without `--db`,
+the `db_url` setting (`CRAG_EDGE_DB_URL`) names the corpus (`corpus_defaults`); with neither,
+the command stops with a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from crag_edge.store.factory import is_database_url
+
+
+def corpus_location(value: str | Path) -> Path | str:
+    """`--db`'s value: a database URL as given, anything else a file path."""
+    return value if is_database_url(value) else Path(value)
+
+
+def corpus_defaults(command: Any, url: str) -> dict[str, Any]:
+    """A click `default_map` giving `--db` of every command under `command` (a group, at any
+    depth) the `db_url` setting (`CRAG_EDGE_DB_URL`, `.env`, `--config`): the top-level
+    callback sets it once the settings are loaded, before any command reads its options."""
+    defaults: dict[str, Any] = {}
+    for name, sub in getattr(command, "commands", {}).items():
+        if hasattr(sub, "commands"):
+            defaults[name] = corpus_defaults(sub, url)
+        elif any(param.name == "db" for param in sub.params):
+            defaults[name] = {"db": url}
+    return defaults
+
+
+DbOption = Annotated[
+    Path,
+    typer.Option(
+        "--db",
+        help="Corpus: a database file, or postgresql://user@host/dbname "
+        "(default: CRAG_EDGE_DB_URL).",
+        parser=corpus_location,
+        show_default=False,
+    ),
+]

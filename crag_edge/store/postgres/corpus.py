@@ -1,0 +1,585 @@
+"""One corpus in a PostgreSQL database with pgvector: what `store.corpus.Corpus` is for a
+SQLite file, for several processes or machines sharing one corpus (docs/scale-out.md).
+
+Writes are atomic per document, as in SQLite, and may come from several processes at once:
+`replace_document` takes a transaction-scoped advisory lock on the document's source, so two
+ingests of one document run one after the other (the last one wins, whole) while ingests of
+different documents proceed side by side; readers never wait (MVCC) and see each document old
+or new. A `transaction()` groups writes into one commit on one pooled connection.
+
+The dense search uses the HNSW index (approximate, `hnsw.ef_search` raised to the depth
+asked for); a caller limited to some access groups gets an exact scan instead, since an HNSW
+scan filters after choosing its candidates (`store.postgres.groups`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from crag_edge.citations import locate
+from crag_edge.groups import Groups
+from crag_edge.store.corpus import (
+    META_CHUNK_OVERLAP,
+    META_CHUNK_TOKENS,
+    META_CREATED,
+    META_DIM,
+    META_EMBEDDER,
+    META_LAST_INGEST,
+    ChunkRecord,
+    CorpusStats,
+    DocumentRecord,
+    StoredDocument,
+    checked_chunks,
+)
+from crag_edge.store.errors import (
+    CorpusError,
+    CorpusExistsError,
+    CorpusNotFoundError,
+    EmbedderMismatchError,
+    NotACorpusError,
+    ReadOnlyCorpusError,
+    SchemaTooNewError,
+)
+from crag_edge.store.postgres.caches import PostgresPassageVectors, PostgresScoreCache
+from crag_edge.store.postgres.connection import (
+    connect,
+    database_faults,
+    first_line,
+    open_pool,
+    redacted,
+)
+from crag_edge.store.postgres.groups import (
+    count_rows,
+    read_groups,
+    visible_chunks,
+    visible_documents,
+    write_groups,
+)
+from crag_edge.store.postgres.lexical import TEXT_SEARCH_CONFIG, search_bm25, term_count
+from crag_edge.store.postgres.schema import (
+    MIGRATION_LOCK,
+    SCHEMA,
+    SCHEMA_VERSION,
+    migrate,
+    schema_version,
+)
+from crag_edge.types import Chunk, Place, Vector
+
+MAX_DIM = 16000  # pgvector's limit for a vector column (an HNSW index takes up to 2000)
+MAX_EF_SEARCH = 1000  # pgvector's limit
+
+
+class PostgresCorpus:
+    """A crag-edge corpus in a PostgreSQL database; build one with `create`, `open` or
+    `open_or_create` and a `postgresql://` URL."""
+
+    def __init__(self, pool: ConnectionPool[psycopg.Connection[Any]], url: str, *, readonly: bool):
+        self._pool = pool
+        self._url = url
+        self._shown = redacted(url)
+        self._readonly = readonly
+        self._pinned = threading.local()
+        self._meta = self.meta()
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, url: str, embedder_id: str, dim: int) -> PostgresCorpus:
+        """Create the corpus tables (and the `vector` extension when missing) in the database
+        at `url`; CorpusExistsError when it already holds a corpus."""
+        if not embedder_id:
+            raise ValueError("embedder_id must not be empty")
+        if not 1 <= dim <= MAX_DIM:
+            raise ValueError(f"embedding dim must be between 1 and {MAX_DIM}, got {dim}")
+        with connect(url) as conn, database_faults(redacted(url)):
+            _ensure_vector_extension(conn, url)
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                if schema_version(conn) > 0:
+                    raise CorpusExistsError(redacted(url), "already holds a crag-edge corpus")
+                migrate(conn, dim)
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        f"INSERT INTO {SCHEMA}.meta (key, value) VALUES (%s, %s)",
+                        [
+                            (META_EMBEDDER, embedder_id),
+                            (META_DIM, str(dim)),
+                            (META_CREATED, repr(time.time())),
+                        ],
+                    )
+        return cls.open(url)
+
+    @classmethod
+    def open(cls, url: str, *, readonly: bool = False) -> PostgresCorpus:
+        """Open the corpus in the database at `url`, upgrading its schema first unless
+        `readonly`."""
+        shown = redacted(url)
+        with connect(url) as conn, database_faults(shown):
+            version = schema_version(conn)
+            if version == 0:
+                raise CorpusNotFoundError(shown, "holds no crag-edge corpus (ingest creates one)")
+            if version > SCHEMA_VERSION:
+                raise SchemaTooNewError(
+                    shown,
+                    f"schema version {version} is newer than this crag-edge supports "
+                    f"({SCHEMA_VERSION}); upgrade crag-edge",
+                )
+            if version < SCHEMA_VERSION and not readonly:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                    migrate(conn, _dim(conn, shown))
+            _dim(conn, shown)
+        with database_faults(shown):
+            try:
+                pool = open_pool(url, readonly=readonly)
+            except psycopg.Error as exc:
+                raise CorpusError(shown, f"cannot connect: {first_line(exc)}") from None
+        return cls(pool, url, readonly=readonly)
+
+    @classmethod
+    def open_or_create(cls, url: str, embedder_id: str, dim: int) -> PostgresCorpus:
+        """Open the corpus at `url` if it was built with this embedder, else create it."""
+        try:
+            corpus = cls.open(url)
+        except CorpusNotFoundError:
+            try:
+                return cls.create(url, embedder_id, dim)
+            except CorpusExistsError:
+                corpus = cls.open(url)  # another process created it meanwhile: use theirs
+        try:
+            corpus.check_embedder(embedder_id, dim)
+        except BaseException:
+            corpus.close()
+            raise
+        return corpus
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self._pool.close()
+
+    def __enter__(self) -> PostgresCorpus:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """The connection of the current `transaction()`, else one from the pool (committed
+        when the block ends, rolled back when it raises)."""
+        pinned: psycopg.Connection[Any] | None = getattr(self._pinned, "conn", None)
+        if pinned is not None:
+            yield pinned
+            return
+        with database_faults(self._shown), self._pool.connection() as conn:
+            yield conn
+
+    def check(self) -> dict[str, Any]:
+        """That every chunk has its vector and its terms (the database checks its own pages)."""
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT count(*), count(embedding), count(terms) FROM chunks"
+            ).fetchone()
+        chunks, vectors, terms = row if row is not None else (0, 0, 0)
+        if not chunks == vectors == terms:
+            raise CorpusError(
+                self._shown, f"index check: {chunks} chunks, {vectors} vectors, {terms} terms"
+            )
+        return {"path": self._shown, "quick_check": "ok", "chunks": int(chunks)}
+
+    def checkpoint(self) -> bool:
+        """Nothing to merge: PostgreSQL checkpoints on its own."""
+        return False
+
+    # -- meta ----------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """No file: the database's URL with its password masked (for messages)."""
+        return self._shown
+
+    @property
+    def location(self) -> str:
+        return self._url
+
+    @property
+    def readonly(self) -> bool:
+        return self._readonly
+
+    @property
+    def embedder_id(self) -> str:
+        return self._meta[META_EMBEDDER]
+
+    @property
+    def dim(self) -> int:
+        return int(self._meta[META_DIM])
+
+    def check_embedder(self, embedder_id: str, dim: int) -> None:
+        """Refuse to mix vectors from different models: their similarities mean nothing."""
+        if (embedder_id, dim) != (self.embedder_id, self.dim):
+            raise EmbedderMismatchError(
+                self._shown,
+                f"built with embedder {self.embedder_id!r} (dim {self.dim}), "
+                f"not {embedder_id!r} (dim {dim}); use that embedder or another database",
+            )
+
+    def meta(self) -> dict[str, str]:
+        """Every key/value in the `meta` table."""
+        with self._connection() as conn:
+            rows = conn.execute("SELECT key, value FROM meta").fetchall()
+        return {str(key): str(value) for key, value in rows}
+
+    def set_meta(self, values: Mapping[str, str]) -> None:
+        """Insert or overwrite meta entries (the embedder and dim cannot change)."""
+        self._require_writable()
+        fixed = {META_EMBEDDER, META_DIM} & values.keys()
+        if fixed:
+            raise ValueError(f"meta keys {sorted(fixed)} are fixed when a corpus is created")
+        with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                list(values.items()),
+            )
+        self._meta = self.meta()
+
+    def delete_meta(self, key: str) -> bool:
+        """Remove one meta entry (not the fixed ones); False when it was not there."""
+        self._require_writable()
+        if key in (META_EMBEDDER, META_DIM):
+            raise ValueError(f"meta key {key!r} is fixed when a corpus is created")
+        with self._connection() as conn:
+            removed = conn.execute("DELETE FROM meta WHERE key = %s", (key,)).rowcount > 0
+        self._meta = self.meta()
+        return removed
+
+    def stats(self, *, groups: Groups = None) -> CorpusStats:
+        """Counts, size and provenance; with `groups`, only what such a caller may see."""
+        meta = self.meta()
+        chunk_filter = visible_chunks("chunk_id", groups)
+        with self._connection() as conn:
+            documents = count_rows(conn, "documents", visible_documents("id", groups))
+            chunks = count_rows(conn, "chunks", visible_chunks("id", groups))
+            size = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c "
+                "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind = 'r'",
+                (SCHEMA,),
+            ).fetchone()
+            version = schema_version(conn)
+        return CorpusStats(
+            path=self.path,
+            documents=documents,
+            chunks=chunks,
+            db_bytes=int(size[0]) if size is not None else 0,
+            embedder_id=self.embedder_id,
+            dim=self.dim,
+            schema_version=version,
+            created_at=float(meta[META_CREATED]),
+            last_ingest_at=_optional_float(meta.get(META_LAST_INGEST)),
+            chunk_tokens=_optional_int(meta.get(META_CHUNK_TOKENS)),
+            chunk_overlap=_optional_int(meta.get(META_CHUNK_OVERLAP)),
+            cached_scores=self.score_cache().count(chunk_filter),
+            stored_passages=self.passage_vectors().count(chunk_filter),
+        )
+
+    # -- documents -----------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group several writes into one commit; nested writes become savepoints."""
+        if getattr(self._pinned, "conn", None) is not None:
+            with self._pinned.conn.transaction():
+                yield
+            return
+        with self._connection() as conn, conn.transaction():
+            self._pinned.conn = conn
+            try:
+                yield
+            finally:
+                self._pinned.conn = None
+
+    def document(self, source: str) -> StoredDocument | None:
+        """The stored document for `source`, or None."""
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT id, source, title, content_hash, metadata, size, mtime, ingested_at "
+                "FROM documents WHERE source = %s",
+                (source,),
+            ).fetchone()
+            if row is None:
+                return None
+            groups = read_groups(conn, int(row[0]))
+        doc_id, src, title, content_hash, metadata, size, mtime, ingested_at = row
+        return StoredDocument(
+            int(doc_id), src, title, content_hash, metadata, size, mtime, ingested_at, groups
+        )
+
+    def document_text(self, doc_id: int) -> str:
+        """The full extracted text of a document (chunk offsets index into it)."""
+        with self._connection() as conn:
+            row = conn.execute("SELECT text FROM documents WHERE id = %s", (doc_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no document with id {doc_id} in {self._shown}")
+        return str(row[0])
+
+    def list_sources(self) -> list[str]:
+        """Every document source, sorted (byte order, as SQLite sorts)."""
+        with self._connection() as conn:
+            rows = conn.execute('SELECT source FROM documents ORDER BY source COLLATE "C"')
+            return [str(row[0]) for row in rows.fetchall()]
+
+    def replace_document(
+        self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: Vector
+    ) -> int:
+        """Store `doc` with its chunks and their vectors, replacing any previous version, in
+        one transaction under the source's advisory lock (see the module docstring)."""
+        self._require_writable()
+        matrix = checked_chunks(doc, chunks, vectors, self.dim)
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (doc.source,))
+            conn.execute(
+                "DELETE FROM chunks WHERE doc_id = (SELECT id FROM documents WHERE source = %s)",
+                (doc.source,),
+            )
+            row = conn.execute(
+                "INSERT INTO documents (source, title, content_hash, text, metadata, size, "
+                "mtime, ingested_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (source) DO UPDATE SET title = excluded.title, "
+                "content_hash = excluded.content_hash, text = excluded.text, "
+                "metadata = excluded.metadata, size = excluded.size, "
+                "mtime = excluded.mtime, ingested_at = excluded.ingested_at RETURNING id",
+                (
+                    doc.source,
+                    doc.title,
+                    doc.content_hash,
+                    _text(doc.text),
+                    json.dumps(doc.metadata, sort_keys=True),
+                    doc.size,
+                    doc.mtime,
+                    time.time(),
+                ),
+            ).fetchone()
+            assert row is not None  # INSERT ... RETURNING always returns the row
+            doc_id = int(row[0])
+            write_groups(conn, doc_id, doc.groups)
+            _insert_chunks(conn, doc_id, doc.title, chunks, matrix)
+        return doc_id
+
+    def update_file_stat(self, source: str, size: int, mtime: float) -> None:
+        """Record a new size/mtime for an unchanged document so the next run can skip it."""
+        self._require_writable()
+        with self._connection() as conn:
+            conn.execute(
+                "UPDATE documents SET size = %s, mtime = %s WHERE source = %s",
+                (size, mtime, source),
+            )
+
+    def set_groups(self, source: str, groups: frozenset[str]) -> bool:
+        """Retag a stored document without touching its chunks; False if it was not stored."""
+        self._require_writable()
+        with self._connection() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT id FROM documents WHERE source = %s FOR UPDATE", (source,)
+            ).fetchone()
+            if row is not None:
+                write_groups(conn, int(row[0]), groups)
+        return row is not None
+
+    def delete_document(self, source: str) -> bool:
+        """Delete a document with its chunks and index rows; False if it was not stored."""
+        self._require_writable()
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (source,))
+            return conn.execute("DELETE FROM documents WHERE source = %s", (source,)).rowcount > 0
+
+    # -- search --------------------------------------------------------------------------
+
+    def search_fts(
+        self, match_expr: str, limit: int, *, groups: Groups = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, bm25) for the terms of an FTS5-style expression (quoted terms joined by
+        OR, as `retrieval.lexical.fts_query` writes it), best first; only visible chunks."""
+        if limit <= 0:
+            return []
+        with self._connection() as conn:
+            return search_bm25(conn, match_expr, limit, visible_chunks("id", groups))
+
+    def search_vec(
+        self,
+        vector: Vector,
+        limit: int,
+        *,
+        groups: Groups = None,
+        prefilter_from: int | None = None,
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) of the nearest visible chunks, best first
+        (`prefilter_from` is for the SQLite file's sign bits: pgvector's index serves here)."""
+        query = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
+        if query.size != self.dim:
+            raise ValueError(f"query vector has {query.size} dimensions, corpus has {self.dim}")
+        if limit <= 0:
+            return []
+        visible, params = visible_chunks("id", groups)
+        with self._connection() as conn, conn.transaction():
+            conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(limit, 40), MAX_EF_SEARCH)}")
+            if groups is not None:
+                conn.execute("SET LOCAL enable_indexscan = off")  # exact: filter before top-k
+            rows = conn.execute(
+                f"SELECT id, 1 - (embedding <=> %s) FROM chunks WHERE true{visible} "
+                "ORDER BY embedding <=> %s LIMIT %s",
+                (query, *params, query, limit),
+            ).fetchall()
+        return [(int(chunk_id), float(similarity)) for chunk_id, similarity in rows]
+
+    def get_vectors(self, ids: Sequence[int]) -> Vector:
+        """The stored embeddings of these chunk ids, in order (a row of NaN for unknown ids)."""
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT id, embedding FROM chunks WHERE id = ANY(%s)", ([int(i) for i in ids],)
+            ).fetchall()
+        found = {int(chunk_id): embedding.to_numpy() for chunk_id, embedding in rows}
+        matrix = np.full((len(ids), self.dim), np.nan, dtype=np.float32)
+        for row, chunk_id in enumerate(ids):
+            if chunk_id in found:
+                matrix[row] = found[chunk_id]
+        return matrix
+
+    def get_chunks(self, ids: Iterable[int]) -> dict[int, Chunk]:
+        """The chunks with these ids (missing ids are absent), with their document's source."""
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT c.id, c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.metadata, "
+                "d.source, d.title, c.token_count, c.places "
+                "FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.id = ANY(%s)",
+                ([int(i) for i in ids],),
+            ).fetchall()
+        return {int(row[0]): _chunk(row) for row in rows}
+
+    def chunk_ids(self) -> list[int]:
+        """Every chunk id, ascending."""
+        with self._connection() as conn:
+            return [int(row[0]) for row in conn.execute("SELECT id FROM chunks ORDER BY id")]
+
+    def score_cache(self) -> PostgresScoreCache:
+        """The evaluation cache (reads only when the corpus is read-only)."""
+        return PostgresScoreCache(self._connection, writable=not self._readonly)
+
+    def passage_vectors(self) -> PostgresPassageVectors:
+        """The evaluator's stored passage readings (reads only when read-only)."""
+        return PostgresPassageVectors(self._connection, writable=not self._readonly)
+
+    def _require_writable(self) -> None:
+        if self._readonly:
+            raise ReadOnlyCorpusError(self._shown, "read-only (opened so)")
+
+
+def _ensure_vector_extension(conn: psycopg.Connection[Any], url: str) -> None:
+    """Create pgvector's extension unless it is there (creating it takes a superuser)."""
+    row = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
+    if row is not None:
+        return
+    try:
+        with conn.transaction():
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.errors.InsufficientPrivilege:
+        raise CorpusError(
+            redacted(url),
+            "the pgvector extension is missing and this user may not create it; "
+            "a superuser runs `CREATE EXTENSION vector` in this database once",
+        ) from None
+    except psycopg.errors.UndefinedFile:
+        raise CorpusError(
+            redacted(url), "the server has no pgvector extension installed; install pgvector"
+        ) from None
+
+
+def _dim(conn: psycopg.Connection[Any], shown: str) -> int:
+    """The corpus's vector dimension from its meta (NotACorpusError when meta is broken)."""
+    rows = dict(conn.execute(f"SELECT key, value FROM {SCHEMA}.meta").fetchall())
+    missing = sorted({META_EMBEDDER, META_DIM, META_CREATED} - rows.keys())
+    if missing:
+        raise NotACorpusError(shown, f"meta table lacks {', '.join(missing)}")
+    return int(rows[META_DIM])
+
+
+def _insert_chunks(
+    conn: psycopg.Connection[Any],
+    doc_id: int,
+    title: str,
+    chunks: Sequence[ChunkRecord],
+    matrix: np.ndarray,
+) -> None:
+    """The chunk rows of one document with their terms and vectors."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO chunks (doc_id, ordinal, text, start_char, end_char, token_count, "
+            "metadata, places, terms, term_count, embedding) VALUES "
+            f"(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('{TEXT_SEARCH_CONFIG}', %s), %s, %s)",
+            [
+                (
+                    doc_id,
+                    ordinal,
+                    _text(chunk.text),
+                    chunk.start,
+                    chunk.end,
+                    chunk.token_count,
+                    json.dumps(chunk.metadata, sort_keys=True),
+                    json.dumps([[p.offset, p.page, p.section] for p in chunk.places]),
+                    _text(f"{title} {chunk.text}"),
+                    term_count(title, chunk.text),
+                    vector,
+                )
+                for ordinal, (chunk, vector) in enumerate(zip(chunks, matrix, strict=True))
+            ],
+        )
+
+
+def _chunk(row: tuple[Any, ...]) -> Chunk:
+    chunk_id, doc_id, ordinal, text, start, end, metadata, source, title, tokens, stored = row
+    places = tuple(Place(*place) for place in stored)  # [offset, page, section]
+    where = locate(places, start, end)
+    return Chunk(
+        int(chunk_id),
+        int(doc_id),
+        ordinal,
+        text,
+        start,
+        end,
+        source,
+        title,
+        metadata,
+        tokens,
+        where.pages,
+        where.section,
+        places,
+    )
+
+
+def _text(value: str) -> str:
+    """PostgreSQL text holds no NUL character (SQLite does): it becomes U+FFFD, one character
+    for one, so chunk offsets still index the document's text."""
+    return value.replace("\x00", "\ufffd")
+
+
+def _optional_float(value: str | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _optional_int(value: str | None) -> int | None:
+    return None if value is None else int(value)

@@ -1,0 +1,194 @@
+"""The corpus contract, on both backends (a SQLite file and PostgreSQL with pgvector): what
+ingest, retrieval and grading rely on behaves the same whichever database holds the corpus."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crag_edge.store import (
+    ChunkRecord,
+    CorpusBackend,
+    CorpusExistsError,
+    CorpusNotFoundError,
+    DocumentRecord,
+    EmbedderMismatchError,
+    ReadOnlyCorpusError,
+)
+from crag_edge.store.corpus import Corpus
+from crag_edge.store.factory import open_corpus, open_or_create_corpus
+from crag_edge.types import EncodedPassage, Place
+from tests.test_store import DIM, add_two_docs, make_doc, unit
+
+
+@pytest.fixture
+def corpus(corpus_location: Path | str) -> Iterator[CorpusBackend]:
+    with open_or_create_corpus(corpus_location, "test-embedder", DIM) as created:
+        yield created
+
+
+def test_the_location_picks_the_backend(corpus: CorpusBackend, corpus_location: Path | str) -> None:
+    assert isinstance(corpus, Corpus) == isinstance(corpus_location, Path)
+    with open_corpus(corpus.location) as again:
+        assert (again.embedder_id, again.dim) == ("test-embedder", DIM)
+
+
+def test_open_refuses_a_missing_corpus_and_create_an_existing_one(
+    corpus_location: Path | str,
+) -> None:
+    with pytest.raises(CorpusNotFoundError):
+        open_corpus(corpus_location)
+    with open_or_create_corpus(corpus_location, "test-embedder", DIM):
+        pass
+    with pytest.raises(EmbedderMismatchError, match="other"):
+        open_or_create_corpus(corpus_location, "other", DIM)
+    kind = type(open_corpus(corpus_location))
+    with pytest.raises(CorpusExistsError):
+        kind.create(corpus_location, "test-embedder", DIM)  # type: ignore[attr-defined]
+
+
+def test_round_trip_of_documents_chunks_places_and_groups(corpus: CorpusBackend) -> None:
+    add_two_docs(corpus)
+    text = "Intro. Body text here."
+    places = (Place(0, 1, "Intro"), Place(7, 2, "Body"))
+    doc = DocumentRecord("c.txt", "T", text, "h", {"k": "v"}, 10, 1.5, frozenset({"hr"}))
+    chunk = ChunkRecord(text, 0, len(text), 4, {"m": 1}, places)
+    corpus.replace_document(doc, [chunk], np.stack([unit(0, 0, 0, 1)]))
+    stored = corpus.document("c.txt")
+    assert stored is not None
+    assert (stored.metadata, stored.size, stored.mtime, stored.groups) == (
+        {"k": "v"},
+        10,
+        1.5,
+        frozenset({"hr"}),
+    )
+    assert corpus.document_text(stored.id) == text
+    (got,) = corpus.get_chunks([4]).values()
+    assert (got.places, got.pages, got.metadata, got.source) == (places, (1, 2), {"m": 1}, "c.txt")
+    assert corpus.list_sources() == ["a.txt", "b.txt", "c.txt"]
+    assert sorted(corpus.get_chunks([1, 2, 3, 999])) == [1, 2, 3]
+    assert corpus.chunk_ids() == [1, 2, 3, 4]
+    with pytest.raises(KeyError):
+        corpus.document_text(999)
+
+
+def test_replacing_keeps_the_doc_id_and_drops_old_chunks_from_both_searches(
+    corpus: CorpusBackend,
+) -> None:
+    add_two_docs(corpus)
+    old_id = corpus.document("a.txt").id  # type: ignore[union-attr]
+    doc, chunks = make_doc("a.txt", ["Parrots talk."], "Birds")
+    assert corpus.replace_document(doc, chunks, np.stack([unit(0, 0, 0, 1)])) == old_id
+    assert corpus.search_fts('"cat"', 5) == []
+    assert [cid for cid, _ in corpus.search_fts('"parrot"', 5)] == [4]
+    assert {cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 10)} == {3, 4}
+    assert corpus.stats().chunks == 2
+
+
+def test_a_failed_replace_or_group_leaves_everything_as_it_was(corpus: CorpusBackend) -> None:
+    add_two_docs(corpus)
+    before = (corpus.list_sources(), corpus.get_chunks([1, 2, 3]), corpus.stats().chunks)
+    doc, chunks = make_doc("a.txt", ["New first chunk.", "New second chunk."], "New")
+    chunks[1] = ChunkRecord(chunks[1].text, chunks[1].start, chunks[1].end, 3, {"bad": {1, 2}})
+    with pytest.raises(TypeError):
+        corpus.replace_document(doc, chunks, np.stack([unit(1, 0, 0, 0), unit(0, 1, 0, 0)]))
+    new, new_chunks = make_doc("c.txt", ["Fresh."])
+    good, good_chunks = make_doc("a.txt", ["Replaced."])
+    with pytest.raises(ValueError, match="shape"), corpus.transaction():
+        corpus.replace_document(good, good_chunks, np.stack([unit(1, 1, 1, 1)]))
+        corpus.replace_document(new, new_chunks, np.zeros((1, DIM + 1), dtype=np.float32))
+    after = (corpus.list_sources(), corpus.get_chunks([1, 2, 3]), corpus.stats().chunks)
+    assert after == before
+    assert {cid for cid, _ in corpus.search_fts('"cat"', 5)} == {1, 2}
+
+
+def test_delete_document_and_retagging(corpus: CorpusBackend) -> None:
+    add_two_docs(corpus)
+    assert corpus.set_groups("b.txt", frozenset({"lab"})) is True
+    assert corpus.set_groups("missing.txt", frozenset()) is False
+    assert corpus.document("b.txt").groups == {"lab"}  # type: ignore[union-attr]
+    assert corpus.delete_document("a.txt") is True
+    assert corpus.delete_document("a.txt") is False
+    assert corpus.search_fts('"cat"', 5) == []
+    assert [cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 5)] == [3]
+
+
+def test_bm25_ranks_by_term_frequency_rarity_and_titles(corpus: CorpusBackend) -> None:
+    add_two_docs(corpus)
+    doc, chunks = make_doc("c.txt", ["A cat. A cat. A cat again."], "Cats")
+    corpus.replace_document(doc, chunks, np.stack([unit(0, 1, 0, 0)]))
+    hits = corpus.search_fts('"cat"', 10)
+    assert hits[0][0] == 4  # the chunk saying "cat" most often
+    assert all(score > 0 for _, score in hits)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    assert {cid for cid, _ in corpus.search_fts('"physics"', 10)} == {3}  # the title counts
+    # A rare term outweighs a common one: "qubits" (1 chunk) beats "cats" (3 chunks).
+    assert corpus.search_fts('"cats" OR "qubits"', 10)[0][0] == 3
+    assert corpus.search_fts('"cat"', 0) == []
+
+
+def test_dense_search_returns_cosine_similarity(corpus: CorpusBackend) -> None:
+    add_two_docs(corpus)
+    hits = corpus.search_vec(unit(1, 0, 0, 0), 10)
+    assert [cid for cid, _ in hits] == [1, 2, 3]
+    assert hits[0][1] == pytest.approx(1.0, abs=1e-6)
+    assert hits[1][1] == pytest.approx(np.sqrt(0.5), abs=1e-6)
+    assert hits[2][1] == pytest.approx(0.0, abs=1e-6)
+    vectors = corpus.get_vectors([3, 999])
+    assert np.allclose(vectors[0], unit(0, 0, 1, 0)) and np.isnan(vectors[1]).all()
+    with pytest.raises(ValueError, match="dimensions"):
+        corpus.search_vec(np.ones(DIM + 1, dtype=np.float32), 5)
+
+
+def test_both_searches_filter_by_groups_before_their_top_k(corpus: CorpusBackend) -> None:
+    add_two_docs(corpus)
+    corpus.set_groups("a.txt", frozenset({"hr"}))
+    for i in range(5):  # hidden chunks nearer to the query than the visible one
+        doc, chunks = make_doc(f"hidden{i}.txt", ["Cats and more cats."])
+        corpus.replace_document(
+            DocumentRecord(doc.source, "", doc.text, doc.content_hash, groups=frozenset({"x"})),
+            chunks,
+            np.stack([unit(1, 0.01 * i, 0, 0)]),
+        )
+    query, hr = unit(1, 0, 0, 0), frozenset({"hr"})
+    assert [cid for cid, _ in corpus.search_vec(query, 1, groups=frozenset())] == [3]
+    assert [cid for cid, _ in corpus.search_vec(query, 2, groups=hr)] == [1, 2]
+    assert corpus.search_fts('"cats"', 10, groups=frozenset()) == []
+    assert {c for c, _ in corpus.search_fts('"cats"', 10, groups=hr)} == {1, 2}
+    assert (corpus.stats(groups=frozenset()).documents, corpus.stats().documents) == (1, 7)
+
+
+def test_grading_caches_die_with_their_chunk(corpus: CorpusBackend) -> None:
+    add_two_docs(corpus)
+    cache, passages = corpus.score_cache(), corpus.passage_vectors()
+    assert cache.put("ce@1", "q", {1: 0.9, 3: 0.1, 999: 0.5}) is True
+    assert cache.get("ce@1", " q ", [1, 2, 3]) == {1: pytest.approx(0.9), 3: pytest.approx(0.1)}
+    reading = EncodedPassage(np.arange(3, dtype=np.float32), True)
+    assert passages.put("seg@1", {1: reading, 2: reading}) is True
+    assert passages.missing("seg@1") == [3]
+    got = passages.get("seg@1", [1, 3])
+    assert list(got) == [1] and got[1].truncated and np.array_equal(got[1].vector, reading.vector)
+    doc, chunks = make_doc("a.txt", ["Changed."])
+    corpus.replace_document(doc, chunks, np.stack([unit(1, 0, 0, 0)]))
+    assert (cache.get("ce@1", "q", [1, 3]), len(cache), len(passages)) == ({3: 0.1}, 1, 0)
+    assert corpus.stats().cached_scores == 1
+    assert passages.put("seg@2", {3: reading}) and passages.drop_others("seg@2") == 0
+    assert cache.clear() == 1
+
+
+def test_meta_and_read_only_opening(corpus: CorpusBackend) -> None:
+    add_two_docs(corpus)
+    corpus.set_meta({"last_ingest_at": "12.5"})
+    assert corpus.stats().last_ingest_at == 12.5
+    assert corpus.delete_meta("last_ingest_at") is True
+    with pytest.raises(ValueError, match="fixed"):
+        corpus.set_meta({"embedder_id": "other"})
+    with open_corpus(corpus.location, readonly=True) as reader:
+        assert reader.readonly and [c for c, _ in reader.search_fts('"qubits"', 5)] == [3]
+        with pytest.raises(ReadOnlyCorpusError):
+            reader.delete_document("a.txt")
+        assert reader.score_cache().put("ce@1", "q", {1: 0.5}) is False
+    assert corpus.check()["chunks"] == 3

@@ -1,0 +1,125 @@
+"""PostgreSQL corpus under concurrency: several processes writing one corpus, and a writer
+killed with SIGKILL, leave every document whole (its old or its new version, never a mix)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import pytest
+
+from crag_edge.store.factory import open_corpus, open_or_create_corpus
+from crag_edge.store.postgres import PostgresCorpus
+
+SOURCES = 12
+
+# argv: url, writer name, rounds (0: until killed). Each round rewrites every document, in
+# groups of four per transaction as ingest does, with as many chunks as the writer's round
+# number says, so that versions differ in their chunk counts too.
+WRITER = """
+import sys
+import numpy as np
+from crag_edge.store import ChunkRecord, DocumentRecord
+from crag_edge.store.factory import open_corpus
+
+url, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+corpus = open_corpus(url)
+print("ready", flush=True)
+sys.stdin.readline()  # "go": every writer starts at once
+r = 0
+while rounds == 0 or r < rounds:
+    r += 1
+    for first in range(0, SOURCES, 4):
+        with corpus.transaction():
+            for i in range(first, first + 4):
+                parts = [f"{name} round {r} part {p}." for p in range(1 + (r + i) % 4)]
+                text = " ".join(parts)
+                chunks, offset = [], 0
+                for part in parts:
+                    chunks.append(ChunkRecord(part, offset, offset + len(part), 5))
+                    offset += len(part) + 1
+                vectors = np.ones((len(chunks), 4), dtype=np.float32)
+                doc = DocumentRecord(f"doc{i}.txt", name, text, f"{name}/{r}/{len(parts)}")
+                corpus.replace_document(doc, chunks, vectors)
+corpus.close()
+""".replace("SOURCES", str(SOURCES))
+
+
+def writers(url: str, rounds: int, *names: str) -> list[subprocess.Popen[str]]:
+    """One writer process per name, started together once all have connected."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, url, name, str(rounds)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
+    for process in processes:
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.close()
+    return processes
+
+
+def whole_documents(url: str) -> dict[str, str]:
+    """Each document's version ("writer round"), after checking that its chunks, read in one
+    statement, are all of that version and all there: ordinals 0..n-1, n as that version has,
+    the title stored with them. A document replaced between listing the chunk ids and reading
+    them is left out (its old chunks are gone); it is never seen with a mix."""
+    with open_corpus(url, readonly=True) as corpus:
+        by_doc = defaultdict(list)
+        for chunk in corpus.get_chunks(corpus.chunk_ids()).values():
+            by_doc[chunk.source].append(chunk)
+    versions = {}
+    for source, chunks in by_doc.items():
+        chunks.sort(key=lambda c: c.ordinal)
+        name, _, r = chunks[0].text.split(" part ")[0].partition(" round ")
+        index = int(source.removeprefix("doc").removesuffix(".txt"))
+        expected = [f"{name} round {r} part {p}." for p in range(1 + (int(r) + index) % 4)]
+        assert [c.text for c in chunks] == expected, source
+        assert [c.ordinal for c in chunks] == list(range(len(expected))), source
+        assert {c.title for c in chunks} == {name}, source
+        versions[source] = f"{name}/{r}"
+    return versions
+
+
+@pytest.fixture
+def url(postgres_url: str) -> str:
+    with open_or_create_corpus(postgres_url, "test-embedder", 4) as corpus:
+        assert isinstance(corpus, PostgresCorpus)
+    return postgres_url
+
+
+def test_two_processes_writing_the_same_documents_leave_each_whole(url: str) -> None:
+    both = writers(url, 20, "alpha", "beta")
+    seen = set()
+    while any(w.poll() is None for w in both):
+        seen.update(whole_documents(url).values())  # readers never see a document half-done
+    assert [w.wait(timeout=120) for w in both] == [0, 0]
+    final = whole_documents(url)
+    assert len(final) == SOURCES
+    assert {version.split("/")[1] for version in final.values()} == {"20"}
+    assert {version.split("/")[0] for version in seen} == {"alpha", "beta"}
+
+
+def test_a_writer_killed_mid_transaction_leaves_every_document_old_or_new(url: str) -> None:
+    (first,) = writers(url, 1, "old")
+    assert first.wait(timeout=120) == 0
+    assert set(whole_documents(url).values()) == {"old/1"}
+    (killed,) = writers(url, 0, "new")
+    deadline = time.monotonic() + 60
+    while not any(v.startswith("new/2") for v in whole_documents(url).values()):
+        assert time.monotonic() < deadline, "the writer made no progress"
+    os.kill(killed.pid, signal.SIGKILL)
+    assert killed.wait(timeout=30) == -signal.SIGKILL
+    versions = whole_documents(url)
+    assert len(versions) == SOURCES
+    assert all(v.startswith("new/") for v in versions.values())
