@@ -1,5 +1,6 @@
 """PostgreSQL corpus under concurrency: several processes writing one corpus, and a writer
-killed with SIGKILL, leave every document whole (its old or its new version, never a mix)."""
+killed with SIGKILL, leave every document whole (its old or its new version, never a mix);
+and a SQLite corpus copied into PostgreSQL (`scripts/copy_corpus.py`) arrives whole."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from crag_edge.store.factory import open_corpus, open_or_create_corpus
 from crag_edge.store.postgres import PostgresCorpus
+from tests.test_store import DIM, add_two_docs, unit
 
 SOURCES = 12
 
@@ -123,3 +127,36 @@ def test_a_writer_killed_mid_transaction_leaves_every_document_old_or_new(url: s
     versions = whole_documents(url)
     assert len(versions) == SOURCES
     assert all(v.startswith("new/") for v in versions.values())
+
+
+def test_copy_corpus_moves_a_sqlite_corpus_into_postgres_whole(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    sqlite_db = tmp_path / "corpus.db"
+    with open_or_create_corpus(sqlite_db, "test-embedder", DIM) as corpus:
+        add_two_docs(corpus)
+        corpus.set_groups("b.txt", frozenset({"lab"}))
+        corpus.set_meta({"chunk_tokens": "200"})
+    script = Path(__file__).resolve().parent.parent / "scripts" / "copy_corpus.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(sqlite_db), postgres_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "copied 2 documents, 3 chunks" in done.stdout
+    with open_corpus(sqlite_db) as source, open_corpus(postgres_url) as target:
+        assert isinstance(target, PostgresCorpus)
+        assert target.stats().chunk_tokens == 200
+        assert target.document("b.txt").groups == {"lab"}  # type: ignore[union-attr]
+        copied, original = target.get_chunks([1, 2, 3]), source.get_chunks([1, 2, 3])
+        assert {i: (c.source, c.text, c.start) for i, c in copied.items()} == {
+            i: (c.source, c.text, c.start) for i, c in original.items()
+        }
+        assert np.allclose(source.get_vectors([1, 2, 3]), target.get_vectors([1, 2, 3]))
+        query = unit(1, 0, 0, 0)
+        assert [i for i, _ in target.search_vec(query, 3)] == [
+            i for i, _ in source.search_vec(query, 3)
+        ]

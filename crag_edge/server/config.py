@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from crag_edge.config import ServerSettings, env_name
+from crag_edge.store.factory import is_database_url
 
 TOKEN_ENV = env_name("api_token")
 TOKENS_FILE_ENV = env_name("tokens_file")
@@ -39,7 +41,7 @@ def is_loopback(host: str) -> bool:
 class ServerConfig:
     """Limits, auth and paths of one server. Defaults suit a 2-core box with one shared LLM."""
 
-    db: Path
+    db: Path | str  # a corpus file, or a PostgreSQL URL (`store.factory`)
     host: str = "127.0.0.1"
     port: int = 8080
     api_token: str | None = field(default=None, repr=False)
@@ -107,7 +109,14 @@ class ServerConfig:
         values["ingest_roots"] = normalise_roots(values["ingest_roots"] or ())
         if "watch_roots" in values:
             values["watch_roots"] = normalise_roots(values["watch_roots"], "watch root")
-        return cls(db=Path(db), **values)
+        return cls(db=db if is_database_url(db) else Path(db), **values)
+
+    @property
+    def corpus_name(self) -> str:
+        """The corpus file's name without suffix, or the database's name."""
+        if isinstance(self.db, Path):
+            return self.db.stem
+        return urlsplit(self.db).path.rsplit("/", 1)[-1] or "postgres"
 
 
 def normalise_roots(roots: Sequence[Path | str], kind: str = "ingest root") -> tuple[Path, ...]:

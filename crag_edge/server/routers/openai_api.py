@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter
@@ -79,14 +80,14 @@ class ChatRequest(BaseModel):
 
 
 def model_id(state: ServerState) -> str:
-    return f"crag-edge:{state.config.db.stem}"
+    return f"crag-edge:{state.config.corpus_name}"
 
 
 @router.get("/v1/models", dependencies=requires("query"))
 async def models(state: StateDep) -> dict[str, Any]:
     """The corpus, as the one model a chat front end can pick."""
     try:
-        created = int(state.config.db.stat().st_mtime)
+        created = int(Path(state.config.db).stat().st_mtime)  # a database URL: no file, 0
     except OSError:
         created = 0
     entry = {"id": model_id(state), "object": "model", "created": created, "owned_by": "crag-edge"}

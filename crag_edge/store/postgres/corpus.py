@@ -65,7 +65,13 @@ from crag_edge.store.postgres.groups import (
     visible_documents,
     write_groups,
 )
-from crag_edge.store.postgres.lexical import TEXT_SEARCH_CONFIG, search_bm25, term_count
+from crag_edge.store.postgres.lexical import (
+    TEXT_SEARCH_CONFIG,
+    Totals,
+    read_totals,
+    search_bm25,
+    term_count,
+)
 from crag_edge.store.postgres.schema import (
     MIGRATION_LOCK,
     SCHEMA,
@@ -89,6 +95,7 @@ class PostgresCorpus:
         self._shown = redacted(url)
         self._readonly = readonly
         self._pinned = threading.local()
+        self._totals: Totals | None = None  # bm25's corpus statistics, read when stale
         self._meta = self.meta()
 
     # -- opening -------------------------------------------------------------------------
@@ -418,7 +425,10 @@ class PostgresCorpus:
         if limit <= 0:
             return []
         with self._connection() as conn:
-            return search_bm25(conn, match_expr, limit, visible_chunks("id", groups))
+            totals = self._totals
+            if totals is None or not totals.fresh():
+                totals = self._totals = read_totals(conn)
+            return search_bm25(conn, match_expr, limit, visible_chunks("id", groups), totals)
 
     def search_vec(
         self,

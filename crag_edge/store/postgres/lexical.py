@@ -4,20 +4,25 @@ PostgreSQL's own rankings (`ts_rank`, `ts_rank_cd`) weigh a term by its frequenc
 chunk but not by its rarity in the corpus, so a query's common words would drown its rare
 ones. Here the GIN index finds the chunks holding any query term and bm25 (k1 = 1.2,
 b = 0.75, FTS5's idf with its floor) scores them from each chunk's stored term frequencies
-(`tsvector` positions) and length in words (`term_count`, stopwords included, as FTS5 counts
-them). The corpus size, mean length and each term's document frequency are read at query
-time, so concurrent ingests never leave a statistic to maintain.
+(`tsvector` positions, only the query's lexemes unpacked) and length in words (`term_count`,
+stopwords included, as FTS5 counts them). Each term's document frequency is read at query
+time from the index; the corpus size and mean length (a scan of every chunk) are read at most
+every `TOTALS_TTL_S` seconds, since bm25 barely moves with a few more chunks. Nothing is
+maintained at ingest, so concurrent ingests share no statistic to lock.
 """
 
 from __future__ import annotations
 
 import re
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
 from crag_edge.store.document_groups import Filter
 
+TOTALS_TTL_S = 30.0
 TEXT_SEARCH_CONFIG = "english"  # Snowball stemming and stopwords, as FTS5's porter tokenizer
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -27,12 +32,10 @@ WITH wanted AS (
     SELECT t.lexeme, quote_literal(t.lexeme)::tsquery AS query
     FROM unnest(%(lexemes)s::text[]) AS t(lexeme)
 ),
-totals AS (
-    SELECT count(*)::float8 AS n, greatest(avg(term_count), 1)::float8 AS mean_length
-    FROM chunks
-),
+totals AS (SELECT %(n)s::float8 AS n, %(mean_length)s::float8 AS mean_length),
 rarity AS (
-    SELECT wanted.lexeme, greatest(ln((totals.n - df.n + 0.5) / (df.n + 0.5)), 1e-6) AS idf
+    SELECT wanted.lexeme,
+        greatest(ln((greatest(totals.n, df.n) - df.n + 0.5) / (df.n + 0.5)), 1e-6) AS idf
     FROM wanted CROSS JOIN totals
     CROSS JOIN LATERAL (
         SELECT count(*)::float8 AS n FROM chunks AS c WHERE c.terms @@ wanted.query
@@ -46,7 +49,8 @@ SELECT m.id, sum(
     r.idf * f.tf * 2.2 / (f.tf + 1.2 * (0.25 + 0.75 * m.term_count / totals.mean_length))
 ) AS score
 FROM matches AS m CROSS JOIN totals
-CROSS JOIN LATERAL unnest(m.terms) AS u(lexeme, positions, labels)
+CROSS JOIN LATERAL unnest(ts_filter(setweight(m.terms, 'A', %(lexemes)s), '{a}'))
+    AS u(lexeme, positions, labels)
 JOIN rarity AS r ON r.lexeme = u.lexeme
 CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf) AS f
 GROUP BY m.id
@@ -69,8 +73,29 @@ def term_count(title: str, text: str) -> int:
     return len(_WORD.findall(title)) + len(_WORD.findall(text))
 
 
+@dataclass(frozen=True)
+class Totals:
+    """What bm25 needs of the whole corpus, and when it was read (monotonic seconds)."""
+
+    chunks: float
+    mean_length: float
+    read_at: float
+
+    def fresh(self) -> bool:
+        return time.monotonic() - self.read_at < TOTALS_TTL_S
+
+
+def read_totals(conn: psycopg.Connection[Any]) -> Totals:
+    """The number of chunks and their mean length in words (at least 1)."""
+    row = conn.execute(
+        "SELECT count(*), greatest(coalesce(avg(term_count), 1), 1) FROM chunks"
+    ).fetchone()
+    assert row is not None  # an aggregate always returns one row
+    return Totals(float(row[0]), float(row[1]), time.monotonic())
+
+
 def search_bm25(
-    conn: psycopg.Connection[Any], match_expr: str, limit: int, visible: Filter
+    conn: psycopg.Connection[Any], match_expr: str, limit: int, visible: Filter, totals: Totals
 ) -> list[tuple[int, float]]:
     """(chunk id, bm25) of the best `limit` chunks holding any of the expression's terms."""
     rows = conn.execute(
@@ -82,7 +107,12 @@ def search_bm25(
         return []
     condition, params = visible
     sql = _BM25.replace("{visible}", condition.replace("%s", "%(groups)s"))
-    named: dict[str, Any] = {"lexemes": lexemes, "limit": limit}
+    named: dict[str, Any] = {
+        "lexemes": lexemes,
+        "limit": limit,
+        "n": totals.chunks,
+        "mean_length": totals.mean_length,
+    }
     if params:
         named["groups"] = params[0]
     found = conn.execute(sql.encode(), named).fetchall()
