@@ -9,7 +9,8 @@
 
 The layers, bottom to top; each imports only the ones below it:
 
-- `store/`: one SQLite file per corpus (rows, FTS5, sqlite-vec), `store.Corpus`.
+- `store/`: the `CorpusBackend` protocol; one SQLite file per corpus (FTS5, sqlite-vec:
+  `store.Corpus`) or PostgreSQL + pgvector (`store/postgres/`).
 - `ingest/` (files → chunks → vectors) and `retrieval/` (dense, lexical, RRF fusion).
 - `grading/`: the cascade rules → signals → cross-encoder → LLM judge, and the decision
   CORRECT / AMBIGUOUS / INCORRECT.
@@ -33,8 +34,8 @@ Where to add:
 - a grading tier: a model with the `types.PairScorer` protocol, its name in `config.Tier`,
   built in `grading/factory.py:build_grader` and given its place in
   `grading/cascade.py:Grader`.
-- a store backend: `store.Corpus` is the one backend; another provides the methods that
-  ingest, retrieval and grading call on it, and `Engine.open` chooses it.
+- a store backend: a class with the `store/backend.py:CorpusBackend` protocol (see
+  `store/postgres/`), chosen by its location in `store/factory.py:open_corpus`.
 
 The names below are the public API; each is imported on first use, so `import crag_edge`
 stays cheap (the engine pulls in numpy, SQLite and the tokenizer).
