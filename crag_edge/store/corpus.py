@@ -146,7 +146,40 @@ class CorpusStats:
 
 
 @reports_storage_faults
-class Corpus:
+class EmbedderIdentity:
+    """What every backend knows from its `meta` table once opened: whether it is read-only
+    and which embedder built it, with the check that refuses vectors of another model."""
+
+    _readonly: bool
+    _meta: dict[str, str]
+    _fresh_store = "a new corpus file"  # what the mismatch error suggests instead
+
+    def _error_location(self) -> Path | str:
+        raise NotImplementedError
+
+    @property
+    def readonly(self) -> bool:
+        return self._readonly
+
+    @property
+    def embedder_id(self) -> str:
+        return self._meta[META_EMBEDDER]
+
+    @property
+    def dim(self) -> int:
+        return int(self._meta[META_DIM])
+
+    def check_embedder(self, embedder_id: str, dim: int) -> None:
+        """Refuse to mix vectors from different models: their similarities mean nothing."""
+        if (embedder_id, dim) != (self.embedder_id, self.dim):
+            raise EmbedderMismatchError(
+                self._error_location(),
+                f"built with embedder {self.embedder_id!r} (dim {self.dim}), "
+                f"not {embedder_id!r} (dim {dim}); use that embedder or {self._fresh_store}",
+            )
+
+
+class Corpus(EmbedderIdentity):
     """A crag-edge corpus file. Build one with `create`, `open` or `open_or_create`."""
 
     def __init__(self, conn: apsw.Connection, path: Path, *, readonly: bool) -> None:
@@ -285,6 +318,9 @@ class Corpus:
 
     # -- meta ----------------------------------------------------------------------------
 
+    def _error_location(self) -> Path:
+        return self._path
+
     @property
     def path(self) -> Path:
         return self._path
@@ -293,27 +329,6 @@ class Corpus:
     def location(self) -> str:
         """The file's path as text (what `store.factory.open_corpus` takes)."""
         return str(self._path)
-
-    @property
-    def readonly(self) -> bool:
-        return self._readonly
-
-    @property
-    def embedder_id(self) -> str:
-        return self._meta[META_EMBEDDER]
-
-    @property
-    def dim(self) -> int:
-        return int(self._meta[META_DIM])
-
-    def check_embedder(self, embedder_id: str, dim: int) -> None:
-        """Refuse to mix vectors from different models: their similarities mean nothing."""
-        if (embedder_id, dim) != (self.embedder_id, self.dim):
-            raise EmbedderMismatchError(
-                self._path,
-                f"built with embedder {self.embedder_id!r} (dim {self.dim}), "
-                f"not {embedder_id!r} (dim {dim}); use that embedder or a new corpus file",
-            )
 
     def meta(self) -> dict[str, str]:
         """Every key/value in the `meta` table."""

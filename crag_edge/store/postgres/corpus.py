@@ -38,6 +38,7 @@ from crag_edge.store.corpus import (
     ChunkRecord,
     CorpusStats,
     DocumentRecord,
+    EmbedderIdentity,
     StoredDocument,
     checked_chunks,
 )
@@ -45,7 +46,6 @@ from crag_edge.store.errors import (
     CorpusError,
     CorpusExistsError,
     CorpusNotFoundError,
-    EmbedderMismatchError,
     NotACorpusError,
     ReadOnlyCorpusError,
     SchemaTooNewError,
@@ -85,9 +85,11 @@ MAX_DIM = 16000  # pgvector's limit for a vector column (an HNSW index takes up 
 MAX_EF_SEARCH = 1000  # pgvector's limit
 
 
-class PostgresCorpus:
+class PostgresCorpus(EmbedderIdentity):
     """A crag-edge corpus in a PostgreSQL database; build one with `create`, `open` or
     `open_or_create` and a `postgresql://` URL."""
+
+    _fresh_store = "another database"
 
     def __init__(self, pool: ConnectionPool[psycopg.Connection[Any]], url: str, *, readonly: bool):
         self._pool = pool
@@ -224,26 +226,8 @@ class PostgresCorpus:
     def location(self) -> str:
         return self._url
 
-    @property
-    def readonly(self) -> bool:
-        return self._readonly
-
-    @property
-    def embedder_id(self) -> str:
-        return self._meta[META_EMBEDDER]
-
-    @property
-    def dim(self) -> int:
-        return int(self._meta[META_DIM])
-
-    def check_embedder(self, embedder_id: str, dim: int) -> None:
-        """Refuse to mix vectors from different models: their similarities mean nothing."""
-        if (embedder_id, dim) != (self.embedder_id, self.dim):
-            raise EmbedderMismatchError(
-                self._shown,
-                f"built with embedder {self.embedder_id!r} (dim {self.dim}), "
-                f"not {embedder_id!r} (dim {dim}); use that embedder or another database",
-            )
+    def _error_location(self) -> str:
+        return self._shown
 
     def meta(self) -> dict[str, str]:
         """Every key/value in the `meta` table."""
