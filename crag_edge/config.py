@@ -386,6 +386,13 @@ class ServerSettings(_Section):
     server_max_waiting: int = Field(8, ge=0, le=10000)
     server_queue_timeout_s: float = Field(30.0, gt=0, le=3600)
     server_retry_after_s: int = Field(2, ge=1, le=3600)
+    server_job_stale_after_s: float = Field(
+        60.0,
+        ge=2,
+        le=86400,
+        description="An ingest job whose replica has not updated it for this long reads as "
+        "failed (the replica died); replicas refresh their jobs every quarter of it.",
+    )
 
 
 class Settings(BaseSettings):

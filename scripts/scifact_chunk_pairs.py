@@ -75,10 +75,21 @@ def rationale_spans(text: str, indices: set[int]) -> list[Span]:
     return [sentences[i] for i in sorted(indices)]
 
 
-def chunk_label(chunk: Chunk, rationales: dict[str, list[Span]]) -> int:
+def rationale_label(chunk: Chunk, rationales: dict[str, list[Span]]) -> int:
     """1 when the chunk overlaps a rationale sentence of its own abstract, else 0."""
     spans = rationales.get(chunk.source, [])
     return int(any(start < chunk.end and chunk.start < end for start, end in spans))
+
+
+def abstract_label(chunk: Chunk, rationales: dict[str, list[Span]]) -> int:
+    """1 when the chunk belongs to an evidence abstract of the claim, else 0: SciFact's own
+    unit of evidence is the abstract (`evidence_doc_id`), and a chunk of it describes the
+    study the claim is about even where it holds no rationale sentence."""
+    return int(bool(rationales.get(chunk.source)))
+
+
+Labeller = Callable[[Chunk, dict[str, list[Span]]], int]
+LABELLERS: dict[str, Labeller] = {"rationale": rationale_label, "abstract": abstract_label}
 
 
 def claim_pairs(
@@ -86,6 +97,7 @@ def claim_pairs(
     hits: Sequence[Chunk],
     evidence_chunks: Sequence[Chunk],
     rationales: dict[str, list[Span]],
+    label: Labeller = rationale_label,
 ) -> list[Pair]:
     """The claim's hits, then the rest of its evidence abstracts' chunks, each chunk once."""
     seen: set[int] = set()
@@ -93,7 +105,7 @@ def claim_pairs(
     for chunk in [*hits, *evidence_chunks]:
         if chunk.chunk_id not in seen:
             seen.add(chunk.chunk_id)
-            pairs.append(Pair(claim, chunk.text, chunk_label(chunk, rationales)))
+            pairs.append(Pair(claim, chunk.text, label(chunk, rationales)))
     return pairs
 
 
@@ -110,8 +122,11 @@ def all_pairs(
     claims: dict[str, dict[str, set[int]]],
     corpus: Corpus,
     search: Callable[[str], list[Hit]],
+    label: Labeller = rationale_label,
+    heldout_hits_only: bool = False,
 ) -> tuple[list[Pair], list[Pair]]:
-    """(train pairs, held-out pairs) of every claim."""
+    """(train pairs, held-out pairs) of every claim. With `heldout_hits_only` a held-out
+    claim keeps only its retrieved hits: what the cascade grades in use."""
     grouped = chunks_by_source(corpus)
     train: list[Pair] = []
     heldout: list[Pair] = []
@@ -129,15 +144,18 @@ def all_pairs(
                 raise ClaimDataError(f"abstract {doc_id}: {exc}") from None
             evidence_chunks.extend(grouped[source])
         hits = [hit.chunk for hit in search(claim)]
-        target = heldout if is_validation(human_unit(claim)) else train
-        target.extend(claim_pairs(claim, hits, evidence_chunks, rationales))
+        if is_validation(human_unit(claim)):
+            extra = [] if heldout_hits_only else evidence_chunks
+            heldout.extend(claim_pairs(claim, hits, extra, rationales, label))
+        else:
+            train.extend(claim_pairs(claim, hits, evidence_chunks, rationales, label))
     return train, heldout
 
 
 def _summary(name: str, pairs: Sequence[Pair]) -> str:
     claims = len({p.query for p in pairs})
     positives = sum(p.label for p in pairs)
-    return f"{name}: {len(pairs)} pairs ({positives} with a rationale) from {claims} claims"
+    return f"{name}: {len(pairs)} pairs ({positives} relevant) from {claims} claims"
 
 
 def main() -> int:
@@ -147,6 +165,17 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="train-claim pairs JSONL")
     parser.add_argument("--heldout", type=Path, required=True, help="held-out pairs JSONL")
     parser.add_argument("--top-k", type=int, default=10, help="hits per claim")
+    parser.add_argument(
+        "--relevance",
+        choices=sorted(LABELLERS),
+        default="rationale",
+        help="relevant: a chunk holding a rationale sentence, or any chunk of an evidence abstract",
+    )
+    parser.add_argument(
+        "--heldout-hits-only",
+        action="store_true",
+        help="held-out claims keep only their retrieved hits, not every evidence chunk",
+    )
     args = parser.parse_args()
     claims = read_claims(args.data / "claims_train.csv")
     with Engine.open(args.db, readonly=True) as engine:
@@ -155,6 +184,8 @@ def main() -> int:
                 claims,
                 engine.corpus,
                 lambda claim: engine.search(claim, mode="hybrid", top_k=args.top_k),
+                LABELLERS[args.relevance],
+                args.heldout_hits_only,
             )
         except ClaimDataError as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -279,6 +279,7 @@ def test_a_version_4_corpus_reads_as_untagged_and_gains_groups_on_a_writable_ope
     corpus.close()
     conn = connect(path)
     with conn:  # the file as crag-edge wrote it before documents had access groups
+        conn.execute("DROP TABLE jobs")
         conn.execute("DROP TABLE chunk_bits")
         conn.execute("DROP TABLE document_groups")
         conn.execute("PRAGMA user_version = 4")

@@ -3,6 +3,7 @@ ingest, retrieval and grading rely on behaves the same whichever database holds 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from crag_edge.store import (
 )
 from crag_edge.store.corpus import Corpus
 from crag_edge.store.factory import open_corpus, open_or_create_corpus
+from crag_edge.store.jobs import JobRecord
 from crag_edge.types import EncodedPassage, Place
 from tests.test_store import DIM, add_two_docs, make_doc, unit
 
@@ -192,3 +194,61 @@ def test_meta_and_read_only_opening(corpus: CorpusBackend) -> None:
             reader.delete_document("a.txt")
         assert reader.score_cache().put("ce@1", "q", {1: 0.5}) is False
     assert corpus.check()["chunks"] == 3
+
+
+def test_job_records_are_shared_and_a_job_without_heartbeat_reads_failed(
+    corpus: CorpusBackend,
+) -> None:
+    """Two handles on one corpus stand for two replicas: what one writes the other reads."""
+    with open_corpus(corpus.location) as other_replica:
+        mine, theirs = corpus.jobs(), other_replica.jobs()
+        job = JobRecord("j1", ["docs"], "host:1", "alice", created_at=1.0)
+        mine.add(job)
+        job.state, job.done, job.total, job.current = "running", 2, 5, "docs/b.md"
+        assert mine.update(job, ("state", "done", "total", "current"))
+        seen = theirs.get("j1")
+        assert seen is not None and seen.to_dict()["progress"] == {
+            "done": 2,
+            "total": 5,
+            "fraction": 0.4,
+            "current": "docs/b.md",
+        }
+        assert (seen.owner, seen.replica, seen.paths) == ("alice", "host:1", ["docs"])
+        with pytest.raises(ValueError, match="cannot change"):
+            mine.update(job, ("owner",))
+        assert theirs.fail_stale(60, "dead") == 0  # its heartbeat is fresh
+        time.sleep(0.05)
+        assert theirs.fail_stale(0.01, "its replica died") == 1
+        lost = mine.get("j1")
+        assert lost is not None and (lost.state, lost.error) == ("failed", "its replica died")
+        assert not mine.update(job, ("done",))  # a finished job never changes again
+        assert theirs.counts() == {"failed": 1}
+        for n in range(3):
+            mine.add(JobRecord(f"k{n}", [], "host:2", created_at=2.0 + n, state="succeeded"))
+        theirs.prune(2)
+        assert [mine.get(i) is not None for i in ("j1", "k0", "k1", "k2")] == [
+            False,
+            False,
+            True,
+            True,
+        ]
+
+
+def test_writes_in_one_run_transaction_commit_or_roll_back_together(
+    corpus: CorpusBackend,
+) -> None:
+    good, good_chunks = make_doc("a.txt", ["Kept only with its partner."])
+    bad, bad_chunks = make_doc("c.txt", ["Fresh."])
+
+    def good_then_bad() -> None:
+        corpus.replace_document(good, good_chunks, np.stack([unit(1, 0, 0, 0)]))
+        corpus.replace_document(bad, bad_chunks, np.zeros((1, DIM + 1), dtype=np.float32))
+
+    with pytest.raises(ValueError, match="shape"):
+        corpus.run_transaction(good_then_bad)
+    assert corpus.list_sources() == []
+    written = corpus.run_transaction(
+        lambda: corpus.replace_document(good, good_chunks, np.stack([unit(1, 0, 0, 0)]))
+    )
+    stored = corpus.document("a.txt")
+    assert stored is not None and stored.id == written

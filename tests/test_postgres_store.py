@@ -8,27 +8,29 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from crag_edge.store import ChunkRecord, DocumentRecord
 from crag_edge.store.factory import open_corpus, open_or_create_corpus
 from crag_edge.store.postgres import PostgresCorpus
 from tests.test_store import DIM, add_two_docs, unit
 
 SOURCES = 12
+ROOT = Path(__file__).resolve().parent.parent
 
 # argv: url, writer name, rounds (0: until killed). Each round rewrites every document, in
-# groups of four per transaction as ingest does, with as many chunks as the writer's round
-# number says, so that versions differ in their chunk counts too.
+# groups of four per transaction as ingest does, each as `version` makes it.
 WRITER = """
 import sys
-import numpy as np
-from crag_edge.store import ChunkRecord, DocumentRecord
 from crag_edge.store.factory import open_corpus
+from tests.test_postgres_store import version
 
 url, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 corpus = open_corpus(url)
@@ -40,17 +42,22 @@ while rounds == 0 or r < rounds:
     for first in range(0, SOURCES, 4):
         with corpus.transaction():
             for i in range(first, first + 4):
-                parts = [f"{name} round {r} part {p}." for p in range(1 + (r + i) % 4)]
-                text = " ".join(parts)
-                chunks, offset = [], 0
-                for part in parts:
-                    chunks.append(ChunkRecord(part, offset, offset + len(part), 5))
-                    offset += len(part) + 1
-                vectors = np.ones((len(chunks), 4), dtype=np.float32)
-                doc = DocumentRecord(f"doc{i}.txt", name, text, f"{name}/{r}/{len(parts)}")
-                corpus.replace_document(doc, chunks, vectors)
+                corpus.replace_document(*version(i, name, r))
 corpus.close()
 """.replace("SOURCES", str(SOURCES))
+
+
+def version(i: int, name: str, r: int) -> tuple[DocumentRecord, list[ChunkRecord], np.ndarray]:
+    """Document `i` as writer `name` writes it in round `r`: as many chunks as the round
+    number says, so that versions differ in their chunk counts too."""
+    parts = [f"{name} round {r} part {p}." for p in range(1 + (r + i) % 4)]
+    chunks, offset = [], 0
+    for part in parts:
+        chunks.append(ChunkRecord(part, offset, offset + len(part), 5))
+        offset += len(part) + 1
+    vectors = np.ones((len(chunks), 4), dtype=np.float32)
+    doc = DocumentRecord(f"doc{i}.txt", name, " ".join(parts), f"{name}/{r}/{len(parts)}")
+    return doc, chunks, vectors
 
 
 def writers(url: str, rounds: int, *names: str) -> list[subprocess.Popen[str]]:
@@ -58,6 +65,7 @@ def writers(url: str, rounds: int, *names: str) -> list[subprocess.Popen[str]]:
     processes = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, url, name, str(rounds)],
+            cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -127,6 +135,35 @@ def test_a_writer_killed_mid_transaction_leaves_every_document_old_or_new(url: s
     versions = whole_documents(url)
     assert len(versions) == SOURCES
     assert all(v.startswith("new/") for v in versions.values())
+
+
+def test_two_writers_taking_the_same_documents_in_opposite_orders_both_complete(
+    url: str,
+) -> None:
+    """Each writer holds its first document's lock and then asks for the other's: PostgreSQL
+    aborts one as a deadlock's victim, which runs its transaction again and completes."""
+    both_hold_one = threading.Barrier(2, timeout=60)
+    attempts = {"forward": 0, "backward": 0}
+
+    def write(name: str, order: tuple[int, int]) -> None:
+        with open_corpus(url) as corpus:
+
+            def both_documents() -> None:
+                attempts[name] += 1
+                for i in order:
+                    corpus.replace_document(*version(i, name, 1))
+                    if i == order[0] and attempts[name] == 1:
+                        both_hold_one.wait()
+
+            corpus.run_transaction(both_documents)
+
+    with ThreadPoolExecutor(2) as pool:
+        done = [pool.submit(write, "forward", (0, 1)), pool.submit(write, "backward", (1, 0))]
+        for future in done:
+            future.result(timeout=120)  # neither ingest failed
+    assert sorted(attempts.values()) == [1, 2]  # a deadlock happened, and was retried once
+    retried = max(attempts, key=lambda name: attempts[name])
+    assert whole_documents(url) == {"doc0.txt": f"{retried}/1", "doc1.txt": f"{retried}/1"}
 
 
 def test_copy_corpus_moves_a_sqlite_corpus_into_postgres_whole(

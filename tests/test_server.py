@@ -205,7 +205,7 @@ def test_stats_health_and_openapi(server: Running) -> None:
         assert stats["corpus"]["documents"] >= 6 and stats["corpus"]["chunks"] > 0
         assert stats["server"]["workers"] == 1
         assert c.get("/healthz").json() == {"status": "ok"}
-        assert c.get("/readyz").json() == {"ready": True}
+        assert c.get("/readyz").json() == {"ready": True, "checked": ["database"]}
         paths = set(c.get("/openapi.json").json()["paths"])
         missing = c.get("/v1/nope")
     expected = {"/v1/query", "/v1/answer", "/v1/ingest", "/v1/jobs/{job_id}", "/v1/stats"}
@@ -497,7 +497,7 @@ def free_port() -> int:
 
 @contextmanager
 def serve_process(
-    db: Path, root: Path, **settings: str
+    db: Path | str, root: Path, **settings: str
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
     env = os.environ | {"CRAG_EDGE_GRADING_TIERS": '["signals"]'}

@@ -429,6 +429,24 @@ def test_chunk_pairs_label_the_chunks_holding_a_rationale(scifact_like: dict[str
     assert all((p in heldout) == is_validation(human_unit(p.query)) for p in pairs)
 
 
+def test_chunk_pairs_by_abstract_count_every_evidence_chunk(
+    scifact_like: dict[str, Any],
+) -> None:
+    script = _script("scifact_chunk_pairs")
+    claims = script.read_claims(scifact_like["root"] / "claims_train.csv")
+    with Engine.open(scifact_like["db"], scifact_like["settings"], readonly=True) as engine:
+        train, heldout = script.all_pairs(
+            claims,
+            engine.corpus,
+            lambda q: engine.search(q, mode="hybrid", top_k=2),
+            script.abstract_label,
+        )
+        evidence = {c.text for c in script.chunks_by_source(engine.corpus)["beir:11"]}
+    labels = {p.passage: p.label for p in train + heldout if p.query == DISTANCE_CLAIM}
+    assert {text: labels[text] for text in evidence} == dict.fromkeys(evidence, 1)
+    assert [p.label for p in train + heldout if p.query == NEI_CLAIM] == [0, 0]
+
+
 def test_chunk_pairs_refuse_a_rationale_past_the_last_sentence(
     scifact_like: dict[str, Any],
 ) -> None:

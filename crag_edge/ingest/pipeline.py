@@ -428,15 +428,19 @@ class _Run:
         return self._embed(texts, places)
 
     def _write(self, batch: list[_Pending], vectors: Vector) -> None:
-        """Write one embedded group's documents in one transaction, each in full."""
-        offset = 0
-        with self.corpus.transaction():
+        """Write one embedded group's documents in one transaction, each in full (run again
+        whole if the database aborts it to break a deadlock: `run_transaction`)."""
+
+        def replace_all() -> None:
+            offset = 0
             for pending in batch:
                 count = len(pending.chunks)
                 self.corpus.replace_document(
                     pending.doc, pending.chunks, vectors[offset : offset + count]
                 )
                 offset += count
+
+        self.corpus.run_transaction(replace_all)
         for pending in batch:
             self.report.chunks_written += len(pending.chunks)
             self._finish(pending.doc.source, pending.status)

@@ -56,6 +56,7 @@ class ServerConfig:
     queue_timeout_s: float = 30.0  # longest wait for a worker before 503
     retry_after_s: int = 2
     max_jobs_kept: int = 100
+    job_stale_after_s: float = 60.0  # a job not updated this long: its replica died
     shutdown_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:

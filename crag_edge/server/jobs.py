@@ -1,60 +1,49 @@
-"""Ingest jobs: one background writer thread, each job with an id, a state and its progress.
+"""Ingest jobs: one background writer thread per replica, each job's record in the corpus.
 
-Ingest is incremental by content hash and commits document by document (WAL, one writer), so
-a job aborted by shutdown leaves a consistent corpus and running the same ingest again resumes
-where it stopped.
+Ingest is incremental by content hash and commits document by document, so a job aborted by
+shutdown (or by its replica dying) leaves a consistent corpus and running the same ingest
+again resumes where it stopped. The records live in the corpus (`store.jobs`), so with
+several service replicas on one PostgreSQL corpus any replica answers for any job. While a
+replica runs or queues jobs it refreshes their heartbeat every quarter of
+`stale_after_s`; a job not refreshed for `stale_after_s` reads as failed (its replica died),
+and the replica that owned it, should it come back, stops it at the next document.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from crag_edge.ingest import IngestReport, ProgressEvent
+from crag_edge.store.jobs import JobRecord, JobTable
 
-JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 log = logging.getLogger("crag_edge.server.jobs")
 IngestFn = Callable[[list[Path], Callable[[ProgressEvent], None]], IngestReport]
+PROGRESS_WRITE_S = 0.5  # progress reaches the record at most this often (states: at once)
+SHUTDOWN_REASON = "server shutting down; run the ingest again"
 
 
 class JobCancelled(Exception):
     """Raised from the progress callback to stop an ingest between two documents."""
 
 
-@dataclass
-class Job:
-    id: str
-    paths: list[str]
-    owner: str | None = None  # the name of the token that started it (None: no token)
-    state: JobState = "queued"
-    created_at: float = field(default_factory=time.time)
-    started_at: float | None = None
-    finished_at: float | None = None
-    done: int = 0
-    total: int = 0
-    current: str | None = None
-    report: dict[str, Any] | None = None
-    error: str | None = None
+class JobLost(Exception):
+    """The job's record reads failed: another replica found its heartbeat late. Raised from
+    the progress callback so that this replica stops too."""
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["progress"] = {
-            "done": self.done,
-            "total": self.total,
-            "fraction": (self.done / self.total) if self.total else 0.0,
-            "current": self.current,
-        }
-        for key in ("done", "total", "current"):
-            del data[key]
-        return data
+
+def replica_name() -> str:
+    """What names this process in job records: host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def report_dict(report: IngestReport) -> dict[str, Any]:
@@ -66,15 +55,31 @@ def report_dict(report: IngestReport) -> dict[str, Any]:
 
 
 class JobManager:
-    """Runs ingest jobs one at a time on a single writer thread; keeps the last `keep` jobs."""
+    """Runs this replica's ingest jobs one at a time on a single writer thread; the records
+    (the newest `keep` finished ones and every unfinished one) live in the job table given to
+    `attach` once the corpus is open."""
 
-    def __init__(self, ingest: IngestFn, *, keep: int = 100) -> None:
+    def __init__(self, ingest: IngestFn, *, keep: int = 100, stale_after_s: float = 60.0) -> None:
         self._ingest = ingest
         self._keep = keep
-        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._stale_after_s = stale_after_s
+        self.replica = replica_name()
+        self._table: JobTable | None = None
         self._lock = threading.Lock()
         self._cancel = threading.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crag-ingest")
+        self._heartbeat = threading.Thread(target=self._beat, name="crag-jobs-heartbeat")
+        self._heartbeat.daemon = True
+
+    def attach(self, table: JobTable) -> None:
+        """Keep records in `table` from now on, and start refreshing their heartbeat."""
+        self._table = table
+        self._heartbeat.start()
+
+    def _store(self) -> JobTable:
+        if self._table is None:
+            raise RuntimeError("no job table yet: the corpus is not open")
+        return self._table
 
     def submit(
         self,
@@ -83,11 +88,11 @@ class JobManager:
         *,
         ingest: IngestFn | None = None,
         owner: str | None = None,
-    ) -> Job:
+    ) -> JobRecord:
         """Queue a job; it runs `ingest` (default: the manager's) after the jobs before it."""
         return self._enqueue(paths, shown, ingest or self._ingest, owner)[0]
 
-    def run(self, paths: list[Path], shown: list[str], *, ingest: IngestFn) -> Job:
+    def run(self, paths: list[Path], shown: list[str], *, ingest: IngestFn) -> JobRecord:
         """Queue a job and wait until it has finished: a caller that feeds jobs one after
         another (the folder watcher) never has more than one in the queue."""
         job, finished = self._enqueue(paths, shown, ingest)
@@ -96,54 +101,100 @@ class JobManager:
 
     def _enqueue(
         self, paths: list[Path], shown: list[str], ingest: IngestFn, owner: str | None = None
-    ) -> tuple[Job, Future[None]]:
-        job = Job(id=uuid.uuid4().hex, paths=shown, owner=owner)
+    ) -> tuple[JobRecord, Future[None]]:
+        table = self._store()
+        job = JobRecord(uuid.uuid4().hex, shown, self.replica, owner, created_at=time.time())
         with self._lock:
-            self._jobs[job.id] = job
-            finished = [j for j in self._jobs.values() if j.finished_at is not None]
-            for old in finished[: max(0, len(self._jobs) - self._keep)]:
-                del self._jobs[old.id]
             if self._cancel.is_set():  # shutting down: the executor may take no more work
-                job.state, job.finished_at = "cancelled", time.time()
+                job.state, job.finished_at = "cancelled", job.created_at
+            table.add(job)
+            table.prune(self._keep)
+            if job.state == "cancelled":
                 done: Future[None] = Future()
                 done.set_result(None)
                 return job, done
             return job, self._executor.submit(self._run, job, paths, ingest)
 
-    def get(self, job_id: str) -> Job | None:
-        with self._lock:
-            return self._jobs.get(job_id)
+    def get(self, job_id: str) -> JobRecord | None:
+        """The job with this id, whichever replica runs it (None before the corpus is open)."""
+        if self._table is None:
+            return None
+        self._table.fail_stale(self._stale_after_s, self._stale_reason())
+        return self._table.get(job_id)
 
     def counts(self) -> dict[str, int]:
-        with self._lock:
-            counts: dict[str, int] = {}
-            for job in self._jobs.values():
-                counts[job.state] = counts.get(job.state, 0) + 1
-            return counts
+        """Jobs kept, by state, over every replica."""
+        if self._table is None:
+            return {}
+        self._table.fail_stale(self._stale_after_s, self._stale_reason())
+        return self._table.counts()
 
-    def _run(self, job: Job, paths: list[Path], ingest: IngestFn) -> None:
+    def _stale_reason(self) -> str:
+        return (
+            f"its replica stopped updating it for {self._stale_after_s:g} s (stopped, killed or "
+            "cut off from the database); documents written before are kept: run the ingest "
+            "again to finish"
+        )
+
+    def _run(self, job: JobRecord, paths: list[Path], ingest: IngestFn) -> None:
         if self._cancel.is_set():
             job.state, job.finished_at = "cancelled", time.time()
+            self._save(job, ("state", "finished_at"))
             return
         job.state, job.started_at = "running", time.time()
-
-        def progress(event: ProgressEvent) -> None:
-            job.done, job.total, job.current = event.done, event.total, event.source
-            if self._cancel.is_set():
-                raise JobCancelled
-
+        if not self._save(job, ("state", "started_at")):
+            return  # failed meanwhile: this replica was thought dead
         try:
-            report = ingest(paths, progress)
+            report = ingest(paths, self._progress(job))
         except JobCancelled:
-            job.state, job.error = "cancelled", "server shutting down; run the ingest again"
+            job.state, job.error = "cancelled", SHUTDOWN_REASON
+        except JobLost:
+            log.warning(
+                "ingest job stopped: marked failed by another replica", extra={"job": job.id}
+            )
+            return
         except Exception as exc:
             log.exception("ingest job failed", extra={"job": job.id})
             job.state, job.error = "failed", f"ingest failed ({type(exc).__name__}); see the log"
         else:
             job.state, job.report = "succeeded", report_dict(report)
-        finally:
-            job.current = None
-            job.finished_at = time.time()
+        job.current, job.finished_at = None, time.time()
+        ending = ("state", "error", "report", "current", "finished_at", "done", "total")
+        self._save(job, ending)
+
+    def _progress(self, job: JobRecord) -> Callable[[ProgressEvent], None]:
+        """The ingest's progress callback: record it (at most every `PROGRESS_WRITE_S`) and
+        stop between two documents when shutting down or when the job was lost."""
+        written = 0.0
+
+        def progress(event: ProgressEvent) -> None:
+            nonlocal written
+            job.done, job.total, job.current = event.done, event.total, event.source
+            if time.monotonic() - written >= PROGRESS_WRITE_S:
+                written = time.monotonic()
+                if not self._store().update(job, ("done", "total", "current")):
+                    raise JobLost
+            if self._cancel.is_set():
+                raise JobCancelled
+
+        return progress
+
+    def _save(self, job: JobRecord, fields: Sequence[str]) -> bool:
+        """Write `fields` of `job`; False when its record already reads finished. A database
+        that cannot be written is logged: the job's heartbeat then lapses and it reads failed."""
+        try:
+            return self._store().update(job, fields)
+        except Exception:
+            log.exception("ingest job state not recorded", extra={"job": job.id})
+            return False
+
+    def _beat(self) -> None:
+        """Refresh this replica's unfinished jobs until shutdown; a missed beat is logged."""
+        while not self._cancel.wait(self._stale_after_s / 4):
+            try:
+                self._store().heartbeat(self.replica)
+            except Exception:
+                log.warning("job heartbeat not recorded", exc_info=True)
 
     def shutdown(self, timeout_s: float) -> None:
         """Stop after the document in progress; queued jobs are cancelled, not started."""

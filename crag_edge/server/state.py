@@ -28,7 +28,9 @@ from crag_edge.server.authenticate import Authenticator
 from crag_edge.server.config import ServerConfig
 from crag_edge.server.errors import ApiError
 from crag_edge.server.jobs import IngestFn, JobManager
+from crag_edge.server.readiness import DependencyProbe
 from crag_edge.server.watching import ServiceWatch
+from crag_edge.store.backend import CorpusBackend
 from crag_edge.store.factory import open_corpus
 
 EngineFactory = Callable[[], Engine]
@@ -99,7 +101,11 @@ class ServerState:
         self._lock = threading.Lock()
         self.admission = Admission(config.workers, config.max_waiting, config.queue_timeout_s)
         self.metrics = ServerMetrics(self.admission)
-        self.jobs = JobManager(self._ingest, keep=config.max_jobs_kept)
+        self.jobs = JobManager(
+            self._ingest, keep=config.max_jobs_kept, stale_after_s=config.job_stale_after_s
+        )
+        self._job_corpus: CorpusBackend | None = None
+        self.probe: DependencyProbe | None = None  # what /readyz asks, once loaded
         self.watch: ServiceWatch | None = None
 
     def load(self) -> None:
@@ -108,6 +114,10 @@ class ServerState:
         try:
             engine = self.engine_factory()
             engine.embedder.embed(["warm up"])  # first query should not pay for session start-up
+            # Job records on a connection of their own: a heartbeat waiting for the ingest's
+            # write lock (SQLite) never holds up the queries on the engine's.
+            corpus = engine.corpus
+            job_corpus = open_corpus(corpus.location, readonly=corpus.readonly)
         except Exception:
             log.exception("engine failed to load", extra={"db": str(self.config.db)})
             self.load_error = "engine failed to load; see the server log"
@@ -115,8 +125,11 @@ class ServerState:
         with self._lock:
             if self.closing:
                 engine.close()
+                job_corpus.close()
                 return
-            self.engine = engine
+            self.engine, self._job_corpus = engine, job_corpus
+            self.probe = DependencyProbe(engine.corpus, engine.settings.models)
+            self.jobs.attach(job_corpus.jobs())
             if self.config.watch_roots:
                 watched = functools.partial(self._ingest, prune=True, roots=self.config.watch_roots)
                 self.watch = ServiceWatch(self.config.watch_roots, self.jobs, watched)
@@ -182,6 +195,9 @@ class ServerState:
             await asyncio.sleep(0.05)
         with self._lock:
             engine, self.engine = self.engine, None
+            job_corpus, self._job_corpus = self._job_corpus, None
         if engine is not None:
             engine.close()
+        if job_corpus is not None:
+            job_corpus.close()
         self.metrics.ready.set(0)

@@ -9,16 +9,19 @@ location: a `postgresql://` (or `postgres://`) URL is PostgreSQL, anything else 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from crag_edge.groups import Groups
 from crag_edge.store.corpus import ChunkRecord, CorpusStats, DocumentRecord, StoredDocument
 from crag_edge.store.document_groups import NO_FILTER, Filter
+from crag_edge.store.jobs import JobTable
 from crag_edge.types import Chunk, EncodedPassage, Vector
+
+T = TypeVar("T")
 
 
 class ScoreCacheBackend(Protocol):
@@ -90,6 +93,8 @@ class CorpusBackend(Protocol):
 
     def checkpoint(self) -> bool: ...
 
+    def ping(self, timeout_s: float) -> None: ...
+
     def check_embedder(self, embedder_id: str, dim: int) -> None: ...
 
     def meta(self) -> dict[str, str]: ...
@@ -101,6 +106,8 @@ class CorpusBackend(Protocol):
     def stats(self, *, groups: Groups = None) -> CorpusStats: ...
 
     def transaction(self) -> AbstractContextManager[None]: ...
+
+    def run_transaction(self, work: Callable[[], T]) -> T: ...
 
     def document(self, source: str) -> StoredDocument | None: ...
 
@@ -140,3 +147,5 @@ class CorpusBackend(Protocol):
     def score_cache(self) -> ScoreCacheBackend: ...
 
     def passage_vectors(self) -> PassageVectorsBackend: ...
+
+    def jobs(self) -> JobTable: ...

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -46,11 +47,13 @@ from crag_edge.store.errors import (
     reports_storage_faults,
     storage_faults,
 )
+from crag_edge.store.jobs import JobDialect, JobTable
 from crag_edge.store.passage_vectors import PassageVectors
 from crag_edge.store.schema import (
     APPLICATION_ID,
     BITS_VERSION,
     GROUPS_VERSION,
+    JOBS_VERSION,
     PASSAGE_VECTORS_VERSION,
     PLACES_VERSION,
     SCHEMA_VERSION,
@@ -179,6 +182,10 @@ class EmbedderIdentity:
             )
 
 
+# The database clock in Unix seconds, to the millisecond.
+SQLITE_JOBS = JobDialect("?", "((julianday('now') - 2440587.5) * 86400.0)")
+
+
 class Corpus(EmbedderIdentity):
     """A crag-edge corpus file. Build one with `create`, `open` or `open_or_create`."""
 
@@ -193,6 +200,7 @@ class Corpus(EmbedderIdentity):
         self._groups_present = user_version(conn) >= GROUPS_VERSION
         # Nor the sign bits of the pre-filter: its dense search stays exact.
         self._bits = BitIndex(conn, self.dim) if user_version(conn) >= BITS_VERSION else None
+        self._jobs_lock = threading.Lock()
 
     # -- opening -------------------------------------------------------------------------
 
@@ -270,6 +278,12 @@ class Corpus(EmbedderIdentity):
     def close(self) -> None:
         """Close the connection; the last writer to close checkpoints and removes the WAL."""
         self._conn.close()
+
+    def ping(self, timeout_s: float) -> None:
+        """Answer a trivial query (a readiness probe's); StorageError when the file cannot be
+        read. Reading takes no lock (WAL), so `timeout_s` never comes into play."""
+        with storage_faults(self._path):
+            self._conn.execute("SELECT count(*) FROM meta").fetchall()
 
     def check(self) -> dict[str, Any]:
         """What is cheap to verify: SQLite's `quick_check` (every page and index, O(size)) and
@@ -398,6 +412,12 @@ class Corpus(EmbedderIdentity):
         """Group several writes into one commit; nested writes become savepoints."""
         with storage_faults(self._path), self._conn:
             yield
+
+    def run_transaction(self, work: Callable[[], _T]) -> _T:
+        """Run `work` (writes through this corpus) in one transaction. A SQLite file has one
+        writer at a time, so no deadlock can abort it: it runs once."""
+        with self.transaction():
+            return work()
 
     def document(self, source: str) -> StoredDocument | None:
         """The stored document for `source`, or None."""
@@ -636,6 +656,21 @@ class Corpus(EmbedderIdentity):
         """The evaluator's stored passage readings (reads only when the corpus is read-only)."""
         present = user_version(self._conn) >= PASSAGE_VECTORS_VERSION
         return PassageVectors(self._conn, writable=not self._readonly, present=present)
+
+    def jobs(self) -> JobTable:
+        """The service's ingest job records in this file (reads only when read-only)."""
+        present = user_version(self._conn) >= JOBS_VERSION
+        return JobTable(
+            self._job_transaction, SQLITE_JOBS, writable=not self._readonly, present=present
+        )
+
+    @contextmanager
+    def _job_transaction(self) -> Iterator[apsw.Connection]:
+        """One transaction at a time: the service's threads (requests, the ingest's progress,
+        the heartbeat) share this connection, and interleaved savepoints would release each
+        other's."""
+        with self._jobs_lock, storage_faults(self._path), self._conn:
+            yield self._conn
 
     def _require_writable(self) -> None:
         if self._readonly:

@@ -129,6 +129,29 @@ CREATE TABLE chunk_bits (
 );
 """
 
+# v7: ingest job records (`store.jobs`), so that every service replica on a corpus sees every
+# job and a job whose replica died reads as failed.
+_V7 = """
+CREATE TABLE jobs (
+    id           TEXT PRIMARY KEY,
+    owner        TEXT,
+    replica      TEXT NOT NULL,
+    state        TEXT NOT NULL,
+    paths        TEXT NOT NULL CHECK (json_valid(paths)),
+    done         INTEGER NOT NULL DEFAULT 0,
+    total        INTEGER NOT NULL DEFAULT 0,
+    current      TEXT,
+    report       TEXT CHECK (report IS NULL OR json_valid(report)),
+    error        TEXT,
+    created_at   REAL NOT NULL,
+    started_at   REAL,
+    finished_at  REAL,
+    heartbeat_at REAL NOT NULL
+) WITHOUT ROWID;
+
+CREATE INDEX jobs_created ON jobs (created_at);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     (1, _V1),
     (2, _V2),
@@ -136,12 +159,14 @@ MIGRATIONS: tuple[Migration, ...] = (
     (4, _V4),
     (5, _V5),
     (6, _V6, fill_bits),
+    (7, _V7),
 )
 SCORE_CACHE_VERSION = 2
 PASSAGE_VECTORS_VERSION = 3
 PLACES_VERSION = 4
 GROUPS_VERSION = 5
 BITS_VERSION = 6
+JOBS_VERSION = 7
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

@@ -55,7 +55,10 @@ async def ingest_paths(body: IngestRequest, state: StateDep, caller: CallerDep) 
             "too_many_paths",
             f"{len(body.paths)} paths; the limit is {config.max_ingest_paths}",
         )
-    state.require_engine()
+    if state.require_engine().corpus.readonly:
+        raise ApiError(
+            503, "corpus_read_only", "the corpus is read-only here: nothing can be ingested"
+        )
     try:
         confined = await run_in_threadpool(expand_confined, body.paths, config.ingest_roots)
     except PathRefused as exc:
@@ -63,8 +66,10 @@ async def ingest_paths(body: IngestRequest, state: StateDep, caller: CallerDep) 
         shown = printable_path(exc.requested)  # a walked file name may not be UTF-8
         raise ApiError(exc.status, code, f"{shown}: {exc.reason}") from None
     tagging = _tagging(body, caller)
-    job = state.jobs.submit(
-        list(confined.files), body.paths, ingest=state.tagged_ingest(tagging), owner=caller.name
+    job = await run_in_threadpool(
+        lambda: state.jobs.submit(
+            list(confined.files), body.paths, ingest=state.tagged_ingest(tagging), owner=caller.name
+        )
     )
     log.info("ingest job queued", extra={"job": job.id, "files": len(confined.files)})
     return {"job": job.to_dict(), "location": f"/v1/jobs/{job.id}"}
@@ -74,7 +79,8 @@ async def ingest_paths(body: IngestRequest, state: StateDep, caller: CallerDep) 
 async def job_status(job_id: str, state: StateDep, caller: CallerDep) -> dict[str, Any]:
     """An ingest job: state, progress (done/total files) and, when finished, its report.
     Another token's job is answered as missing: its existence is not for this caller."""
-    job = state.jobs.get(job_id)
+    state.require_engine()  # the records are in the corpus
+    job = await run_in_threadpool(state.jobs.get, job_id)
     if job is None or not (caller.allows("admin") or job.owner == caller.name):
         raise ApiError(404, "job_not_found", "no such job (finished jobs are kept a while)")
     return job.to_dict()

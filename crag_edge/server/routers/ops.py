@@ -29,11 +29,18 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", tags=["health"], responses={503: {"description": "Not ready"}})
 async def readyz(state: StateDep) -> JSONResponse:
-    """Readiness: true once the corpus is open and the models are loaded."""
-    if state.engine is not None:
-        return JSONResponse({"ready": True})
-    reason = "engine failed to load" if state.load_error else "loading models"
-    return JSONResponse({"ready": False, "reason": reason}, 503)
+    """Readiness: true once the corpus is open and the models are loaded, and while the
+    corpus database and the LLM server (when `llm_url` is set) answer (`server.readiness`);
+    503 names what failed."""
+    probe = state.probe
+    if state.engine is None or probe is None:
+        reason = "engine failed to load" if state.load_error else "loading models"
+        return JSONResponse({"ready": False, "reason": reason}, 503)
+    failed = await run_in_threadpool(probe.failures)
+    if failed:
+        reason = "not answering: " + ", ".join(failed)
+        return JSONResponse({"ready": False, "reason": reason, "failed": failed}, 503)
+    return JSONResponse({"ready": True, "checked": probe.names})
 
 
 @router.get(
@@ -45,7 +52,7 @@ async def readyz(state: StateDep) -> JSONResponse:
 )
 async def metrics(state: StateDep) -> Response:
     """Prometheus text: engine decisions and stage latencies, requests, queue depth, jobs."""
-    counts = state.jobs.counts()
+    counts = await run_in_threadpool(state.jobs.counts)
     for job_state in JOB_STATES:
         state.metrics.jobs.labels(job_state).set(counts.get(job_state, 0))
     text = generate_latest(state.metrics.registry)
@@ -75,6 +82,6 @@ async def stats(state: StateDep, caller: CallerDep) -> dict[str, Any]:
             "max_waiting": config.max_waiting,
             "running": state.admission.running,
             "waiting": state.admission.waiting,
-            "jobs": state.jobs.counts(),
+            "jobs": await run_in_threadpool(state.jobs.counts),
         },
     }

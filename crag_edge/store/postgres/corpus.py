@@ -5,7 +5,10 @@ Writes are atomic per document, as in SQLite, and may come from several processe
 `replace_document` takes a transaction-scoped advisory lock on the document's source, so two
 ingests of one document run one after the other (the last one wins, whole) while ingests of
 different documents proceed side by side; readers never wait (MVCC) and see each document old
-or new. A `transaction()` groups writes into one commit on one pooled connection.
+or new. A `transaction()` groups writes into one commit on one pooled connection;
+`run_transaction` does so too and runs the group again when the server aborts it to break a
+deadlock (two ingests locking the same documents in opposite orders) or a serialization
+conflict.
 
 The dense search uses the HNSW index (approximate, `hnsw.ef_search` raised to the depth
 asked for); a caller limited to some access groups gets an exact scan instead, since an HNSW
@@ -15,12 +18,13 @@ scan filters after choosing its candidates (`store.postgres.groups`).
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -49,7 +53,9 @@ from crag_edge.store.errors import (
     NotACorpusError,
     ReadOnlyCorpusError,
     SchemaTooNewError,
+    StorageError,
 )
+from crag_edge.store.jobs import JobDialect, JobTable
 from crag_edge.store.postgres.caches import PostgresPassageVectors, PostgresScoreCache
 from crag_edge.store.postgres.connection import (
     connect,
@@ -83,6 +89,13 @@ from crag_edge.types import Chunk, Place, Vector
 
 MAX_DIM = 16000  # pgvector's limit for a vector column (an HNSW index takes up to 2000)
 MAX_EF_SEARCH = 1000  # pgvector's limit
+WRITE_ATTEMPTS = 5
+RETRY_PAUSE_S = 0.05  # doubled each attempt, times a random 0.5-1 so two victims part ways
+# Aborts after which the same transaction, run again, can succeed.
+RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+T = TypeVar("T")
+# The server's clock (not the transaction's start) in Unix seconds.
+POSTGRES_JOBS = JobDialect("%s", "extract(epoch FROM clock_timestamp())::double precision")
 
 
 class PostgresCorpus(EmbedderIdentity):
@@ -198,6 +211,13 @@ class PostgresCorpus(EmbedderIdentity):
         with database_faults(self._shown), self._pool.connection() as conn:
             yield conn
 
+    def ping(self, timeout_s: float) -> None:
+        """Answer a trivial query within `timeout_s` (a readiness probe's); StorageError when
+        the server cannot be reached or does not answer in time."""
+        with database_faults(self._shown), self._pool.connection(timeout=timeout_s) as conn:
+            conn.execute(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
+            conn.execute("SELECT 1").fetchall()
+
     def check(self) -> dict[str, Any]:
         """That every chunk has its vector and its terms (the database checks its own pages)."""
         with self._connection() as conn:
@@ -298,7 +318,37 @@ class PostgresCorpus(EmbedderIdentity):
             with self._pinned.conn.transaction():
                 yield
             return
-        with self._connection() as conn, conn.transaction():
+        with self._connection() as conn, self._pinned_to(conn):
+            yield
+
+    def run_transaction(self, work: Callable[[], T]) -> T:
+        """Run `work` (writes through this corpus) in one transaction. When the server aborts
+        it to break a deadlock (SQLSTATE 40P01: two writers locking the same documents in
+        opposite orders) or a serialization conflict (40001), it is rolled back whole and run
+        again from the start after a short random pause, up to `WRITE_ATTEMPTS` times; the
+        other writer meanwhile goes on. Inside another transaction it runs once, as a
+        savepoint: the outermost one retries."""
+        if getattr(self._pinned, "conn", None) is not None:
+            with self.transaction():
+                return work()
+        with database_faults(self._shown):
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    with self._pool.connection() as conn, self._pinned_to(conn):
+                        return work()
+                except RETRYABLE as exc:
+                    if attempt == WRITE_ATTEMPTS:
+                        raise StorageError(
+                            self._shown, f"gave up after {attempt} attempts: {first_line(exc)}"
+                        ) from None
+                time.sleep(random.uniform(0.5, 1.0) * RETRY_PAUSE_S * 2**attempt)
+
+    @contextmanager
+    def _pinned_to(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        """One transaction on `conn`, which every write of this thread uses until it ends."""
+        with conn.transaction():
             self._pinned.conn = conn
             try:
                 yield
@@ -339,10 +389,16 @@ class PostgresCorpus(EmbedderIdentity):
         self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: Vector
     ) -> int:
         """Store `doc` with its chunks and their vectors, replacing any previous version, in
-        one transaction under the source's advisory lock (see the module docstring)."""
+        one transaction under the source's advisory lock (see the module docstring),
+        retried when the server aborts it as a deadlock's victim (`run_transaction`)."""
         self._require_writable()
         matrix = checked_chunks(doc, chunks, vectors, self.dim)
-        with self._connection() as conn, conn.transaction():
+        return self.run_transaction(lambda: self._write_document(doc, chunks, matrix))
+
+    def _write_document(
+        self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], matrix: np.ndarray
+    ) -> int:
+        with self._connection() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (doc.source,))
             conn.execute(
                 "DELETE FROM chunks WHERE doc_id = (SELECT id FROM documents WHERE source = %s)",
@@ -477,6 +533,11 @@ class PostgresCorpus(EmbedderIdentity):
     def passage_vectors(self) -> PostgresPassageVectors:
         """The evaluator's stored passage readings (reads only when read-only)."""
         return PostgresPassageVectors(self._connection, writable=not self._readonly)
+
+    def jobs(self) -> JobTable:
+        """The service's ingest job records, shared by every replica (reads only when
+        read-only)."""
+        return JobTable(self._connection, POSTGRES_JOBS, writable=not self._readonly)
 
     def _require_writable(self) -> None:
         if self._readonly:

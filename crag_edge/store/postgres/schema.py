@@ -83,7 +83,28 @@ CREATE TABLE passage_vectors (
 CREATE INDEX passage_vectors_chunk ON passage_vectors (chunk_id);
 """
 
-MIGRATIONS: tuple[Migration, ...] = ((1, _V1),)
+# v2: ingest job records (`store.jobs`), shared by every service replica on the corpus.
+_V2 = """
+CREATE TABLE jobs (
+    id           text PRIMARY KEY,
+    owner        text,
+    replica      text NOT NULL,
+    state        text NOT NULL,
+    paths        text NOT NULL,
+    done         integer NOT NULL DEFAULT 0,
+    total        integer NOT NULL DEFAULT 0,
+    current      text,
+    report       text,
+    error        text,
+    created_at   double precision NOT NULL,
+    started_at   double precision,
+    finished_at  double precision,
+    heartbeat_at double precision NOT NULL
+);
+CREATE INDEX jobs_created ON jobs (created_at);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
