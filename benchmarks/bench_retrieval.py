@@ -16,7 +16,7 @@ import pytest
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.retrieval import Retriever
 from crag_edge.retrieval.lexical import search_bm25
-from crag_edge.store import ChunkRecord, Corpus, DocumentRecord
+from crag_edge.store import ChunkRecord, Corpus, CorpusBackend, DocumentRecord
 
 DIM = 384
 CHUNKS_PER_DOC = 100
@@ -34,8 +34,20 @@ def random_unit_vectors(rng: np.random.Generator, count: int) -> np.ndarray:
 def build_corpus(
     path: Path, chunks: int, seed: int = 0, make_vectors: VectorMaker = random_unit_vectors
 ) -> Corpus:
-    rng = np.random.default_rng(seed)
     corpus = Corpus.create(path, "synthetic", DIM)
+    fill_corpus(corpus, chunks, seed, make_vectors)
+    return corpus
+
+
+def fill_corpus(
+    corpus: CorpusBackend,
+    chunks: int,
+    seed: int = 0,
+    make_vectors: VectorMaker = random_unit_vectors,
+) -> None:
+    """Write `chunks` synthetic chunks into an empty corpus of either backend: the same
+    `seed` gives the same texts and vectors, so two backends can be compared on one corpus."""
+    rng = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, len(VOCABULARY) + 1)
     weights /= weights.sum()
     for doc in range(chunks // CHUNKS_PER_DOC):
@@ -50,7 +62,6 @@ def build_corpus(
         corpus.replace_document(
             DocumentRecord(f"doc{doc}", "", " ".join(texts), f"h{doc}"), records, vectors
         )
-    return corpus
 
 
 @pytest.fixture(scope="module", params=list(SIZES))

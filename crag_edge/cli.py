@@ -26,8 +26,9 @@ from rich.progress import (
 from rich.table import Table
 
 from crag_edge import corpus_calibration
+from crag_edge.answer_timing import timings_line
 from crag_edge.citations import location_fields, locator
-from crag_edge.cli_corpus import DbOption, corpus_defaults
+from crag_edge.cli_corpus import DbOption, FallbackDbOption, corpus_defaults
 from crag_edge.cli_errors import DEBUG_ENV, err, fail, friendly_errors, show_tracebacks
 from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.engine import Engine
@@ -59,6 +60,7 @@ from crag_edge.groups import parse_groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent
 from crag_edge.ingest.rate import ChunkRate
 from crag_edge.ingest.watch import FolderWatcher
+from crag_edge.locations import parse_location
 from crag_edge.models import provision
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.registry import ModelNotInstalledError
@@ -694,11 +696,14 @@ def answer(
                 "answer": text,
                 "finish_reason": finish,
                 "citations": [asdict(c) | location_fields(c) for c in sources],
+                "timings": stream.timings.to_dict(),
                 "result": result.to_dict(),
             }
         )
     else:
         _print_answer_tail(text, result, sources, note)
+        if text.strip():  # an empty answer is one error line, below
+            err.print(f"[dim]{timings_line(stream.timings)}[/]", highlight=False)
     if not text.strip():
         err.print(f"[bold red]error:[/] no answer: {note}", highlight=False)
         raise typer.Exit(1)
@@ -762,9 +767,7 @@ def eval_crag(
     db: DbOption,
     queries: Annotated[Path, typer.Option("--queries", help="BEIR queries.jsonl.")],
     qrels: Annotated[Path, typer.Option("--qrels", help="BEIR qrels .tsv (or TREC qrels).")],
-    fallback_db: Annotated[
-        Path | None, typer.Option("--fallback-db", help="Second corpus for the `local` fallback.")
-    ] = None,
+    fallback_db: FallbackDbOption = None,
     limit: Annotated[
         int | None, typer.Option("--limit", help="Only the first N judged queries.")
     ] = None,
@@ -802,9 +805,7 @@ def eval_answers(
     claims: Annotated[
         Path, typer.Option("--claims", help="SciFact claims .csv (one row per evidence doc).")
     ],
-    fallback_db: Annotated[
-        Path | None, typer.Option("--fallback-db", help="Second corpus for the `local` fallback.")
-    ] = None,
+    fallback_db: FallbackDbOption = None,
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Only the first N claims.")
     ] = None,
@@ -892,7 +893,15 @@ def eval_pairs(
         Path | None,
         typer.Argument(help="WikiQA .tsv, Climate-FEVER .jsonl, or the SciFact folder."),
     ] = None,
-    db: Annotated[Path | None, typer.Option("--db", help="Corpus (for --from retrieval).")] = None,
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            "--db",
+            help="Corpus for --from retrieval: a file or postgresql://... (default: "
+            "CRAG_EDGE_DB_URL).",
+            parser=parse_location,
+        ),
+    ] = None,
     queries: Annotated[Path | None, typer.Option("--queries", help="BEIR queries.jsonl.")] = None,
     qrels: Annotated[Path | None, typer.Option("--qrels", help="BEIR qrels .tsv.")] = None,
     top_k: Annotated[

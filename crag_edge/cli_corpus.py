@@ -1,6 +1,6 @@
 """The `--db` option every command takes: a corpus file, or a PostgreSQL database URL.
 
-A URL stays text (as a `Path`, `postgresql://host/db` would lose a slash). Without `--db`,
+A URL stays text (`crag_edge.locations`). Without `--db`,
 the `db_url` setting (`CRAG_EDGE_DB_URL`) names the corpus (`corpus_defaults`); with neither,
 the command stops with a usage error (exit 2).
 """
@@ -12,12 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from crag_edge.store.factory import is_database_url
-
-
-def corpus_location(value: str | Path) -> Path | str:
-    """`--db`'s value: a database URL as given, anything else a file path."""
-    return value if is_database_url(value) else Path(value)
+from crag_edge.locations import parse_location
 
 
 def corpus_defaults(command: Any, url: str) -> dict[str, Any]:
@@ -39,7 +34,16 @@ DbOption = Annotated[
         "--db",
         help="Corpus: a database file, or postgresql://user@host/dbname "
         "(default: CRAG_EDGE_DB_URL).",
-        parser=corpus_location,
+        parser=parse_location,
         show_default=False,
+    ),
+]
+
+FallbackDbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--fallback-db",
+        help="Second corpus for the `local` fallback: a file or postgresql://...",
+        parser=parse_location,
     ),
 ]

@@ -399,7 +399,7 @@ class CragLoop:
             for hit, _ in items:
                 state.corrections.append(Correction("keep", {"chunk_id": hit.chunk.chunk_id}))
             if grading.rule is not None:  # the fast path calls no model, refinement included
-                context = _whole_chunks(items)
+                context = _whole_chunks(self._within_budget(items, state))
             else:
                 context = state.clock("refine", self._refine, state.question, items, state)
         if insufficient:
@@ -541,6 +541,8 @@ class CragLoop:
         strips = refined.pieces
         if not strips and refined.scored:  # never refine good evidence away entirely
             strips = [max(refined.scored, key=lambda strip: strip.score)]
+        if refined.over_budget:
+            _note_cap(state, self.correction.context_budget_tokens, "strips", refined.over_budget)
         state.corrections.append(
             Correction(
                 "refine",
@@ -554,6 +556,40 @@ class CragLoop:
             )
         )
         return _refined_context(strips, chunks, origin)
+
+    def _within_budget(
+        self, items: list[tuple[Hit, ItemGrade]], state: _Run
+    ) -> list[tuple[Hit, ItemGrade]]:
+        """Whole chunks, best graded first, while they fit `context_budget_tokens` (the best
+        one always), in their order; the ones left out are a `cap` correction."""
+        budget = self.correction.context_budget_tokens
+        chosen: set[int] = set()
+        spent = 0
+        for hit, _ in sorted(items, key=lambda item: -item[1].score):
+            cost = hit.chunk.token_count
+            if chosen and spent + cost > budget:
+                continue
+            chosen.add(hit.chunk.chunk_id)
+            spent += cost
+        dropped = [hit.chunk.chunk_id for hit, _ in items if hit.chunk.chunk_id not in chosen]
+        if dropped:
+            _note_cap(state, budget, "chunks", len(dropped), dropped)
+        return [item for item in items if item[0].chunk.chunk_id in chosen]
+
+
+def _note_cap(
+    state: _Run, budget: int, unit: str, left_out: int, chunk_ids: list[int] | None = None
+) -> None:
+    """Relevant evidence left out of the answer's context for its token budget is never
+    silent: a `cap` correction and a warning say how much."""
+    detail: dict[str, Any] = {"budget_tokens": budget, f"{unit}_left_out": left_out}
+    if chunk_ids is not None:
+        detail["chunk_ids"] = chunk_ids
+    state.corrections.append(Correction("cap", detail))
+    state.warnings.append(
+        f"{left_out} relevant {unit} left out of the answer's context: it holds at most "
+        f"{budget} tokens (context_budget_tokens)"
+    )
 
 
 class _Corrections(list[Correction]):

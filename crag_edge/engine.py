@@ -6,22 +6,22 @@ correct, refine), then optionally generation (`generation.stream_answer`).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from crag_edge import corpus_calibration
+from crag_edge.answer_timing import AnswerClock, TimedAnswer
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
 from crag_edge.crag import CragLoop
-from crag_edge.generation import AnswerFinish, AnswerStream, stream_answer
+from crag_edge.generation import stream_answer
 from crag_edge.grading import Calibrations, Grader
 from crag_edge.grading.factory import build_grader
 from crag_edge.groups import Groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
-from crag_edge.models.llm import Message, SharedLlm, TextStream
+from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
 from crag_edge.progress import Progress, StageEvent
@@ -31,17 +31,6 @@ from crag_edge.store import CorpusBackend
 from crag_edge.store.factory import is_database_url, open_corpus, open_or_create_corpus
 from crag_edge.text_boundary import repair
 from crag_edge.types import Embedder, Hit
-
-
-def _ending_with(stream: AnswerStream, progress: Progress) -> Generator[str, None, AnswerFinish]:
-    """`stream`'s pieces, then the `answer` stage's end (with its duration) for `progress`."""
-    started = time.perf_counter()
-    try:
-        yield from stream
-    finally:
-        stream.close()
-    progress(StageEvent("answer", "end", ms=round((time.perf_counter() - started) * 1000, 3)))
-    return stream.finish_reason
 
 
 class Engine:
@@ -213,24 +202,24 @@ class Engine:
         history: Sequence[Message] = (),
         progress: Progress | None = None,
         groups: Groups = None,
-    ) -> tuple[CragResult, AnswerStream]:
+    ) -> tuple[CragResult, TimedAnswer]:
         """The loop's result and the answer as a stream (generated lazily): iterate it for
-        the text, then read its `finish_reason` (`generation.AnswerFinish`). `history` as
-        for `query`; the answer is written for the standalone question. `progress` hears the
-        loop's stages as for `query`, then `answer`: its start before the model loads, its
-        end when the stream is exhausted. `groups` as for `query`: the answer is written
-        from the evidence such a caller may see, and nothing else."""
+        the text, then read its `finish_reason` (`generation.AnswerFinish`) and `timings`
+        (`answer_timing.AnswerTimings`). `history` as for `query`; the answer is written for
+        the standalone question. `progress` hears the loop's stages as for `query`, then
+        `answer`: its start before the model loads, its end when the stream is exhausted.
+        `groups` as for `query`: the answer is written from the evidence such a caller may
+        see, and nothing else."""
+        clock = AnswerClock()
         result = self.query(
             question, mode=mode, top_k=top_k, history=history, progress=progress, groups=groups
         )
+        clock.evidence_ready()
         if progress is not None:
             progress(StageEvent("answer", "start"))
         needs_model = bool(result.context) and not result.insufficient_evidence
         llm = self.llm() if needs_model else None
-        stream = stream_answer(llm, result)
-        if progress is None:
-            return result, stream
-        return result, TextStream(_ending_with(stream, progress))
+        return result, clock.time(stream_answer(llm, result), progress)
 
     def calibrate(
         self, questions: int = 20, *, on_question: Callable[[int], None] | None = None

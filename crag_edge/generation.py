@@ -14,7 +14,13 @@ from typing import Literal
 
 from crag_edge.citations import locator
 from crag_edge.config import ModelSettings, env_name
-from crag_edge.models.chat_model import ChatModel, FinishReason, Message, TextStream
+from crag_edge.models.chat_model import (
+    ChatModel,
+    FinishReason,
+    Message,
+    PromptUsage,
+    TextStream,
+)
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import ContextItem, CragResult
 
@@ -61,10 +67,13 @@ def stream_answer(llm: ChatModel | None, result: CragResult) -> AnswerStream:
 
     Bounded by the runtime's `max_tokens` (`length`) and stall timeout (`timeout`).
     """
-    return TextStream(_answer_pieces(llm, result))
+    usage = PromptUsage()
+    return TextStream(_answer_pieces(llm, result, usage), usage)
 
 
-def _answer_pieces(llm: ChatModel | None, result: CragResult) -> Generator[str, None, AnswerFinish]:
+def _answer_pieces(
+    llm: ChatModel | None, result: CragResult, usage: PromptUsage
+) -> Generator[str, None, AnswerFinish]:
     if result.insufficient_evidence or not result.context:
         tried = result.fallback.get("used") or []
         yield INSUFFICIENT.format(
@@ -77,7 +86,11 @@ def _answer_pieces(llm: ChatModel | None, result: CragResult) -> Generator[str, 
             "(the context above is the evidence it would use)"
         )
     reply = llm.stream_chat(answer_messages(result.question, result.context))
-    yield from reply
+    try:
+        yield from reply
+    finally:
+        usage.prompt_tokens = reply.usage.prompt_tokens
+        usage.evaluated_tokens = reply.usage.evaluated_tokens
     return reply.finish_reason
 
 

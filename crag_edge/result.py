@@ -7,8 +7,9 @@ Shape (stable; `to_dict` is what `query --json`, the HTTP service and checks rea
 - `context`: the final evidence, numbered for citations, with document offsets, `pages`
   (first, last) and `section` (heading path) where the document has them, and `locator`.
 - `hits`: every graded hit of every round, with its grade per tier and signal.
-- `corrections`: typed actions (keep, discard, refine, expand, rewrite, fallback, and the
-  `stop` that ended the loop, with why).
+- `corrections`: typed actions (keep, discard, refine, cap — relevant evidence left out of the
+  answer's context by `context_budget_tokens` —, expand, rewrite, fallback, and the `stop`
+  that ended the loop, with why).
 - `rounds`: one entry per iteration: the query used, its decision and score.
 - `fallback`: providers used, why, and their failures.
 - `stop_reason`: why the loop ended: `correct`, `max_iterations`, `no_untried_query`,
@@ -26,7 +27,9 @@ from crag_edge.citations import location_fields
 from crag_edge.grading import ItemGrade
 from crag_edge.types import Action, Decision, Hit
 
-CorrectionType = Literal["keep", "discard", "refine", "expand", "rewrite", "fallback", "stop"]
+CorrectionType = Literal[
+    "keep", "discard", "refine", "cap", "expand", "rewrite", "fallback", "stop"
+]
 
 
 @dataclass(frozen=True)

@@ -44,14 +44,18 @@ def postgres_server() -> Iterator[Any]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def create_database(server: Any) -> str:
+    """A new, empty database on `server` (pgvector available, no corpus yet); returns its URL."""
+    name = f"crag_test_{next(_DATABASES)}"
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return str(server.get_uri(name))
+
+
 @pytest.fixture(scope="module")
 def postgres_database(postgres_server: Any) -> str:
-    """A fresh database for one test module, with pgvector available; returns its URL."""
-    name = f"crag_test_{next(_DATABASES)}"
-    admin_url = postgres_server.get_uri()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return str(postgres_server.get_uri(name))
+    """A fresh database for one test module; returns its URL."""
+    return create_database(postgres_server)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -315,7 +316,7 @@ def test_answer_prints_the_result_and_a_cited_answer(beir_db: Path) -> None:
         env=env,
     )
     data = json.loads(result.stdout)
-    assert set(data) == {"answer", "finish_reason", "citations", "result"}
+    assert set(data) == {"answer", "finish_reason", "citations", "timings", "result"}
     assert data["answer"].strip()
     assert data["finish_reason"] in ("stop", "length", "insufficient_evidence")
     assert data["result"]["decision"] in ("CORRECT", "AMBIGUOUS", "INCORRECT")
@@ -324,6 +325,21 @@ def test_answer_prints_the_result_and_a_cited_answer(beir_db: Path) -> None:
     text = invoke("answer", "--db", str(beir_db), "What is the capital of Australia?", env=env)
     assert text.exit_code == 0
     assert "answer:" in text.stdout and "hits of round" in text.stdout
+    assert re.search(r"^evidence \d+\.\d s · .*answer \d+\.\d s", text.stderr, re.M)
+
+
+def test_answer_json_times_the_wait_for_the_first_word(beir_db: Path) -> None:
+    env = {"CRAG_EDGE_LLM_MAX_TOKENS": "8", "CRAG_EDGE_LLM_THREADS": "1"}
+    result = invoke("answer", "--db", str(beir_db), "--json", ANSWERABLE, env=env)
+    data = json.loads(result.stdout)
+    assert data["result"]["context"]  # the model was asked
+    timings = data["timings"]
+    assert 0 < timings["first_token_s"] <= timings["answer_s"]
+    assert timings["retrieval_grading_s"] > 0
+    assert timings["total_s"] == pytest.approx(
+        timings["retrieval_grading_s"] + timings["answer_s"], abs=0.002
+    )
+    assert 0 < timings["evaluated_tokens"] <= timings["prompt_tokens"]
 
 
 def test_answer_cut_at_max_tokens_says_so(beir_db: Path) -> None:

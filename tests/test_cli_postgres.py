@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from crag_edge.locations import corpus_name, shown_location
 from tests.test_cli import MINI, invoke
+from tests.test_training import needs_torch
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +84,69 @@ def test_an_unreachable_database_is_one_line_and_exit_1(tmp_path: Path) -> None:
     assert len(result.output.strip().splitlines()) == 1
     bad = invoke("stats", env={"CRAG_EDGE_DB_URL": "mysql://x"})
     assert bad.exit_code == 2 and "db_url" in bad.output
+
+
+def test_pairs_from_retrieval_read_a_postgres_corpus(pg_db: str, tmp_path: Path) -> None:
+    out = tmp_path / "pairs.jsonl"
+    result = invoke(
+        "eval", "pairs", "--from", "retrieval", "--db", pg_db, "--out", str(out),
+        "--queries", str(MINI / "queries.jsonl"), "--qrels", str(MINI / "qrels.tsv"),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    pairs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert pairs and any(pair["label"] == 1 for pair in pairs)
+
+
+# Every grade falls short of CORRECT and of the fast path: each question asks the fallback.
+ALWAYS_FALLBACK = {
+    "CRAG_EDGE_CORRECT_THRESHOLD": "1.0",
+    "CRAG_EDGE_INCORRECT_THRESHOLD": "1.0",
+    "CRAG_EDGE_VECTOR_SCORE_THRESHOLD": "1.0",
+}
+
+
+def test_a_postgres_corpus_serves_as_the_local_fallback(pg_db: str) -> None:
+    env = ALWAYS_FALLBACK | {"CRAG_EDGE_FALLBACK_DB": pg_db}
+    result = invoke("query", "--db", pg_db, "--json", "neutrophil polarization", env=env)
+    assert result.exit_code == 0, result.output
+    fallback = json.loads(result.stdout)["fallback"]
+    assert fallback["used"] == ["local"] and fallback["failures"] == []
+    report = invoke(
+        "eval", "crag", "--db", pg_db, "--fallback-db", pg_db, "--limit", "1", "--json",
+        "--queries", str(MINI / "queries.jsonl"), "--qrels", str(MINI / "qrels.tsv"),
+        env=ALWAYS_FALLBACK,
+    )  # fmt: skip
+    assert report.exit_code == 0, report.output
+    assert json.loads(report.stdout)["fallback_rate"] == 1.0
+
+
+def test_the_tui_opens_a_postgres_corpus_and_answers(pg_db: str) -> None:
+    pytest.importorskip("textual")
+    from crag_edge.tui import CragApp
+    from tests.test_tui import QUESTION, busy, run, tui_settings, wait_for
+
+    app = CragApp(db=pg_db, settings=tui_settings())
+
+    async def body(pilot: Any) -> None:
+        await wait_for(pilot, lambda: app.engine is not None)
+        assert "40 documents" in str(app.sub_title)
+        await pilot.press(*QUESTION, "enter")
+        await wait_for(pilot, lambda: app.result is not None and not busy(app))
+        assert app.result is not None and app.result.hits
+        assert "signals" in [stage.name for stage in app.stages.stages]
+
+    run(app, body, (120, 40))
+
+
+@needs_torch
+def test_the_evaluator_trains_on_a_postgres_corpus(pg_db: str, tmp_path: Path) -> None:
+    out = tmp_path / "evaluator"
+    args = ["evaluator", "train", "--db", pg_db, "--out", str(out), "--no-register"]
+    args += ["--layers", "1", "--vocab-size", "3000", "--epochs", "1", "--max-pairs", "60"]
+    result = invoke(*args, "--budget-minutes", "1", "--no-llm-labels", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["data"]["db"] == corpus_name(pg_db) and report["data"]["pairs"] > 0
+    assert report["model_id"] == f"evaluator-{corpus_name(pg_db)}"
+    card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert shown_location(pg_db) in card  # the command to reproduce it, password masked

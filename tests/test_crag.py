@@ -126,6 +126,33 @@ def test_answerable_question_is_refined_with_offsets_into_the_document(corpora, 
     assert refine.detail["strips_kept"] <= refine.detail["strips_total"]
 
 
+def test_a_tight_context_budget_leaves_strips_out_and_says_so(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
+    main, _ = corpora
+    question = "How does the waggle dance encode the distance to food?"
+    roomy = run(main, embedder, question, max_iterations=1, context_budget_tokens=4096)
+    tight = run(main, embedder, question, max_iterations=1, context_budget_tokens=64)
+    assert not any(c.type == "cap" for c in roomy.corrections)
+    cap = next(c for c in tight.corrections if c.type == "cap")
+    assert cap.detail["budget_tokens"] == 64 and cap.detail["strips_left_out"] > 0
+    assert any("context_budget_tokens" in warning for warning in tight.warnings)
+    assert 0 < len(tight.context) <= len(roomy.context)
+    for item in tight.context:  # whole strips of the roomy context, none cut
+        assert any(item.text in wide.text for wide in roomy.context if wide.doc_id == item.doc_id)
+
+
+def test_the_fast_path_keeps_whole_chunks_within_the_budget(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
+    main, _ = corpora
+    question = "How does the waggle dance encode the distance to food?"
+    fast = {"fast_path_rules": ["few_context"], "top_k": 2}
+    both = run(main, embedder, question, context_budget_tokens=4096, **fast)
+    best = run(main, embedder, question, context_budget_tokens=64, **fast)
+    assert both.rule == best.rule == "few_context" and len(both.context) == 2
+    assert [item.n for item in best.context] == [1]  # the best chunk, whole, renumbered
+    assert best.context[0].text in {item.text for item in both.context}
+    cap = next(c for c in best.corrections if c.type == "cap")
+    assert cap.detail["chunks_left_out"] == 1 and len(cap.detail["chunk_ids"]) == 1
+
+
 def test_progress_hears_every_stage_in_order(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
     main, spare = corpora
     events: list[StageEvent] = []

@@ -11,6 +11,8 @@ from crag_edge.progress import StageEvent
 
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
 FAST: dict[str, Any] = {"grading_tiers": ["signals"], "rewrite_with_llm": False}
+BEES = "How does the waggle dance tell other bees the distance to food?"
+PHOTOSYNTHESIS = "What does photosynthesis turn light into?"
 UNANSWERABLE = "The Zorblat reactor in Quentaris is cooled with chilled lemon juice every Tuesday."
 
 
@@ -30,3 +32,30 @@ def test_answer_reports_the_loop_then_the_answer_stage(tmp_path: Path, embedder:
     last = events[-1]
     assert (last.stage, last.status) == ("answer", "end") and last.ms is not None
     assert stream.finish_reason == "insufficient_evidence"
+    assert stream.timings.prompt_tokens is None  # no model was called
+
+
+def test_answer_times_the_wait_for_its_first_word(tmp_path: Path, embedder: Any) -> None:
+    """The small LLM writes the answer; its timings add up and its prompt counts are the
+    runtime's: the first answer evaluates its whole prompt, the second (same system prompt,
+    nothing else between) reuses the cached part."""
+    settings = Settings.load(**FAST, llm_max_tokens=8, llm_threads=1)
+    events: list[StageEvent] = []
+    with Engine.open(tmp_path / "kb.db", settings, create=True, embedder=embedder) as engine:
+        engine.ingest([SAMPLE])
+        answers = []
+        for question in (BEES, PHOTOSYNTHESIS):
+            result, stream = engine.answer(question, progress=events.append)
+            text = "".join(stream)
+            assert result.context and text.strip(), "the model was asked"
+            answers.append(stream.timings)
+    first, second = answers
+    for timings in answers:
+        assert timings.first_token_s is not None
+        assert 0 < timings.first_token_s <= timings.answer_s
+        assert timings.total_s == timings.retrieval_grading_s + timings.answer_s
+        assert timings.retrieval_grading_s > 0
+    assert first.evaluated_tokens == first.prompt_tokens
+    assert second.prompt_tokens is not None and second.evaluated_tokens is not None
+    assert 0 < second.evaluated_tokens < second.prompt_tokens
+    assert events[-1].ms == round(second.answer_s * 1000, 3)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from crag_edge.config import Settings
+from crag_edge.generation import SYSTEM
 from crag_edge.grading.llm_judge import MODES, JudgeMode, LlmJudge, parse_ratings, rating_grammar
 from crag_edge.models.llm import LlamaRuntime, LlmUnavailableError, load_llm
 from crag_edge.models.manifest import load_manifest
@@ -145,6 +146,38 @@ def test_shared_prefixes_are_evaluated_once(runtime: LlamaRuntime) -> None:
         assert a is not None and b is not None
         assert a == pytest.approx(b, abs=1e-3)
         assert all(v < 0 for v in a)
+
+
+def _answer_prompt(question: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": f"{question}\n\nContext passages:\n\n[1] {PASSAGES[0]}"},
+    ]
+
+
+def test_answer_after_a_judge_call_reuses_its_system_prompt(model_path: Path) -> None:
+    """The judge's prompt replaces the answer's in the KV cache; the answer's fixed part
+    (template header and system prompt) comes back from its snapshot, not evaluated again,
+    and the logits after the restored prefix are the ones a fresh evaluation gives."""
+    fresh_runtime = LlamaRuntime(model_path, model_id=MODEL_ID, n_ctx=2048, n_threads=1)
+    first, second = _answer_prompt(QUERY), _answer_prompt("Why do pressure cookers work?")
+    opening = fresh_runtime.stream_chat(first, max_tokens=2)
+    "".join(opening)
+    assert opening.usage.evaluated_tokens == opening.usage.prompt_tokens  # nothing cached yet
+    LlmJudge(fresh_runtime).score(QUERY, PASSAGES[:2])  # another system prompt in the cache
+    reply = fresh_runtime.stream_chat(second, max_tokens=2)
+    "".join(reply)
+    fixed = _shared_prefix(fresh_runtime.chat_tokens(first), fresh_runtime.chat_tokens(second))
+    assert reply.usage.prompt_tokens is not None and fixed > 20
+    assert reply.usage.evaluated_tokens == reply.usage.prompt_tokens - fixed
+    fresh_runtime.next_token_logprobs([LONG_REPLY], [1])  # no system prompt at all now
+    restored = fresh_runtime.answer_logprobs([second], ["yes", "no"]).rows[0]
+    cold = LlamaRuntime(model_path, model_id=MODEL_ID, n_ctx=2048, n_threads=1)
+    assert restored == pytest.approx(cold.answer_logprobs([second], ["yes", "no"]).rows[0])
+
+
+def _shared_prefix(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), len(a))
 
 
 def test_scorer_protocol_and_empty_batch(runtime: LlamaRuntime) -> None:

@@ -165,6 +165,10 @@ def test_answer_streams_tokens_then_the_result(server: Running) -> None:
     assert final["answer"] == "".join(d["text"] for k, d in events if k == "token")
     assert final["finish_reason"] in ("stop", "length")
     assert final["result"]["question"] == BEES and "decision" in final["result"]
+    timings = final["timings"]
+    assert 0 < timings["first_token_s"] <= timings["answer_s"]
+    assert timings["total_s"] >= timings["retrieval_grading_s"] > 0
+    assert 0 < timings["evaluated_tokens"] <= timings["prompt_tokens"]
 
 
 def test_answer_without_evidence_says_so_without_a_model(server: Running) -> None:
@@ -172,6 +176,7 @@ def test_answer_without_evidence_says_so_without_a_model(server: Running) -> Non
     assert events[-1][0] == "result"
     assert events[-1][1]["result"]["insufficient_evidence"] is True
     assert events[-1][1]["finish_reason"] == "insufficient_evidence"
+    assert events[-1][1]["timings"]["prompt_tokens"] is None  # no model was called
 
 
 def test_stalled_answer_says_timeout_in_its_result(corpus_db: Path, embedder: Any) -> None:

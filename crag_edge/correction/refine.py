@@ -247,11 +247,13 @@ def _gap_text(a: Strip, b: Strip, chunks: Sequence[Chunk]) -> str | None:
 @dataclass(frozen=True)
 class Refinement:
     """The context pieces in document order (one kept strip, or neighbouring kept strips
-    joined), the strips kept, and every distinct strip scored."""
+    joined), the strips kept, every distinct strip scored, and how many strips passed the
+    threshold but were left out because the token budget was spent."""
 
     pieces: list[Strip]
     kept: list[Strip]
     scored: list[Strip]
+    over_budget: int = 0
 
 
 def refine(
@@ -274,4 +276,5 @@ def refine(
         return len(embedder.tokenizer.encode(text, add_special_tokens=False).ids)
 
     kept = recompose(scored, threshold, budget_tokens, count)
-    return Refinement(join_neighbours(kept, chunks), kept, scored)
+    passing = sum(1 for strip in scored if strip.score >= threshold)
+    return Refinement(join_neighbours(kept, chunks), kept, scored, passing - len(kept))

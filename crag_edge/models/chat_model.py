@@ -58,19 +58,33 @@ class NextTokenLogprobs:
     seconds: float
 
 
+@dataclass
+class PromptUsage:
+    """A streamed reply's prompt: its length in tokens and how many of them were evaluated
+    (the rest came from the KV cache of an earlier prompt sharing that prefix). Filled in
+    by the runtime once the prompt is evaluated; None where it cannot tell (an LLM server)."""
+
+    prompt_tokens: int | None = None
+    evaluated_tokens: int | None = None
+
+
 class TextStream(Generic[Reason]):
     """Text pieces as they are generated; once exhausted, why the generation ended.
 
     Iterate it for the pieces, then read `finish_reason` and `text` (the whole reply): a
     caller can tell an answer that ended on its own from one that was cut off or stopped.
-    Wraps a generator that yields the pieces and returns the finish reason. `close()` ends
-    it early and gives the model back.
+    Wraps a generator that yields the pieces and returns the finish reason; `usage` is
+    the prompt's, as far as the runtime reports it. `close()` ends it early and gives the
+    model back.
     """
 
-    def __init__(self, pieces: Generator[str, None, Reason]) -> None:
+    def __init__(
+        self, pieces: Generator[str, None, Reason], usage: PromptUsage | None = None
+    ) -> None:
         self._pieces = pieces
         self._seen: list[str] = []
         self._finish: Reason | None = None
+        self.usage = usage if usage is not None else PromptUsage()
 
     def __iter__(self) -> TextStream[Reason]:
         return self

@@ -46,10 +46,12 @@ from crag_edge.models.chat_model import (
     LlmCallError,
     Message,
     NextTokenLogprobs,
+    PromptUsage,
     TextStream,
 )
 from crag_edge.models.errors import ModelFileError
 from crag_edge.models.manifest import load_manifest
+from crag_edge.models.prefix_states import PrefixStates
 from crag_edge.models.registry import ModelNotInstalledError, installed_file
 from crag_edge.models.remote_llm import OpenAiLlm
 
@@ -58,6 +60,8 @@ if TYPE_CHECKING:
 
 
 GGUF_MAGIC = b"GGUF"
+# System prompts whose fixed part's tokens are remembered (the pipeline uses a handful).
+FIXED_PARTS_KEPT = 16
 INSTALL_HINT = "pip install 'crag-edge[llm]'"
 
 
@@ -178,6 +182,8 @@ class LlamaRuntime:
         self._max_tokens = max_tokens
         self._timeout_s = timeout_s
         self._stall_timeout_s = stall_timeout_s
+        self._prefix_states = PrefixStates(llama_cpp, self._llm)
+        self._fixed_parts: dict[str, list[int]] = {}
 
     @property
     def model_id(self) -> str:
@@ -256,13 +262,13 @@ class LlamaRuntime:
             raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
         deadline = _Deadline(self._bounded_timeout(timeout_s))
         compiled = self._compile(grammar) if grammar is not None else None
-        prompt = self.chat_tokens(messages)
+        prompt, fixed = self._prompt(messages)
         self._check_fits(len(prompt) + 1)
         started = time.monotonic()
         if not self._lock.acquire(timeout=deadline.remaining()):
             return Completion("", "timeout", len(prompt), 0, time.monotonic() - started)
         try:
-            if self._eval_prompt(prompt, deadline) is None:
+            if self._eval_prompt(prompt, deadline, fixed) is None:
                 return Completion("", "timeout", len(prompt), 0, time.monotonic() - started)
             response: Any = self._llm.create_completion(
                 prompt=prompt,
@@ -308,19 +314,27 @@ class LlamaRuntime:
         stall = self._stall_timeout_s
         if stall_timeout_s is not None:
             stall = max(0.0, min(stall_timeout_s, stall))
-        return TextStream(self._stream_pieces(messages, limit, temperature, stall))
+        usage = PromptUsage()
+        return TextStream(self._stream_pieces(messages, limit, temperature, stall, usage), usage)
 
     def _stream_pieces(
-        self, messages: Sequence[Message], limit: int, temperature: float, stall_s: float
+        self,
+        messages: Sequence[Message],
+        limit: int,
+        temperature: float,
+        stall_s: float,
+        usage: PromptUsage,
     ) -> Generator[str, None, FinishReason]:
         deadline = _StallDeadline(stall_s)
-        prompt = self.chat_tokens(messages)
+        prompt, fixed = self._prompt(messages)
         self._check_fits(len(prompt) + 1)
+        usage.prompt_tokens = len(prompt)
         if not self._lock.acquire(timeout=deadline.remaining()):
             return "timeout"
         finish: FinishReason = "stop"
         try:
-            if self._eval_prompt(prompt, deadline) is None or deadline.fired:
+            usage.evaluated_tokens = self._eval_prompt(prompt, deadline, fixed)
+            if usage.evaluated_tokens is None or deadline.fired:
                 return "timeout"
             chunks: Any = self._llm.create_completion(
                 prompt=prompt,
@@ -359,8 +373,8 @@ class LlamaRuntime:
         if ids.size == 0 or ids.min() < 0 or ids.max() >= self._n_vocab:
             raise ValueError(f"token ids must be in [0, {self._n_vocab}); got {list(token_ids)}")
         deadline = _Deadline(self._bounded_timeout(timeout_s))
-        tokenized = [self.chat_tokens(p) for p in prompts]
-        for prompt in tokenized:
+        tokenized = [self._prompt(p) for p in prompts]
+        for prompt, _ in tokenized:
             self._check_fits(len(prompt))
         rows: list[list[float] | None] = [None] * len(tokenized)
         started = time.monotonic()
@@ -368,8 +382,8 @@ class LlamaRuntime:
         if not self._lock.acquire(timeout=deadline.remaining()):
             return NextTokenLogprobs(rows, True, 0, time.monotonic() - started)
         try:
-            for i, prompt in enumerate(tokenized):
-                count = self._eval_prompt(prompt, deadline)
+            for i, (prompt, fixed) in enumerate(tokenized):
+                count = self._eval_prompt(prompt, deadline, fixed)
                 if count is None:
                     break
                 evaluated += count
@@ -410,29 +424,64 @@ class LlamaRuntime:
             raise ValueError(f"{self._model_id}: {answer!r} is not a single token in any spelling")
         return ids
 
+    def _prompt(self, messages: Sequence[Message]) -> tuple[list[int], int]:
+        """The prompt's tokens and the length of its fixed part: everything before the first
+        user message's text (the template's header and the system prompt), which every
+        prompt with that system prompt shares."""
+        prompt = self.chat_tokens(messages)
+        if not messages or messages[0].get("role") != "system":
+            return prompt, 0
+        system = messages[0]["content"]
+        if system not in self._fixed_parts:
+            if len(self._fixed_parts) >= FIXED_PARTS_KEPT:
+                self._fixed_parts.clear()
+            empty = self.chat_tokens([messages[0], {"role": "user", "content": ""}])
+            self._fixed_parts[system] = empty
+        return prompt, _common_prefix(self._fixed_parts[system], prompt)
+
     # -- internals; callers hold the lock --------------------------------------------------
 
-    def _eval_prompt(self, prompt: list[int], deadline: _Deadline) -> int | None:
+    def _eval_prompt(self, prompt: list[int], deadline: _Deadline, fixed: int = 0) -> int | None:
         """Bring the KV cache to exactly `prompt`, evaluating only what is not cached yet;
         return how many tokens that took.
 
-        Works in `n_batch` chunks and gives up (returning None) once the deadline has
-        passed; the cache then holds a prefix that the next call can still reuse. Each chunk
-        evaluated is progress for a stall deadline.
+        The cache is reused up to the prefix `prompt` shares with the one before, or up to a
+        stored snapshot of its fixed part (`PrefixStates`) when that reaches further; a fixed
+        part evaluated here is snapshotted for the next prompt that starts with it. Works in
+        `n_batch` chunks and gives up (returning None) once the deadline has passed; the
+        cache then holds a prefix that the next call can still reuse. Each chunk evaluated
+        is progress for a stall deadline.
         """
         llm = self._llm
         keep = _common_prefix(llm.input_ids[: llm.n_tokens], prompt)
         keep = min(keep, len(prompt) - 1)  # the last position must be evaluated for its logits
+        stored = self._prefix_states.longest_in(prompt)
+        if stored > keep:  # a failed restore leaves nothing cached that can be trusted
+            keep = stored if self._prefix_states.restore(prompt, stored) else 0
         if keep == 0:
             llm.reset()
         else:
             llm.n_tokens = keep  # Llama.eval drops the KV cache past n_tokens before decoding
-        for start in range(keep, len(prompt), self._n_batch):
-            if deadline.expired():
+        snapshot = keep < fixed < len(prompt) and prompt[:fixed] not in self._prefix_states
+        stops = [fixed, len(prompt)] if snapshot else [len(prompt)]
+        start = keep
+        for stop in stops:
+            if not self._eval_range(prompt, start, stop, deadline):
                 return None
-            llm.eval(prompt[start : start + self._n_batch])
-            deadline.progressed()
+            if snapshot and stop == fixed:
+                self._prefix_states.save(prompt[:fixed])
+            start = stop
         return len(prompt) - keep
+
+    def _eval_range(self, prompt: list[int], start: int, stop: int, deadline: _Deadline) -> bool:
+        """Evaluate `prompt[start:stop]` after the cached `prompt[:start]`; False once the
+        deadline passed."""
+        for begin in range(start, stop, self._n_batch):
+            if deadline.expired():
+                return False
+            self._llm.eval(prompt[begin : min(stop, begin + self._n_batch)])
+            deadline.progressed()
+        return True
 
     def _last_logprobs(self, ids: npt.NDArray[np.intp]) -> list[float]:
         pointer = self._llama_cpp.llama_get_logits_ith(self._llm.ctx, -1)

@@ -10,20 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from crag_edge.locations import is_database_url
 from crag_edge.store.backend import CorpusBackend
 from crag_edge.store.corpus import Corpus
 from crag_edge.store.errors import CorpusError
 
 if TYPE_CHECKING:
     from crag_edge.store.postgres import PostgresCorpus
-
-# Schemes libpq accepts for a connection URL.
-DATABASE_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_database_url(location: Path | str) -> bool:
-    """Whether `location` names a PostgreSQL database rather than a corpus file."""
-    return isinstance(location, str) and location.startswith(DATABASE_SCHEMES)
 
 
 def open_corpus(location: Path | str, *, readonly: bool = False) -> CorpusBackend:

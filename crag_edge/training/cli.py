@@ -26,6 +26,7 @@ from rich.progress import (
 
 from crag_edge.cli_errors import EXPECTED_ERRORS, err, fail
 from crag_edge.config import Settings
+from crag_edge.locations import corpus_name, is_database_url, parse_location, shown_location
 from crag_edge.store import CorpusNotFoundError
 from crag_edge.training import TorchMissingError, TrainingInputError
 from crag_edge.training.data import LabelStoreError
@@ -73,10 +74,23 @@ class _RichEvents:
 @evaluator_app.command("train")
 def train(
     ctx: typer.Context,
-    db: Annotated[Path, typer.Option("--db", help="Corpus database to draw pairs from.")],
+    db: Annotated[
+        Path,
+        typer.Option(
+            "--db",
+            help="Corpus to draw pairs from: a file or postgresql://... (default: "
+            "CRAG_EDGE_DB_URL).",
+            parser=parse_location,
+            show_default=False,
+        ),
+    ],
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Output folder (default <db>.evaluator beside the db)."),
+        typer.Option(
+            "--out",
+            help="Output folder (default <db>.evaluator beside the file, or <database>.evaluator "
+            "here for a database).",
+        ),
     ] = None,
     labels: Annotated[
         Path | None,
@@ -135,7 +149,7 @@ def train(
     settings: Settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings.load()
     options = TrainOptions(
         db=db,
-        out=out or db.with_name(f"{db.stem}.evaluator"),
+        out=out or default_out(db),
         labels=labels,
         budget_minutes=budget_minutes,
         max_pairs=max_pairs,
@@ -154,7 +168,7 @@ def train(
     )
     options = replace(options, command=reproduce_command(options))
     try:
-        if not db.is_file():
+        if not is_database_url(db) and not Path(db).is_file():
             raise CorpusNotFoundError(
                 db, f"no corpus here: build one with `crag-edge ingest --db {db} PATH...`"
             )
@@ -179,10 +193,18 @@ def train(
     _print_summary(report)
 
 
+def default_out(db: Path | str) -> Path:
+    """Where the run writes when `--out` is not given: beside a corpus file, or in the working
+    directory for a database (named after it)."""
+    if is_database_url(db):
+        return Path(f"{corpus_name(db)}.evaluator")
+    return Path(db).with_name(f"{Path(db).stem}.evaluator")
+
+
 def reproduce_command(o: TrainOptions) -> str:
     """The command with every setting spelled out, for the model card: the defaults may
     change between versions, the card must not."""
-    args = ["crag-edge", "evaluator", "train", "--db", str(o.db), "--out", str(o.out)]
+    args = ["crag-edge", "evaluator", "train", "--db", shown_location(o.db), "--out", str(o.out)]
     if o.labels:
         args += ["--labels", str(o.labels)]
     args += ["--budget-minutes", f"{o.budget_minutes:g}", "--max-pairs", str(o.max_pairs)]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.evaluation.pairs import Pair, read_pairs
+from crag_edge.locations import absolute_location, corpus_name, shown_location
 from crag_edge.models.cross_encoder import MAX_LENGTH, MIN_LENGTH
 from crag_edge.models.llm import LlmUnavailableError
 from crag_edge.models.manifest import load_manifest
@@ -55,9 +56,10 @@ DEFAULT_LICENSE = "base weights Apache-2.0 (all-MiniLM-L6-v2); training data: th
 
 @dataclass(frozen=True)
 class TrainOptions:
-    """Everything `evaluator train` takes; the defaults are the shipped evaluator's."""
+    """Everything `evaluator train` takes; the defaults are the shipped evaluator's. `db` is
+    a corpus file or a `postgresql://` URL."""
 
-    db: Path
+    db: Path | str
     out: Path
     labels: Path | None = None
     budget_minutes: float = 30.0
@@ -102,8 +104,8 @@ class NoEvents:
         """Nothing to show."""
 
 
-def default_model_id(db: Path) -> str:
-    return f"evaluator-{db.stem}"
+def default_model_id(db: Path | str) -> str:
+    return f"evaluator-{Path(corpus_name(db)).stem}"
 
 
 def _llm_labeller(settings: Settings, events: Events) -> Labeller | None:
@@ -209,7 +211,7 @@ def _label(
         llm = labeller.name if labeller else None
         label_options = LabelOptions(options.max_pairs, options.negatives, seed=options.seed)
         identity = {
-            "db": str(options.db.resolve()),
+            "db": shown_location(absolute_location(options.db)),
             "labels_sha256": _file_digest(options.labels),
             "llm": llm,
             "negatives": label_options.negatives,
@@ -236,7 +238,7 @@ def _label(
     pairs = store.pairs
     train = [p for p in pairs if not is_validation(p.unit)]
     if not train:
-        raise ValueError(f"no training pairs could be made from {options.db}")
+        raise ValueError(f"no training pairs could be made from {shown_location(options.db)}")
     validation = [p for p in pairs if is_validation(p.unit)]
     return _Labels(pairs, train, validation, chunks, complete, llm)
 
@@ -395,7 +397,7 @@ def _report(
         "command": options.command or "(Python API)",
         "data_license": options.data_license,
         "data": {
-            "db": options.db.name,
+            "db": corpus_name(options.db),
             "chunks": labels.chunks,
             "labels_file": options.labels.name if options.labels else None,
             "llm": labels.llm,
@@ -451,7 +453,7 @@ def _register(
     from crag_edge.training import export
 
     description = (
-        f"crag-edge evaluator trained on {options.db.name}: MiniLM L{options.layers} "
+        f"crag-edge evaluator trained on {corpus_name(options.db)}: MiniLM L{options.layers} "
         f"{options.architecture} scorer, int8"
     )
     spec = export.register(

@@ -24,6 +24,7 @@ from textual.worker import get_current_worker
 from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.generation import cited, incomplete_note
+from crag_edge.locations import is_database_url, parse_location, same_location, shown_location
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem, CragResult
@@ -99,7 +100,7 @@ class CragApp(App[None]):
         self,
         *,
         engine: Engine | None = None,
-        db: Path | None = None,
+        db: Path | str | None = None,
         settings: Settings | None = None,
         config: Path | None = None,
         clock: Callable[[], float] = time.perf_counter,
@@ -108,7 +109,8 @@ class CragApp(App[None]):
         self.config_path = config
         self.engine = engine
         self.settings = engine.settings if engine is not None else settings or Settings.load()
-        self.db = Path(engine.corpus.path) if engine is not None else db
+        # A corpus file, or a `postgresql://` URL (shown without its password).
+        self.db = parse_location(engine.corpus.location) if engine is not None else db
         self.clock = clock
         self.result: CragResult | None = None
         self.answer_text = ""
@@ -141,7 +143,7 @@ class CragApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = str(self.db) if self.db else "no corpus"
+        self.sub_title = shown_location(self.db) if self.db else "no corpus"
         self.query_one("#evidence", EvidenceTable).border_title = "Evidence"
         self.query_one("#chunk-scroll").border_title = "Chunk"
         self.query_one("#decision").border_title = "Decision"
@@ -150,8 +152,8 @@ class CragApp(App[None]):
         self.query_one("#question", QuestionInput).focus()
         if self.engine is not None:
             self.corpus_ready()
-        elif self.db is not None and self.db.exists():
-            self.stages.idle(f"Opening {self.db} and loading the embedder…")
+        elif self.db is not None and (is_database_url(self.db) or Path(self.db).exists()):
+            self.stages.idle(f"Opening {shown_location(self.db)} and loading the embedder…")
             self.open_engine(self.db)
         else:
             where = f"No corpus at {self.db}" if self.db else "No corpus given (--db PATH)"
@@ -175,7 +177,7 @@ class CragApp(App[None]):
     @work(thread=True, exclusive=True, group="open", exit_on_error=False)
     def open_engine(
         self,
-        db: Path,
+        db: Path | str,
         create: bool = False,
         embedder: Embedder | None = None,
         switching: bool = False,
@@ -187,7 +189,8 @@ class CragApp(App[None]):
             if switching:
                 self.call_from_thread(self._switch_failed, db, open_error(exc))
             else:
-                self.call_from_thread(self.stages.idle, f"Cannot open {db}: {exc}")
+                shown = shown_location(db)
+                self.call_from_thread(self.stages.idle, f"Cannot open {shown}: {exc}")
             return
         if get_current_worker().is_cancelled:  # the app is closing: nobody will use it
             engine.close()
@@ -198,7 +201,7 @@ class CragApp(App[None]):
         """Make `engine` the app's (the app closes it); a previous one it owned is closed."""
         old, owned = self.engine, self._owns_engine
         self.engine = engine
-        self.db = Path(engine.corpus.path)
+        self.db = parse_location(engine.corpus.location)
         self._owns_engine = True
         if old is not None and old is not engine:
             if owned:
@@ -222,19 +225,19 @@ class CragApp(App[None]):
             return "A corpus is being opened"
         return None
 
-    def switch_corpus(self, db: Path, create: bool = False) -> bool:
+    def switch_corpus(self, db: Path | str, create: bool = False) -> bool:
         """Open (with `create`, create) the corpus at `db` in a worker and make it the app's,
         then return to the main screen. False (with a warning) while work is running."""
         reason = self.busy()
         if reason is not None:
             self.notify(f"{reason}: switch corpora once it has finished.", severity="warning")
             return False
-        if self.engine is not None and db.resolve() == Path(self.engine.corpus.path).resolve():
-            self.notify(f"{self.db} is already open.")
+        if self.engine is not None and same_location(db, self.engine.corpus.location):
+            self.notify(f"{shown_location(db)} is already open.")
             self._return_to_main()
             return True
         verb = "Creating" if create else "Opening"
-        self.stages.idle(f"{verb} {db}…")
+        self.stages.idle(f"{verb} {shown_location(db)}…")
         self.open_engine(
             db, create, self._shared_embedder(), switching=True, llm=self._shared_llm()
         )
@@ -259,13 +262,14 @@ class CragApp(App[None]):
 
     def _switched(self, engine: Engine) -> None:
         self._set_engine(engine)
-        self.notify(f"Switched to {self.db}.")
+        self.notify(f"Switched to {shown_location(self.db or '')}.")
         self._return_to_main()
 
-    def _switch_failed(self, db: Path, message: str) -> None:
-        still = f"; still on {self.db}" if self.engine is not None else ""
-        self.stages.idle(f"Cannot open {db}{still}.")
-        self.notify(f"Cannot open {db}: {message}", severity="error", timeout=10)
+    def _switch_failed(self, db: Path | str, message: str) -> None:
+        still = f"; still on {shown_location(self.db or '')}" if self.engine is not None else ""
+        shown = shown_location(db)
+        self.stages.idle(f"Cannot open {shown}{still}.")
+        self.notify(f"Cannot open {shown}: {message}", severity="error", timeout=10)
         for screen in self.screen_stack:
             if isinstance(screen, CorpusScreen):
                 screen.open_failed(message)

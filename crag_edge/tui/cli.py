@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from crag_edge.config import Settings
+from crag_edge.locations import parse_location
 
 DEFAULT_DB = Path("demo.db")
 
@@ -17,7 +18,12 @@ def tui(
     ctx: typer.Context,
     db: Annotated[
         Path,
-        typer.Option("--db", help="Corpus database file (created by the ingest screen if absent)."),
+        typer.Option(
+            "--db",
+            help="Corpus: a database file (created by the ingest screen if absent), or "
+            "postgresql://user@host/dbname (default: CRAG_EDGE_DB_URL, else demo.db).",
+            parser=parse_location,
+        ),
     ] = DEFAULT_DB,
 ) -> None:
     """Terminal UI: ask questions and watch retrieve, grade, decide, correct and answer."""

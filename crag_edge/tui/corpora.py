@@ -19,6 +19,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from crag_edge.engine import Engine
+from crag_edge.locations import absolute_location, is_database_url, parse_location
 from crag_edge.store import (
     Corpus,
     CorpusBackend,
@@ -37,7 +38,7 @@ NOT_A_CORPUS = "not a crag-edge corpus"
 class CorpusEntry:
     """One file in the picker: its stats, or why it cannot be opened (`problem`)."""
 
-    path: Path
+    path: Path | str  # a file, or the open corpus's database URL
     stats: CorpusStats | None = None
     problem: str | None = None
     openable: bool = True
@@ -66,7 +67,7 @@ def read_entry(path: Path) -> CorpusEntry:
         return CorpusEntry(path, problem=f"cannot read: {open_error(exc)}", openable=False)
 
 
-def find_corpora(folders: Iterable[Path], skip: Path | None = None) -> list[CorpusEntry]:
+def find_corpora(folders: Iterable[Path], skip: Path | str | None = None) -> list[CorpusEntry]:
     """Every `*.db` file directly in `folders` (each once), except `skip` (the open one);
     the ones that can be opened first."""
     seen = {skip} if skip is not None else set()
@@ -122,13 +123,13 @@ class CorpusScreen(CragScreen):
         """Switch to the corpus at `path` (with `create`, a new one). The app answers with
         `switch_refused` or `open_failed`, or closes the picker once it is open."""
 
-        def __init__(self, picker: CorpusScreen, path: Path, create: bool) -> None:
+        def __init__(self, picker: CorpusScreen, path: Path | str, create: bool) -> None:
             super().__init__()
             self.picker = picker
             self.path = path
             self.create = create
 
-    def __init__(self, *, db: Path | None, open_corpus: CorpusBackend | None) -> None:
+    def __init__(self, *, db: Path | str | None, open_corpus: CorpusBackend | None) -> None:
         """`db` is the app's corpus file (its folder is searched too); `open_corpus` the
         corpus the app has open, listed first with its live stats."""
         super().__init__()
@@ -157,7 +158,7 @@ class CorpusScreen(CragScreen):
         """Where to look: the working directory and the open corpus's folder."""
         folders = [Path.cwd()]
         db = self.db
-        if db is not None and db.resolve().parent not in folders:
+        if isinstance(db, Path) and db.resolve().parent not in folders:
             folders.append(db.resolve().parent)
         return folders
 
@@ -170,8 +171,8 @@ class CorpusScreen(CragScreen):
         )
         current = None
         if self.open_corpus is not None:  # the open one's stats come from its own connection
-            stats = self.open_corpus.stats()
-            current = CorpusEntry(Path(stats.path).resolve(), stats, is_open=True)
+            location = absolute_location(parse_location(self.open_corpus.location))
+            current = CorpusEntry(location, self.open_corpus.stats(), is_open=True)
         self.query_one("#corpora-status", Static).update("Reading the corpus files…")
         self.scan(folders, current)
 
@@ -209,6 +210,9 @@ class CorpusScreen(CragScreen):
         value = event.value.strip()
         if not value:
             return
+        if is_database_url(value):  # opened, or created when it holds no corpus yet
+            self.open(value, create=True)
+            return
         path = Path(value).expanduser()
         known = next((e for e in self.entries if e.path == path.resolve()), None)
         if known is not None and not known.openable:
@@ -216,7 +220,7 @@ class CorpusScreen(CragScreen):
             return
         self.open(path, create=not path.exists())
 
-    def open(self, path: Path, *, create: bool) -> None:
+    def open(self, path: Path | str, *, create: bool) -> None:
         """Ask the app to switch (it answers with one of the two methods below)."""
         status = self.query_one("#corpora-status", Static)
         status.update(f"{'Creating' if create else 'Opening'} {relative_name(path)}…")
@@ -224,7 +228,7 @@ class CorpusScreen(CragScreen):
 
     def corpus_opened(self, engine: Engine) -> None:
         """The app opened `engine`: the next rescan lists it as the open one."""
-        self.db = Path(engine.corpus.path)
+        self.db = parse_location(engine.corpus.location)
         self.open_corpus = engine.corpus
 
     def switch_refused(self) -> None:

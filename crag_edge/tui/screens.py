@@ -31,6 +31,7 @@ from textual.worker import get_current_worker
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.ingest import IngestReport, ProgressEvent
+from crag_edge.locations import is_database_url, parse_location, shown_location
 from crag_edge.store.corpus import CorpusStats
 
 HELP = """\
@@ -102,8 +103,12 @@ class PathSuggester(Suggester):
         return value + names[0][len(prefix) :] if names else None
 
 
-def relative_name(path: Path, cwd: Path | None = None) -> str:
-    """`path` relative to the working directory when it lies inside: shorter to read and edit."""
+def relative_name(path: Path | str, cwd: Path | None = None) -> str:
+    """`path` relative to the working directory when it lies inside: shorter to read and edit.
+    A database URL is shown without its password."""
+    if is_database_url(path):
+        return shown_location(path)
+    path = Path(path)
     try:
         return str(path.relative_to(cwd or Path.cwd()))
     except ValueError:
@@ -192,7 +197,7 @@ class IngestScreen(CragScreen):
     class Ingested(Message):
         """An ingest run ended (done, cancelled or failed): the corpus may have changed."""
 
-    def __init__(self, *, db: Path | None, engine: Engine | None, settings: Settings) -> None:
+    def __init__(self, *, db: Path | str | None, engine: Engine | None, settings: Settings) -> None:
         """`engine` is the open corpus to add to; without one, ingesting creates the corpus at
         the path in the form (`db` by default) with `settings`."""
         super().__init__()
@@ -208,7 +213,7 @@ class IngestScreen(CragScreen):
             with Horizontal(classes="row"):
                 yield Input(
                     str(self.db or "corpus.db"),
-                    placeholder="Corpus database file",
+                    placeholder="Corpus database file, or postgresql://user@host/dbname",
                     id="db",
                     disabled=self.engine is not None,
                 )
@@ -251,7 +256,7 @@ class IngestScreen(CragScreen):
         if not path.exists():
             self.query_one("#ingest-status", Static).update(f"[red]No such file or folder: {path}")
             return
-        db = Path(self.query_one("#db", Input).value.strip() or "corpus.db")
+        db = parse_location(self.query_one("#db", Input).value.strip() or "corpus.db")
         self.running = True
         self.remove_class("-browsing")  # the log shows the progress
         self.query_one("#start", Button).disabled = True
@@ -261,7 +266,7 @@ class IngestScreen(CragScreen):
         self.run_ingest(path, db)
 
     @work(thread=True, exclusive=True, group="ingest", exit_on_error=False)
-    def run_ingest(self, path: Path, db: Path) -> None:
+    def run_ingest(self, path: Path, db: Path | str) -> None:
         worker = get_current_worker()
         app = self.app
         try:

@@ -17,9 +17,9 @@ import apsw
 from crag_edge.config import BINARY_PREFILTER_CHUNKS
 from crag_edge.correction.fallback.base import ENV_DB, ENV_TIMEOUT, FallbackError, fallback_id
 from crag_edge.groups import Groups
+from crag_edge.locations import absolute_location, parse_location, shown_location
 from crag_edge.retrieval import Mode, Retriever
 from crag_edge.store import (
-    Corpus,
     CorpusError,
     CorpusNotFoundError,
     CorruptCorpusError,
@@ -27,11 +27,13 @@ from crag_edge.store import (
     NotACorpusError,
     SchemaTooNewError,
 )
+from crag_edge.store.factory import open_corpus
 from crag_edge.types import Chunk, Embedder, Hit
 
 
 class LocalCorpusProvider:
-    """Hybrid (or `mode`) retrieval in another corpus file, relabelled as fallback evidence.
+    """Hybrid (or `mode`) retrieval in another corpus (a file or a `postgresql://` database),
+    relabelled as fallback evidence.
 
     A search takes milliseconds and cannot be interrupted, so `timeout_s` bounds the wait
     for the corpus (an earlier search abandoned at its deadline may still hold it); the
@@ -52,7 +54,8 @@ class LocalCorpusProvider:
         rrf_k: int = 60,
         prefilter_from: int = BINARY_PREFILTER_CHUNKS,
     ) -> None:
-        self.db = Path(db).expanduser().resolve()
+        self.location = absolute_location(parse_location(db))
+        self.db = shown_location(self.location)  # what hits and messages name: no password
         self.embedder = embedder
         self.timeout_s = timeout_s
         self.max_results = max_results
@@ -101,7 +104,7 @@ class LocalCorpusProvider:
         corpus built later is picked up without a restart)."""
         if self._retriever is None:
             try:
-                corpus = Corpus.open(self.db, readonly=True)
+                corpus = open_corpus(self.location, readonly=True)
             except CorpusError as exc:
                 raise _open_error(self.db, exc) from None
             try:
@@ -149,7 +152,7 @@ class LocalCorpusProvider:
         return replace(hit, chunk=chunk, origin=f"fallback:{self.name}")
 
 
-def _open_error(db: Path, exc: CorpusError) -> FallbackError:
+def _open_error(db: str, exc: CorpusError) -> FallbackError:
     """What to do about a fallback corpus that cannot be used."""
     ingest = f"`crag-edge ingest --db {db} DOCS`"
     if isinstance(exc, CorpusNotFoundError):

@@ -19,8 +19,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from crag_edge.answer_timing import TimedAnswer
 from crag_edge.config import RetrievalMode
-from crag_edge.generation import AnswerStream, cited
+from crag_edge.generation import cited
 from crag_edge.result import CragResult
 from crag_edge.server.config import ServerConfig
 from crag_edge.server.deps import (
@@ -108,7 +109,8 @@ async def query(body: QueryRequest, state: StateDep, caller: CallerDep) -> dict[
 )
 async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> StreamingResponse:
     """Server-sent events: `token` events ({"text"}), then one `result` event
-    ({"answer", "finish_reason", "cited", "result": CragResult}); `error` instead if
+    ({"answer", "finish_reason", "cited", "timings", "result": CragResult}; `timings` as
+    `answer_timing.AnswerTimings`, in seconds); `error` instead if
     generation fails. `finish_reason`: stop, length (cut at llm_max_tokens), timeout
     (stalled past llm_stall_timeout_s) or insufficient_evidence (no model called)."""
     question = checked_question(body.question, state.config)
@@ -144,7 +146,7 @@ _END = object()
 
 async def _answer_events(
     result: CragResult,
-    tokens: AnswerStream,
+    tokens: TimedAnswer,
     release: Callable[[], None],
     request_id: str | None,
 ) -> AsyncIterator[str]:
@@ -160,6 +162,7 @@ async def _answer_events(
                 "answer": tokens.text,
                 "finish_reason": tokens.finish_reason,
                 "cited": [item.n for item in cited(tokens.text, result.context)],
+                "timings": tokens.timings.to_dict(),
                 "result": result.to_dict(),
             },
         )

@@ -8,7 +8,6 @@ read-only corpus) refuses writes in the server itself. Failing to reach the serv
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,17 +16,12 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from crag_edge.locations import redacted
 from crag_edge.store.errors import CorpusError, StorageError
 from crag_edge.store.postgres.schema import SCHEMA
 
 CONNECT_TIMEOUT_S = 10
 POOL_MAX_SIZE = 8  # a service's workers and its ingest thread; PostgreSQL's default allows 100
-_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
-
-
-def redacted(url: str) -> str:
-    """`url` with its password (if any) replaced by `***`: what messages and stats show."""
-    return _PASSWORD.sub(r"\1***@", url)
 
 
 def first_line(exc: BaseException) -> str:
