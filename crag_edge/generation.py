@@ -3,7 +3,8 @@
 The prompt forbids knowledge outside the context and asks for "[n]" citations; when the
 loop found no trustworthy evidence, no model is called: the answer says so. Every answer
 stream ends with its finish reason, so no interface can pass off a cut-off or stalled
-answer (or an empty one) as complete.
+answer (or an empty one) as complete. An answer that ends on its own without a citation
+gets the passages it was drawn from named after it (`attribution`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 from collections.abc import Generator, Sequence
 from typing import Literal
 
+from crag_edge.attribution import drawn_from, drawn_from_note
 from crag_edge.citations import locator
 from crag_edge.config import ModelSettings, env_name
 from crag_edge.models.chat_model import (
@@ -91,6 +93,10 @@ def _answer_pieces(
     finally:
         usage.prompt_tokens = reply.usage.prompt_tokens
         usage.evaluated_tokens = reply.usage.evaluated_tokens
+    if reply.finish_reason == "stop" and not cited(reply.text, result.context):
+        note = drawn_from_note(drawn_from(reply.text, result.context))
+        if note:
+            yield note
     return reply.finish_reason
 
 
