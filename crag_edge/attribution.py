@@ -28,11 +28,13 @@ MIN_TERMS = 3
 
 def drawn_from(answer: str, context: Sequence[ContextItem]) -> list[ContextItem]:
     """The context items the answer's sentences were drawn from, in order of first use."""
+    if not context:
+        return []
     passages = [(item, set(tokenize(item.text))) for item in context]
     found: dict[int, ContextItem] = {}
     for start, end in sentence_spans(answer):
         terms = set(tokenize(answer[start:end]))
-        if len(terms) < MIN_TERMS or not passages:
+        if len(terms) < MIN_TERMS:
             continue
         share, item = max(
             ((len(terms & passage) / len(terms), item) for item, passage in passages),
