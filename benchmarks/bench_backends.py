@@ -27,6 +27,7 @@ from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.retrieval import Retriever
 from crag_edge.store import CorpusBackend
 from crag_edge.store.factory import open_or_create_corpus
+from crag_edge.store.postgres.schema import SCHEMA
 from tests.postgres import create_database
 
 DIM = 384
@@ -66,14 +67,15 @@ def _bulk_load(corpus: CorpusBackend, url: str, chunks: int) -> None:
     """Fill a new PostgreSQL corpus without its HNSW index, then build the index once: the
     same index the schema creates, under the same name."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("DROP INDEX chunks_embedding")
+        conn.execute(f"DROP INDEX {SCHEMA}.chunks_embedding")
     fill_corpus(corpus, chunks)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET maintenance_work_mem = '512MB'")
         conn.execute(
-            "CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding vector_cosine_ops)"
+            f"CREATE INDEX chunks_embedding ON {SCHEMA}.chunks "
+            "USING hnsw (embedding vector_cosine_ops)"
         )
-        conn.execute("ANALYZE chunks")
+        conn.execute(f"ANALYZE {SCHEMA}.chunks")
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
