@@ -25,7 +25,7 @@ from crag_edge.cli import app
 from crag_edge.server import ServerConfig
 from crag_edge.server.tokens import TokenFile
 from tests.live_service import NONSENSE, TOKEN, sample_corpus
-from tests.test_server import Running, factory_for, running
+from tests.test_server import Running, factory_for, running, wait_until
 
 ROOT = Path(__file__).parent.parent
 runner = CliRunner()
@@ -296,11 +296,17 @@ def test_the_request_log_and_audit_log_name_the_token_never_its_secret(
     caplog.set_level(logging.INFO, logger="crag_edge.server")
     with service.client("reader") as reader:
         assert reader.post("/v1/query", json={"question": "How do honeybees dance?"}).is_success
-    logged = [r for r in caplog.records if r.getMessage() == "request"]
-    assert any(
-        getattr(r, "token_name", None) == "reader" and getattr(r, "route", "") == "/v1/query"
-        for r in logged
-    ), [vars(r) for r in logged]
+
+    def reader_query_logged() -> bool:
+        # The request line is written once the response has gone out, so it may trail the reply.
+        return any(
+            r.getMessage() == "request"
+            and getattr(r, "token_name", None) == "reader"
+            and getattr(r, "route", "") == "/v1/query"
+            for r in caplog.records
+        )
+
+    wait_until(reader_query_logged)
     lines = [json.loads(line) for line in service.audit.read_text().splitlines()]
     assert any(line.get("token_name") == "reader" for line in lines)
     everything = service.audit.read_text() + "".join(str(vars(r)) for r in caplog.records)
