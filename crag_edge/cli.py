@@ -534,19 +534,32 @@ def _print_calibration(result: dict[str, Any], db: Path) -> None:
         f"({result['relevant_share']:.0%} relevant by the judge)",
         highlight=False,
     )
-    table = Table("tier", "a, b", "log-loss", "mean p relevant", "mean p other")
+    table = Table("tier", "AUC", "a, b", "log-loss", "mean p relevant", "mean p other", "used")
     for tier, row in result["tiers"].items():
         before, after = row["before"], row["after"]
         table.add_row(
             tier,
+            _fmt(row["auc"]),
             f"{row['a']:.2f}, {row['b']:.2f}",
             *(
                 f"{_fmt(before[key])} → {_fmt(after[key])}"
                 for key in ("log_loss", "mean_relevant", "mean_other")
             ),
+            "yes" if row["stored"] else "no: keeps its calibration",
         )
     out.print(table)
-    out.print(f"stored in {db}; used by default for this corpus", highlight=False)
+    stored = [tier for tier, row in result["tiers"].items() if row["stored"]]
+    if stored:
+        out.print(
+            f"{', '.join(stored)} fit stored in {db}; used by default for this corpus",
+            highlight=False,
+        )
+    else:
+        out.print(
+            f"no tier ranks the judge's labels (AUC < {corpus_calibration.MIN_TIER_AUC}): "
+            f"{db} keeps its calibration",
+            highlight=False,
+        )
 
 
 @cache_app.command("clear")

@@ -9,6 +9,11 @@ for sampled chunks (as `evaluator train` does), the chunk it was written from is
 stored in the corpus file (`meta` key `calibration`) with the evaluator version they fit;
 `Engine` uses them for that corpus unless a calibration setting is given explicitly. The
 judge is the teacher here, so its own calibration is not refitted.
+
+A tier that does not rank the judge's labels (ROC-AUC below `MIN_TIER_AUC`) keeps the
+calibration it had: Platt's fit to labels a tier cannot separate is nearly flat, every score
+lands near the share of relevant pairs, and the decision thresholds stop meaning anything
+(on a documentation corpus such a fit made the loop answer questions it had refused).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from crag_edge.config import GradingSettings
+from crag_edge.evaluation.metrics import roc_auc
 from crag_edge.grading import Grader, Platt, fit_platt
 from crag_edge.grading.calibration import Calibration, calibration
 from crag_edge.grading.llm_judge import LlmJudge
@@ -34,6 +40,7 @@ from crag_edge.types import Chunk, Embedder
 
 META_KEY = "calibration"
 FITTED_TIERS = ("signals", "cross_encoder")
+MIN_TIER_AUC = 0.65
 
 
 class CalibrationError(RuntimeError):
@@ -57,6 +64,12 @@ class TierFit:
     before: Calibration
     after: Platt
     raw: list[float] = field(default_factory=list)
+    auc: float = float("nan")
+
+    @property
+    def separates(self) -> bool:
+        """Whether the tier ranks the labels well enough for its refit to be used."""
+        return self.auc >= MIN_TIER_AUC
 
 
 def pseudo_queries(
@@ -119,8 +132,10 @@ def fit_tiers(queries: list[PseudoQuery], grader: Grader) -> dict[str, TierFit]:
                 grader.cross_encoder.score(query.question, texts).scores
             )
     labels = [label for query in queries for label in query.labels]
+    relevant = [int(label >= 0.5) for label in labels]
     for fit in fits.values():
         fit.after = fit_platt(fit.raw, labels)
+        fit.auc = roc_auc(fit.raw, relevant)
     return fits
 
 
@@ -131,7 +146,12 @@ def report(queries: list[PseudoQuery], fits: dict[str, TierFit]) -> dict[str, An
     relevant = labels >= 0.5
     tiers: dict[str, Any] = {}
     for tier, fit in fits.items():
-        row: dict[str, Any] = {"a": round(fit.after.a, 4), "b": round(fit.after.b, 4)}
+        row: dict[str, Any] = {
+            "a": round(fit.after.a, 4),
+            "b": round(fit.after.b, 4),
+            "auc": None if np.isnan(fit.auc) else round(fit.auc, 4),
+            "stored": fit.separates,
+        }
         for when, scaler in (("before", fit.before), ("after", fit.after)):
             p = np.clip(scaler(fit.raw), 1e-6, 1 - 1e-6)
             row[when] = {
@@ -151,11 +171,13 @@ def report(queries: list[PseudoQuery], fits: dict[str, TierFit]) -> dict[str, An
 
 
 def store(corpus: CorpusBackend, fits: dict[str, TierFit], grader: Grader, teacher: str) -> None:
-    """Keep the fit in the corpus file, with the evaluator version it belongs to."""
+    """Keep the fit of each tier that separates the labels in the corpus file, with the
+    evaluator version it belongs to; the others keep the settings' calibration."""
     entry: dict[str, Any] = {"fitted_at": time.time(), "teacher": teacher}
     for tier, fit in fits.items():
-        entry[tier] = {"a": fit.after.a, "b": fit.after.b}
-    if "cross_encoder" in fits:
+        if fit.separates:
+            entry[tier] = {"a": fit.after.a, "b": fit.after.b}
+    if "cross_encoder" in entry:
         entry["cross_encoder"]["model"] = grader.versions.get("cross_encoder")
     corpus.set_meta({META_KEY: json.dumps(entry)})
 

@@ -14,6 +14,7 @@ from crag_edge import corpus_calibration
 from crag_edge.cli import app
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
+from crag_edge.evaluation.metrics import roc_auc
 from crag_edge.grading import Platt, fit_platt
 from crag_edge.store import Corpus
 
@@ -42,8 +43,34 @@ def test_the_fit_improves_log_loss_and_is_stored(calibrated) -> None:  # type: i
         assert row["after"]["log_loss"] <= row["before"]["log_loss"] + 1e-9
     with Corpus.open(db, readonly=True) as corpus:
         entry = corpus_calibration.stored(corpus)
-    assert entry["signals"]["a"] == pytest.approx(report["tiers"]["signals"]["a"], abs=1e-3)
-    assert entry["cross_encoder"]["model"].startswith("crag-edge-evaluator")
+    for tier, row in report["tiers"].items():
+        assert 0.0 <= row["auc"] <= 1.0
+        assert row["stored"] == (row["auc"] >= corpus_calibration.MIN_TIER_AUC)
+        assert (tier in entry) == row["stored"], tier
+        if row["stored"]:
+            assert entry[tier]["a"] == pytest.approx(row["a"], abs=1e-3)
+    if "cross_encoder" in entry:
+        assert entry["cross_encoder"]["model"].startswith("crag-edge-evaluator")
+
+
+def test_a_tier_that_does_not_rank_the_labels_keeps_its_calibration(
+    tmp_path: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    labels = [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    ranking = corpus_calibration.TierFit(Platt(), Platt(), raw=[0.9, 0.8, 0.3, 0.2, 0.1, 0.0])
+    shuffled = corpus_calibration.TierFit(Platt(), Platt(), raw=[0.1, 0.9, 0.8, 0.0, 0.5, 0.2])
+    for fit in (ranking, shuffled):
+        fit.after = fit_platt(fit.raw, labels)
+        fit.auc = roc_auc(fit.raw, [int(label) for label in labels])
+    assert ranking.separates and not shuffled.separates
+    db = tmp_path / "corpus.db"
+    with Engine.open(db, Settings.load(), create=True, embedder=embedder) as engine:
+        fits = {"signals": ranking, "cross_encoder": shuffled}
+        corpus_calibration.store(engine.corpus, fits, engine.grader, "teacher")
+        entry = corpus_calibration.stored(engine.corpus)
+    assert entry["signals"] == {"a": ranking.after.a, "b": ranking.after.b}
+    assert "cross_encoder" not in entry
 
 
 def test_engines_use_the_corpus_fit_unless_a_setting_is_explicit(calibrated, embedder) -> None:  # type: ignore[no-untyped-def]
