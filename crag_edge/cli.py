@@ -545,7 +545,7 @@ def _print_calibration(result: dict[str, Any], db: Path) -> None:
                 f"{_fmt(before[key])} → {_fmt(after[key])}"
                 for key in ("log_loss", "mean_relevant", "mean_other")
             ),
-            "yes" if row["stored"] else "no: keeps its calibration",
+            "yes" if row["stored"] else "no: the settings' calibration",
         )
     out.print(table)
     stored = [tier for tier, row in result["tiers"].items() if row["stored"]]
@@ -557,7 +557,7 @@ def _print_calibration(result: dict[str, Any], db: Path) -> None:
     else:
         out.print(
             f"no tier ranks the judge's labels (AUC < {corpus_calibration.MIN_TIER_AUC}): "
-            f"{db} keeps its calibration",
+            f"{db} uses the settings' calibration",
             highlight=False,
         )
 

@@ -10,10 +10,11 @@ stored in the corpus file (`meta` key `calibration`) with the evaluator version 
 `Engine` uses them for that corpus unless a calibration setting is given explicitly. The
 judge is the teacher here, so its own calibration is not refitted.
 
-A tier that does not rank the judge's labels (ROC-AUC below `MIN_TIER_AUC`) keeps the
-calibration it had: Platt's fit to labels a tier cannot separate is nearly flat, every score
-lands near the share of relevant pairs, and the decision thresholds stop meaning anything
-(on a documentation corpus such a fit made the loop answer questions it had refused).
+A tier that does not rank the judge's labels (ROC-AUC below `MIN_TIER_AUC`) is not stored
+and keeps the settings' calibration: Platt's fit to labels a tier cannot separate is nearly
+flat, every score lands near the share of relevant pairs, and the decision thresholds stop
+meaning anything (on a documentation corpus such a fit made the loop answer questions it
+had refused).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,7 +133,7 @@ def fit_tiers(queries: list[PseudoQuery], grader: Grader) -> dict[str, TierFit]:
                 grader.cross_encoder.score(query.question, texts).scores
             )
     labels = [label for query in queries for label in query.labels]
-    relevant = [int(label >= 0.5) for label in labels]
+    relevant = _relevant(labels).astype(int).tolist()
     for fit in fits.values():
         fit.after = fit_platt(fit.raw, labels)
         fit.auc = roc_auc(fit.raw, relevant)
@@ -143,7 +144,7 @@ def report(queries: list[PseudoQuery], fits: dict[str, TierFit]) -> dict[str, An
     """Before/after numbers per tier: log-loss against the soft labels, and the mean
     probability of the pairs the labels call relevant and not relevant."""
     labels = np.array([label for query in queries for label in query.labels])
-    relevant = labels >= 0.5
+    relevant = _relevant(labels)
     tiers: dict[str, Any] = {}
     for tier, fit in fits.items():
         row: dict[str, Any] = {
@@ -168,6 +169,11 @@ def report(queries: list[PseudoQuery], fits: dict[str, TierFit]) -> dict[str, An
         "relevant_share": round(float(relevant.mean()), 4),
         "tiers": tiers,
     }
+
+
+def _relevant(labels: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The pairs the soft labels call relevant (more likely than not), for AUC and means."""
+    return np.asarray(labels) >= 0.5
 
 
 def store(corpus: CorpusBackend, fits: dict[str, TierFit], grader: Grader, teacher: str) -> None:

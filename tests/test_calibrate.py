@@ -53,7 +53,7 @@ def test_the_fit_improves_log_loss_and_is_stored(calibrated) -> None:  # type: i
         assert entry["cross_encoder"]["model"].startswith("crag-edge-evaluator")
 
 
-def test_a_tier_that_does_not_rank_the_labels_keeps_its_calibration(
+def test_a_tier_that_does_not_rank_the_labels_is_not_stored(
     tmp_path: Path,
     embedder,  # type: ignore[no-untyped-def]
 ) -> None:
