@@ -202,3 +202,37 @@ def test_aggregation_parse() -> None:
     assert Aggregation.MIN == kernels.AGG_MIN
     with pytest.raises(ValueError, match="rank_weighted"):
         Aggregation.parse("median")
+
+
+@st.composite
+def bit_columns(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(words, chunks) bit columns with few distinct values (so distances tie), a query, a
+    mask (empty: all allowed) and a count that may exceed what the mask allows."""
+    words, chunks = draw(st.integers(1, 6)), draw(st.integers(0, 60))
+    palette = draw(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=4))
+    values = draw(
+        st.lists(st.sampled_from(palette), min_size=words * chunks, max_size=words * chunks)
+    )
+    columns = np.array(values, dtype=np.uint64).reshape(words, chunks)
+    query = np.array(
+        draw(st.lists(st.sampled_from(palette), min_size=words, max_size=words)), dtype=np.uint64
+    )
+    masked = draw(st.booleans())
+    mask = np.array(
+        draw(st.lists(st.booleans(), min_size=chunks, max_size=chunks)) if masked else [],
+        dtype=np.bool_,
+    )
+    return columns, query, mask, draw(st.integers(0, 70))
+
+
+@THOROUGH
+@given(bit_columns())
+def test_hamming_nearest_takes_the_nearest_allowed_chunks_ties_in_order(
+    case: tuple[np.ndarray, np.ndarray, np.ndarray, int],
+) -> None:
+    columns, query, mask, count = case
+    distances = np.bitwise_count(columns ^ query[:, None]).sum(axis=0).astype(np.int64)
+    allowed = np.flatnonzero(mask) if mask.size else np.arange(columns.shape[1])
+    expected = allowed[np.argsort(distances[allowed], kind="stable")][:count]
+    found = kernels.hamming_nearest(columns, query, mask, count)
+    assert sorted(found.tolist()) == sorted(expected.tolist())

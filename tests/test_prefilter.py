@@ -83,6 +83,24 @@ def test_the_sign_bits_are_those_sqlite_vec_computes(
     ]
 
 
+def test_the_rescoring_reads_every_vector_sqlite_vec_stores(
+    corpus: Corpus, embedder: OnnxEmbedder
+) -> None:
+    """The rescoring reads sqlite-vec's storage directly: each chunk's score must be the one
+    sqlite-vec computes from the vector it stores for that chunk."""
+    vector = vectors(embedder)[3]
+    ids = corpus.chunk_ids()
+    by_sqlite_vec = dict(
+        corpus._conn.execute(
+            "SELECT rowid, 1.0 - vec_distance_cosine(embedding, ?) FROM chunks_vec",
+            (vector.tobytes(),),
+        ).fetchall()
+    )
+    assert corpus._bits is not None
+    rescored = dict(corpus._bits._rescore(vector, np.array(ids[::-1], dtype=np.int64)))
+    assert rescored == by_sqlite_vec and sorted(rescored) == ids
+
+
 def test_forced_on_it_returns_exact_searchs_hits_with_their_scores(
     corpus: Corpus, embedder: OnnxEmbedder
 ) -> None:
@@ -174,11 +192,17 @@ def test_an_old_corpus_searches_exactly_read_only_and_gains_its_bits_read_write(
 
 
 def test_below_the_threshold_the_search_is_exact(corpus: Corpus, embedder: OnnxEmbedder) -> None:
-    """Past the corpus size the bits are never consulted: wiping them changes nothing."""
+    """Past the corpus size the bits are never consulted: moving the nearest chunks' bits as
+    far from the question as bits go changes nothing there, and hides them from the bits."""
     vector = vectors(embedder)[2]
     exact = corpus.search_vec(vector, 5)
+    farthest = bytes(byte ^ 0xFF for byte in quantize(vector).tobytes())
     with corpus.transaction():
-        corpus._conn.execute("UPDATE chunk_bits SET bits = zeroblob(length(bits))")
+        corpus._conn.executemany(
+            "UPDATE chunk_bits SET bits = ? WHERE chunk_id = ?",
+            [(farthest, chunk_id) for chunk_id, _ in exact],
+        )
     size = len(corpus.chunk_ids())
     assert corpus.search_vec(vector, 5, prefilter_from=size + 1) == exact
-    assert corpus.search_vec(vector, 5, prefilter_from=size) != exact  # the bits now decide
+    prefiltered = corpus.search_vec(vector, 5, prefilter_from=size)  # the bits now decide
+    assert len(prefiltered) == 5 and not dict(prefiltered).keys() & dict(exact).keys()

@@ -1,9 +1,11 @@
-"""Numba kernels for the grading signals: pure functions over arrays, no I/O, no objects."""
+"""Numba kernels for the grading signals and the binary pre-filter's scan: pure functions over
+arrays, no I/O, no objects."""
 
 from __future__ import annotations
 
 from enum import IntEnum
 
+from crag_edge.kernels.hamming import hamming_nearest
 from crag_edge.kernels.signals import (
     AGG_MAX,
     AGG_MEAN,
@@ -31,6 +33,7 @@ __all__ = [
     "aggregate",
     "coherence",
     "coherence_per_item",
+    "hamming_nearest",
     "keyword_coverage",
     "length_adequacy",
     "score_variance",

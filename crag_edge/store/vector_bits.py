@@ -7,9 +7,16 @@ vector as sign bits (48 bytes at 384-d, 32 times less). A search takes the
 distance sqlite-vec computes from their full vectors, so every score is the one exact search
 gives; only a chunk the bits place too far away is missed.
 
-The hamming scan runs in numpy over an in-memory copy of the bits, not in sqlite-vec: its
-`bit[N]` KNN keeps its top k by insertion, ~0.2 s for k=100 and ~3.7 s for k=1000 at a million
-rows (docs/measurements.md). The copy follows the table by chunk id: ids only grow (the
+The rescoring reads the candidates' vectors straight from sqlite-vec's storage (its
+`chunks_vec_rowids` map and `chunks_vec_vector_chunks00` blobs, one reused blob handle), not
+through `vec_distance_cosine(...) WHERE rowid = ?`: each such point query opens a blob anew,
+~37 µs a row against ~6 µs read directly (docs/measurements.md). That layout is sqlite-vec
+0.1.9's, the pinned version; tests/test_prefilter.py checks every score and the vectors read
+against sqlite-vec's own, so a changed layout fails there, not in a user's search.
+
+The hamming scan runs in a Numba kernel (`kernels.hamming`) over an in-memory copy of the
+bits, not in sqlite-vec: its `bit[N]` KNN keeps its top k by insertion, ~0.2 s for k=100 and
+~3.7 s for k=1000 at a million rows (docs/measurements.md). The copy follows the table by chunk id: ids only grow (the
 chunks table is AUTOINCREMENT), so new chunks are appended, and a candidate whose vector is
 gone (its document was deleted or replaced) makes the copy reload once. The first search of a
 process loads the copy (seconds at a million chunks).
@@ -20,6 +27,7 @@ is taken, as the `rowid IN (...)` constraint does in exact search.
 
 from __future__ import annotations
 
+import json
 import threading
 from itertools import islice
 from typing import cast
@@ -27,6 +35,7 @@ from typing import cast
 import apsw
 import numpy as np
 
+from crag_edge.kernels.hamming import hamming_nearest
 from crag_edge.types import Vector
 
 # Hamming candidates rescored per wanted hit (docs/measurements.md, "A million chunks").
@@ -36,6 +45,7 @@ RESCORE_FACTOR = 10
 # read() calls (docs/measurements.md). Set only on connections that pre-filter: large corpora.
 _MMAP_BYTES = 1 << 40
 _WORD_BYTES = 8
+_ALL_VISIBLE = np.empty(0, dtype=np.bool_)  # `hamming_nearest`'s "no mask"
 
 
 def quantize(vectors: Vector) -> np.ndarray:
@@ -70,6 +80,7 @@ class BitIndex:
 
     def __init__(self, conn: apsw.Connection, dim: int) -> None:
         self._conn = conn
+        self._dim = dim
         self._words = -(-dim // (8 * _WORD_BYTES))
         self._ids = np.empty(0, dtype=np.int64)
         self._columns = np.empty((self._words, 0), dtype=np.uint64)
@@ -122,24 +133,52 @@ class BitIndex:
         """Ids of the `count` visible chunks nearest to `query` by hamming distance."""
         width = self._words * _WORD_BYTES
         words = np.frombuffer(quantize(query).tobytes().ljust(width, b"\0"), dtype=np.uint64)
-        distance = np.zeros(len(self._ids), dtype=np.uint16)
-        for column, word in zip(self._columns, words, strict=True):
-            distance += np.bitwise_count(column ^ word)
-        ids = self._ids
-        if visible is not None:
-            allowed = np.isin(ids, np.asarray(visible, dtype=np.int64))
-            ids, distance = ids[allowed], distance[allowed]
-        if count < len(ids):
-            return cast(np.ndarray, ids[np.argpartition(distance, count - 1)[:count]])
-        return ids
+        allowed = (
+            np.isin(self._ids, np.asarray(visible, dtype=np.int64))
+            if visible is not None
+            else _ALL_VISIBLE
+        )
+        return cast(np.ndarray, self._ids[hamming_nearest(self._columns, words, allowed, count)])
 
     def _rescore(self, query: Vector, candidates: np.ndarray) -> list[tuple[int, float]]:
-        """(id, exact cosine similarity) of each candidate that still has its vector."""
+        """(id, exact cosine similarity) of each candidate that still has its vector, scored
+        by sqlite-vec's own `vec_distance_cosine`, so every score is exact search's."""
         if not len(candidates):
             return []
+        places = self._conn.execute(
+            "SELECT rowid, chunk_id, chunk_offset FROM chunks_vec_rowids "
+            "WHERE rowid IN (SELECT value FROM json_each(?)) ORDER BY chunk_id, chunk_offset",
+            (json.dumps(candidates.tolist()),),
+        ).fetchall()
+        vectors = self._read_vectors([(cast(int, c), cast(int, o)) for _, c, o in places])
         blob = np.ascontiguousarray(query, dtype=np.float32).tobytes()
-        rows = self._conn.executemany(
-            "SELECT rowid, vec_distance_cosine(embedding, ?) FROM chunks_vec WHERE rowid = ?",
-            [(blob, chunk_id) for chunk_id in candidates.tolist()],
+        distances = self._conn.executemany(
+            "SELECT vec_distance_cosine(?, ?)", [(blob, vector) for vector in vectors]
         )
-        return [(cast(int, rowid), 1.0 - cast(float, distance)) for rowid, distance in rows]
+        return [
+            (cast(int, rowid), 1.0 - cast(float, distance))
+            for (rowid, _, _), (distance,) in zip(places, distances, strict=True)
+        ]
+
+    def _read_vectors(self, places: list[tuple[int, int]]) -> list[bytes]:
+        """The stored vectors at these (vector chunk, offset) places, read with one blob handle
+        that moves from chunk to chunk (places sorted by chunk, so each is opened once)."""
+        size = self._dim * 4
+        vectors = []
+        blob: apsw.Blob | None = None
+        opened = None
+        try:
+            for chunk, offset in places:
+                if blob is None:
+                    blob = self._conn.blob_open(
+                        "main", "chunks_vec_vector_chunks00", "vectors", chunk, False
+                    )
+                elif chunk != opened:
+                    blob.reopen(chunk)
+                opened = chunk
+                blob.seek(offset * size)
+                vectors.append(blob.read(size))
+        finally:
+            if blob is not None:
+                blob.close()
+        return vectors
