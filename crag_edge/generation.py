@@ -48,19 +48,50 @@ CITE_REMINDER = (
     "it comes from, like [1]."
 )
 _CITATION = re.compile(r"\[(\d+)\]")
+# Two worked turns before the question. Without them Qwen2.5-1.5B answered "which option /
+# command ...?" questions with a passage number ("The option ... is [1].") even when the
+# passage held the option, and answered an unrelated question from memory; with them it
+# names the option and refuses (docs/answer-quality.md, "Free-form answers"). They sit before
+# the question, so the runtime keeps them in the cached fixed part of every answer prompt.
+_EXAMPLE_PASSAGES = (
+    "[1] (server guide) Listening\n\n--port <number>\n\nThe port to listen on. The default "
+    "is 8080.\n\n[2] (server guide) --host <name>\n\nThe interface to bind."
+)
+EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    (
+        _EXAMPLE_PASSAGES,
+        "Which option sets the port, and what is its default?",
+        "The --port option sets the port the server listens on; its default is 8080 [1].",
+    ),
+    (
+        "[1] (server guide) --host <name>\n\nThe interface to bind.",
+        "Who wrote the server?",
+        "The evidence is insufficient to answer this question: the passages do not say who "
+        "wrote the server.",
+    ),
+)
 
 
 def answer_messages(question: str, context: Sequence[ContextItem]) -> list[Message]:
+    """The answer prompt: instructions, the worked examples, then the context and question."""
     passages = "\n\n".join(
         f"[{item.n}] ({item.title or item.source}) {item.text}" for item in context
     )
+    examples: list[Message] = []
+    for example_passages, example_question, example_answer in EXAMPLES:
+        examples.append(
+            {"role": "user", "content": _question_turn(example_passages, example_question)}
+        )
+        examples.append({"role": "assistant", "content": example_answer})
     return [
         {"role": "system", "content": SYSTEM},
-        {
-            "role": "user",
-            "content": f"Context passages:\n\n{passages}\n\nQuestion: {question}{CITE_REMINDER}",
-        },
+        *examples,
+        {"role": "user", "content": _question_turn(passages, question)},
     ]
+
+
+def _question_turn(passages: str, question: str) -> str:
+    return f"Context passages:\n\n{passages}\n\nQuestion: {question}{CITE_REMINDER}"
 
 
 def stream_answer(llm: ChatModel | None, result: CragResult) -> AnswerStream:

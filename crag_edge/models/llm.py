@@ -183,7 +183,7 @@ class LlamaRuntime:
         self._timeout_s = timeout_s
         self._stall_timeout_s = stall_timeout_s
         self._prefix_states = PrefixStates(llama_cpp, self._llm)
-        self._fixed_parts: dict[str, list[int]] = {}
+        self._fixed_parts: dict[tuple[tuple[str, str], ...], list[int]] = {}
 
     @property
     def model_id(self) -> str:
@@ -425,19 +425,20 @@ class LlamaRuntime:
         return ids
 
     def _prompt(self, messages: Sequence[Message]) -> tuple[list[int], int]:
-        """The prompt's tokens and the length of its fixed part: everything before the first
-        user message's text (the template's header and the system prompt), which every
-        prompt with that system prompt shares."""
+        """The prompt's tokens and the length of its fixed part: everything before the last
+        message's text (the template's header, the system prompt and any example turns),
+        which every prompt opening with the same turns shares."""
         prompt = self.chat_tokens(messages)
         if not messages or messages[0].get("role") != "system":
             return prompt, 0
-        system = messages[0]["content"]
-        if system not in self._fixed_parts:
+        opening = tuple((m["role"], m["content"]) for m in messages[:-1])
+        if opening not in self._fixed_parts:
             if len(self._fixed_parts) >= FIXED_PARTS_KEPT:
                 self._fixed_parts.clear()
-            empty = self.chat_tokens([messages[0], {"role": "user", "content": ""}])
-            self._fixed_parts[system] = empty
-        return prompt, _common_prefix(self._fixed_parts[system], prompt)
+            last_role = messages[-1]["role"] if len(messages) > 1 else "user"
+            empty = self.chat_tokens([*messages[:-1], {"role": last_role, "content": ""}])
+            self._fixed_parts[opening] = empty
+        return prompt, _common_prefix(self._fixed_parts[opening], prompt)
 
     # -- internals; callers hold the lock --------------------------------------------------
 

@@ -16,10 +16,10 @@ against sqlite-vec's own, so a changed layout fails there, not in a user's searc
 
 The hamming scan runs in a Numba kernel (`kernels.hamming`) over an in-memory copy of the
 bits, not in sqlite-vec: its `bit[N]` KNN keeps its top k by insertion, ~0.2 s for k=100 and
-~3.7 s for k=1000 at a million rows (docs/measurements.md). The copy follows the table by chunk id: ids only grow (the
-chunks table is AUTOINCREMENT), so new chunks are appended, and a candidate whose vector is
-gone (its document was deleted or replaced) makes the copy reload once. The first search of a
-process loads the copy (seconds at a million chunks).
+~3.7 s for k=1000 at a million rows (docs/measurements.md). The copy follows the table by
+chunk id: ids only grow (the chunks table is AUTOINCREMENT), so new chunks are appended, and a
+candidate whose vector is gone (its document was deleted or replaced) makes the copy reload
+once. The first search of a process loads the copy (seconds at a million chunks).
 
 The access-group filter masks the scan to the chunks the caller may see before any candidate
 is taken, as the `rowid IN (...)` constraint does in exact search.
