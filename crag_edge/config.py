@@ -277,10 +277,10 @@ class GradingSettings(_Section):
         description="The LLM judge sees this share of a list (rounded down): its best items "
         "not confidently CORRECT.",
     )
-    tier_fusion: Literal["last", "mean"] = Field(
+    tier_fusion: Literal["last", "mean", "mean_with_signals"] = Field(
         "mean",
-        description="An item's score: the mean probability of the model tiers that scored it, "
-        "or the last tier's.",
+        description="An item's score: the mean probability of the model tiers that scored it "
+        "(`mean_with_signals`: and of the signals), or the last tier's.",
     )
     grading_tiers: list[Tier] = Field(
         default_factory=lambda: list(TIERS),

@@ -214,6 +214,27 @@ def test_mean_fusion_averages_the_model_tiers_that_scored_an_item() -> None:
     assert judge.calls == [["unsure two"]]  # 25 % of 4: the best item not yet trusted
 
 
+def test_mean_with_signals_fusion_counts_the_signals_among_the_tiers() -> None:
+    texts = ["unsure one", "unsure two", "low", "lower"]
+    signal_scores = {"unsure one": 0.45, "unsure two": 0.35, "low": 0.1, "lower": 0.05}
+    cross = ScriptedScorer("ce", {"unsure one": 0.3, "unsure two": 0.35})
+    judge = ScriptedScorer("llm", {"unsure one": 0.9})
+    grader = Grader(
+        settings(**BANDED, tier_fusion="mean_with_signals", escalate_top=0),
+        cross_encoder=cross,
+        llm_judge=judge,
+    )
+    grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
+    grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
+    by_text = dict(zip(texts, grading.items, strict=True))
+    # The evaluator alone would rank "unsure two" first; with the signals, "unsure one" leads
+    # and gets the judge's one call.
+    assert judge.calls == [["unsure one"]]
+    assert by_text["unsure one"].score == pytest.approx((0.45 + 0.3 + 0.9) / 3)
+    assert by_text["unsure two"].score == pytest.approx((0.35 + 0.35) / 2)
+    assert by_text["lower"].score == 0.05  # settled by the signals: no model saw it
+
+
 def _fixed_signals(scores: dict[str, float]):  # type: ignore[no-untyped-def]
     def tier(query: str, ev: Evidence, items: list) -> None:  # type: ignore[type-arg]
         for h, item in zip(ev.hits, items, strict=True):

@@ -311,10 +311,14 @@ class Grader:
     def _fused(self, item: ItemGrade, latest: float) -> float:
         """`last`: the latest (most trusted) tier's probability; `mean`: the mean probability
         of the model tiers that scored the item (the evaluator tempers the judge; the signals
-        are a pre-filter, not a judge, and count only until a model has seen the item)."""
-        if self.settings.tier_fusion == "last":
+        are a pre-filter and count only until a model has seen the item);
+        `mean_with_signals`: the signals count too, tempering an evaluator whose scale does
+        not fit the corpus."""
+        fusion = self.settings.tier_fusion
+        if fusion == "last":
             return latest
-        return float(np.mean([item.tiers[t] for t in MODEL_TIERS if t in item.tiers]))
+        tiers = TIERS if fusion == "mean_with_signals" else MODEL_TIERS
+        return float(np.mean([item.tiers[t] for t in tiers if t in item.tiers]))
 
     def _signals_tier(self, query: str, evidence: Evidence, items: list[ItemGrade]) -> None:
         hits = evidence.hits
