@@ -48,11 +48,12 @@ CITE_REMINDER = (
     "it comes from, like [1]."
 )
 _CITATION = re.compile(r"\[(\d+)\]")
-# Two worked turns before the question. Without them Qwen2.5-1.5B answered "which option /
+# A worked turn before the question. Without it Qwen2.5-1.5B answered "which option /
 # command ...?" questions with a passage number ("The option ... is [1].") even when the
-# passage held the option, and answered an unrelated question from memory; with them it
-# names the option and refuses (docs/answer-quality.md, "Free-form answers"). They sit before
-# the question, so the runtime keeps them in the cached fixed part of every answer prompt.
+# passage held the option; with it, it names the option. A second turn showing a refusal
+# made it refuse `make demo`'s question although its passage holds the answer, so there is
+# none (docs/answer-quality.md, "Free-form answers"). It sits before the question, so the
+# runtime keeps it in the cached fixed part of every answer prompt.
 _EXAMPLE_PASSAGES = (
     "[1] (server guide) Listening\n\n--port <number>\n\nThe port to listen on. The default "
     "is 8080.\n\n[2] (server guide) --host <name>\n\nThe interface to bind."
@@ -63,17 +64,11 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
         "Which option sets the port, and what is its default?",
         "The --port option sets the port the server listens on; its default is 8080 [1].",
     ),
-    (
-        "[1] (server guide) --host <name>\n\nThe interface to bind.",
-        "Who wrote the server?",
-        "The evidence is insufficient to answer this question: the passages do not say who "
-        "wrote the server.",
-    ),
 )
 
 
 def answer_messages(question: str, context: Sequence[ContextItem]) -> list[Message]:
-    """The answer prompt: instructions, the worked examples, then the context and question."""
+    """The answer prompt: instructions, the worked example, then the context and question."""
     passages = "\n\n".join(
         f"[{item.n}] ({item.title or item.source}) {item.text}" for item in context
     )
