@@ -52,17 +52,15 @@ _CITATION = re.compile(r"\[(\d+)\]")
 # command ...?" questions with a passage number ("The option ... is [1].") even when the
 # passage held the option; with it, it names the option. A second turn showing a refusal
 # made it refuse `make demo`'s question although its passage holds the answer, so there is
-# none (docs/answer-quality.md, "Free-form answers"). It sits before the question, so the
-# runtime keeps it in the cached fixed part of every answer prompt.
-_EXAMPLE_PASSAGES = (
-    "[1] (server guide) Listening\n\n--port <number>\n\nThe port to listen on. The default "
-    "is 8080.\n\n[2] (server guide) --host <name>\n\nThe interface to bind."
-)
+# none; an example answer that added a default made the model add invented defaults
+# (docs/answer-quality.md, "Free-form answers"). It sits before the question, so the runtime
+# keeps it in the cached fixed part of every answer prompt.
 EXAMPLES: tuple[tuple[str, str, str], ...] = (
     (
-        _EXAMPLE_PASSAGES,
-        "Which option sets the port, and what is its default?",
-        "The --port option sets the port the server listens on; its default is 8080 [1].",
+        "[1] (server guide) -p\n--port <number>\n\nThe port to listen on.\n\n"
+        "[2] (server guide) -H\n--host <name>\n\nThe interface to bind.",
+        "How does the server choose the interface it binds to?",
+        "The server binds to the interface given with the -H (--host) option [2].",
     ),
 )
 
