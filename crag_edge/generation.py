@@ -48,43 +48,19 @@ CITE_REMINDER = (
     "it comes from, like [1]."
 )
 _CITATION = re.compile(r"\[(\d+)\]")
-# A worked turn before the question. Without it Qwen2.5-1.5B answered "which option /
-# command ...?" questions with a passage number ("The option ... is [1].") even when the
-# passage held the option; with it, it names the option. A second turn showing a refusal
-# made it refuse `make demo`'s question although its passage holds the answer, so there is
-# none; an example answer that added a default made the model add invented defaults
-# (docs/answer-quality.md, "Free-form answers"). It sits before the question, so the runtime
-# keeps it in the cached fixed part of every answer prompt.
-EXAMPLES: tuple[tuple[str, str, str], ...] = (
-    (
-        "[1] (server guide) -p\n--port <number>\n\nThe port to listen on.\n\n"
-        "[2] (server guide) -H\n--host <name>\n\nThe interface to bind.",
-        "How does the server choose the interface it binds to?",
-        "The server binds to the interface given with the -H (--host) option [2].",
-    ),
-)
 
 
 def answer_messages(question: str, context: Sequence[ContextItem]) -> list[Message]:
-    """The answer prompt: instructions, the worked example, then the context and question."""
     passages = "\n\n".join(
         f"[{item.n}] ({item.title or item.source}) {item.text}" for item in context
     )
-    examples: list[Message] = []
-    for example_passages, example_question, example_answer in EXAMPLES:
-        examples.append(
-            {"role": "user", "content": _question_turn(example_passages, example_question)}
-        )
-        examples.append({"role": "assistant", "content": example_answer})
     return [
         {"role": "system", "content": SYSTEM},
-        *examples,
-        {"role": "user", "content": _question_turn(passages, question)},
+        {
+            "role": "user",
+            "content": f"Context passages:\n\n{passages}\n\nQuestion: {question}{CITE_REMINDER}",
+        },
     ]
-
-
-def _question_turn(passages: str, question: str) -> str:
-    return f"Context passages:\n\n{passages}\n\nQuestion: {question}{CITE_REMINDER}"
 
 
 def stream_answer(llm: ChatModel | None, result: CragResult) -> AnswerStream:
