@@ -12,6 +12,7 @@ import pytest
 from crag_edge.config import GradingSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import Calibrations, Evidence, Grader, Platt, first_matching_rule
+from crag_edge.grading.result import ItemGrade
 from crag_edge.observability import AuditLog, Metrics
 from crag_edge.types import Action, Chunk, Decision, Hit, ScoredBatch
 
@@ -193,19 +194,26 @@ def test_the_judge_spends_its_share_of_the_list_on_the_best_items_not_yet_truste
     assert grading.items[0].decided_by == "llm"
 
 
-def test_mean_fusion_averages_the_model_tiers_that_scored_an_item() -> None:
-    texts = ["certain yes", "unsure one", "unsure two", "low"]
-    signal_scores = {"certain yes": 0.95, "unsure one": 0.5, "unsure two": 0.45, "low": 0.1}
-    cross = ScriptedScorer("ce", {"unsure one": 0.95, "unsure two": 0.5})
-    judge = ScriptedScorer("llm", {"unsure two": 0.2})
+def _fused_grades(
+    fusion: str, signal_scores: dict[str, float], cross: ScriptedScorer, judge: ScriptedScorer
+) -> dict[str, ItemGrade]:
+    """Grade the texts of `signal_scores` (in order) with these scripted tiers and fusion."""
     grader = Grader(
-        settings(**BANDED, tier_fusion="mean", escalate_top=0),
+        settings(**BANDED, tier_fusion=fusion, escalate_top=0),
         cross_encoder=cross,
         llm_judge=judge,
     )
     grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
+    texts = list(signal_scores)
     grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
-    by_text = dict(zip(texts, grading.items, strict=True))
+    return dict(zip(texts, grading.items, strict=True))
+
+
+def test_mean_fusion_averages_the_model_tiers_that_scored_an_item() -> None:
+    signal_scores = {"certain yes": 0.95, "unsure one": 0.5, "unsure two": 0.45, "low": 0.1}
+    cross = ScriptedScorer("ce", {"unsure one": 0.95, "unsure two": 0.5})
+    judge = ScriptedScorer("llm", {"unsure two": 0.2})
+    by_text = _fused_grades("mean", signal_scores, cross, judge)
     assert by_text["certain yes"].score == 0.95  # settled by signals alone
     assert by_text["low"].score == 0.1
     # Once a model has seen an item, the signals no longer count: a pre-filter, not a judge.
@@ -215,18 +223,10 @@ def test_mean_fusion_averages_the_model_tiers_that_scored_an_item() -> None:
 
 
 def test_mean_with_signals_fusion_counts_the_signals_among_the_tiers() -> None:
-    texts = ["unsure one", "unsure two", "low", "lower"]
     signal_scores = {"unsure one": 0.45, "unsure two": 0.35, "low": 0.1, "lower": 0.05}
     cross = ScriptedScorer("ce", {"unsure one": 0.3, "unsure two": 0.35})
     judge = ScriptedScorer("llm", {"unsure one": 0.9})
-    grader = Grader(
-        settings(**BANDED, tier_fusion="mean_with_signals", escalate_top=0),
-        cross_encoder=cross,
-        llm_judge=judge,
-    )
-    grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
-    grading = grader.grade("q", evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
-    by_text = dict(zip(texts, grading.items, strict=True))
+    by_text = _fused_grades("mean_with_signals", signal_scores, cross, judge)
     # The evaluator alone would rank "unsure two" first; with the signals, "unsure one" leads
     # and gets the judge's one call.
     assert judge.calls == [["unsure one"]]

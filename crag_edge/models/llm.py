@@ -426,19 +426,18 @@ class LlamaRuntime:
 
     def _prompt(self, messages: Sequence[Message]) -> tuple[list[int], int]:
         """The prompt's tokens and the length of its fixed part: everything before the last
-        message's text (the template's header, the system prompt and any example turns),
+        message's text (the template's header, the system prompt and any earlier turns),
         which every prompt opening with the same turns shares."""
         prompt = self.chat_tokens(messages)
         if not messages or messages[0].get("role") != "system":
             return prompt, 0
-        opening = tuple((m["role"], m["content"]) for m in messages[:-1])
-        if opening not in self._fixed_parts:
+        opening = list(messages[:-1]) if len(messages) > 1 else list(messages)
+        key = tuple((m["role"], m["content"]) for m in opening)
+        if key not in self._fixed_parts:
             if len(self._fixed_parts) >= FIXED_PARTS_KEPT:
                 self._fixed_parts.clear()
-            last_role = messages[-1]["role"] if len(messages) > 1 else "user"
-            empty = self.chat_tokens([*messages[:-1], {"role": last_role, "content": ""}])
-            self._fixed_parts[opening] = empty
-        return prompt, _common_prefix(self._fixed_parts[opening], prompt)
+            self._fixed_parts[key] = self.chat_tokens([*opening, {"role": "user", "content": ""}])
+        return prompt, _common_prefix(self._fixed_parts[key], prompt)
 
     # -- internals; callers hold the lock --------------------------------------------------
 
