@@ -278,9 +278,9 @@ class GradingSettings(_Section):
         "not confidently CORRECT.",
     )
     tier_fusion: Literal["last", "mean", "mean_with_signals"] = Field(
-        "mean",
-        description="An item's score: the mean probability of the model tiers that scored it "
-        "(`mean_with_signals`: and of the signals), or the last tier's.",
+        "mean_with_signals",
+        description="An item's score: the mean probability of the tiers that scored it, the "
+        "signals included (`mean`: the model tiers only), or the last tier's.",
     )
     grading_tiers: list[Tier] = Field(
         default_factory=lambda: list(TIERS),

@@ -6,7 +6,8 @@ the `escalate_top` best even when the signals reject them. The LLM judge has a b
 list, `judge_share` of its items (rounded down): it sees the best ones not already
 confidently CORRECT, rejected or not, because their verdicts decide what is kept and
 aggregated (a top-10 list is never rejected by the cheap tiers alone). An item's score is
-the mean of the model tiers that scored it (or the last one's, `tier_fusion`). The decision
+the mean of the tiers that scored it, the signals included (`tier_fusion`: or of the model
+tiers only, or the last one's). The decision
 then drops items below `discard_below`, aggregates the rest and applies the
 thresholds. Everything that shaped the outcome lands in the `Grading` and the audit log.
 
@@ -309,11 +310,11 @@ class Grader:
         return ScoredBatch(scores, batch.warnings), len(pending) - len(missing)
 
     def _fused(self, item: ItemGrade, latest: float) -> float:
-        """`last`: the latest (most trusted) tier's probability; `mean`: the mean probability
-        of the model tiers that scored the item (the evaluator tempers the judge; the signals
-        are a pre-filter and count only until a model has seen the item);
-        `mean_with_signals`: the signals count too, tempering an evaluator whose scale does
-        not fit the corpus."""
+        """`mean_with_signals` (the default): the mean probability of every tier that scored
+        the item, so the signals temper an evaluator whose scale does not fit the corpus (it
+        was trained on biomedical sentences and ranks manual pages like cosine) and the
+        evaluator tempers the judge; `mean`: the model tiers only (the signals count until a
+        model has seen the item); `last`: the latest tier's. docs/grading.md has the numbers."""
         fusion = self.settings.tier_fusion
         if fusion == "last":
             return latest
