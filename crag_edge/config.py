@@ -338,8 +338,17 @@ class CorrectionSettings(_Section):
     synonyms_file: Path | None = Field(None, description="TOML table term = [synonyms].")
     synonyms_per_term: int = Field(2, ge=0, le=20)
     rewrite_with_llm: bool = Field(True, description="Let the LLM write keyword queries.")
+    fallback_on_ambiguous: bool = Field(
+        True,
+        description="AMBIGUOUS asks the fallback too, as CRAG's AMBIGUOUS action combines "
+        "both sources; false: only when fewer than `min_kept_items` items are kept.",
+    )
     min_kept_items: int = Field(
-        2, ge=0, le=100, description="AMBIGUOUS with fewer kept items also asks the fallback."
+        2,
+        ge=0,
+        le=100,
+        description="Without `fallback_on_ambiguous`: AMBIGUOUS with fewer "
+        "kept items asks the fallback.",
     )
     fallback_providers: list[ProviderName] = Field(
         default_factory=list, description="[] = local when fallback_db is set, else none."

@@ -8,8 +8,9 @@ graded CORRECT    → stop `correct`: refine the kept evidence, answer from it.
 any, last round   → stop `max_iterations`: answer from what is kept.
 graded AMBIGUOUS  → `_widen`: keep the good items, search with the first query not run yet
                     (synonym expansion, the keyword rewrite, the rewrite with the other
-                    strategy), fuse with the kept items, ask the fallback too when fewer than
-                    `min_kept_items` remain; stop `no_untried_query` or `no_new_evidence`
+                    strategy), fuse with the kept items, ask the fallback too (once; with
+                    `fallback_on_ambiguous` off, only when fewer than `min_kept_items`
+                    remain); stop `no_untried_query` or `no_new_evidence`
                     when there is nothing left to search or nothing new was found.
 graded INCORRECT  → `_recover`: discard everything; ask the fallback once (keyword rewrite);
                     else, or after it, the rewrite with the other strategy over the corpus;
@@ -336,14 +337,24 @@ class CragLoop:
 
     def _widened_hits(self, state: _Run, query: str, strategy: str) -> list[Hit]:
         """A new search's hits not graded yet (it searches deeper by as many as were graded),
-        plus the fallback's once when too few items were kept. The kept items are not among
-        them: they join the next decision with the grades they have."""
+        plus the fallback's once (see `_ambiguity_asks_fallback`). The kept items are not
+        among them: they join the next decision with the grades they have."""
         deeper = self._search(state, query, strategy, depth=state.k + len(state.seen))
         hits = [h for h in deeper if h.chunk.chunk_id not in state.seen][: state.k]
-        too_few = len(state.kept) < self.correction.min_kept_items
-        if too_few and self.fallbacks and not state.fallback.tried:
-            hits = _dedupe([*hits, *self._fallback(state, "too few items kept after grading")])
+        why = self._ambiguity_asks_fallback(state)
+        if why and self.fallbacks and not state.fallback.tried:
+            hits = _dedupe([*hits, *self._fallback(state, why)])
         return hits
+
+    def _ambiguity_asks_fallback(self, state: _Run) -> str | None:
+        """Why an AMBIGUOUS round asks the fallback, or None. Always by default: on SciFact
+        claims whose evidence only the fallback holds, asking it only when fewer than two
+        items were kept left topical but wrong hits standing (docs/correction.md)."""
+        if self.correction.fallback_on_ambiguous:
+            return "retrieval graded AMBIGUOUS"
+        if len(state.kept) < self.correction.min_kept_items:
+            return "too few items kept after grading"
+        return None
 
     def _widenings(self, state: _Run) -> Iterator[tuple[CorrectionType, str, str, str]]:
         """(correction, query, strategy, how) in the order AMBIGUOUS tries them: synonyms,

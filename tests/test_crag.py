@@ -67,6 +67,35 @@ def test_missing_evidence_reaches_the_local_fallback(corpora, embedder) -> None:
     assert data["rounds"][1]["strategy"] == "fallback"
 
 
+# Every round AMBIGUOUS with every item kept: the routing of partial evidence, alone.
+ALWAYS_AMBIGUOUS: dict[str, object] = {
+    "correct_threshold": 1.0,
+    "incorrect_threshold": 0.0,
+    "discard_below": 0.0,
+}
+
+
+@pytest.mark.parametrize("on_ambiguous", [True, False])
+def test_ambiguous_evidence_asks_the_fallback_unless_told_to_save_it(  # type: ignore[no-untyped-def]
+    corpora, embedder, on_ambiguous: bool
+) -> None:
+    main, spare = corpora
+    result = run(
+        main,
+        embedder,
+        "How does reciprocal rank fusion combine two retrievers?",
+        fallback_db=spare,
+        fallback_on_ambiguous=on_ambiguous,
+        **ALWAYS_AMBIGUOUS,
+    )
+    assert result.rounds[0].decision == Decision.AMBIGUOUS and result.rounds[0].kept >= 2
+    if on_ambiguous:
+        assert result.fallback["used"] == ["local"]
+        assert result.fallback["reason"] == "retrieval graded AMBIGUOUS"
+    else:
+        assert result.fallback["used"] == []
+
+
 def test_no_fallback_means_insufficient_evidence_never_a_guess(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
     main, _ = corpora
     result = run(main, embedder, "What is the capital city of Australia?")
