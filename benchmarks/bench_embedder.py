@@ -1,5 +1,6 @@
-"""Embedding throughput, fp32 vs int8 MiniLM-L6: 32 texts of ~180 tokens (a typical ingest batch),
-and in the same group what ingest's last stage adds: the shipped evaluator's passage readings.
+"""Embedding throughput, fp32 vs int8 MiniLM-L6: 32 texts of ~180 tokens (a typical ingest group)
+in model calls of 32 or of 4 texts (the default `embed_batch_size`), and in the same group what
+ingest's last stage adds: the shipped evaluator's passage readings.
 
 Run: `pytest benchmarks/bench_embedder.py --benchmark-group-by=group`. Both precisions share one
 group, so pytest-benchmark prints their ratio. The ONNX graphs are converted once per module.
@@ -33,12 +34,20 @@ def _texts(embedder: OnnxEmbedder) -> list[str]:
 
 
 @pytest.mark.benchmark(group=f"embed {BATCH} texts x {TOKENS} tokens, {THREADS} threads")
-@pytest.mark.parametrize("precision", ["fp32", "int8"])
+@pytest.mark.parametrize(("precision", "batch_size"), [("fp32", 32), ("int8", 32), ("int8", 4)])
 def test_embed_throughput(
-    benchmark: BenchmarkFixture, graphs: dict[str, Path], minilm_dir: Path, precision: str
+    benchmark: BenchmarkFixture,
+    graphs: dict[str, Path],
+    minilm_dir: Path,
+    precision: str,
+    batch_size: int,
 ) -> None:
     embedder = OnnxEmbedder(
-        graphs[precision], minilm_dir / "tokenizer.json", "all-minilm-l6-v2", threads=THREADS
+        graphs[precision],
+        minilm_dir / "tokenizer.json",
+        "all-minilm-l6-v2",
+        threads=THREADS,
+        batch_size=batch_size,
     )
     texts = _texts(embedder)
     lengths = [len(embedder.tokenizer.encode(t).ids) for t in texts]

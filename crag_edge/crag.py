@@ -548,6 +548,7 @@ class CragLoop:
             threshold=self.correction.strip_threshold,
             budget_tokens=self.correction.context_budget_tokens,
             cross_encoder=self.grader.cross_encoder,
+            anchor=max(items, key=lambda item: item[1].score)[0].chunk,
         )
         strips = refined.pieces
         if not strips and refined.scored:  # never refine good evidence away entirely

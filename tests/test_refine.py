@@ -198,3 +198,26 @@ def test_without_a_cross_encoder_strips_fall_back_to_coverage(embedder: OnnxEmbe
     assert score_strips(QUESTION, strips, "cross_encoder", embedder) == score_strips(
         QUESTION, strips, "coverage", embedder
     )
+
+
+def test_the_best_graded_chunk_keeps_its_best_strip_whatever_coverage_says(
+    embedder: OnnxEmbedder,
+) -> None:
+    """The claim names the enzyme "ACE" where the evidence spells it out: keyword coverage
+    scores the evidence below the threshold. Refinement keeps the anchor's best strip anyway,
+    and only the anchor's: without an anchor the same evidence is refined away."""
+    text = (
+        "Angiotensin-converting enzyme blockade lowered the decline of kidney function in "
+        "elderly patients. The trial ran for four years."
+    )
+    evidence = Chunk(1, 1, 0, text, 0, len(text), "trial.txt")
+    other_text = "ACE inhibitors are sold in pharmacies in most countries of the world."
+    other = Chunk(2, 2, 0, other_text, 0, len(other_text), "shop.txt")
+    question = "Do ACE inhibitors protect the kidneys of older people?"
+    without = refine(question, [evidence, other], embedder, threshold=0.3)
+    assert {p.source for p in without.pieces} == {"shop.txt"}
+    anchored = refine(question, [evidence, other], embedder, threshold=0.3, anchor=evidence)
+    assert {p.source for p in anchored.pieces} == {"shop.txt", "trial.txt"}
+    (from_evidence,) = [p for p in anchored.pieces if p.source == "trial.txt"]
+    assert from_evidence.text.startswith("Angiotensin-converting enzyme blockade")
+    assert anchored.over_budget == 0

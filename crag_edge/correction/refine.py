@@ -175,19 +175,37 @@ def recompose(
     threshold: float,
     budget_tokens: int,
     count_tokens: Callable[[str], int],
+    first: Strip | None = None,
 ) -> list[Strip]:
     """Strips at or above `threshold`, best first until the budget is spent, then put back in
-    document order (source, then offset) so the context reads as the documents do."""
+    document order (source, then offset) so the context reads as the documents do. `first`,
+    when given, goes in before any other whatever its score."""
     chosen, spent = [], 0
+    if first is not None:
+        chosen, spent = [first], count_tokens(first.text)
     for strip in sorted(strips, key=lambda s: -s.score):
         if strip.score < threshold:
             break
         cost = count_tokens(strip.text)
-        if spent + cost > budget_tokens:
+        if strip == first or spent + cost > budget_tokens:
             continue
         chosen.append(strip)
         spent += cost
     return distinct_strips(chosen)
+
+
+def best_strip_of(chunk: Chunk, strips: Sequence[Strip]) -> Strip | None:
+    """The best-scored strip lying inside `chunk` (a sentence it shares with an overlapping
+    neighbour may carry the neighbour's id), or None."""
+    inside = [
+        s
+        for s in strips
+        if s.source == chunk.source
+        and s.doc_id == chunk.doc_id
+        and chunk.start <= s.start
+        and s.end <= chunk.end
+    ]
+    return max(inside, key=lambda s: s.score, default=None)
 
 
 def join_neighbours(strips: Sequence[Strip], chunks: Sequence[Chunk]) -> list[Strip]:
@@ -266,8 +284,14 @@ def refine(
     threshold: float = 0.1,
     budget_tokens: int = 4096,
     cross_encoder: PairScorer | None = None,
+    anchor: Chunk | None = None,
 ) -> Refinement:
-    """Decompose the kept evidence chunks, score the strips, recompose what passes."""
+    """Decompose the kept evidence chunks, score the strips, recompose what passes.
+
+    `anchor` is the chunk grading trusted most: its best strip is kept whatever the strip
+    scorer says. Keyword coverage ranks strips worse than the cascade ranks chunks, and on
+    the SciFact split it refined the best-graded gold chunk away where the claim and the
+    abstract name things differently (docs/correction.md)."""
     strips = distinct_strips([strip for chunk in chunks for strip in decompose(chunk, mode)])
     scores = score_strips(question, strips, scorer, embedder, cross_encoder)
     scored = [replace(s, score=score) for s, score in zip(strips, scores, strict=True)]
@@ -275,6 +299,7 @@ def refine(
     def count(text: str) -> int:
         return len(embedder.tokenizer.encode(text, add_special_tokens=False).ids)
 
-    kept = recompose(scored, threshold, budget_tokens, count)
-    passing = sum(1 for strip in scored if strip.score >= threshold)
-    return Refinement(join_neighbours(kept, chunks), kept, scored, passing - len(kept))
+    first = best_strip_of(anchor, scored) if anchor is not None else None
+    kept = recompose(scored, threshold, budget_tokens, count, first)
+    left_out = sum(1 for strip in scored if strip.score >= threshold and strip not in kept)
+    return Refinement(join_neighbours(kept, chunks), kept, scored, left_out)

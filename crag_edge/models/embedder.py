@@ -23,7 +23,7 @@ class OnnxEmbedder:
         tokenizer_path: Path,
         model_id: str,
         threads: int = 0,
-        batch_size: int = 32,
+        batch_size: int = 4,
         max_tokens: int = 256,
     ) -> None:
         if batch_size < 1 or max_tokens < 2:
