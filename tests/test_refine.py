@@ -205,7 +205,8 @@ def test_the_best_graded_chunk_keeps_its_best_strip_whatever_coverage_says(
 ) -> None:
     """The claim names the enzyme "ACE" where the evidence spells it out: keyword coverage
     scores the evidence below the threshold. Refinement keeps the anchor's best strip anyway,
-    and only the anchor's: without an anchor the same evidence is refined away."""
+    and only the anchor's: without an anchor the same evidence is refined away, and an anchor
+    whose document is in the context already adds nothing."""
     text = (
         "Angiotensin-converting enzyme blockade lowered the decline of kidney function in "
         "elderly patients. The trial ran for four years."
@@ -221,3 +222,5 @@ def test_the_best_graded_chunk_keeps_its_best_strip_whatever_coverage_says(
     (from_evidence,) = [p for p in anchored.pieces if p.source == "trial.txt"]
     assert from_evidence.text.startswith("Angiotensin-converting enzyme blockade")
     assert anchored.over_budget == 0
+    present = refine(question, [evidence, other], embedder, threshold=0.3, anchor=other)
+    assert [p.text for p in present.pieces] == [p.text for p in without.pieces]

@@ -288,10 +288,12 @@ def refine(
 ) -> Refinement:
     """Decompose the kept evidence chunks, score the strips, recompose what passes.
 
-    `anchor` is the chunk grading trusted most: its best strip is kept whatever the strip
-    scorer says. Keyword coverage ranks strips worse than the cascade ranks chunks, and on
-    the SciFact split it refined the best-graded gold chunk away where the claim and the
-    abstract name things differently (docs/correction.md)."""
+    `anchor` is the chunk grading trusted most: when no kept strip comes from its document,
+    its best strip is kept whatever the strip scorer says. Keyword coverage ranks strips
+    worse than the cascade ranks chunks, and on the SciFact split it refined the best-graded
+    gold chunk away where the claim and the abstract name things differently; forcing the
+    strip in when its document is already there only displaced better strips
+    (docs/correction.md)."""
     strips = distinct_strips([strip for chunk in chunks for strip in decompose(chunk, mode)])
     scores = score_strips(question, strips, scorer, embedder, cross_encoder)
     scored = [replace(s, score=score) for s, score in zip(strips, scores, strict=True)]
@@ -299,7 +301,8 @@ def refine(
     def count(text: str) -> int:
         return len(embedder.tokenizer.encode(text, add_special_tokens=False).ids)
 
-    first = best_strip_of(anchor, scored) if anchor is not None else None
-    kept = recompose(scored, threshold, budget_tokens, count, first)
+    kept = recompose(scored, threshold, budget_tokens, count)
+    if anchor is not None and not any(_same_document(anchor, strip) for strip in kept):
+        kept = recompose(scored, threshold, budget_tokens, count, best_strip_of(anchor, scored))
     left_out = sum(1 for strip in scored if strip.score >= threshold and strip not in kept)
     return Refinement(join_neighbours(kept, chunks), kept, scored, left_out)
