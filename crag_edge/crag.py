@@ -550,16 +550,14 @@ class CragLoop:
             cross_encoder=self.grader.cross_encoder,
             anchor=max(items, key=lambda item: item[1].score)[0].chunk,
         )
-        strips = refined.pieces
-        if not strips and refined.scored:  # never refine good evidence away entirely
-            strips = [max(refined.scored, key=lambda strip: strip.score)]
+        strips = refined.pieces  # never empty: the anchor's best strip stays
         if refined.over_budget:
             _note_cap(state, self.correction.context_budget_tokens, "strips", refined.over_budget)
         state.corrections.append(
             Correction(
                 "refine",
                 {
-                    "strips_kept": max(len(refined.kept), len(strips)),
+                    "strips_kept": len(refined.kept),
                     "strips_total": len(refined.scored),
                     "pieces": len(strips),
                     "mode": self.correction.strip_mode,

@@ -200,10 +200,7 @@ def best_strip_of(chunk: Chunk, strips: Sequence[Strip]) -> Strip | None:
     inside = [
         s
         for s in strips
-        if s.source == chunk.source
-        and s.doc_id == chunk.doc_id
-        and chunk.start <= s.start
-        and s.end <= chunk.end
+        if _same_document(chunk, s) and chunk.start <= s.start <= s.end <= chunk.end
     ]
     return max(inside, key=lambda s: s.score, default=None)
 
