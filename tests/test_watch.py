@@ -263,11 +263,15 @@ def test_serve_watch_root_makes_new_files_queryable(
             hits = client.post("/v1/query", json=body).json()["hits"]
             return any(hit["source"] == str(added) for hit in hits)
 
+        def added_by() -> list[logging.LogRecord]:
+            syncs = [r for r in caplog.records if r.getMessage() == "watch sync"]
+            return [r for r in syncs if getattr(r, "added", 0) == 1]
+
         wait_for(answered_from_new_file, "the new file in query hits")
-        syncs = [r for r in caplog.records if r.getMessage() == "watch sync"]
-        added_by = [r for r in syncs if getattr(r, "added", 0) == 1]
-        assert added_by, [r.__dict__ for r in syncs]
-        job = client.get(f"/v1/jobs/{added_by[0].__dict__['job']}").json()
+        # The chunks are searchable once the sync's transaction commits; its log record
+        # follows when the job reports, a moment later.
+        wait_for(lambda: bool(added_by()), "the watch sync's log record")
+        job = client.get(f"/v1/jobs/{added_by()[0].__dict__['job']}").json()
         assert job["state"] == "succeeded" and job["paths"] == [str(notes.resolve())]
         assert job["report"]["added"] == 1
         with Corpus.open(db, readonly=True) as corpus:  # a sync keeps the groups it was given
