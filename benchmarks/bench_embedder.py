@@ -1,6 +1,7 @@
 """Embedding throughput, fp32 vs int8 MiniLM-L6: 32 texts of ~180 tokens (a typical ingest group)
 in model calls of 32 or of 4 texts (the default `embed_batch_size`), and in the same group what
-ingest's last stage adds: the shipped evaluator's passage readings.
+ingest's last stage adds for the evaluator's passage readings: a second model pass per text
+for a segment scorer, a copy of the embeddings for the shipped query tower.
 
 Run: `pytest benchmarks/bench_embedder.py --benchmark-group-by=group`. Both precisions share one
 group, so pytest-benchmark prints their ratio. The ONNX graphs are converted once per module.
@@ -13,11 +14,9 @@ from pathlib import Path
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
+from benchmarks.evaluators import reading_alone, shipped_evaluator
 from benchmarks.texts import PASSAGE
-from crag_edge.config import Settings
 from crag_edge.models.embedder import OnnxEmbedder
-from crag_edge.models.registry import load_cross_encoder
-from crag_edge.types import PassageEncoder
 
 BATCH, TOKENS, THREADS = 32, 180, 2
 
@@ -57,16 +56,23 @@ def test_embed_throughput(
 
 
 @pytest.mark.benchmark(group=f"embed {BATCH} texts x {TOKENS} tokens, {THREADS} threads")
+@pytest.mark.parametrize("reading", ["alone", "copied"])
 def test_evaluator_readings_of_the_same_texts(
-    benchmark: BenchmarkFixture, minilm_int8_onnx: Path, minilm_dir: Path
+    benchmark: BenchmarkFixture, minilm_int8_onnx: Path, minilm_dir: Path, reading: str
 ) -> None:
-    """Ingest's passage stage (`ingest.passages`): the evaluator reads each text alone."""
-    evaluator = load_cross_encoder(Settings.load(onnx_threads=THREADS).models)
-    if not isinstance(evaluator, PassageEncoder):
-        pytest.skip("the installed evaluator does not store passage readings")
+    """Ingest's passage stage (`ingest.passages`): a segment scorer reads each text alone;
+    the shipped query tower copies the vectors the embedder already made."""
     embedder = OnnxEmbedder(minilm_int8_onnx, minilm_dir / "tokenizer.json", "all-minilm-l6-v2")
+    evaluator = shipped_evaluator(embedder, THREADS)
     texts = _texts(embedder)
-    readings = benchmark.pedantic(
-        evaluator.encode_passages, args=(texts,), rounds=5, warmup_rounds=1
-    )
+    if reading == "alone":
+        alone = reading_alone(evaluator, THREADS)
+        readings = benchmark.pedantic(
+            alone.encode_passages, args=(texts,), rounds=5, warmup_rounds=1
+        )
+    else:
+        vectors = embedder.embed(texts)
+        readings = benchmark.pedantic(
+            evaluator.readings_of, args=(texts, vectors), rounds=5, warmup_rounds=1
+        )
     assert len(readings) == BATCH and not any(r.truncated for r in readings)

@@ -60,7 +60,7 @@ class Engine:
         )
         self.llm = llm or SharedLlm(settings.models)
         self.grader = grader or build_grader(
-            settings.grading, settings.models, self.metrics, llm=self.llm
+            settings.grading, settings.models, self.metrics, llm=self.llm, embedder=embedder
         )
         if grader is None:
             self._use_corpus_calibration()

@@ -81,6 +81,11 @@ class Embedder(Protocol):
         """The model's tokenizer without truncation or padding: chunk sizes are counted in it."""
         ...
 
+    @property
+    def max_tokens(self) -> int:
+        """Texts are truncated to this many tokens before they are embedded."""
+        ...
+
     def embed(self, texts: Sequence[str]) -> Vector:
         """Return an (n, dim) float32 array of L2-normalised embeddings."""
         ...
@@ -126,6 +131,25 @@ class PassageEncoder(PairScorer, Protocol):
     def encode_passages(self, passages: Sequence[str]) -> list[EncodedPassage]: ...
 
     def score_encoded(self, query: str, passages: Sequence[EncodedPassage]) -> ScoredBatch: ...
+
+
+@runtime_checkable
+class EmbeddingReader(PassageEncoder, Protocol):
+    """A passage encoder whose reading of a passage is an embedder's vector of it: a corpus
+    embedded by that embedder already holds every reading."""
+
+    @property
+    def passage_reader(self) -> str | None:
+        """The embedder's model id, or None when this encoder reads passages itself."""
+        ...
+
+    def readings_of(self, passages: Sequence[str], vectors: Vector) -> list[EncodedPassage]: ...
+
+
+def embedding_text(title: str, chunk_text: str) -> str:
+    """What the embedder sees for a chunk: its document title gives otherwise bare passages
+    their context (as in BEIR's title + text convention)."""
+    return f"{title}\n{chunk_text}" if title else chunk_text
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,9 @@ def main() -> int:
     args.scores.mkdir(parents=True, exist_ok=True)
     settings = Settings.load(fast_path_rules=[])
     embedder = load_embedder(settings.models)
-    live = build_grader(settings.grading, settings.models, llm=SharedLlm(settings.models))
+    live = build_grader(
+        settings.grading, settings.models, llm=SharedLlm(settings.models), embedder=embedder
+    )
     tiers: dict[str, PairScorer] = {
         name: scorer
         for name, scorer in (("cross_encoder", live.cross_encoder), ("llm", live.llm_judge))

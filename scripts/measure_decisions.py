@@ -123,7 +123,9 @@ def main() -> None:
     settings = Settings.load()
     pairs = sample_queries(read_pairs(args.pairs), args.limit)
     embedder = load_embedder(settings.models)
-    grader = build_grader(settings.grading, settings.models, llm=SharedLlm(settings.models))
+    grader = build_grader(
+        settings.grading, settings.models, llm=SharedLlm(settings.models), embedder=embedder
+    )
     lists = record_lists(pairs, embedder, grader, args.records)
     answerable = sum(any(row["labels"]) for row in lists)
     print(f"{len(lists)} lists, {answerable} answerable")

@@ -25,14 +25,20 @@ INPUTS = """
 ## Inputs of the command above
 
 ```sh
-crag-edge ingest --db scifact.db --format beir ../shared/data/scifact/corpus.jsonl
+python scripts/scifact_subset.py ../shared/data/scifact subset.jsonl --size 1365
+crag-edge ingest --db scifact-subset.db --format beir subset.jsonl
 python scripts/scifact_rationale_pairs.py --data ../shared/data/scifact --out rationale.jsonl
+python scripts/scifact_chunk_pairs.py --db scifact-subset.db --data ../shared/data/scifact \\
+  --out train_abstract.jsonl --heldout heldout_hits_abstract.jsonl \\
+  --relevance abstract --heldout-hits-only
 ```
 
 `rationale.jsonl`: every sentence of each evidence abstract of SciFact's train claims,
-labelled 1 when SciFact's annotators marked it as a rationale. WikiQA and Climate-FEVER
-were never trained on; their ROC-AUC is in crag-edge's README ("Training a retrieval
-evaluator"). Shipped with `python scripts/ship_evaluator.py <out>/release`.
+labelled 1 when SciFact's annotators marked it as a rationale. `train_abstract.jsonl`: each
+train claim's top-10 retrieved chunks and every chunk of its evidence abstracts, labelled 1
+when the chunk belongs to an evidence abstract. The held-out claims' pairs are never trained
+on. WikiQA and Climate-FEVER were never trained on; their ROC-AUC is in crag-edge's
+docs/training.md. Shipped with `python scripts/ship_evaluator.py <out>/release`.
 """
 
 
@@ -64,7 +70,7 @@ def main() -> int:
         "license": args.license,
         "description": (
             f"crag-edge's retrieval evaluator: MiniLM L{training['layers']} "
-            f"{training['architecture']} scorer fine-tuned on SciFact, int8 (see MODEL_CARD.md)"
+            f"{training['architecture']} fine-tuned on SciFact, int8 (see MODEL_CARD.md)"
         ),
         "default": True,
         "files": files,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from crag_edge.config import Settings
+from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.models.manifest import ManifestError, load_manifest
 from crag_edge.models.provision import PullError, pull_model, verify_model
 from crag_edge.models.registry import load_cross_encoder
@@ -242,15 +243,18 @@ def test_builtin_manifest_pins_the_models_of_the_design() -> None:
         manifest.get("nope")
 
 
-def test_shipped_evaluator_installs_from_the_package_and_scores(tmp_path: Path) -> None:
+def test_shipped_evaluator_installs_from_the_package_and_scores(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
     """A fresh install has the cross-encoder tier: the default evaluator is copied out of
-    the installed package, verified by sha256, and loaded as the cascade's cross-encoder."""
+    the installed package, verified by sha256, and loaded as the cascade's cross-encoder
+    (its passages read by the embedder)."""
     (spec,) = load_manifest().by_role("cross-encoder")
     assert spec.default and all(s.kind == "package" for f in spec.files for s in f.sources)
     pulled = pull_model(spec, tmp_path)
     assert {f.state for f in pulled.files} == {"ok"}
     assert {f.state for f in verify_model(spec, tmp_path).files} == {"ok"}
-    scorer = load_cross_encoder(Settings(model_dir=tmp_path).models)
+    scorer = load_cross_encoder(Settings(model_dir=tmp_path).models, embedder)
     assert scorer is not None and scorer.name == spec.model_id
     relevant, unrelated = scorer.score(
         "How do honey bees tell other bees where food is?",

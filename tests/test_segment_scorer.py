@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crag_edge.config import Settings
+from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.grading import Grader
 from crag_edge.ingest.passages import encode_missing_passages
@@ -18,9 +18,21 @@ from crag_edge.models.bert_onnx import convert_bert
 from crag_edge.models.cross_encoder import OnnxCrossEncoder
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.models.registry import load_cross_encoder
-from crag_edge.models.segment_scorer import OnnxSegmentScorer, open_cross_encoder, segment_head
+from crag_edge.models.segment_scorer import (
+    OnnxSegmentScorer,
+    PassageReaderError,
+    open_cross_encoder,
+    segment_head,
+)
 from crag_edge.training.vocab import segment_pair_template
-from crag_edge.types import EncodedPassage, PassageEncoder, PassageIndex, ScoredBatch
+from crag_edge.types import (
+    EmbeddingReader,
+    EncodedPassage,
+    PassageEncoder,
+    PassageIndex,
+    ScoredBatch,
+    Vector,
+)
 from tests.test_score_cache import THROUGH_THE_CROSS_ENCODER
 from tests.tiny_bert import MINILM_VOCAB, tiny_checkpoint, tiny_classifier
 
@@ -125,17 +137,82 @@ def test_other_graphs_get_the_pair_runtime_and_its_errors(minilm_dir: Path, tmp_
         open_cross_encoder(garbage, folder / "tokenizer.json", "x")
 
 
-def test_the_shipped_evaluator_reads_passages_alone() -> None:
-    """The default evaluator exposes its vectors: its stored readings give the pair graph's
-    scores up to int8 rounding (activations are quantized per batch)."""
-    scorer = load_cross_encoder(Settings.load().models)
-    assert isinstance(scorer, OnnxSegmentScorer)
-    graph = Settings.load().models.model_dir / scorer.name
-    pair = OnnxCrossEncoder(graph / "model.int8.onnx", graph / "tokenizer.json", "pair")
-    got = np.array(scorer.score(QUESTION, PASSAGES).scores)
-    want = np.array(pair.score(QUESTION, PASSAGES).scores)
-    assert np.abs(got - want).max() < 0.03  # measured 0.016 on 20 SciFact chunks
-    assert np.argmax(got) == np.argmax(want) == 0
+def test_the_shipped_evaluator_reads_passages_with_the_embedder(embedder: OnnxEmbedder) -> None:
+    """The default evaluator is a query tower: its reading of a passage is the embedder's
+    vector of it, so a corpus's stored embeddings are its readings; it ranks the answer first."""
+    scorer = load_cross_encoder(Settings.load().models, embedder)
+    assert isinstance(scorer, OnnxSegmentScorer) and isinstance(scorer, EmbeddingReader)
+    assert scorer.passage_reader == embedder.model_id
+    vectors = embedder.embed(PASSAGES)
+    readings = scorer.encode_passages(PASSAGES)
+    np.testing.assert_array_equal(np.stack([r.vector for r in readings]), vectors)
+    copied = scorer.readings_of(PASSAGES, vectors)
+    got = scorer.score_encoded(QUESTION, copied).scores
+    assert got == scorer.score(QUESTION, PASSAGES).scores
+    assert int(np.argmax(got)) == 0 and got[0] > got[2] + 0.2
+
+
+def test_a_query_tower_without_its_embedder_is_skipped_or_refused(
+    embedder: OnnxEmbedder, minilm_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    models = Settings.load().models
+    with caplog.at_level("WARNING"):
+        assert load_cross_encoder(models) is None, "chosen by default: the tier is unavailable"
+    assert "reads passages with the embedder 'all-minilm-l6-v2'" in caplog.text
+    named = Settings.load(cross_encoder=scorer_id(embedder)).models
+    with pytest.raises(SettingsError, match=r"cross_encoder: .* set embedder = 'all-minilm-l6-v2'"):
+        load_cross_encoder(named)
+    folder = models.model_dir / scorer_id(embedder)
+    other = OnnxEmbedder(minilm_dir / "model.onnx", minilm_dir / "tokenizer.json", "other-embedder")
+    with pytest.raises(PassageReaderError, match=r"\(configured: other-embedder\)"):
+        open_cross_encoder(
+            folder / "model.int8.onnx", folder / "tokenizer.json", "x", embedder=other
+        )
+
+
+def scorer_id(embedder: OnnxEmbedder) -> str:
+    scorer = load_cross_encoder(Settings.load().models, embedder)
+    assert scorer is not None
+    return scorer.name
+
+
+class CountingEmbedder:
+    """The real embedder, counting the texts it reads."""
+
+    def __init__(self, inner: OnnxEmbedder) -> None:
+        self.inner = inner
+        self.texts = 0
+        self.model_id, self.dim, self.tokenizer = inner.model_id, inner.dim, inner.tokenizer
+        self.max_tokens = inner.max_tokens
+
+    def embed(self, texts: Sequence[str]) -> Vector:
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+def test_ingest_copies_a_query_towers_readings_from_the_embeddings(
+    docs: Path, tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    """Each chunk is read once, by the embedder; its stored vector is the evaluator's
+    reading, and a reading computed afresh (a hit with none stored) is the same."""
+    counting = CountingEmbedder(embedder)
+    settings = Settings.load(**THROUGH_THE_CROSS_ENCODER)  # type: ignore[arg-type]
+    with Engine.open(tmp_path / "c.db", settings, create=True, embedder=counting) as engine:
+        index = engine.grader.passage_index()
+        assert index is not None and isinstance(index.encoder, EmbeddingReader)
+        report = engine.ingest([docs])
+        ids = engine.corpus.chunk_ids()
+        assert report.passages_encoded == len(ids) == counting.texts == len(DOCS)
+        stored = engine.corpus.passage_vectors().get(index.scorer_key, ids)
+        np.testing.assert_array_equal(
+            np.stack([stored[i].vector for i in ids]), engine.corpus.get_vectors(ids)
+        )
+        kept = engine.query(QUESTION)
+        engine.corpus.passage_vectors().drop_others("none")
+        engine.corpus.score_cache().clear()
+        fresh = engine.query(QUESTION)
+    scores = [{g.chunk_id: g.tiers["cross_encoder_raw"] for _, g in r.hits} for r in (kept, fresh)]
+    assert scores[0] == pytest.approx(scores[1], abs=1e-6) and scores[0]
 
 
 def _engine(

@@ -42,7 +42,8 @@ def grading_models(settings: Settings) -> tuple[Embedder, Grader]:
     fast-path rules: those approve evidence without judging it, which is not measured here."""
     grading = settings.grading.model_copy(update={"fast_path_rules": []})
     models = settings.models
-    return load_embedder(models), build_grader(grading, models, llm=SharedLlm(models))
+    embedder = load_embedder(models)
+    return embedder, build_grader(grading, models, llm=SharedLlm(models), embedder=embedder)
 
 
 def sample_queries(pairs: Sequence[Pair], limit: int | None, seed: int = 13) -> list[Pair]:

@@ -16,7 +16,7 @@ from crag_edge.models.manifest import load_manifest
 from crag_edge.models.provision import model_path
 from crag_edge.models.registry import load_cross_encoder
 from crag_edge.observability import Metrics
-from crag_edge.types import ScoredBatch
+from crag_edge.types import Embedder, ScoredBatch
 
 
 class LazyLlmJudge:
@@ -63,11 +63,13 @@ def build_grader(
     metrics: Metrics | None = None,
     *,
     llm: Callable[[], ChatModel | None] | None = None,
+    embedder: Embedder | None = None,
 ) -> Grader:
     """A grader with every enabled tier whose model is installed; missing ones are reported
-    as `unavailable` in each result rather than failing. `llm` supplies the shared runtime."""
+    as `unavailable` in each result rather than failing. `llm` supplies the shared runtime;
+    `embedder`, the one an evaluator that reads passages with it shares."""
     tiers = grading.grading_tiers
-    cross_encoder = load_cross_encoder(models) if "cross_encoder" in tiers else None
+    cross_encoder = load_cross_encoder(models, embedder) if "cross_encoder" in tiers else None
     versions = {}
     if cross_encoder is not None:
         versions["cross_encoder"] = model_version(models, cross_encoder.name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from crag_edge.store import CorpusBackend
-from crag_edge.types import PassageIndex
+from crag_edge.types import Chunk, EmbeddingReader, EncodedPassage, PassageIndex, embedding_text
 
 ENCODE_GROUP = 64  # passages per commit: a cancelled ingest loses at most this much work
 
@@ -34,8 +34,20 @@ def encode_missing_passages(
     for start in range(0, len(missing), group):
         chunks = corpus.get_chunks(missing[start : start + group])
         ids = sorted(chunks)
-        encoded = index.encoder.encode_passages([chunks[i].text for i in ids])
+        encoded = _readings(corpus, index, [chunks[i] for i in ids])
         stored.put(index.scorer_key, dict(zip(ids, encoded, strict=True)), wait=True)
         if progress is not None:
             progress(min(start + group, len(missing)), len(missing))
     return len(missing)
+
+
+def _readings(
+    corpus: CorpusBackend, index: PassageIndex, chunks: list[Chunk]
+) -> list[EncodedPassage]:
+    """The evaluator's readings of `chunks`: copied from their embeddings when it reads
+    passages with this corpus's embedder, else computed."""
+    encoder = index.encoder
+    if isinstance(encoder, EmbeddingReader) and encoder.passage_reader == corpus.embedder_id:
+        texts = [embedding_text(c.title, c.text) for c in chunks]
+        return encoder.readings_of(texts, corpus.get_vectors([c.chunk_id for c in chunks]))
+    return encoder.encode_passages([c.text for c in chunks])

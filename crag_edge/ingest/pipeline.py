@@ -65,7 +65,7 @@ from crag_edge.store import (
 )
 from crag_edge.store.corpus import META_CHUNK_OVERLAP, META_CHUNK_TOKENS, META_LAST_INGEST
 from crag_edge.text_boundary import printable_path
-from crag_edge.types import Embedder, PassageIndex, Vector
+from crag_edge.types import Embedder, PassageIndex, Vector, embedding_text
 
 Format = Literal["auto", "beir"]
 Status = Literal["added", "updated", "unchanged", "retagged", "error", "encoded", "embedding"]
@@ -218,12 +218,6 @@ def _index(run: _Run, plan: _Plan, prune: bool) -> None:
     run.finish()
     if prune:
         run.prune(plan)
-
-
-def embedding_text(title: str, chunk_text: str) -> str:
-    """What the embedder sees for a chunk: its document title gives otherwise bare passages
-    their context (as in BEIR's title + text convention)."""
-    return f"{title}\n{chunk_text}" if title else chunk_text
 
 
 @dataclass

@@ -38,6 +38,7 @@ class OnnxEmbedder:
         self._dim = shape[-1]
         self._model_id = model_id
         self._batch_size = batch_size
+        self._max_tokens = max_tokens
         # tokenizer.json files often carry their own truncation/padding (MiniLM's: fixed 128).
         # Both are reset: padding is done per batch below, and chunkers need the raw counts.
         self._tokenizer = plain_tokenizer(tokenizer_path)
@@ -51,6 +52,10 @@ class OnnxEmbedder:
     @property
     def dim(self) -> int:
         return self._dim
+
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
 
     @property
     def tokenizer(self) -> Tokenizer:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crag_edge.config import ModelSettings
+from crag_edge.config import ModelSettings, SettingsError
 from crag_edge.models.manifest import ModelSpec, load_manifest
 from crag_edge.models.provision import EMBEDDER_ONNX, EMBEDDER_ONNX_INT8, model_path
 
@@ -14,6 +15,9 @@ if TYPE_CHECKING:
     from crag_edge.models.cross_encoder import OnnxCrossEncoder
     from crag_edge.models.embedder import OnnxEmbedder
     from crag_edge.models.segment_scorer import OnnxSegmentScorer
+    from crag_edge.types import Embedder
+
+_log = logging.getLogger(__name__)
 
 
 class ModelNotInstalledError(RuntimeError):
@@ -60,15 +64,19 @@ def load_embedder(settings: ModelSettings) -> OnnxEmbedder:
     )
 
 
-def load_cross_encoder(settings: ModelSettings) -> OnnxCrossEncoder | OnnxSegmentScorer | None:
+def load_cross_encoder(
+    settings: ModelSettings, embedder: Embedder | None = None
+) -> OnnxCrossEncoder | OnnxSegmentScorer | None:
     """The configured cross-encoder, or the first installed one; None when none is installed.
 
     A missing cross-encoder is not an error: the cascade runs without that tier and reports
     it as unavailable. The int8 graph is used when present (~1.5x faster on CPU); naming a
-    model that is not a cross-encoder is a configuration error and raises.
+    model that is not a cross-encoder is a configuration error and raises. An evaluator that
+    reads passages with an embedder other than `embedder` is skipped when chosen by default
+    and a configuration error when named.
     """
     from crag_edge.models.cross_encoder import MAX_LENGTH
-    from crag_edge.models.segment_scorer import open_cross_encoder
+    from crag_edge.models.segment_scorer import PassageReaderError, open_cross_encoder
 
     manifest = load_manifest(settings.model_dir)
     if settings.cross_encoder is None:
@@ -88,13 +96,19 @@ def load_cross_encoder(settings: ModelSettings) -> OnnxCrossEncoder | OnnxSegmen
         tokenizer = folder / "tokenizer.json"
         if graph is None or not tokenizer.is_file():
             continue
-        return open_cross_encoder(
-            graph,
-            tokenizer,
-            spec.model_id,
-            threads=settings.onnx_threads,
-            max_length=min(MAX_LENGTH, _max_positions(folder)),
-        )
+        try:
+            return open_cross_encoder(
+                graph,
+                tokenizer,
+                spec.model_id,
+                threads=settings.onnx_threads,
+                max_length=min(MAX_LENGTH, _max_positions(folder)),
+                embedder=embedder,
+            )
+        except PassageReaderError as error:
+            if settings.cross_encoder is not None:
+                raise SettingsError(f"cross_encoder: {error}") from error
+            _log.warning("skipping the installed evaluator: %s", error)
     return None
 
 

@@ -15,10 +15,17 @@ int8 reading inside a length-sorted, padded batch of 16 (attention masks set) is
 4.5e-2 away from the same text's reading alone, so int8 batches are out; fp32 readings (the
 same weights dequantized) are batch-independent (1.3e-7) but in batches of 16 ran at 0.68-0.98x
 the speed of int8 one at a time. One int8 text at a time stays: independent and fastest.
+
+An evaluator may instead take its passage readings from the embedder (its `config.json` names
+it under `passage_reader`): only its query tower was trained, against the embedder's frozen
+vectors of the passages, so a chunk's reading *is* the vector ingest already stored for
+retrieval. Ingest then reads each chunk once instead of twice, and the reading covers the
+embedder's whole window instead of the evaluator's.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +39,14 @@ from onnx import numpy_helper
 from crag_edge.models.bert_onnx import INPUT_NAMES, SEGMENT_HEAD, SEGMENT_VECTOR_OUTPUTS
 from crag_edge.models.cross_encoder import MAX_LENGTH, MIN_LENGTH, OnnxCrossEncoder
 from crag_edge.models.onnx_session import create_session, plain_tokenizer, relevance
-from crag_edge.types import EncodedPassage, ScoredBatch
+from crag_edge.types import Embedder, EncodedPassage, ScoredBatch, Vector
 
 QUERY_TYPE, PASSAGE_TYPE = 0, 1  # token type ids of the pair's first and second text
+PASSAGE_READER = "passage_reader"  # config.json key: the embedder that reads the passages
+
+
+class PassageReaderError(ValueError):
+    """The evaluator reads passages with an embedder other than the one configured."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,7 @@ class OnnxSegmentScorer:
         *,
         threads: int = 0,
         max_length: int = MAX_LENGTH,
+        passage_reader: Embedder | None = None,
     ) -> None:
         if max_length < MIN_LENGTH:
             raise ValueError(f"need max_length >= {MIN_LENGTH}; got {max_length}")
@@ -85,19 +98,40 @@ class OnnxSegmentScorer:
         self._max_length = max_length
         self._tokenizer = plain_tokenizer(tokenizer_path)
         self._tokenizer.enable_truncation(max_length)
+        self._reader = passage_reader
 
     @property
     def name(self) -> str:
         return self._model_id
 
+    @property
+    def passage_reader(self) -> str | None:
+        """The embedder whose vectors are this scorer's passage readings, if any: a corpus
+        embedded by it already holds every reading (`readings_of`)."""
+        return self._reader.model_id if self._reader is not None else None
+
     def score(self, query: str, passages: Sequence[str]) -> ScoredBatch:
         return self.score_encoded(query, self.encode_passages(passages))
 
     def encode_passages(self, passages: Sequence[str]) -> list[EncodedPassage]:
+        if self._reader is not None:
+            return self.readings_of(passages, self._reader.embed(passages))
         encodings = self._tokenizer.encode_batch(list(passages))
         return [
             EncodedPassage(self._vector(e.ids, PASSAGE_TYPE), bool(e.overflowing))
             for e in encodings
+        ]
+
+    def readings_of(self, passages: Sequence[str], vectors: Vector) -> list[EncodedPassage]:
+        """The readings of `passages` whose embeddings by `passage_reader` are `vectors`
+        (as a corpus stores them): no model runs."""
+        if self._reader is None:
+            raise TypeError(f"{self._model_id} reads passages itself, not with an embedder")
+        window = self._reader.max_tokens
+        counts = [len(e.ids) for e in self._reader.tokenizer.encode_batch(list(passages))]
+        return [
+            EncodedPassage(np.asarray(v, dtype=np.float32), count > window)
+            for v, count in zip(vectors, counts, strict=True)
         ]
 
     def score_encoded(self, query: str, passages: Sequence[EncodedPassage]) -> ScoredBatch:
@@ -132,14 +166,42 @@ def open_cross_encoder(
     *,
     threads: int = 0,
     max_length: int = MAX_LENGTH,
+    embedder: Embedder | None = None,
 ) -> OnnxCrossEncoder | OnnxSegmentScorer:
     """The right runtime for a converted cross-encoder graph: a segment scorer when the graph
-    exposes its vectors (passages can then be stored), else the pair-at-a-time runtime."""
+    exposes its vectors (passages can then be stored), else the pair-at-a-time runtime.
+
+    A scorer whose config names a `passage_reader` needs that embedder as `embedder`;
+    `PassageReaderError` says which one when it is missing or another.
+    """
     head = segment_head(onnx_path)
     if head is None:
         return OnnxCrossEncoder(
             onnx_path, tokenizer_path, model_id, threads=threads, max_length=max_length
         )
+    reader = passage_reader_id(onnx_path.parent)
+    if reader is not None and (embedder is None or embedder.model_id != reader):
+        found = embedder.model_id if embedder is not None else "none"
+        raise PassageReaderError(
+            f"evaluator {model_id!r} reads passages with the embedder {reader!r} "
+            f"(configured: {found}); set embedder = {reader!r} or choose another cross_encoder"
+        )
     return OnnxSegmentScorer(
-        onnx_path, tokenizer_path, model_id, head, threads=threads, max_length=max_length
+        onnx_path,
+        tokenizer_path,
+        model_id,
+        head,
+        threads=threads,
+        max_length=max_length,
+        passage_reader=embedder if reader is not None else None,
     )
+
+
+def passage_reader_id(folder: Path) -> str | None:
+    """The embedder named by the model folder's config.json as its passage reader, if any."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    reader = config.get(PASSAGE_READER) if isinstance(config, dict) else None
+    return str(reader) if reader else None

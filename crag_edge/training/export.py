@@ -29,6 +29,7 @@ from crag_edge.models.onnx_session import create_session, pad_batch
 from crag_edge.models.provision import EMBEDDER_ONNX, EMBEDDER_ONNX_INT8, sha256_of
 from crag_edge.models.quantize import quantize_int8
 from crag_edge.models.segment_scorer import open_cross_encoder
+from crag_edge.types import Embedder
 
 CARD = "MODEL_CARD.md"
 RELEASE_DIR = "release"
@@ -73,10 +74,17 @@ def auc(logits: npt.NDArray[np.float32], labels: Sequence[float]) -> float | Non
     return round(roc_auc(logits.tolist(), hard), 4)
 
 
-def latency_ms(graph: Path, tokenizer: Path, query: str, passages: Sequence[str]) -> float:
+def latency_ms(
+    graph: Path,
+    tokenizer: Path,
+    query: str,
+    passages: Sequence[str],
+    embedder: Embedder | None = None,
+) -> float:
     """Median milliseconds to score `passages` (20) for one query, 2 threads, as the cascade
-    does without stored passage readings; the first call warms up and is not counted."""
-    scorer = open_cross_encoder(graph, tokenizer, "latency", threads=2)
+    does without stored passage readings; the first call warms up and is not counted.
+    `embedder`: the passage reader of a `query-tower` evaluator."""
+    scorer = open_cross_encoder(graph, tokenizer, "latency", threads=2, embedder=embedder)
     scorer.score(query, passages)
     runs = []
     for _ in range(LATENCY_RUNS):
@@ -170,6 +178,10 @@ ARCHITECTURE_TEXT = {
         "segment scorer: each text attends only to itself (positions restart), a weighted "
         "cosine of the two mean-pooled halves; untrained, it is exactly the embedder's cosine"
     ),
+    "query-tower": (
+        "query tower: a segment scorer whose passage half is the embedder itself, frozen, "
+        "and whose query half and weighted-cosine head were trained against its vectors"
+    ),
 }
 
 
@@ -178,6 +190,11 @@ RUNTIME_TEXT = {
     "segment": (
         "Its reading of each passage is stored at ingest, so grading a hit list costs one "
         "query encoding."
+    ),
+    "query-tower": (
+        "Its reading of a passage is the embedder's vector of it, which ingest stores for "
+        "retrieval anyway: each chunk is read once, and grading a hit list costs one query "
+        "encoding."
     ),
 }
 

@@ -193,6 +193,15 @@ class SegmentScorer(nn.Module):
         v = _mean_normalised(x, real * second.to(x.dtype))
         return self.head(u, v)
 
+    def read_query(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """The first text's reading alone (what the graph's query output computes): for an
+        evaluator trained against passage vectors it did not compute (`query-tower`)."""
+        x = self.bert.embeddings(input_ids, torch.zeros_like(input_ids))
+        keep = attention_mask.bool()[:, None, None, :]
+        for layer in self.bert.encoder.layer:
+            x = layer(x, keep)
+        return _mean_normalised(x, attention_mask.to(x.dtype))
+
 
 class _WeightedCosine(nn.Module):
     def __init__(self, hidden: int) -> None:
