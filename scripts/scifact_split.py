@@ -5,6 +5,9 @@ abstracts of a random half of the train claims; corpus B holds exactly those abs
 
 Writes OUT_DIR/{corpus_A.jsonl, corpus_B.jsonl, queries_A.jsonl, queries_B.jsonl,
 qrels_A.tsv, qrels_B.tsv}: queries_B are the claims whose evidence only corpus B has.
+queries_{A,B}_heldout.jsonl hold the claims among them that the evaluator's training never
+sees (`training.data.is_validation` of `human_unit(claim)`, as `scifact_chunk_pairs.py`
+splits them): the shipped evaluator is measured on those.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import random
 from pathlib import Path
 
 from crag_edge.evaluation import read_qrels, read_queries
+from crag_edge.training.data import human_unit, is_validation
 
 
 def main() -> None:
@@ -39,9 +43,11 @@ def main() -> None:
         for line in source:
             (b if json.loads(line)["_id"] in gold_b else a).write(line)
     for name, ids in (("A", kept), ("B", sorted(moved))):
-        with (args.out / f"queries_{name}.jsonl").open("w", encoding="utf-8") as handle:
-            for q in ids:
-                handle.write(json.dumps({"_id": q, "text": queries[q]}) + "\n")
+        heldout = [q for q in ids if is_validation(human_unit(queries[q]))]
+        for suffix, chosen in (("", ids), ("_heldout", heldout)):
+            with (args.out / f"queries_{name}{suffix}.jsonl").open("w", encoding="utf-8") as out:
+                for q in chosen:
+                    out.write(json.dumps({"_id": q, "text": queries[q]}) + "\n")
         with (args.out / f"qrels_{name}.tsv").open("w", encoding="utf-8") as handle:
             handle.write("query-id\tcorpus-id\tscore\n")
             for q in ids:
