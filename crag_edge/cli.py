@@ -585,7 +585,7 @@ def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
         f"{report.chunks_written} chunks in {report.seconds:.1f} s "
         f"({report.chunks_per_second:.1f} chunks/s)"
         + (
-            f"; the evaluator read {report.passages_encoded} passages"
+            f"; stored the evaluator's readings of {report.passages_encoded} passages"
             if report.passages_encoded
             else ""
         ),
