@@ -3,8 +3,9 @@ the same run. Each round ingests the same BEIR abstracts into a fresh corpus, th
 passage readings included (`ingest.passages`), so chunks/s is the whole wait of a user.
 
 - `fp32-calls-of-32-sequential-read-twice`: the reference of the ingest speed target
-  (docs/measurements.md): fp32 embedder in model calls of 32 texts, every group embedded on the calling thread, then the
-  evaluator's graph reads every chunk again (a segment scorer's cost);
+  (docs/measurements.md): fp32 embedder in model calls of 32 texts, every group embedded on
+  the calling thread, then the evaluator's graph reads every chunk again (a segment
+  scorer's cost);
 - `fp32-sequential-read-twice`: the same in calls of 4 texts (the current default);
 - `int8-overlapped-read-twice`: the int8 embedder, the next group read and chunked while one
   embeds, then the second reading;

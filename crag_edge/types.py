@@ -152,6 +152,14 @@ def embedding_text(title: str, chunk_text: str) -> str:
     return f"{title}\n{chunk_text}" if title else chunk_text
 
 
+def reading_text(encoder: PassageEncoder, chunk: Chunk) -> str:
+    """What a passage encoder reads of a chunk: one whose readings are the embedder's reads it
+    as retrieval embedded it (title first), so a fresh reading equals a stored one."""
+    if isinstance(encoder, EmbeddingReader) and encoder.passage_reader is not None:
+        return embedding_text(chunk.title, chunk.text)
+    return chunk.text
+
+
 @dataclass(frozen=True)
 class PassageIndex:
     """The evaluator whose passage readings a corpus stores, and the version key they are

@@ -35,16 +35,14 @@ from crag_edge.observability import AuditLog, Metrics
 from crag_edge.store import PassageVectors, ScoreCache
 from crag_edge.types import (
     Action,
-    Chunk,
     Decision,
-    EmbeddingReader,
     EncodedPassage,
     Hit,
     PairScorer,
     PassageEncoder,
     PassageIndex,
     ScoredBatch,
-    embedding_text,
+    reading_text,
 )
 
 FloatArray = npt.NDArray[np.float64]
@@ -470,19 +468,11 @@ def _readings(
     ids = {i: hits[i].chunk.chunk_id for i in indices if i in storable}
     known = stored.get(scorer_key, list(ids.values())) if stored is not None and ids else {}
     new = [i for i in indices if i not in ids or ids[i] not in known]
-    texts = [_reading_text(encoder, hits[i].chunk) for i in new]
+    texts = [reading_text(encoder, hits[i].chunk) for i in new]
     fresh = dict(zip(new, encoder.encode_passages(texts), strict=True))
     if stored is not None:
         stored.put(scorer_key, {ids[i]: fresh[i] for i in new if i in ids})
     return [fresh[i] if i in fresh else known[ids[i]] for i in indices]
-
-
-def _reading_text(encoder: PassageEncoder, chunk: Chunk) -> str:
-    """What the encoder reads of a chunk: an evaluator whose readings are the embedder's reads
-    it as retrieval embedded it (title first), so a fresh reading equals a stored one."""
-    if isinstance(encoder, EmbeddingReader) and encoder.passage_reader is not None:
-        return embedding_text(chunk.title, chunk.text)
-    return chunk.text
 
 
 _TIERS = ("", "rules", *TIERS)

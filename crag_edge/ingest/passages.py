@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from crag_edge.store import CorpusBackend
-from crag_edge.types import Chunk, EmbeddingReader, EncodedPassage, PassageIndex, embedding_text
+from crag_edge.types import Chunk, EmbeddingReader, EncodedPassage, PassageIndex, reading_text
 
 ENCODE_GROUP = 64  # passages per commit: a cancelled ingest loses at most this much work
 
@@ -47,7 +47,7 @@ def _readings(
     """The evaluator's readings of `chunks`: copied from their embeddings when it reads
     passages with this corpus's embedder, else computed."""
     encoder = index.encoder
+    texts = [reading_text(encoder, c) for c in chunks]
     if isinstance(encoder, EmbeddingReader) and encoder.passage_reader == corpus.embedder_id:
-        texts = [embedding_text(c.title, c.text) for c in chunks]
         return encoder.readings_of(texts, corpus.get_vectors([c.chunk_id for c in chunks]))
-    return encoder.encode_passages([c.text for c in chunks])
+    return encoder.encode_passages(texts)
