@@ -86,6 +86,7 @@ class Data:
     heldout: list[Pair]
     vectors: dict[str, np.ndarray]
     origins: dict[str, int]  # training pairs per labels file
+    corpus_chunks: int  # chunks of the corpus the chunk pairs came from
 
 
 def titled_passages(db: Path, settings: Settings) -> dict[str, str]:
@@ -109,7 +110,8 @@ def load_data(args: argparse.Namespace, settings: Settings, embedder: Embedder) 
     texts = sorted({p.passage for p in train + heldout})
     print(f"embedding {len(texts)} passages", file=sys.stderr, flush=True)
     vectors = dict(zip(texts, embedder.embed(texts), strict=True))
-    return Data(train, heldout, vectors, {name: len(pairs) for name, pairs in files.items()})
+    origins = {name: len(pairs) for name, pairs in files.items()}
+    return Data(train, heldout, vectors, origins, len(titled))
 
 
 class QueryTower:
@@ -322,9 +324,9 @@ def describe(
         "data_license": LICENSE,
         "data": {
             "db": args.db.name,
-            "chunks": len({p.passage for p in data.train}),  # distinct training passages
+            "chunks": data.corpus_chunks,
             "labels_file": ", ".join(p.name for p in args.train),
-            "llm": None,
+            "llm": "none (human labels only: SciFact's rationales and evidence abstracts)",
             "pairs": len(data.train) + len(data.heldout),
             "train_pairs": len(data.train),
             "validation_pairs": len(data.heldout),
