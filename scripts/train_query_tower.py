@@ -47,7 +47,7 @@ from crag_edge.engine import Engine
 from crag_edge.evaluation.pairs import Pair, read_pairs
 from crag_edge.grading import fit_platt
 from crag_edge.models.manifest import load_manifest
-from crag_edge.models.onnx_session import plain_tokenizer
+from crag_edge.models.onnx_session import pad_batch, plain_tokenizer
 from crag_edge.models.provision import EMBEDDER_ONNX_INT8, model_path
 from crag_edge.models.registry import load_embedder
 from crag_edge.models.segment_scorer import (
@@ -132,14 +132,10 @@ class QueryTower:
         self.tokenizer.enable_truncation(QUERY_TOKENS)
 
     def read(self, queries: Sequence[str]) -> torch.Tensor:
-        encodings = self.tokenizer.encode_batch(list(queries))
-        width = max(len(e.ids) for e in encodings)
-        ids = torch.zeros((len(encodings), width), dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, encoding in enumerate(encodings):
-            ids[row, : len(encoding.ids)] = torch.tensor(encoding.ids)
-            mask[row, : len(encoding.ids)] = 1
-        return self.model.read_query(ids, mask)
+        feeds = pad_batch(self.tokenizer.encode_batch(list(queries)))
+        return self.model.read_query(
+            torch.from_numpy(feeds["input_ids"]), torch.from_numpy(feeds["attention_mask"])
+        )
 
     def logits(self, pairs: Sequence[Pair], vectors: dict[str, np.ndarray]) -> torch.Tensor:
         passages = torch.from_numpy(np.stack([vectors[p.passage] for p in pairs]))
