@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from crag_edge.citations import Location, locate, locator, place_label, places_within
 from crag_edge.cli import app
-from crag_edge.generation import source_line
+from crag_edge.generation import passages_text, source_line
 from crag_edge.grading import ItemGrade
 from crag_edge.result import ContextItem
 from crag_edge.tui.widgets import chunk_view, citation_label
@@ -149,3 +149,26 @@ def test_html_and_markdown_evidence_is_cited_by_its_section(library: Path) -> No
     md = evidence(library, "How long should river water be boiled at camp?", "three minutes")
     assert md["section"] == f"Field guide{SEP}Camp{SEP}Water"
     assert md["locator"] == "guide.md § Water"
+
+
+def test_the_answer_prompt_names_each_document_once_above_its_passages() -> None:
+    """Every prompt token is read before the first word: a title is not repeated for each
+    passage of one document, but a new document (or a return to one) is named again."""
+    context = [
+        ContextItem(n, n, doc, source, title, 0, 5, f"passage {n}.", "search", 0.9)
+        for n, doc, source, title in [
+            (1, 1, "bees.md", "Honeybees"),
+            (2, 1, "bees.md", "Honeybees"),
+            (3, 2, "notes.txt", ""),
+            (4, 1, "bees.md", "Honeybees"),
+        ]
+    ]
+    assert passages_text(context).split("\n\n") == [
+        "(Honeybees)",
+        "[1] passage 1.",
+        "[2] passage 2.",
+        "(notes.txt)",
+        "[3] passage 3.",
+        "(Honeybees)",
+        "[4] passage 4.",
+    ]

@@ -37,8 +37,9 @@ def test_answer_reports_the_loop_then_the_answer_stage(tmp_path: Path, embedder:
 
 def test_answer_times_the_wait_for_its_first_word(tmp_path: Path, embedder: Any) -> None:
     """The small LLM writes the answer; its timings add up and its prompt counts are the
-    runtime's: the first answer evaluates its whole prompt, the second (same system prompt,
-    nothing else between) reuses the cached part."""
+    runtime's: the first answer evaluates at most its whole prompt (its system prompt may come
+    from a snapshot on disk), the second (same system prompt, nothing else between) reuses
+    the cached part."""
     settings = Settings.load(**FAST, llm_max_tokens=8, llm_threads=1)
     events: list[StageEvent] = []
     with Engine.open(tmp_path / "kb.db", settings, create=True, embedder=embedder) as engine:
@@ -55,7 +56,8 @@ def test_answer_times_the_wait_for_its_first_word(tmp_path: Path, embedder: Any)
         assert 0 < timings.first_token_s <= timings.answer_s
         assert timings.total_s == timings.retrieval_grading_s + timings.answer_s
         assert timings.retrieval_grading_s > 0
-    assert first.evaluated_tokens == first.prompt_tokens
+    assert first.prompt_tokens is not None and first.evaluated_tokens is not None
+    assert 0 < first.evaluated_tokens <= first.prompt_tokens
     assert second.prompt_tokens is not None and second.evaluated_tokens is not None
     assert 0 < second.evaluated_tokens < second.prompt_tokens
     assert events[-1].ms == round(second.answer_s * 1000, 3)

@@ -6,6 +6,7 @@ bounds, timeouts, errors, locking), never the quality of the scores.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sys
 import threading
@@ -203,6 +204,70 @@ def test_every_turn_before_the_last_is_cached_with_the_system_prompt(model_path:
     assert fixed > system_only + 20  # the earlier exchange is part of what is reused
     assert reply.usage.prompt_tokens is not None
     assert reply.usage.evaluated_tokens == reply.usage.prompt_tokens - fixed
+
+
+def _state_runtime(model_path: Path, state_dir: Path) -> LlamaRuntime:
+    return LlamaRuntime(model_path, model_id=MODEL_ID, n_ctx=2048, n_threads=1, state_dir=state_dir)
+
+
+def _answer(runtime: LlamaRuntime, prompt: list[dict[str, str]]) -> tuple[str, int, int]:
+    """The reply to `prompt` (8 tokens), its prompt tokens and the tokens evaluated."""
+    reply = runtime.stream_chat(prompt, max_tokens=8)
+    text = "".join(reply)
+    assert reply.usage.prompt_tokens is not None and reply.usage.evaluated_tokens is not None
+    return text, reply.usage.prompt_tokens, reply.usage.evaluated_tokens
+
+
+def _system_part(runtime: LlamaRuntime) -> int:
+    empty_question = {"role": "user", "content": ""}
+    return _shared_prefix(
+        runtime.chat_tokens(_answer_prompt(QUERY)),
+        runtime.chat_tokens([{"role": "system", "content": SYSTEM}, empty_question]),
+    )
+
+
+def test_a_later_process_reads_the_system_prompt_from_disk(
+    model_path: Path, tmp_path: Path
+) -> None:
+    """The system prompt's KV snapshot outlives the runtime that evaluated it: a new runtime
+    (a new `crag-edge ask`) evaluates only the user's turn and answers exactly the same."""
+    first = _state_runtime(model_path, tmp_path)
+    text, prompt_tokens, evaluated = _answer(first, _answer_prompt(QUERY))
+    assert evaluated == prompt_tokens
+    assert len(list(tmp_path.glob("*.kv"))) == 1
+    later = _state_runtime(model_path, tmp_path)
+    again, _, evaluated_later = _answer(later, _answer_prompt(QUERY))
+    assert evaluated_later == prompt_tokens - _system_part(later)
+    assert again == text
+
+
+@pytest.mark.parametrize("damage", ["bit_flip", "truncated_with_valid_checksum"])
+def test_a_damaged_snapshot_is_evaluated_again(
+    model_path: Path, tmp_path: Path, damage: str
+) -> None:
+    """A snapshot file that fails its checksum, or that llama.cpp refuses, costs the
+    evaluation it would have saved, never a wrong answer; a sound one replaces it."""
+    text, prompt_tokens, _ = _answer(_state_runtime(model_path, tmp_path), _answer_prompt(QUERY))
+    (snapshot,) = tmp_path.glob("*.kv")
+    stored = snapshot.read_bytes()
+    digest = hashlib.sha256().digest_size
+    if damage == "bit_flip":
+        snapshot.write_bytes(stored[:-1] + bytes([stored[-1] ^ 1]))
+    else:
+        data = stored[digest : digest + (len(stored) - digest) // 2]
+        snapshot.write_bytes(hashlib.sha256(data).digest() + data)
+    again, _, evaluated = _answer(_state_runtime(model_path, tmp_path), _answer_prompt(QUERY))
+    assert (again, evaluated) == (text, prompt_tokens)
+    third = _state_runtime(model_path, tmp_path)
+    assert _answer(third, _answer_prompt(QUERY))[2] == prompt_tokens - _system_part(third)
+
+
+def test_earlier_turns_of_a_conversation_are_never_written_to_disk(
+    model_path: Path, tmp_path: Path
+) -> None:
+    runtime = _state_runtime(model_path, tmp_path)
+    "".join(runtime.stream_chat(_turns_prompt(QUERY), max_tokens=2))
+    assert not list(tmp_path.glob("*.kv"))
 
 
 def _shared_prefix(a: list[int], b: list[int]) -> int:

@@ -51,7 +51,7 @@ from crag_edge.models.chat_model import (
 )
 from crag_edge.models.errors import ModelFileError
 from crag_edge.models.manifest import load_manifest
-from crag_edge.models.prefix_states import PrefixStates
+from crag_edge.models.prefix_states import PrefixStates, StateFiles
 from crag_edge.models.registry import ModelNotInstalledError, installed_file
 from crag_edge.models.remote_llm import OpenAiLlm
 
@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 GGUF_MAGIC = b"GGUF"
 # System prompts whose fixed part's tokens are remembered (the pipeline uses a handful).
 FIXED_PARTS_KEPT = 16
+# Beside the pulled models: KV snapshots of system prompts (`prefix_states.StateFiles`).
+PREFIX_STATE_DIR = "prefix-states"
 INSTALL_HINT = "pip install 'crag-edge[llm]'"
 
 
@@ -118,7 +120,8 @@ class LlamaRuntime:
 
     `n_threads` 0 uses every core available to the process. `max_tokens` and `timeout_s`
     are the defaults and upper bounds of each call; `stall_timeout_s` replaces `timeout_s`
-    for `stream_chat` (see the module docstring).
+    for `stream_chat` (see the module docstring). `state_dir` keeps KV snapshots of system
+    prompts for later processes (`prefix_states.StateFiles`); None keeps them in memory only.
     """
 
     def __init__(
@@ -132,6 +135,7 @@ class LlamaRuntime:
         max_tokens: int = 256,
         timeout_s: float = 60.0,
         stall_timeout_s: float = 30.0,
+        state_dir: Path | None = None,
     ) -> None:
         if n_ctx < 64 or n_batch < 1 or max_tokens < 1 or n_threads < 0 or timeout_s <= 0:
             raise ValueError(
@@ -182,7 +186,14 @@ class LlamaRuntime:
         self._max_tokens = max_tokens
         self._timeout_s = timeout_s
         self._stall_timeout_s = stall_timeout_s
-        self._prefix_states = PrefixStates(llama_cpp, self._llm)
+        files = None
+        if state_dir is not None:
+            stat = path.stat()
+            identity = (
+                f"{llama_cpp.__version__}|{path.name}|{stat.st_size}|{stat.st_mtime_ns}|{n_ctx}"
+            )
+            files = StateFiles(state_dir, identity)
+        self._prefix_states = PrefixStates(llama_cpp, self._llm, files=files)
         self._fixed_parts: dict[tuple[tuple[str, str], ...], list[int]] = {}
 
     @property
@@ -262,13 +273,13 @@ class LlamaRuntime:
             raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
         deadline = _Deadline(self._bounded_timeout(timeout_s))
         compiled = self._compile(grammar) if grammar is not None else None
-        prompt, fixed = self._prompt(messages)
+        prompt, fixed, persist = self._prompt(messages)
         self._check_fits(len(prompt) + 1)
         started = time.monotonic()
         if not self._lock.acquire(timeout=deadline.remaining()):
             return Completion("", "timeout", len(prompt), 0, time.monotonic() - started)
         try:
-            if self._eval_prompt(prompt, deadline, fixed) is None:
+            if self._eval_prompt(prompt, deadline, fixed, persist) is None:
                 return Completion("", "timeout", len(prompt), 0, time.monotonic() - started)
             response: Any = self._llm.create_completion(
                 prompt=prompt,
@@ -326,14 +337,14 @@ class LlamaRuntime:
         usage: PromptUsage,
     ) -> Generator[str, None, FinishReason]:
         deadline = _StallDeadline(stall_s)
-        prompt, fixed = self._prompt(messages)
+        prompt, fixed, persist = self._prompt(messages)
         self._check_fits(len(prompt) + 1)
         usage.prompt_tokens = len(prompt)
         if not self._lock.acquire(timeout=deadline.remaining()):
             return "timeout"
         finish: FinishReason = "stop"
         try:
-            usage.evaluated_tokens = self._eval_prompt(prompt, deadline, fixed)
+            usage.evaluated_tokens = self._eval_prompt(prompt, deadline, fixed, persist)
             if usage.evaluated_tokens is None or deadline.fired:
                 return "timeout"
             chunks: Any = self._llm.create_completion(
@@ -374,7 +385,7 @@ class LlamaRuntime:
             raise ValueError(f"token ids must be in [0, {self._n_vocab}); got {list(token_ids)}")
         deadline = _Deadline(self._bounded_timeout(timeout_s))
         tokenized = [self._prompt(p) for p in prompts]
-        for prompt, _ in tokenized:
+        for prompt, _, _ in tokenized:
             self._check_fits(len(prompt))
         rows: list[list[float] | None] = [None] * len(tokenized)
         started = time.monotonic()
@@ -382,8 +393,8 @@ class LlamaRuntime:
         if not self._lock.acquire(timeout=deadline.remaining()):
             return NextTokenLogprobs(rows, True, 0, time.monotonic() - started)
         try:
-            for i, (prompt, fixed) in enumerate(tokenized):
-                count = self._eval_prompt(prompt, deadline, fixed)
+            for i, (prompt, fixed, persist) in enumerate(tokenized):
+                count = self._eval_prompt(prompt, deadline, fixed, persist)
                 if count is None:
                     break
                 evaluated += count
@@ -424,30 +435,35 @@ class LlamaRuntime:
             raise ValueError(f"{self._model_id}: {answer!r} is not a single token in any spelling")
         return ids
 
-    def _prompt(self, messages: Sequence[Message]) -> tuple[list[int], int]:
-        """The prompt's tokens and the length of its fixed part: everything before the last
-        message's text (the template's header, the system prompt and any earlier turns),
-        which every prompt opening with the same turns shares."""
+    def _prompt(self, messages: Sequence[Message]) -> tuple[list[int], int, bool]:
+        """The prompt's tokens, the length of its fixed part (everything before the last
+        message's text: the template's header, the system prompt and any earlier turns, which
+        every prompt opening with the same turns shares) and whether that part is the system
+        prompt alone, the only kind kept on disk (earlier turns are a user's conversation)."""
         prompt = self.chat_tokens(messages)
         if not messages or messages[0].get("role") != "system":
-            return prompt, 0
+            return prompt, 0, False
         opening = list(messages[:-1]) if len(messages) > 1 else list(messages)
         key = tuple((m["role"], m["content"]) for m in opening)
         if key not in self._fixed_parts:
             if len(self._fixed_parts) >= FIXED_PARTS_KEPT:
                 self._fixed_parts.clear()
             self._fixed_parts[key] = self.chat_tokens([*opening, {"role": "user", "content": ""}])
-        return prompt, _common_prefix(self._fixed_parts[key], prompt)
+        return prompt, _common_prefix(self._fixed_parts[key], prompt), len(opening) == 1
 
     # -- internals; callers hold the lock --------------------------------------------------
 
-    def _eval_prompt(self, prompt: list[int], deadline: _Deadline, fixed: int = 0) -> int | None:
+    def _eval_prompt(
+        self, prompt: list[int], deadline: _Deadline, fixed: int = 0, persist: bool = False
+    ) -> int | None:
         """Bring the KV cache to exactly `prompt`, evaluating only what is not cached yet;
         return how many tokens that took.
 
         The cache is reused up to the prefix `prompt` shares with the one before, or up to a
         stored snapshot of its fixed part (`PrefixStates`) when that reaches further; a fixed
-        part evaluated here is snapshotted for the next prompt that starts with it. Works in
+        part evaluated here is snapshotted for the next prompt that starts with it, and with
+        `persist` (a system prompt alone) written to disk and read back by the next process
+        (`StateFiles`). Works in
         `n_batch` chunks and gives up (returning None) once the deadline has passed; the
         cache then holds a prefix that the next call can still reuse. Each chunk evaluated
         is progress for a stall deadline.
@@ -455,6 +471,8 @@ class LlamaRuntime:
         llm = self._llm
         keep = _common_prefix(llm.input_ids[: llm.n_tokens], prompt)
         keep = min(keep, len(prompt) - 1)  # the last position must be evaluated for its logits
+        if persist and keep < fixed < len(prompt):
+            self._prefix_states.load(prompt[:fixed])
         stored = self._prefix_states.longest_in(prompt)
         if stored > keep:  # a failed restore leaves nothing cached that can be trusted
             keep = stored if self._prefix_states.restore(prompt, stored) else 0
@@ -469,7 +487,7 @@ class LlamaRuntime:
             if not self._eval_range(prompt, start, stop, deadline):
                 return None
             if snapshot and stop == fixed:
-                self._prefix_states.save(prompt[:fixed])
+                self._prefix_states.save(prompt[:fixed], persist=persist)
             start = stop
         return len(prompt) - keep
 
@@ -521,6 +539,7 @@ def load_llm(settings: ModelSettings, model_id: str | None = None) -> LlamaRunti
         max_tokens=settings.llm_max_tokens,
         timeout_s=settings.llm_timeout_s,
         stall_timeout_s=settings.llm_stall_timeout_s,
+        state_dir=settings.model_dir / PREFIX_STATE_DIR,
     )
 
 

@@ -7,13 +7,23 @@ answer's system prompt in the cache, so each answer would evaluate it again (~90
 a second on two cores with Qwen2.5-1.5B). The sequence's state after that prefix
 (`llama_state_seq_get_data`: the KV cells of those tokens, ~28 kB per token for
 Qwen2.5-1.5B) is copied back in milliseconds instead.
+
+A one-shot process (`crag-edge ask`) would still evaluate every system prompt once: its
+answer's first word waited ~0.8 s longer than a served answer's. Snapshots of system prompts
+are therefore also kept on disk (`StateFiles`), keyed by the model file, the llama.cpp build,
+the context size and the prompt's tokens, with a checksum, so a later process copies them
+back too. Only system prompts are written: a prefix holding earlier turns holds a user's
+conversation, which stays in memory.
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import os
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,16 +32,67 @@ if TYPE_CHECKING:
 # Distinct fixed prefixes kept: the answer's, the judge's, the rewrite's, the follow-up's.
 CAPACITY = 4
 _SEQUENCE = 0  # llama-cpp-python's Llama evaluates everything in sequence 0
+# Snapshot files kept per folder, the newest: a changed prompt or model leaves old ones behind.
+FILES_KEPT = 16
+_DIGEST = hashlib.sha256().digest_size
+
+
+class StateFiles:
+    """System-prompt snapshots on disk, one file per prefix. Every failure to read or write
+    one (a read-only or full disk, a damaged file) only means that prefix is evaluated again.
+    """
+
+    def __init__(self, folder: Path, identity: str, keep: int = FILES_KEPT) -> None:
+        self._folder = folder
+        self._identity = identity
+        self._keep = keep
+
+    def read(self, prefix: Sequence[int]) -> bytes | None:
+        """The snapshot of `prefix`, or None when there is none or it fails its checksum."""
+        try:
+            stored = self._path(prefix).read_bytes()
+        except OSError:
+            return None
+        digest, data = stored[:_DIGEST], stored[_DIGEST:]
+        return data if data and hashlib.sha256(data).digest() == digest else None
+
+    def write(self, prefix: Sequence[int], data: bytes) -> None:
+        """Store the snapshot of `prefix` (atomically: a reader never sees half a file)."""
+        path = self._path(prefix)
+        partial = path.with_suffix(f".{os.getpid()}.partial")
+        try:
+            self._folder.mkdir(parents=True, exist_ok=True)
+            partial.write_bytes(hashlib.sha256(data).digest() + data)
+            os.replace(partial, path)
+            self._prune()
+        except OSError:
+            partial.unlink(missing_ok=True)
+
+    def discard(self, prefix: Sequence[int]) -> None:
+        """Forget a snapshot llama.cpp refused."""
+        self._path(prefix).unlink(missing_ok=True)
+
+    def _path(self, prefix: Sequence[int]) -> Path:
+        key = f"{self._identity}|{','.join(map(str, prefix))}".encode()
+        return self._folder / f"{hashlib.sha256(key).hexdigest()[:32]}.kv"
+
+    def _prune(self) -> None:
+        files = sorted(self._folder.glob("*.kv"), key=lambda f: f.stat().st_mtime, reverse=True)
+        for stale in files[self._keep :]:
+            stale.unlink(missing_ok=True)
 
 
 class PrefixStates:
     """A few prompt prefixes and the KV state after each, least recently used dropped first.
     Callers hold the runtime's lock: the states are the context's."""
 
-    def __init__(self, llama_cpp: Any, llm: Llama, capacity: int = CAPACITY) -> None:
+    def __init__(
+        self, llama_cpp: Any, llm: Llama, capacity: int = CAPACITY, files: StateFiles | None = None
+    ) -> None:
         self._lib = llama_cpp
         self._llm = llm
         self._capacity = capacity
+        self._files = files
         self._states: OrderedDict[tuple[int, ...], Any] = OrderedDict()
 
     def __contains__(self, prefix: Sequence[int]) -> bool:
@@ -46,14 +107,29 @@ class PrefixStates:
                 best = n
         return best
 
-    def save(self, prefix: Sequence[int]) -> None:
-        """Remember the cache's state, which must hold exactly `prefix`."""
+    def load(self, prefix: Sequence[int]) -> None:
+        """Bring the snapshot of `prefix` from disk, if one is there and none is in memory."""
+        key = tuple(prefix)
+        if key in self._states or self._files is None:
+            return
+        data = self._files.read(key)
+        if data is not None:
+            self._remember(key, (ctypes.c_uint8 * len(data)).from_buffer_copy(data))
+
+    def save(self, prefix: Sequence[int], *, persist: bool = False) -> None:
+        """Remember the cache's state, which must hold exactly `prefix`; with `persist`, on
+        disk too."""
         ctx = self._llm.ctx
         size = self._lib.llama_state_seq_get_size(ctx, _SEQUENCE)
         buffer = (ctypes.c_uint8 * size)()
         if self._lib.llama_state_seq_get_data(ctx, buffer, size, _SEQUENCE) != size:
             return  # llama.cpp could not copy it: the prefix is evaluated again next time
-        self._states[tuple(prefix)] = buffer
+        self._remember(tuple(prefix), buffer)
+        if persist and self._files is not None:
+            self._files.write(prefix, bytes(buffer))
+
+    def _remember(self, key: tuple[int, ...], buffer: Any) -> None:
+        self._states[key] = buffer
         if len(self._states) > self._capacity:
             self._states.popitem(last=False)
 
@@ -64,6 +140,8 @@ class PrefixStates:
         buffer = self._states[key]
         if self._lib.llama_state_seq_set_data(self._llm.ctx, buffer, len(buffer), _SEQUENCE) == 0:
             del self._states[key]
+            if self._files is not None:
+                self._files.discard(key)
             return False
         self._states.move_to_end(key)
         self._llm.input_ids[:n] = key
