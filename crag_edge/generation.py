@@ -64,18 +64,20 @@ def answer_messages(question: str, context: Sequence[ContextItem]) -> list[Messa
 
 
 def passages_text(context: Sequence[ContextItem]) -> str:
-    """The numbered passages, each document's title once above its run of passages: the model
-    reads every token before its first word, and refined evidence often holds several
-    passages of one document (a title repeated per passage cost ~20 tokens on the demo)."""
-    blocks: list[str] = []
-    heading = None
+    """The numbered passages, the document's title on the first of each run of passages from
+    one document: the model reads every token before its first word, and refined evidence
+    often holds several passages of one document (a title repeated per passage cost ~15
+    tokens on the demo). A title on a line of its own above the passages, tried as well, made
+    the model answer "the option is [1]." (docs/measurements.md)."""
+    pieces: list[str] = []
+    previous = None
     for item in context:
         name = item.title or item.source
-        if name != heading:
-            blocks.append(f"({name})")
-            heading = name
-        blocks.append(f"[{item.n}] {item.text}")
-    return "\n\n".join(blocks)
+        pieces.append(
+            f"[{item.n}] {item.text}" if name == previous else f"[{item.n}] ({name}) {item.text}"
+        )
+        previous = name
+    return "\n\n".join(pieces)
 
 
 def stream_answer(llm: ChatModel | None, result: CragResult) -> AnswerStream:

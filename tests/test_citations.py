@@ -151,7 +151,7 @@ def test_html_and_markdown_evidence_is_cited_by_its_section(library: Path) -> No
     assert md["locator"] == "guide.md § Water"
 
 
-def test_the_answer_prompt_names_each_document_once_above_its_passages() -> None:
+def test_the_answer_prompt_names_each_document_once_per_run_of_its_passages() -> None:
     """Every prompt token is read before the first word: a title is not repeated for each
     passage of one document, but a new document (or a return to one) is named again."""
     context = [
@@ -164,11 +164,8 @@ def test_the_answer_prompt_names_each_document_once_above_its_passages() -> None
         ]
     ]
     assert passages_text(context).split("\n\n") == [
-        "(Honeybees)",
-        "[1] passage 1.",
+        "[1] (Honeybees) passage 1.",
         "[2] passage 2.",
-        "(notes.txt)",
-        "[3] passage 3.",
-        "(Honeybees)",
-        "[4] passage 4.",
+        "[3] (notes.txt) passage 3.",
+        "[4] (Honeybees) passage 4.",
     ]
