@@ -186,13 +186,11 @@ class LlamaRuntime:
         self._max_tokens = max_tokens
         self._timeout_s = timeout_s
         self._stall_timeout_s = stall_timeout_s
-        files = None
-        if state_dir is not None:
-            stat = path.stat()
-            identity = (
-                f"{llama_cpp.__version__}|{path.name}|{stat.st_size}|{stat.st_mtime_ns}|{n_ctx}"
-            )
-            files = StateFiles(state_dir, identity)
+        files = (
+            StateFiles.for_model(state_dir, path, llama_cpp.__version__, n_ctx)
+            if state_dir is not None
+            else None
+        )
         self._prefix_states = PrefixStates(llama_cpp, self._llm, files=files)
         self._fixed_parts: dict[tuple[tuple[str, str], ...], list[int]] = {}
 
@@ -463,10 +461,9 @@ class LlamaRuntime:
         stored snapshot of its fixed part (`PrefixStates`) when that reaches further; a fixed
         part evaluated here is snapshotted for the next prompt that starts with it, and with
         `persist` (a system prompt alone) written to disk and read back by the next process
-        (`StateFiles`). Works in
-        `n_batch` chunks and gives up (returning None) once the deadline has passed; the
-        cache then holds a prefix that the next call can still reuse. Each chunk evaluated
-        is progress for a stall deadline.
+        (`StateFiles`). Works in `n_batch` chunks and gives up (returning None) once the
+        deadline has passed; the cache then holds a prefix that the next call can still
+        reuse. Each chunk evaluated is progress for a stall deadline.
         """
         llm = self._llm
         keep = _common_prefix(llm.input_ids[: llm.n_tokens], prompt)

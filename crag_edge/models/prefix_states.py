@@ -47,6 +47,14 @@ class StateFiles:
         self._identity = identity
         self._keep = keep
 
+    @classmethod
+    def for_model(cls, folder: Path, model_file: Path, build: str, n_ctx: int) -> StateFiles:
+        """Snapshots valid only for this model file (name, size, modification time), this
+        llama.cpp build and this context size: any change starts afresh."""
+        stat = model_file.stat()
+        identity = f"{build}|{model_file.name}|{stat.st_size}|{stat.st_mtime_ns}|{n_ctx}"
+        return cls(folder, identity)
+
     def read(self, prefix: Sequence[int]) -> bytes | None:
         """The snapshot of `prefix`, or None when there is none or it fails its checksum."""
         try:
