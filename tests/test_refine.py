@@ -126,6 +126,31 @@ def test_short_pieces_join_a_neighbour_in_the_same_chunk() -> None:
     assert_whole_sentence_strips(document, strips)
 
 
+def test_a_label_stays_with_the_text_it_names() -> None:
+    document = (
+        "Without options the default applies to every entry.\n\n"
+        "pop [--index] [-q|--quiet] [<stash>]\n\n"
+        "Remove a single stashed state from the stash list and apply it.\n\n"
+        "Applying the state can fail with conflicts; then it is kept.\n\n"
+        "apply [--index] [-q|--quiet] [<stash>]"
+    )
+    strips = decompose(chunk_of(document, 0, len(document), ordinal=0), "sentences")
+    assert [s.text for s in strips] == [
+        "Without options the default applies to every entry.",
+        "pop [--index] [-q|--quiet] [<stash>]\n\n"
+        "Remove a single stashed state from the stash list and apply it.",
+        "Applying the state can fail with conflicts; then it is kept.\n\n"
+        "apply [--index] [-q|--quiet] [<stash>]",  # nothing follows it in this chunk
+    ]
+
+
+def test_a_long_line_without_a_terminator_is_a_strip_of_its_own() -> None:
+    row = "gc.auto 6700 loose objects before an automatic gc packs them into one pack file"
+    document = f"{row}\n\nThe threshold counts loose objects only."
+    strips = decompose(chunk_of(document, 0, len(document), ordinal=0), "sentences")
+    assert [s.text for s in strips] == [row, "The threshold counts loose objects only."]
+
+
 def test_a_chunk_starting_mid_sentence_drops_a_short_tail_and_keeps_a_long_one() -> None:
     document = "The waggle run is recorded in the index. Honeybees communicate with a dance."
     short_tail = chunk_of(document, document.index("index."), len(document), ordinal=1)

@@ -34,6 +34,8 @@ StripScorer = Literal["coverage", "embedding", "cross_encoder"]
 # carries no fact, its keyword coverage is noise, and it shreds the context the model reads.
 MIN_STRIP_WORDS = 4
 MIN_STRIP_CHARS = 20
+# A label (heading, option, term) of up to this many words always introduces the next piece.
+MAX_LABEL_WORDS = 12
 _WORD = re.compile(r"\S+")
 
 
@@ -106,13 +108,15 @@ def sentence_strips(text: str, *, mid_document: bool) -> list[tuple[int, int]]:
 
 def _join_short(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Sentences with each one below the minimum joined to a neighbour: to the next when it
-    introduces it (the first piece, or a heading or label, which has no terminator), else to
-    the previous one (a short sentence, an abbreviation's tail)."""
+    introduces it (the first piece, or a label: a heading, an option or a term without a
+    terminator), else to the previous one (a short sentence, an abbreviation's tail)."""
     joined: list[tuple[int, int]] = []
-    lead_in: int | None = None  # start of short pieces waiting for the piece they introduce
+    lead_in: int | None = None  # start of pieces waiting for the piece they introduce
     for start, end in spans:
         start, lead_in = (start if lead_in is None else lead_in), None
-        if not _is_short(text, (start, end)):
+        if _is_label(text, (start, end)):
+            lead_in = start
+        elif not _is_short(text, (start, end)):
             joined.append((start, end))
         elif not joined or not ends_sentence(text[start:end]):
             lead_in = start
@@ -124,6 +128,14 @@ def _join_short(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]
         else:
             joined.append((lead_in, spans[-1][1]))
     return joined
+
+
+def _is_label(text: str, span: tuple[int, int]) -> bool:
+    """A line that names what follows ("pop [--index] [<stash>]" above its description in a
+    manual): alone it is a strip no question's words match, and the description kept without
+    it no longer says what it describes."""
+    piece = text[span[0] : span[1]]
+    return not ends_sentence(piece) and len(piece.split()) <= MAX_LABEL_WORDS
 
 
 def _is_short(text: str, span: tuple[int, int]) -> bool:
