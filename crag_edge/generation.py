@@ -63,6 +63,15 @@ def answer_messages(question: str, context: Sequence[ContextItem]) -> list[Messa
     ]
 
 
+def answer_reply(
+    llm: ChatModel, question: str, context: Sequence[ContextItem]
+) -> TextStream[FinishReason]:
+    """The model's answer from `context`, streamed, with its citations placed after the
+    content they support. Plain RAG and latency measurements call it too, so every system
+    compared writes its answer the same way."""
+    return llm.stream_chat(answer_messages(question, context), cited=True)
+
+
 def passages_text(context: Sequence[ContextItem]) -> str:
     """The numbered passages, the document's title on the first of each run of passages from
     one document: the model reads every token before its first word, and refined evidence
@@ -104,7 +113,7 @@ def _answer_pieces(
             "no LLM is installed to write the answer: run `crag-edge models pull` "
             "(the context above is the evidence it would use)"
         )
-    reply = llm.stream_chat(answer_messages(result.question, result.context))
+    reply = answer_reply(llm, result.question, result.context)
     try:
         yield from reply
     finally:

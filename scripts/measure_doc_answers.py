@@ -3,7 +3,7 @@
 Each question line is `{"question": ..., "answers": [phrase, ...]}` (answerable: right when
 the answer contains one of the phrases and does not refuse) or `{"answers": null}` (not in
 the corpus: right when the answer refuses, i.e. says the evidence is insufficient). Both
-systems use the generator's own prompt (`generation.answer_messages`): plain RAG on the top-k
+systems use the generator's own call (`generation.answer_reply`): plain RAG on the top-k
 whole chunks, CRAG on the loop's final context (no model call when nothing is trustworthy).
 Every answer is written to `--records` for reading: the phrase check cannot see invented
 details, a reader can.
@@ -23,17 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from crag_edge.engine import Engine
-from crag_edge.generation import answer_messages
+from crag_edge.generation import answer_reply
 from crag_edge.result import ContextItem
 
 REFUSAL = re.compile(r"insufficient|not enough (information|evidence)", re.IGNORECASE)
 
 
 def contains(answer: str, phrase: str) -> bool:
-    """Case-insensitive; an option such as `-d` must stand alone (not inside `--dry-run`)."""
-    if phrase.startswith("-"):
-        return re.search(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", answer) is not None
-    return phrase.lower() in answer.lower()
+    """Case-insensitive, from the start of a word ("zip" is not in "gzip"; "negat" is in
+    "negates"); an option such as `-d` must stand alone (not inside `--dry-run`)."""
+    after = r"(?![\w-])" if phrase.startswith("-") else ""
+    pattern = rf"(?<![\w-]){re.escape(phrase)}{after}"
+    return re.search(pattern, answer, re.IGNORECASE) is not None
 
 
 def right(answer: str, phrases: list[str] | None) -> bool:
@@ -53,7 +54,7 @@ def plain_answer(engine: Engine, question: str) -> tuple[str, list[str]]:
     llm = engine.llm()
     if llm is None:
         raise SystemExit("no LLM installed: run `crag-edge models pull`")
-    reply = llm.stream_chat(answer_messages(question, context))  # as CRAG's: same bounds
+    reply = answer_reply(llm, question, context)  # as CRAG's: same prompt and bounds
     text = "".join(reply).strip()
     return text, [reply.finish_reason]
 

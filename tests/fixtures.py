@@ -10,15 +10,29 @@ import pytest
 from crag_edge.config import Settings
 from crag_edge.models.bert_onnx import convert_bert
 from crag_edge.models.embedder import OnnxEmbedder
+from crag_edge.models.manifest import load_manifest
 from crag_edge.models.quantize import quantize_int8
+from crag_edge.models.registry import ModelNotInstalledError, installed_file
 
 MINILM = "all-minilm-l6-v2"
+SMOLLM = "smollm2-135m-instruct"
 
 
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
     """The model folder `make test` fills (`crag-edge models pull`); never a hub at test time."""
     return Settings.load().models.model_dir
+
+
+@pytest.fixture(scope="session")
+def smollm_path(model_dir: Path) -> Path:
+    """The SmolLM2-135M GGUF file: the real small LLM of the tests."""
+    settings = Settings.load().models
+    spec = load_manifest(model_dir).get(SMOLLM)
+    try:
+        return installed_file(settings, SMOLLM, spec.files[0].name)
+    except ModelNotInstalledError as exc:
+        pytest.fail(f"{exc}; run `make test-models`")
 
 
 @pytest.fixture(scope="session")

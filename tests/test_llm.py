@@ -20,8 +20,7 @@ from crag_edge.config import Settings
 from crag_edge.generation import SYSTEM
 from crag_edge.grading.llm_judge import MODES, JudgeMode, LlmJudge, parse_ratings, rating_grammar
 from crag_edge.models.llm import LlamaRuntime, LlmUnavailableError, load_llm
-from crag_edge.models.manifest import load_manifest
-from crag_edge.models.registry import ModelNotInstalledError, installed_file
+from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.types import PairScorer
 
 pytestmark = pytest.mark.models
@@ -41,13 +40,8 @@ LONG_REPLY = [{"role": "user", "content": "Write a long story about a dragon."}]
 
 
 @pytest.fixture(scope="module")
-def model_path() -> Path:
-    settings = Settings.load().models
-    spec = load_manifest(settings.model_dir).get(MODEL_ID)
-    try:
-        return installed_file(settings, MODEL_ID, spec.files[0].name)
-    except ModelNotInstalledError as exc:
-        pytest.fail(f"{exc}; run `make test-models`")
+def model_path(smollm_path: Path) -> Path:
+    return smollm_path
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Question to complete answer, for plain RAG and for CRAG, timed the same way.
 
 Plain RAG is the baseline the CRAG paper compares against: the top-k whole chunks, no
-grading, no correction, the same generator prompt (`generation.answer_messages`) and the same
+grading, no correction, the same generator call (`generation.answer_reply`) and the same
 LLM. Both paths are timed by `answer_timing` (evidence ready, first word, last word), so
 their ratio compares like with like. Used by `benchmarks/bench_answer_latency.py` and
 `scripts/measure_answer_latency.py`.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from crag_edge.answer_timing import AnswerClock, AnswerTimings
 from crag_edge.engine import Engine
 from crag_edge.evaluation.answers import context_of_hits
-from crag_edge.generation import answer_messages
+from crag_edge.generation import answer_reply
 from crag_edge.models.registry import ModelNotInstalledError
 
 PLAIN_TOP_K = 10  # the CRAG paper's plain RAG reads the top 10 documents
@@ -45,7 +45,7 @@ def plain_answer(engine: Engine, question: str, top_k: int = PLAIN_TOP_K) -> Tim
     llm = engine.llm()
     if llm is None:
         raise ModelNotInstalledError("no LLM installed: run `crag-edge models pull`")
-    stream = clock.time(llm.stream_chat(answer_messages(question, context)))
+    stream = clock.time(answer_reply(llm, question, context))
     text = "".join(stream)
     return TimedReply(text, stream.finish_reason, stream.timings, len(context))
 

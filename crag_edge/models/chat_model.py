@@ -161,8 +161,11 @@ class ChatModel(Protocol):
         max_tokens: int | None = None,
         temperature: float = 0.0,
         stall_timeout_s: float | None = None,
+        cited: bool = False,
     ) -> TextStream[FinishReason]:
-        """The reply piece by piece, bounded by a stall deadline rather than a total one."""
+        """The reply piece by piece, bounded by a stall deadline rather than a total one.
+        A `cited` reply (an answer citing numbered passages) states its first sentence's
+        content in words rather than ending it on a passage number, where the runtime can."""
         ...
 
     def answer_logprobs(

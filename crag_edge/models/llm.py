@@ -49,6 +49,7 @@ from crag_edge.models.chat_model import (
     PromptUsage,
     TextStream,
 )
+from crag_edge.models.citation_placement import CitationPlacement
 from crag_edge.models.errors import ModelFileError
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.prefix_states import PrefixStates, StateFiles
@@ -192,6 +193,7 @@ class LlamaRuntime:
             else None
         )
         self._prefix_states = PrefixStates(llama_cpp, self._llm, files=files)
+        self._citation_placement = CitationPlacement(self._llm)
         self._fixed_parts: dict[tuple[tuple[str, str], ...], list[int]] = {}
 
     @property
@@ -308,9 +310,11 @@ class LlamaRuntime:
         max_tokens: int | None = None,
         temperature: float = 0.0,
         stall_timeout_s: float | None = None,
+        cited: bool = False,
     ) -> TextStream[FinishReason]:
         """The assistant's reply piece by piece (for answers shown as they are written), then
         its finish reason: `stop`, `length` (`max_tokens` reached) or `timeout` (stalled).
+        A `cited` reply keeps its first sentence's content in words (`CitationPlacement`).
 
         Lazy: nothing runs until the first piece is asked for. Holds the model for the whole
         stream. Bounded by a stall deadline, not a total one: it stops once `stall_timeout_s`
@@ -324,7 +328,8 @@ class LlamaRuntime:
         if stall_timeout_s is not None:
             stall = max(0.0, min(stall_timeout_s, stall))
         usage = PromptUsage()
-        return TextStream(self._stream_pieces(messages, limit, temperature, stall, usage), usage)
+        pieces = self._stream_pieces(messages, limit, temperature, stall, usage, cited)
+        return TextStream(pieces, usage)
 
     def _stream_pieces(
         self,
@@ -333,6 +338,7 @@ class LlamaRuntime:
         temperature: float,
         stall_s: float,
         usage: PromptUsage,
+        cited: bool,
     ) -> Generator[str, None, FinishReason]:
         deadline = _StallDeadline(stall_s)
         prompt, fixed, persist = self._prompt(messages)
@@ -350,6 +356,7 @@ class LlamaRuntime:
                 max_tokens=limit,
                 temperature=temperature,
                 stopping_criteria=self._llama_cpp.StoppingCriteriaList([deadline]),
+                logits_processor=self._citation_rule(cited, len(prompt)),
                 stop=[],
                 stream=True,
             )
@@ -364,6 +371,12 @@ class LlamaRuntime:
         finally:
             self._lock.release()
         return "timeout" if deadline.fired else finish
+
+    def _citation_rule(self, cited: bool, prompt_tokens: int) -> Any:
+        if not cited:
+            return None
+        rule = self._citation_placement.processor(prompt_tokens)
+        return self._llama_cpp.LogitsProcessorList([rule])
 
     def next_token_logprobs(
         self,

@@ -206,9 +206,11 @@ class OpenAiLlm:
         max_tokens: int | None = None,
         temperature: float = 0.0,
         stall_timeout_s: float | None = None,
+        cited: bool = False,
     ) -> TextStream[FinishReason]:
         """Lazy like the in-process stream: nothing is sent until the first piece is asked
-        for. Stops with "timeout" once `stall_timeout_s` pass without a new piece."""
+        for. Stops with "timeout" once `stall_timeout_s` pass without a new piece. `cited`
+        shapes no token here: the server samples, so only its own prompt can place citations."""
         stall = self._stall_timeout_s
         if stall_timeout_s is not None:
             stall = max(0.0, min(stall_timeout_s, stall))
