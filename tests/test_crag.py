@@ -18,6 +18,7 @@ from crag_edge.correction.expand import (
     keywords,
     load_synonyms,
     rewrite,
+    shares_a_term,
 )
 from crag_edge.engine import Engine
 from crag_edge.generation import cited, stream_answer, uncited
@@ -326,6 +327,11 @@ def test_expansion_rewrite_and_synonym_files(tmp_path: Path) -> None:
         "capital city australia",
         "keywords",
     )
+    assert shares_a_term("bee communication", "How do honeybees tell where flowers are?")
+    assert shares_a_term("git-archive tar zip", "Which archive formats can git archive write?")
+    assert not shares_a_term("5432", "What is the default port of a PostgreSQL server?")
+    assert not shares_a_term("rm -rf", "Which command removes a linked working tree?")
+    assert shares_a_term("gc prune", "How long does git gc keep loose objects?")  # short: equal
     table = tmp_path / "syn.toml"
     table.write_text('bee = ["honeybee", "apis"]\n')
     assert expand("a bee dance", load_synonyms(table)) == "a bee dance honeybee apis"

@@ -39,6 +39,8 @@ REWRITE_PROMPT = (
     "no punctuation, no explanation. Reply with the keywords only."
 )
 _WORD = re.compile(r"[\w-]+", re.UNICODE)
+_TERM_PART = re.compile(r"[\W_]+", re.UNICODE)  # "git-archive" has the terms git and archive
+MIN_TERM_CHARS = 3
 
 
 class SynonymTableError(ValueError):
@@ -95,6 +97,27 @@ def rewrite(question: str, llm: ChatModel | None, timeout_s: float = 20.0) -> tu
             reply = None
         if reply is not None and reply.finish_reason != "timeout":
             cleaned = " ".join(_WORD.findall(reply.text))[:200]
-            if cleaned:
+            if cleaned and shares_a_term(cleaned, question):
                 return cleaned, "llm"
     return keywords(question) or question, "keywords"
+
+
+def shares_a_term(query: str, question: str) -> bool:
+    """Whether `query` keeps a content word of `question` (one word inside the other counts:
+    "bee" and "honeybees", "archive" and "git-archive"). A keyword query without any is the
+    model's guess at the answer ("5432" for a PostgreSQL port, "rm -rf" for removing a
+    working tree): searching for it finds what the model believes, not what was asked."""
+    asked = _terms(keywords(question))
+    return any(_same_term(term, word) for term in _terms(query) for word in asked)
+
+
+def _terms(text: str) -> list[str]:
+    return [t for t in _TERM_PART.split(text.lower()) if t]
+
+
+def _same_term(a: str, b: str) -> bool:
+    """Equal, or one inside the other when both are long enough for that to mean something
+    ("gc" is a term; "rm" is not inside "formats")."""
+    if min(len(a), len(b)) < MIN_TERM_CHARS:
+        return a == b
+    return a in b or b in a
