@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import sys
 import time
 from importlib.util import find_spec
 from pathlib import Path
@@ -369,6 +370,7 @@ def _script(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses resolve their annotations through it
     spec.loader.exec_module(module)
     return module
 
@@ -456,6 +458,54 @@ def test_chunk_pairs_refuse_a_rationale_past_the_last_sentence(
         pytest.raises(script.ClaimDataError, match="index 6 of 6 sentences"),
     ):
         script.all_pairs({DISTANCE_CLAIM: {"11": {6}}}, engine.corpus, lambda q: [])
+
+
+def test_question_pairs_label_the_asked_sentence_and_its_chunks(
+    scifact_like: dict[str, Any],
+) -> None:
+    script = _script("scifact_question_pairs")
+    sentences = script.abstract_sentences(" ".join(EVIDENCE))
+    assert sentences == EVIDENCE
+    question = script.Question("beir:11", 4, EVIDENCE[4], "How do bees encode distance?")
+    by_sentence = list(script.sentence_pairs(question, sentences))
+    assert by_sentence[0] == Pair(question.question, EVIDENCE[4], 1)
+    assert len(by_sentence) == 1 + script.SENTENCE_NEGATIVES
+    assert {p.passage for p in by_sentence[1:]} <= set(EVIDENCE[:4] + EVIDENCE[5:])
+    assert all(p.label == 0 for p in by_sentence[1:])
+    with Engine.open(scifact_like["db"], scifact_like["settings"], readonly=True) as engine:
+        chunks = engine.corpus.get_chunks(engine.corpus.chunk_ids()).values()
+        own = sorted((c for c in chunks if c.source == "beir:11"), key=lambda c: c.ordinal)
+        by_chunk = list(script.chunk_pairs(question, own, engine))
+    holding = {c.text for c in own if EVIDENCE[4][:40] in " ".join(c.text.split())}
+    labels = {p.passage: p.label for p in by_chunk}
+    assert holding and all(labels[text] == 1 for text in holding)
+    assert all(labels[c.text] == 0 for c in own if c.text not in holding)
+    others = [p for p in by_chunk if p.passage not in {c.text for c in own}]
+    assert others and all(p.label == 0 for p in others)  # other abstracts' hits
+
+
+def test_question_sentences_skip_those_that_lean_on_the_one_before() -> None:
+    script = _script("scifact_question_pairs")
+    sentences = [
+        "These results show that the waggle run encodes the distance to food sources.",
+        "Short.",
+        "The duration of the waggle run encodes the distance to the flowers found.",
+    ]
+    assert script.chosen_sentence("beir:1", sentences) == 2
+    assert script.chosen_sentence("beir:1", sentences[:2]) is None
+
+
+def test_question_pairs_never_use_held_out_claims_abstracts(tmp_path: Path) -> None:
+    script = _script("scifact_question_pairs")
+    claims = [f"Claim number {i} about bees." for i in range(40)]
+    rows = [f"{i},{claim},{100 + i},SUPPORT,[0],[{200 + i}]" for i, claim in enumerate(claims)]
+    path = tmp_path / "claims_train.csv"
+    header = "id,claim,evidence_doc_id,evidence_label,evidence_sentences,cited_doc_ids"
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    held = [i for i, claim in enumerate(claims) if is_validation(human_unit(claim))]
+    assert held  # 40 claims: some are held out
+    expected = {str(100 + i) for i in held} | {str(200 + i) for i in held}
+    assert script.heldout_abstracts(path) == expected
 
 
 def test_human_units_are_keyed_as_scripts_split_them(tiny_env: dict[str, Any]) -> None:
