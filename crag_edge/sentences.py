@@ -1,12 +1,13 @@
 """Where sentences end: one definition shared by chunk boundaries and refinement strips.
 
 A sentence ends at . ! ? (or a CJK full stop), optionally closed by quotes or brackets, before
-whitespace; a blank line ends one too. An ellipsis does not: it stands mid-sentence as often as
-at the end. A piece that starts with a lowercase letter continues the sentence before it
-("in S. cerevisiae", "smokers vs. non-smokers", "e.g. the"): a real sentence rarely starts
-lowercase, an abbreviation's period often precedes one (804 of the 48,127 pieces of SciFact's
-abstracts split at every terminator). Abbreviations before a capital ("Fig. 2", "Dr. Smith")
-still split early, which costs a strip, not a fact.
+whitespace; a blank line ends one too, and so does a line that starts a list item ("- ",
+"* ", "1. ", "2) "), whose marker belongs to the item it opens. An ellipsis does not: it
+stands mid-sentence as often as at the end. A piece that starts with a lowercase letter
+continues the sentence before it ("in S. cerevisiae", "smokers vs. non-smokers", "e.g. the"):
+a real sentence rarely starts lowercase, an abbreviation's period often precedes one (804 of
+the 48,127 pieces of SciFact's abstracts split at every terminator). Abbreviations before a
+capital ("Fig. 2", "Dr. Smith") still split early, which costs a strip, not a fact.
 """
 
 from __future__ import annotations
@@ -15,8 +16,15 @@ import re
 
 _TERMINATORS = ".!?\u3002\uff01\uff1f"
 _CLOSERS = "\"'\u201d\u2019)\\]"
-# `gap`: the whitespace after a terminator and its closers; the other branch: a blank line.
-_SEPARATOR = re.compile(f"(?<=[{_TERMINATORS}])[{_CLOSERS}]*(?P<gap>\\s+)|\\n\\s*\\n")
+_ITEM_MARKER = r"[ \t]*(?:[-*+\u2022]|\d{1,3}[.)])"
+# `gap`: the whitespace after a terminator and its closers; the other branches: a blank line,
+# a line break before a list item.
+_SEPARATOR = re.compile(
+    f"(?<=[{_TERMINATORS}])[{_CLOSERS}]*(?P<gap>\\s+)|\\n\\s*\\n|\\n(?={_ITEM_MARKER}[ \t]+\\S)"
+)
+_BARE_MARKER = re.compile(_ITEM_MARKER)
+_ITEM_START = re.compile(f"^{_ITEM_MARKER}[ \t]+(?=\\S)", re.MULTILINE)
+_BLANK_LINE = re.compile(r"\n\s*\n")
 _ENDS_SENTENCE = re.compile(f"[{_TERMINATORS}][{_CLOSERS}]*$")
 
 
@@ -29,10 +37,34 @@ def sentence_spans(text: str, *, join_continuations: bool = True) -> list[tuple[
     begin, after_blank = 0, True
     for match in _SEPARATOR.finditer(text):
         end = match.start("gap") if match.group("gap") is not None else match.start()
+        if join_continuations and _is_item_number(text, begin, end):
+            continue
         _add_piece(text, spans, begin, end, join_continuations and not after_blank)
         begin, after_blank = match.end(), match.group().count("\n") >= 2
     _add_piece(text, spans, begin, len(text), join_continuations and not after_blank)
     return spans
+
+
+def _is_item_number(text: str, begin: int, end: int) -> bool:
+    """Whether text[begin:end] is the "1." that opens a numbered list item at a line's start
+    (not a sentence of its own: it belongs to the item)."""
+    line_start = text.rfind("\n", 0, begin) + 1
+    at_line_start = not text[line_start:begin].strip()
+    return at_line_start and _BARE_MARKER.fullmatch(text, begin, end) is not None
+
+
+def list_item_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every list item of `text`: from its marker to the next item, a blank
+    line or the end of the text, trimmed of whitespace."""
+    starts = [match.start() for match in _ITEM_START.finditer(text)]
+    items = []
+    for i, start in enumerate(starts):
+        limit = starts[i + 1] if i + 1 < len(starts) else len(text)
+        blank = _BLANK_LINE.search(text, start, limit)
+        end = blank.start() if blank else limit
+        begin = start + len(text[start:end]) - len(text[start:end].lstrip())
+        items.append((begin, len(text[:end].rstrip())))
+    return items
 
 
 def ends_sentence(piece: str) -> bool:

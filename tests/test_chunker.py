@@ -90,6 +90,18 @@ def test_wrapped_lines_give_way_to_sentence_ends(minilm_tokenizer: Tokenizer) ->
         assert span.text.startswith("Sentence") and span.text.endswith("paragraph.")
 
 
+def test_a_list_item_starts_a_sentence_and_its_number_is_not_one() -> None:
+    text = "Steps to follow\n1. Install it\n2. Run it. Then wait.\n- a bullet\nWe saw 2. Then"
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
+        "Steps to follow",
+        "1. Install it",
+        "2. Run it.",
+        "Then wait.",
+        "- a bullet\nWe saw 2.",  # a line without a marker continues the item
+        "Then",
+    ]
+
+
 def test_cuts_prefer_a_heading_to_a_sentence_end(minilm_tokenizer: Tokenizer) -> None:
     sections = [f"## Part {i}\nIt has one sentence. It has another one." for i in range(20)]
     spans = Chunker(minilm_tokenizer, 40, 0).split("\n".join(sections))

@@ -12,6 +12,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from crag_edge.correction.refine import (
+    MAX_ITEM_WORDS,
     MIN_STRIP_CHARS,
     MIN_STRIP_WORDS,
     Strip,
@@ -105,6 +106,11 @@ def chunk_of(document: str, start: int, end: int, ordinal: int, chunk_id: int = 
     return Chunk(chunk_id, 3, ordinal, document[start:end], start, end, "doc.md")
 
 
+def whole_document_strips(document: str) -> list[str]:
+    """The texts of the sentence strips of a chunk that is the whole document."""
+    return [s.text for s in decompose(chunk_of(document, 0, len(document), ordinal=0), "sentences")]
+
+
 def assert_whole_sentence_strips(document: str, strips: list[Strip]) -> None:
     for strip in strips:
         assert document[strip.start : strip.end] == strip.text
@@ -134,8 +140,7 @@ def test_a_label_stays_with_the_text_it_names() -> None:
         "Applying the state can fail with conflicts; then it is kept.\n\n"
         "apply [--index] [-q|--quiet] [<stash>]"
     )
-    strips = decompose(chunk_of(document, 0, len(document), ordinal=0), "sentences")
-    assert [s.text for s in strips] == [
+    assert whole_document_strips(document) == [
         "Without options the default applies to every entry.",
         "pop [--index] [-q|--quiet] [<stash>]\n\n"
         "Remove a single stashed state from the stash list and apply it.",
@@ -144,11 +149,36 @@ def test_a_label_stays_with_the_text_it_names() -> None:
     ]
 
 
+def test_a_short_list_item_is_one_strip_and_never_shares_one_with_another_item() -> None:
+    document = (
+        "The evaluator decides one of three outcomes.\n\n"
+        "- **AMBIGUOUS**: the evidence is partial. The query is rewritten and retrieval runs\n"
+        "  again.\n"
+        "- **INCORRECT**: nothing relevant was found. With no fallback it reports that the\n"
+        "  evidence is insufficient.\n"
+        "1. Install the package first.\n"
+        "2. Run it."
+    )
+    assert whole_document_strips(document) == [
+        "The evaluator decides one of three outcomes.",
+        document[document.index("- **AMB") : document.index("\n- **INC")],
+        document[document.index("- **INC") : document.index("\n1.")],
+        "1. Install the package first.\n2. Run it.",  # "2. Run it." alone is too short
+    ]
+
+
+def test_a_long_list_item_is_split_into_sentences() -> None:
+    sentence = "Each of these sentences says one more thing about the item."
+    item = "- " + " ".join([sentence] * (MAX_ITEM_WORDS // 10 + 1))
+
+    assert len(item.split()) > MAX_ITEM_WORDS
+    assert whole_document_strips(item) == ["- " + sentence] + [sentence] * (MAX_ITEM_WORDS // 10)
+
+
 def test_a_long_line_without_a_terminator_is_a_strip_of_its_own() -> None:
     row = "gc.auto 6700 loose objects before an automatic gc packs them into one pack file"
     document = f"{row}\n\nThe threshold counts loose objects only."
-    strips = decompose(chunk_of(document, 0, len(document), ordinal=0), "sentences")
-    assert [s.text for s in strips] == [row, "The threshold counts loose objects only."]
+    assert whole_document_strips(document) == [row, "The threshold counts loose objects only."]
 
 
 def test_a_chunk_starting_mid_sentence_drops_a_short_tail_and_keeps_a_long_one() -> None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from crag_edge.grading.terms import batch_terms, query_terms
 from crag_edge.kernels import keyword_coverage
-from crag_edge.sentences import ends_sentence, sentence_spans
+from crag_edge.sentences import ends_sentence, list_item_spans, sentence_spans
 from crag_edge.types import Chunk, Embedder, PairScorer
 
 StripMode = Literal["sentences", "fixed_num", "selection"]
@@ -36,6 +36,10 @@ MIN_STRIP_WORDS = 4
 MIN_STRIP_CHARS = 20
 # A label (heading, option, term) of up to this many words always introduces the next piece.
 MAX_LABEL_WORDS = 12
+# A list item of up to this many words is one strip: its later sentences lean on its first
+# ("- INCORRECT: nothing relevant was found. ... it reports insufficient evidence"), and kept
+# alone they say something else. A longer item is split into sentences like any paragraph.
+MAX_ITEM_WORDS = 64
 _WORD = re.compile(r"\S+")
 
 
@@ -103,7 +107,21 @@ def sentence_strips(text: str, *, mid_document: bool) -> list[tuple[int, int]]:
     if mid_document and spans and text[spans[0][0]].islower():
         continuation = spans.pop(0)
         lead = [] if _is_short(text, continuation) else [continuation]
-    return lead + _join_short(text, spans)
+    return lead + _join_short(text, _whole_items(text, spans))
+
+
+def _whole_items(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`spans` with the sentences of each list item of up to `MAX_ITEM_WORDS` words merged
+    into one span (a chunk that starts inside an item keeps that item's sentences in it)."""
+    merged = list(spans)
+    for item_start, item_end in list_item_spans(text):
+        if len(text[item_start:item_end].split()) > MAX_ITEM_WORDS:
+            continue
+        inside = [s for s in merged if item_start <= s[0] < item_end]
+        if len(inside) > 1:
+            first = merged.index(inside[0])
+            merged[first : first + len(inside)] = [(inside[0][0], inside[-1][1])]
+    return merged
 
 
 def _join_short(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
