@@ -47,10 +47,14 @@ def sentence_spans(text: str, *, join_continuations: bool = True) -> list[tuple[
 
 def _is_item_number(text: str, begin: int, end: int) -> bool:
     """Whether text[begin:end] is the "1." that opens a numbered list item at a line's start
-    (not a sentence of its own: it belongs to the item)."""
-    line_start = text.rfind("\n", 0, begin) + 1
-    at_line_start = not text[line_start:begin].strip()
-    return at_line_start and _BARE_MARKER.fullmatch(text, begin, end) is not None
+    (not a sentence of its own: it belongs to the item). Looks back over spaces only, so a
+    long text without line breaks costs no more than one without numbers."""
+    if _BARE_MARKER.fullmatch(text, begin, end) is None:
+        return False
+    before = begin
+    while before > 0 and text[before - 1] in " \t":
+        before -= 1
+    return before == 0 or text[before - 1] == "\n"
 
 
 def list_item_spans(text: str) -> list[tuple[int, int]]:
@@ -61,9 +65,9 @@ def list_item_spans(text: str) -> list[tuple[int, int]]:
     for i, start in enumerate(starts):
         limit = starts[i + 1] if i + 1 < len(starts) else len(text)
         blank = _BLANK_LINE.search(text, start, limit)
-        end = blank.start() if blank else limit
-        begin = start + len(text[start:end]) - len(text[start:end].lstrip())
-        items.append((begin, len(text[:end].rstrip())))
+        item = _trimmed(text, start, blank.start() if blank else limit)
+        if item[0] < item[1]:
+            items.append(item)
     return items
 
 
@@ -76,13 +80,19 @@ def _add_piece(
     text: str, spans: list[tuple[int, int]], begin: int, end: int, may_continue: bool
 ) -> None:
     """Append text[begin:end] trimmed, or extend the previous sentence when it continues it."""
-    while begin < end and text[begin].isspace():
-        begin += 1
-    while end > begin and text[end - 1].isspace():
-        end -= 1
+    begin, end = _trimmed(text, begin, end)
     if begin == end:
         return
     if may_continue and spans and text[begin].islower():
         spans[-1] = (spans[-1][0], end)
     else:
         spans.append((begin, end))
+
+
+def _trimmed(text: str, begin: int, end: int) -> tuple[int, int]:
+    """text[begin:end] without its leading and trailing whitespace, as offsets."""
+    while begin < end and text[begin].isspace():
+        begin += 1
+    while end > begin and text[end - 1].isspace():
+        end -= 1
+    return begin, end

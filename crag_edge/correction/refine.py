@@ -113,14 +113,22 @@ def sentence_strips(text: str, *, mid_document: bool) -> list[tuple[int, int]]:
 def _whole_items(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """`spans` with the sentences of each list item of up to `MAX_ITEM_WORDS` words merged
     into one span (a chunk that starts inside an item keeps that item's sentences in it)."""
-    merged = list(spans)
-    for item_start, item_end in list_item_spans(text):
-        if len(text[item_start:item_end].split()) > MAX_ITEM_WORDS:
-            continue
-        inside = [s for s in merged if item_start <= s[0] < item_end]
-        if len(inside) > 1:
-            first = merged.index(inside[0])
-            merged[first : first + len(inside)] = [(inside[0][0], inside[-1][1])]
+    whole = [
+        item
+        for item in list_item_spans(text)
+        if len(text[item[0] : item[1]].split()) <= MAX_ITEM_WORDS
+    ]
+    merged: list[tuple[int, int]] = []
+    items = iter(whole)
+    item = next(items, None)
+    for start, end in spans:
+        while item is not None and item[1] <= start:
+            item = next(items, None)
+        same_item = item is not None and merged and item[0] <= merged[-1][0] and item[0] <= start
+        if same_item:
+            merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
     return merged
 
 
