@@ -61,6 +61,8 @@ ENV_FILE = ".env"
 RetrievalMode = Literal["bm25", "dense", "hybrid"]
 # Where the binary pre-filter of dense search starts to pay (docs/measurements.md).
 BINARY_PREFILTER_CHUNKS = 50_000
+# The LLM judge's passage never shrinks below this (`llm_judge.MIN_PASSAGE_TOKENS`).
+MIN_JUDGE_FOCUS_TOKENS = 32
 RETRIEVAL_MODES: tuple[RetrievalMode, ...] = get_args(RetrievalMode)
 Tier = Literal["signals", "cross_encoder", "llm"]
 TIERS: tuple[Tier, ...] = get_args(Tier)  # the cascade's model tiers, cheapest first
@@ -282,6 +284,13 @@ class GradingSettings(_Section):
         description="The LLM judge sees this share of a list (rounded down): its best items "
         "not confidently CORRECT.",
     )
+    judge_focus_tokens: int = Field(
+        96,
+        ge=0,
+        le=4096,
+        description="The LLM judge reads a longer passage as its strips that best cover the "
+        "question, within this many tokens (0: the whole passage, up to 256 tokens).",
+    )
     tier_fusion: Literal["last", "mean", "mean_with_signals"] = Field(
         "mean_with_signals",
         description="An item's score: the mean probability of the tiers that scored it, the "
@@ -314,6 +323,11 @@ class GradingSettings(_Section):
             raise ValueError(
                 f"incorrect_threshold ({self.incorrect_threshold}) must not exceed "
                 f"correct_threshold ({self.correct_threshold})"
+            )
+        if 0 < self.judge_focus_tokens < MIN_JUDGE_FOCUS_TOKENS:
+            raise ValueError(
+                f"judge_focus_tokens must be 0 (off) or at least {MIN_JUDGE_FOCUS_TOKENS}; "
+                f"got {self.judge_focus_tokens}"
             )
         return self
 

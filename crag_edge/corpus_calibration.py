@@ -89,7 +89,9 @@ def pseudo_queries(
     if not ids:
         raise CalibrationError(f"{corpus.path} holds no chunks: ingest documents first")
     random.Random(seed).shuffle(ids)
-    labeller = LlmLabeller(llm, LlmJudge(llm), calibration(settings.calibration_llm))
+    # The grader's judge, reading what it reads, is the teacher.
+    judge = LlmJudge(llm, focus_tokens=settings.judge_focus_tokens or None)
+    labeller = LlmLabeller(llm, judge, calibration(settings.calibration_llm))
     made: list[PseudoQuery] = []
     for chunk_id in ids[: questions * 3]:  # some chunks offer no question; don't loop forever
         if len(made) == questions:

@@ -1,4 +1,5 @@
-"""Where sentences end: one definition shared by chunk boundaries and refinement strips.
+"""Where sentences end, and which runs of them stand alone: one definition shared by chunk
+boundaries, refinement strips and what the LLM judge reads of a long passage.
 
 A sentence ends at . ! ? (or a CJK full stop), optionally closed by quotes or brackets, before
 whitespace; a blank line ends one too, and so does a line that starts a list item ("- ",
@@ -16,6 +17,16 @@ import re
 
 _TERMINATORS = ".!?\u3002\uff01\uff1f"
 _CLOSERS = "\"'\u201d\u2019)\\]"
+# A sentence strip shorter than this ("index.", "Fig.", a heading) joins a neighbour: alone it
+# carries no fact, its keyword coverage is noise, and it shreds the context the model reads.
+MIN_STRIP_WORDS = 4
+MIN_STRIP_CHARS = 20
+# A label (heading, option, term) of up to this many words always introduces the next piece.
+MAX_LABEL_WORDS = 12
+# A list item of up to this many words is one strip: its later sentences lean on its first
+# ("- INCORRECT: nothing relevant was found. ... it reports insufficient evidence"), and kept
+# alone they say something else. A longer item is split into sentences like any paragraph.
+MAX_ITEM_WORDS = 64
 _ITEM_MARKER = r"[ \t]*(?:[-*+\u2022]|\d{1,3}[.)])"
 # `gap`: the whitespace after a terminator and its closers; the other branches: a blank line,
 # a line break before a list item.
@@ -96,3 +107,80 @@ def _trimmed(text: str, begin: int, end: int) -> tuple[int, int]:
     while end > begin and text[end - 1].isspace():
         end -= 1
     return begin, end
+
+
+def sentence_strips(text: str, *, mid_document: bool) -> list[tuple[int, int]]:
+    """(start, end) in `text` of its sentence strips: whole sentences, none below the minimum.
+
+    A later chunk of a document (`mid_document`) whose first piece starts lowercase starts
+    mid-sentence, where a chunk boundary fell inside a sentence too long for one chunk (or in
+    a corpus chunked without sentence starts). That continuation stays a strip of its own when
+    it reaches the minimum, since it may hold the fact asked for; a shorter one is dropped:
+    a sentence's last few words say nothing alone, and joining them to the next sentence would
+    make that strip start mid-sentence too.
+    """
+    spans = sentence_spans(text)
+    lead: list[tuple[int, int]] = []
+    if mid_document and spans and text[spans[0][0]].islower():
+        continuation = spans.pop(0)
+        lead = [] if _is_short(text, continuation) else [continuation]
+    return lead + _join_short(text, _whole_items(text, spans))
+
+
+def _whole_items(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`spans` with the sentences of each list item of up to `MAX_ITEM_WORDS` words merged
+    into one span (a chunk that starts inside an item keeps that item's sentences in it)."""
+    whole = [
+        item
+        for item in list_item_spans(text)
+        if len(text[item[0] : item[1]].split()) <= MAX_ITEM_WORDS
+    ]
+    merged: list[tuple[int, int]] = []
+    items = iter(whole)
+    item = next(items, None)
+    for start, end in spans:
+        while item is not None and item[1] <= start:
+            item = next(items, None)
+        same_item = item is not None and merged and item[0] <= merged[-1][0] and item[0] <= start
+        if same_item:
+            merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _join_short(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sentences with each one below the minimum joined to a neighbour: to the next when it
+    introduces it (the first piece, or a label: a heading, an option or a term without a
+    terminator), else to the previous one (a short sentence, an abbreviation's tail)."""
+    joined: list[tuple[int, int]] = []
+    lead_in: int | None = None  # start of pieces waiting for the piece they introduce
+    for start, end in spans:
+        start, lead_in = (start if lead_in is None else lead_in), None
+        if _is_label(text, (start, end)):
+            lead_in = start
+        elif not _is_short(text, (start, end)):
+            joined.append((start, end))
+        elif not joined or not ends_sentence(text[start:end]):
+            lead_in = start
+        else:
+            joined[-1] = (joined[-1][0], end)
+    if lead_in is not None:  # nothing follows: it joins the piece before, or stands alone
+        if joined:
+            joined[-1] = (joined[-1][0], spans[-1][1])
+        else:
+            joined.append((lead_in, spans[-1][1]))
+    return joined
+
+
+def _is_label(text: str, span: tuple[int, int]) -> bool:
+    """A line that names what follows ("pop [--index] [<stash>]" above its description in a
+    manual): alone it is a strip no question's words match, and the description kept without
+    it no longer says what it describes."""
+    piece = text[span[0] : span[1]]
+    return not ends_sentence(piece) and len(piece.split()) <= MAX_LABEL_WORDS
+
+
+def _is_short(text: str, span: tuple[int, int]) -> bool:
+    piece = text[span[0] : span[1]]
+    return len(piece) < MIN_STRIP_CHARS or len(piece.split()) < MIN_STRIP_WORDS

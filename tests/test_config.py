@@ -132,4 +132,6 @@ def test_replace_validates_and_keeps_what_was_set_explicitly() -> None:
         s.replace(top_k=0)
     with pytest.raises(SettingsError, match="incorrect_threshold"):
         s.replace(incorrect_threshold=0.9)
+    with pytest.raises(SettingsError, match="judge_focus_tokens"):
+        s.replace(judge_focus_tokens=8)
     assert s.value("top_k") == 10 and s.value("llm") == s.models.llm

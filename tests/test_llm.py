@@ -313,6 +313,36 @@ def test_long_passages_are_truncated_to_fit(runtime: LlamaRuntime) -> None:
         assert not any("timed out" in w for w in batch.warnings)
 
 
+class _Recording:
+    """The real runtime, remembering the passages its judge prompts carried."""
+
+    def __init__(self, runtime: LlamaRuntime) -> None:
+        self._runtime = runtime
+        self.prompts: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._runtime, name)
+
+    def answer_logprobs(self, prompts, answers, *, timeout_s=None):  # type: ignore[no-untyped-def]
+        self.prompts += [prompt[-1]["content"] for prompt in prompts]
+        return self._runtime.answer_logprobs(prompts, answers, timeout_s=timeout_s)
+
+
+def test_a_focused_judge_reads_the_strips_that_cover_the_query(runtime: LlamaRuntime) -> None:
+    filler = "The Eiffel Tower was completed in Paris in the year eighteen eighty-nine. " * 20
+    passage = filler + PASSAGES[0]  # the answer lies beyond the whole reading's 256 tokens
+    recording = _Recording(runtime)
+    whole = LlmJudge(recording, "logprob")  # type: ignore[arg-type]
+    focused = LlmJudge(recording, "logprob", focus_tokens=64)  # type: ignore[arg-type]
+    assert len(whole.score(QUERY, [passage]).scores) == 1
+    assert len(focused.score(QUERY, [passage]).scores) == 1
+    read_whole, read_focused = recording.prompts
+    assert PASSAGES[0] not in read_whole and PASSAGES[0] in read_focused
+    assert runtime.count_tokens(read_focused) < runtime.count_tokens(read_whole)
+    with pytest.raises(ValueError, match="focus_tokens"):
+        LlmJudge(runtime, focus_tokens=8)
+
+
 def test_two_threads_share_one_model(runtime: LlamaRuntime) -> None:
     grammar, logprob = LlmJudge(runtime, "grammar"), LlmJudge(runtime, "logprob")
     start = threading.Barrier(2)

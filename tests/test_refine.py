@@ -12,9 +12,6 @@ import pytest
 from tokenizers import Tokenizer
 
 from crag_edge.correction.refine import (
-    MAX_ITEM_WORDS,
-    MIN_STRIP_CHARS,
-    MIN_STRIP_WORDS,
     Strip,
     decompose,
     join_neighbours,
@@ -24,7 +21,7 @@ from crag_edge.correction.refine import (
 )
 from crag_edge.ingest import Chunker
 from crag_edge.models.embedder import OnnxEmbedder
-from crag_edge.sentences import ends_sentence
+from crag_edge.sentences import MAX_ITEM_WORDS, MIN_STRIP_CHARS, MIN_STRIP_WORDS, ends_sentence
 from crag_edge.types import Chunk
 
 DOCUMENT = (

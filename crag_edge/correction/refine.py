@@ -1,10 +1,10 @@
 """Knowledge refinement (CRAG's decompose → filter → recompose).
 
-Kept evidence is split into strips (whole sentences of at least `MIN_STRIP_WORDS` words and
-`MIN_STRIP_CHARS` characters, or fixed windows of words as in the CRAG paper's `fixed_num`
-mode), strips that overlapping chunks share are scored once, each strip is scored against the
-question, strips below the threshold are dropped, and the rest are recomposed in document order
-within a token budget, neighbouring strips of one document joined into one context piece.
+Kept evidence is split into strips (`sentences.sentence_strips`: whole sentences that stand
+alone, or fixed windows of words as in the CRAG paper's `fixed_num` mode), strips that
+overlapping chunks share are scored once, each strip is scored against the question, strips
+below the threshold are dropped, and the rest are recomposed in document order within a token
+budget, neighbouring strips of one document joined into one context piece.
 Offsets stay absolute (into the document's text), so citations point into the original
 documents.
 
@@ -23,23 +23,12 @@ from typing import Literal
 
 import numpy as np
 
-from crag_edge.grading.terms import batch_terms, query_terms
-from crag_edge.kernels import keyword_coverage
-from crag_edge.sentences import ends_sentence, list_item_spans, sentence_spans
+from crag_edge.grading.terms import coverage
+from crag_edge.sentences import sentence_strips
 from crag_edge.types import Chunk, Embedder, PairScorer
 
 StripMode = Literal["sentences", "fixed_num", "selection"]
 StripScorer = Literal["coverage", "embedding", "cross_encoder"]
-# A sentence strip shorter than this ("index.", "Fig.", a heading) joins a neighbour: alone it
-# carries no fact, its keyword coverage is noise, and it shreds the context the model reads.
-MIN_STRIP_WORDS = 4
-MIN_STRIP_CHARS = 20
-# A label (heading, option, term) of up to this many words always introduces the next piece.
-MAX_LABEL_WORDS = 12
-# A list item of up to this many words is one strip: its later sentences lean on its first
-# ("- INCORRECT: nothing relevant was found. ... it reports insufficient evidence"), and kept
-# alone they say something else. A longer item is split into sentences like any paragraph.
-MAX_ITEM_WORDS = 64
 _WORD = re.compile(r"\S+")
 
 
@@ -92,83 +81,6 @@ def decompose(chunk: Chunk, mode: StripMode, words_per_strip: int = 50) -> list[
     return strips
 
 
-def sentence_strips(text: str, *, mid_document: bool) -> list[tuple[int, int]]:
-    """(start, end) in `text` of its sentence strips: whole sentences, none below the minimum.
-
-    A later chunk of a document (`mid_document`) whose first piece starts lowercase starts
-    mid-sentence, where a chunk boundary fell inside a sentence too long for one chunk (or in
-    a corpus chunked without sentence starts). That continuation stays a strip of its own when
-    it reaches the minimum, since it may hold the fact asked for; a shorter one is dropped:
-    a sentence's last few words say nothing alone, and joining them to the next sentence would
-    make that strip start mid-sentence too.
-    """
-    spans = sentence_spans(text)
-    lead: list[tuple[int, int]] = []
-    if mid_document and spans and text[spans[0][0]].islower():
-        continuation = spans.pop(0)
-        lead = [] if _is_short(text, continuation) else [continuation]
-    return lead + _join_short(text, _whole_items(text, spans))
-
-
-def _whole_items(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """`spans` with the sentences of each list item of up to `MAX_ITEM_WORDS` words merged
-    into one span (a chunk that starts inside an item keeps that item's sentences in it)."""
-    whole = [
-        item
-        for item in list_item_spans(text)
-        if len(text[item[0] : item[1]].split()) <= MAX_ITEM_WORDS
-    ]
-    merged: list[tuple[int, int]] = []
-    items = iter(whole)
-    item = next(items, None)
-    for start, end in spans:
-        while item is not None and item[1] <= start:
-            item = next(items, None)
-        same_item = item is not None and merged and item[0] <= merged[-1][0] and item[0] <= start
-        if same_item:
-            merged[-1] = (merged[-1][0], end)
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _join_short(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sentences with each one below the minimum joined to a neighbour: to the next when it
-    introduces it (the first piece, or a label: a heading, an option or a term without a
-    terminator), else to the previous one (a short sentence, an abbreviation's tail)."""
-    joined: list[tuple[int, int]] = []
-    lead_in: int | None = None  # start of pieces waiting for the piece they introduce
-    for start, end in spans:
-        start, lead_in = (start if lead_in is None else lead_in), None
-        if _is_label(text, (start, end)):
-            lead_in = start
-        elif not _is_short(text, (start, end)):
-            joined.append((start, end))
-        elif not joined or not ends_sentence(text[start:end]):
-            lead_in = start
-        else:
-            joined[-1] = (joined[-1][0], end)
-    if lead_in is not None:  # nothing follows: it joins the piece before, or stands alone
-        if joined:
-            joined[-1] = (joined[-1][0], spans[-1][1])
-        else:
-            joined.append((lead_in, spans[-1][1]))
-    return joined
-
-
-def _is_label(text: str, span: tuple[int, int]) -> bool:
-    """A line that names what follows ("pop [--index] [<stash>]" above its description in a
-    manual): alone it is a strip no question's words match, and the description kept without
-    it no longer says what it describes."""
-    piece = text[span[0] : span[1]]
-    return not ends_sentence(piece) and len(piece.split()) <= MAX_LABEL_WORDS
-
-
-def _is_short(text: str, span: tuple[int, int]) -> bool:
-    piece = text[span[0] : span[1]]
-    return len(piece) < MIN_STRIP_CHARS or len(piece.split()) < MIN_STRIP_WORDS
-
-
 def score_strips(
     question: str,
     strips: Sequence[Strip],
@@ -184,13 +96,12 @@ def score_strips(
     texts = [s.text for s in strips]
     if scorer == "cross_encoder" and cross_encoder is not None:
         return [float(x) for x in cross_encoder.score(question, texts).scores]
-    offsets, ids = batch_terms(texts)
-    coverage = keyword_coverage(query_terms(question), offsets, ids)
+    covered = coverage(question, texts)
     if scorer != "embedding":
-        return [float(x) for x in coverage]
+        return [float(x) for x in covered]
     vectors = embedder.embed([question, *texts])
     cosine = np.clip(vectors[1:] @ vectors[0], 0.0, 1.0).astype(np.float64)
-    return [float(x) for x in (cosine + coverage) / 2.0]
+    return [float(x) for x in (cosine + covered) / 2.0]
 
 
 def distinct_strips(strips: Sequence[Strip]) -> list[Strip]:

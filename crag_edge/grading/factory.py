@@ -22,9 +22,12 @@ from crag_edge.types import Embedder, ScoredBatch
 class LazyLlmJudge:
     """The LLM tier, loading the (large) model only when an item first reaches it."""
 
-    def __init__(self, runtime: Callable[[], ChatModel | None], name: str) -> None:
+    def __init__(
+        self, runtime: Callable[[], ChatModel | None], name: str, focus_tokens: int | None = None
+    ) -> None:
         self._runtime = runtime
         self._name = name
+        self._focus_tokens = focus_tokens
         self._judge: LlmJudge | None = None
         self._lock = threading.Lock()
 
@@ -43,7 +46,7 @@ class LazyLlmJudge:
                         ["LLM could not be loaded; scored 0.5 each"],
                         list(range(len(passages))),
                     )
-                self._judge = LlmJudge(runtime)
+                self._judge = LlmJudge(runtime, focus_tokens=self._focus_tokens)
         return self._judge.score(query, passages)
 
 
@@ -75,8 +78,11 @@ def build_grader(
         versions["cross_encoder"] = model_version(models, cross_encoder.name)
     judge = None
     if "llm" in tiers and llm is not None and llm_installed(models):
-        judge = LazyLlmJudge(llm, models.llm_model_name or models.llm_url or models.llm)
-        versions["llm"] = f"{llm_version(models)}:{DEFAULT_MODE}:ctx{models.llm_context}"
+        focus = grading.judge_focus_tokens or None
+        judge = LazyLlmJudge(llm, models.llm_model_name or models.llm_url or models.llm, focus)
+        versions["llm"] = (
+            f"{llm_version(models)}:{DEFAULT_MODE}:ctx{models.llm_context}:focus{focus or 0}"
+        )
     return Grader(
         grading, cross_encoder=cross_encoder, llm_judge=judge, metrics=metrics, versions=versions
     )

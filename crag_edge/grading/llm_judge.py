@@ -39,6 +39,8 @@ import time
 from collections.abc import Sequence
 from typing import Literal
 
+from crag_edge.config import MIN_JUDGE_FOCUS_TOKENS
+from crag_edge.grading.focus import focused_passage
 from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
 from crag_edge.types import ScoredBatch
 
@@ -51,7 +53,7 @@ ANSWERS = ("yes", "no")
 # Below this share of the first-token probability on yes/no the model is not answering the
 # question it was asked (wrong template, a base model) and its yes-ratio means little.
 MIN_YES_NO_MASS = 0.5
-MIN_PASSAGE_TOKENS = 32
+MIN_PASSAGE_TOKENS = MIN_JUDGE_FOCUS_TOKENS
 MAX_RATING = 9
 
 LOGPROB_SYSTEM = (
@@ -79,7 +81,9 @@ class LlmJudge:
     """`PairScorer` backed by a shared `ChatModel` (in-process or an LLM server).
 
     `max_passage_tokens` caps each passage (grammar mode shrinks it further so that a whole
-    batch fits the context); `timeout_s` bounds one `score` call (at most the runtime's).
+    batch fits the context); with `focus_tokens`, a longer passage is first reduced to its
+    strips that best cover the query (`focus.focused_passage`); `timeout_s` bounds one `score`
+    call (at most the runtime's).
     """
 
     def __init__(
@@ -88,18 +92,21 @@ class LlmJudge:
         mode: JudgeMode = DEFAULT_MODE,
         *,
         max_passage_tokens: int = 256,
+        focus_tokens: int | None = None,
         timeout_s: float | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown LLM judge mode {mode!r}; use one of {', '.join(MODES)}")
-        if max_passage_tokens < MIN_PASSAGE_TOKENS or (timeout_s is not None and timeout_s < 0):
+        shortest = min(max_passage_tokens, focus_tokens or max_passage_tokens)
+        if shortest < MIN_PASSAGE_TOKENS or (timeout_s is not None and timeout_s < 0):
             raise ValueError(
-                f"need max_passage_tokens >= {MIN_PASSAGE_TOKENS} and timeout_s >= 0; "
-                f"got {max_passage_tokens}, {timeout_s}"
+                f"need max_passage_tokens and focus_tokens >= {MIN_PASSAGE_TOKENS} and "
+                f"timeout_s >= 0; got {max_passage_tokens}, {focus_tokens}, {timeout_s}"
             )
         self._runtime = runtime
         self._mode: JudgeMode = mode
         self._max_passage_tokens = max_passage_tokens
+        self._focus_tokens = focus_tokens
         # The runtime caps every call at its own timeout; a longer one here could not hold.
         cap = runtime.timeout_s
         self._timeout_s = cap if timeout_s is None else min(timeout_s, cap)
@@ -126,6 +133,12 @@ class LlmJudge:
         except LlmCallError as exc:
             return _neutral(len(passages), f"llm judge failed, every item scored 0.5: {exc}")
 
+    def _read(self, query: str, passage: str) -> str:
+        """What the judge reads of `passage`: itself, or its focus when one is set."""
+        if self._focus_tokens is None:
+            return passage
+        return focused_passage(query, passage, self._focus_tokens, self._runtime.count_tokens)
+
     # -- logprob mode ----------------------------------------------------------------------
 
     def _score_logprob(self, query: str, passages: Sequence[str], deadline: float) -> ScoredBatch:
@@ -134,7 +147,10 @@ class LlmJudge:
         budget = min(self._max_passage_tokens, runtime.n_ctx - fixed - 1)
         if budget < MIN_PASSAGE_TOKENS:
             return _neutral(len(passages), "llm judge: the query alone fills the context")
-        prompts = [_logprob_messages(query, runtime.truncate(p, budget)) for p in passages]
+        prompts = [
+            _logprob_messages(query, runtime.truncate(self._read(query, p), budget))
+            for p in passages
+        ]
         result = runtime.answer_logprobs(prompts, ANSWERS, timeout_s=_left(deadline))
         scores: list[float] = []
         masses: list[float] = []
@@ -192,7 +208,7 @@ class LlmJudge:
     ) -> ScoredBatch:
         runtime = self._runtime
         n = len(passages)
-        texts = [runtime.truncate(" ".join(p.split()), budget) for p in passages]
+        texts = [runtime.truncate(" ".join(self._read(query, p).split()), budget) for p in passages]
         completion = runtime.chat(
             _grammar_messages(query, texts),
             max_tokens=_rating_tokens(runtime, n) + 1,

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from crag_edge.grading.terms import batch_terms, query_terms
+from crag_edge.grading.terms import coverage
 from crag_edge.kernels import (
     coherence_per_item,
-    keyword_coverage,
     length_adequacy,
     source_uniqueness,
     weighted_sum,
@@ -52,11 +51,10 @@ def compute_signals(
 ) -> dict[str, FloatArray]:
     """Every signal for every passage, as arrays aligned with `passages`."""
     sims = np.clip(np.asarray(similarities, dtype=np.float64), 0.0, 1.0)
-    offsets, ids = batch_terms(passages)
     source_index = {s: i for i, s in enumerate(dict.fromkeys(sources))}
     return {
         "similarity": coherence_per_item(sims),
-        "coverage": keyword_coverage(query_terms(query), offsets, ids),
+        "coverage": coverage(query, passages),
         "length": length_adequacy(np.asarray(token_counts, dtype=np.int64), min_tokens),
         "diversity": source_uniqueness(np.array([source_index[s] for s in sources], np.int64)),
     }

@@ -16,12 +16,14 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["STOPWORDS", "batch_terms", "query_terms", "stem", "term_id", "tokenize"]
+from crag_edge.kernels import keyword_coverage
+
+__all__ = ["STOPWORDS", "batch_terms", "coverage", "query_terms", "stem", "term_id", "tokenize"]
 
 _WORD = re.compile(r"[^\W_]+")
 _ASCII_WORD = re.compile(r"[a-z]+")
@@ -175,3 +177,9 @@ def batch_terms(texts: Iterable[str]) -> tuple[npt.NDArray[np.int64], npt.NDArra
         flat.extend(_sorted_unique_ids(text, known))
         offsets.append(len(flat))
     return np.array(offsets, dtype=np.int64), np.array(flat, dtype=np.int64)
+
+
+def coverage(query: str, texts: Sequence[str]) -> npt.NDArray[np.float64]:
+    """Share of the query's terms each text holds (the keyword-coverage kernel's score)."""
+    offsets, ids = batch_terms(texts)
+    return keyword_coverage(query_terms(query), offsets, ids)
