@@ -5,7 +5,7 @@ The judge is the slowest tier (prompt evaluation: ~100 tokens/s with the default
 cores) and, on chunk-length passages, a weaker ranker than on sentences. Reading a 200-token
 chunk's best strips (`sentences.sentence_strips`, ranked by keyword coverage) in 96 tokens
 instead of the whole chunk ranks as well (ROC-AUC on the git documentation pairs 0.725 vs
-0.718, on 300 SciFact held-out hits 0.711 vs 0.715) in 0.6 of the time per item (1.2 vs 1.9 s;
+0.718, on 300 SciFact held-out hits 0.711 vs 0.715) in 0.6 of the time per item (1.1 vs 1.8 s;
 docs/grading.md).
 """
 
