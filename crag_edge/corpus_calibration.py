@@ -90,7 +90,7 @@ def pseudo_queries(
         raise CalibrationError(f"{corpus.path} holds no chunks: ingest documents first")
     random.Random(seed).shuffle(ids)
     # The grader's judge, reading what it reads, is the teacher.
-    judge = LlmJudge(llm, focus_tokens=settings.judge_focus_tokens or None)
+    judge = LlmJudge(llm, focus_tokens=settings.judge_focus_tokens)
     labeller = LlmLabeller(llm, judge, calibration(settings.calibration_llm))
     made: list[PseudoQuery] = []
     for chunk_id in ids[: questions * 3]:  # some chunks offer no question; don't loop forever

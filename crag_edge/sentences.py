@@ -141,8 +141,7 @@ def _whole_items(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int
     for start, end in spans:
         while item is not None and item[1] <= start:
             item = next(items, None)
-        same_item = item is not None and merged and item[0] <= merged[-1][0] and item[0] <= start
-        if same_item:
+        if item is not None and merged and merged[-1][0] >= item[0]:  # the item goes on
             merged[-1] = (merged[-1][0], end)
         else:
             merged.append((start, end))

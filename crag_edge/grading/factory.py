@@ -23,7 +23,7 @@ class LazyLlmJudge:
     """The LLM tier, loading the (large) model only when an item first reaches it."""
 
     def __init__(
-        self, runtime: Callable[[], ChatModel | None], name: str, focus_tokens: int | None = None
+        self, runtime: Callable[[], ChatModel | None], name: str, focus_tokens: int = 0
     ) -> None:
         self._runtime = runtime
         self._name = name
@@ -78,10 +78,10 @@ def build_grader(
         versions["cross_encoder"] = model_version(models, cross_encoder.name)
     judge = None
     if "llm" in tiers and llm is not None and llm_installed(models):
-        focus = grading.judge_focus_tokens or None
+        focus = grading.judge_focus_tokens
         judge = LazyLlmJudge(llm, models.llm_model_name or models.llm_url or models.llm, focus)
         versions["llm"] = (
-            f"{llm_version(models)}:{DEFAULT_MODE}:ctx{models.llm_context}:focus{focus or 0}"
+            f"{llm_version(models)}:{DEFAULT_MODE}:ctx{models.llm_context}:focus{focus}"
         )
     return Grader(
         grading, cross_encoder=cross_encoder, llm_judge=judge, metrics=metrics, versions=versions

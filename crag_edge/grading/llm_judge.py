@@ -81,7 +81,7 @@ class LlmJudge:
     """`PairScorer` backed by a shared `ChatModel` (in-process or an LLM server).
 
     `max_passage_tokens` caps each passage (grammar mode shrinks it further so that a whole
-    batch fits the context); with `focus_tokens`, a longer passage is first reduced to its
+    batch fits the context); with `focus_tokens` (0: off), a longer passage is first reduced to its
     strips that best cover the query (`focus.focused_passage`); `timeout_s` bounds one `score`
     call (at most the runtime's).
     """
@@ -92,7 +92,7 @@ class LlmJudge:
         mode: JudgeMode = DEFAULT_MODE,
         *,
         max_passage_tokens: int = 256,
-        focus_tokens: int | None = None,
+        focus_tokens: int = 0,
         timeout_s: float | None = None,
     ) -> None:
         if mode not in MODES:
@@ -135,7 +135,7 @@ class LlmJudge:
 
     def _read(self, query: str, passage: str) -> str:
         """What the judge reads of `passage`: itself, or its focus when one is set."""
-        if self._focus_tokens is None:
+        if not self._focus_tokens:
             return passage
         return focused_passage(query, passage, self._focus_tokens, self._runtime.count_tokens)
 
