@@ -346,15 +346,16 @@ class CorrectionSettings(_Section):
     strip_threshold: float = Field(
         0.1, ge=0.0, le=1.0, description="Strips below are dropped (0.25 suits `embedding`)."
     )
-    # 200 by measurement: on 150 SciFact train claims the context holds a rationale as often as
-    # at 4096 (74 of 74), at 164 tokens on average instead of 227; each token is ~11 ms before
-    # the first word with Qwen2.5-1.5B on two cores (docs/measurements.md, "First word").
+    # 200 by measurement (docs/correction.md, "The budget"): each token is ~11 ms before the
+    # first word with Qwen2.5-1.5B on two cores, but at 170, where every answer prompt of 142
+    # SciFact claims stays under 270 tokens, held-out verdicts fell from 0.700 to 0.650.
     context_budget_tokens: int = Field(
         200,
         ge=64,
         le=131072,
-        description="Token budget of the answer's context: refined strips, or whole chunks on "
-        "the fast path, best first; what does not fit is a `cap` correction.",
+        description="Token budget of the answer's context (passages and each document's title "
+        "once): refined strips, or whole chunks on the fast path, best first; what does not "
+        "fit is a `cap` correction.",
     )
     synonyms_file: Path | None = Field(None, description="TOML table term = [synonyms].")
     synonyms_per_term: int = Field(2, ge=0, le=20)

@@ -36,7 +36,7 @@ from crag_edge.config import CorrectionSettings, RetrievalSettings
 from crag_edge.correction.expand import expand, load_synonyms, rewrite
 from crag_edge.correction.fallback import FallbackProvider, run_fallbacks
 from crag_edge.correction.followup import standalone_question
-from crag_edge.correction.refine import Strip, refine
+from crag_edge.correction.refine import ContextBudget, Strip, embedder_tokens, refine
 from crag_edge.grading import Evidence, Grader, Grading, ItemGrade
 from crag_edge.groups import Groups
 from crag_edge.models.chat_model import ChatModel, Message
@@ -571,16 +571,16 @@ class CragLoop:
         self, items: list[tuple[Hit, ItemGrade]], state: _Run
     ) -> list[tuple[Hit, ItemGrade]]:
         """Whole chunks, best graded first, while they fit `context_budget_tokens` (the best
-        one always), in their order; the ones left out are a `cap` correction."""
+        one always), in their order; the ones left out are a `cap` correction. Titles count
+        as refinement counts them."""
         budget = self.correction.context_budget_tokens
+        spent = ContextBudget(embedder_tokens(self.embedder))
         chosen: set[int] = set()
-        spent = 0
         for hit, _ in sorted(items, key=lambda item: -item[1].score):
-            cost = hit.chunk.token_count
-            if chosen and spent + cost > budget:
+            if chosen and spent.spent + spent.cost(hit.chunk) > budget:
                 continue
             chosen.add(hit.chunk.chunk_id)
-            spent += cost
+            spent.spend(hit.chunk)
         dropped = [hit.chunk.chunk_id for hit, _ in items if hit.chunk.chunk_id not in chosen]
         if dropped:
             _note_cap(state, budget, "chunks", len(dropped), dropped)

@@ -7,10 +7,13 @@ and its kept chunks are refined again at every budget of `--budgets` (`context_b
 counted in the embedder's tokens as refinement counts them). A claim's evidence is kept when
 a rationale sentence of a gold abstract (SciFact's sentence index) appears in the context: its
 first 60 characters inside a context piece of that abstract. Reported per budget: claims whose
-evidence the context holds, relative to the largest budget, and the context's mean tokens.
+evidence the context holds, relative to the largest budget, and the context's mean tokens
+(texts and each document's title once, as the budget counts them); with `--prompt-tokens`,
+also the answer prompt's tokens the default LLM evaluates before its first word (mean, max,
+and how many exceed 270, about 3 s at ~11 ms a token on two cores).
 
     python scripts/measure_context_budget.py --db subset.db --data ../shared/data/scifact \
-        --limit 150 --json budgets.json
+        --limit 150 --prompt-tokens --json budgets.json
 """
 
 from __future__ import annotations
@@ -19,13 +22,19 @@ import argparse
 import csv
 import json
 import re
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from crag_edge.config import Settings
-from crag_edge.correction.refine import refine
+from crag_edge.correction.refine import ContextBudget, Strip, embedder_tokens, refine
 from crag_edge.engine import Engine
+from crag_edge.generation import answer_messages
+from crag_edge.models.llm import LlamaRuntime, load_llm
+from crag_edge.result import ContextItem
 from crag_edge.sentences import sentence_spans
-from crag_edge.types import Chunk
 
 BUDGETS = (150, 200, 250, 300, 400, 600, 4096)
 PREFIX_CHARS = 60
@@ -61,37 +70,88 @@ def holds_evidence(pieces: list[tuple[str, str]], gold: dict[str, list[str]]) ->
     return False
 
 
-def measure(engine: Engine, claims: dict[str, dict[str, list[str]]], budgets: list[int]) -> dict:
-    held = dict.fromkeys(budgets, 0)
-    tokens = dict.fromkeys(budgets, 0)
+class PromptTokens:
+    """Tokens of the answer prompt the model evaluates before its first word, in the LLM's own
+    tokens: the whole chat prompt less the fixed part a snapshot holds (`models/llm.py`)."""
+
+    def __init__(self, llm: LlamaRuntime) -> None:
+        self.llm = llm
+        system = answer_messages("", [])[:1]
+        self.fixed = self.llm.chat_tokens([*system, {"role": "user", "content": ""}])
+
+    def __call__(self, question: str, pieces: list[Strip]) -> int:
+        context = [
+            ContextItem(n, p.chunk_id, p.doc_id, p.source, p.title, p.start, p.end, p.text, "", 0)
+            for n, p in enumerate(pieces, start=1)
+        ]
+        prompt = self.llm.chat_tokens(answer_messages(question, context))
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(prompt, self.fixed, strict=False)) if a != b),
+            min(len(prompt), len(self.fixed)),
+        )
+        return len(prompt) - shared
+
+
+def context_tokens(pieces: list[Strip], count: Callable[[str], int]) -> int:
+    """What the budget counts of the context: texts, and each document's title once."""
+    spent = ContextBudget(count)
+    for piece in pieces:
+        spent.spend(piece)
+    return spent.spent
+
+
+@dataclass
+class BudgetTally:
+    held: int = 0
+    context_tokens: int = 0
+    prompt_tokens: list[int] = field(default_factory=list)
+
+    def report(self, answered: int, largest_held: int) -> dict[str, Any]:
+        prompts = sorted(self.prompt_tokens)
+        return {
+            "evidence_held": self.held,
+            "share_of_largest": round(self.held / largest_held, 4) if largest_held else None,
+            "mean_context_tokens": round(self.context_tokens / answered, 1) if answered else None,
+            **(
+                {
+                    "mean_prompt_tokens": round(statistics.mean(prompts), 1),
+                    "max_prompt_tokens": prompts[-1],
+                    "prompts_over_270": sum(n > 270 for n in prompts),
+                }
+                if prompts
+                else {}
+            ),
+        }
+
+
+def measure(
+    engine: Engine,
+    claims: dict[str, dict[str, list[str]]],
+    budgets: list[int],
+    prompt_tokens: PromptTokens | None = None,
+) -> dict:
+    tallies = {budget: BudgetTally() for budget in budgets}
     answered = 0
-
-    def count(text: str) -> int:
-        return len(engine.embedder.tokenizer.encode(text, add_special_tokens=False).ids)
-
     for claim, gold in claims.items():
         result = engine.query(claim)
-        kept: dict[int, Chunk] = {h.chunk.chunk_id: h.chunk for h, g in result.hits if g.kept}
+        kept = [(h.chunk, g.score) for h, g in result.hits if g.kept]
         if not result.context or not kept:
             continue
         answered += 1
-        for budget in budgets:
-            refined = refine(claim, list(kept.values()), engine.embedder, budget_tokens=budget)
-            pieces = refined.pieces or [max(refined.scored, key=lambda s: s.score)]
-            held[budget] += holds_evidence([(p.source, p.text) for p in pieces], gold)
-            tokens[budget] += sum(count(p.text) for p in pieces)
-    top = max(budgets)
+        anchor = max(kept, key=lambda pair: pair[1])[0]
+        for budget, tally in tallies.items():
+            chunks = [chunk for chunk, _ in kept]
+            refined = refine(claim, chunks, engine.embedder, budget_tokens=budget, anchor=anchor)
+            pieces = refined.pieces
+            tally.held += holds_evidence([(p.source, p.text) for p in pieces], gold)
+            tally.context_tokens += context_tokens(pieces, embedder_tokens(engine.embedder))
+            if prompt_tokens is not None:
+                tally.prompt_tokens.append(prompt_tokens(claim, pieces))
+    largest = tallies[max(budgets)].held
     return {
         "claims": len(claims),
         "with_context": answered,
-        "budgets": {
-            str(b): {
-                "evidence_held": held[b],
-                "share_of_largest": round(held[b] / held[top], 4) if held[top] else None,
-                "mean_context_tokens": round(tokens[b] / answered, 1) if answered else None,
-            }
-            for b in budgets
-        },
+        "budgets": {str(b): tallies[b].report(answered, largest) for b in budgets},
     }
 
 
@@ -101,13 +161,19 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True, help="the scifact data folder")
     parser.add_argument("--limit", type=int, default=150, help="first N claims")
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    parser.add_argument(
+        "--prompt-tokens",
+        action="store_true",
+        help="also count the answer prompt's evaluated tokens with the default LLM's tokenizer",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
     args = parser.parse_args()
     claims = dict(list(rationales(args.data).items())[: args.limit])
     budgets = [int(b) for b in args.budgets.split(",")]
     settings = Settings.load(grading_tiers=["signals", "cross_encoder"], rewrite_with_llm=False)
+    counter = PromptTokens(load_llm(settings.models)) if args.prompt_tokens else None
     with Engine.open(args.db, settings, readonly=True) as engine:
-        report = measure(engine, claims, budgets)
+        report = measure(engine, claims, budgets, counter)
     print(json.dumps(report, indent=2))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -94,9 +94,25 @@ def test_recompose_keeps_threshold_budget_and_document_order() -> None:
         _strip("b.md", 0, 0.05),  # below threshold
         _strip("c.md", 0, 0.7, "many words " * 20),  # over the budget left
     ]
-    kept = recompose(strips, threshold=0.1, budget_tokens=6, count_tokens=lambda t: len(t.split()))
+    kept = recompose(strips, threshold=0.1, budget_tokens=8, count_tokens=words)
     assert [(s.source, s.start) for s in kept] == [("a.md", 0), ("a.md", 10), ("b.md", 50)]
-    assert recompose(strips, threshold=0.95, budget_tokens=6, count_tokens=len) == []
+    assert recompose(strips, threshold=0.95, budget_tokens=8, count_tokens=len) == []
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_the_budget_pays_for_each_documents_title_once() -> None:
+    """The answer prompt names a document once before its passages; those tokens cost the
+    first word as much as the passages' own."""
+    one_document = [_strip("a.md", 0, 0.9), _strip("a.md", 10, 0.8)]  # 1 + 2 + 2 words
+    two_documents = [_strip("a.md", 0, 0.9), _strip("b.md", 10, 0.8)]  # 1 + 2 + 1 + 2 words
+    assert len(recompose(one_document, 0.1, budget_tokens=5, count_tokens=words)) == 2
+    assert len(recompose(two_documents, 0.1, budget_tokens=5, count_tokens=words)) == 1
+    titled = [replace(s, title="A long document title") for s in one_document]
+    assert len(recompose(titled, 0.1, budget_tokens=7, count_tokens=words)) == 1
+    assert len(recompose(titled, 0.1, budget_tokens=8, count_tokens=words)) == 2
 
 
 def chunk_of(document: str, start: int, end: int, ordinal: int, chunk_id: int = 1) -> Chunk:

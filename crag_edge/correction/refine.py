@@ -128,19 +128,51 @@ def recompose(
 ) -> list[Strip]:
     """Strips at or above `threshold`, best first until the budget is spent, then put back in
     document order (source, then offset) so the context reads as the documents do. `first`,
-    when given, goes in before any other whatever its score."""
-    chosen, spent = [], 0
+    when given, goes in before any other whatever its score.
+
+    A strip from a document not yet chosen also pays for the document's title, which the
+    answer prompt names once per document (`generation.passages_text`): the model reads
+    every one of those tokens before its first word."""
+    budget = ContextBudget(count_tokens)
+    chosen = [first] if first is not None else []
     if first is not None:
-        chosen, spent = [first], count_tokens(first.text)
+        budget.spend(first)
     for strip in sorted(strips, key=lambda s: -s.score):
         if strip.score < threshold:
             break
-        cost = count_tokens(strip.text)
-        if strip == first or spent + cost > budget_tokens:
+        if strip == first or budget.spent + budget.cost(strip) > budget_tokens:
             continue
         chosen.append(strip)
-        spent += cost
+        budget.spend(strip)
     return distinct_strips(chosen)
+
+
+def embedder_tokens(embedder: Embedder) -> Callable[[str], int]:
+    """A text's length in the embedder's tokens: the unit of `context_budget_tokens`."""
+
+    def count(text: str) -> int:
+        return len(embedder.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    return count
+
+
+class ContextBudget:
+    """Tokens the answer's context spends: each passage's text, and its document's title the
+    first time the document appears (the answer prompt names it once per document)."""
+
+    def __init__(self, count_tokens: Callable[[str], int]) -> None:
+        self.count_tokens = count_tokens
+        self.spent = 0
+        self.documents: set[tuple[str, int]] = set()
+
+    def cost(self, passage: Strip | Chunk) -> int:
+        named = (passage.source, passage.doc_id) in self.documents
+        title = 0 if named else self.count_tokens(passage.title or passage.source)
+        return self.count_tokens(passage.text) + title
+
+    def spend(self, passage: Strip | Chunk) -> None:
+        self.spent += self.cost(passage)
+        self.documents.add((passage.source, passage.doc_id))
 
 
 def best_strip_of(chunk: Chunk, strips: Sequence[Strip]) -> Strip | None:
@@ -244,9 +276,7 @@ def refine(
     scores = score_strips(question, strips, scorer, embedder, cross_encoder)
     scored = [replace(s, score=score) for s, score in zip(strips, scores, strict=True)]
 
-    def count(text: str) -> int:
-        return len(embedder.tokenizer.encode(text, add_special_tokens=False).ids)
-
+    count = embedder_tokens(embedder)
     kept = recompose(scored, threshold, budget_tokens, count)
     if anchor is not None and not any(_same_document(anchor, strip) for strip in kept):
         kept = recompose(scored, threshold, budget_tokens, count, best_strip_of(anchor, scored))
