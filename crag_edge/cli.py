@@ -105,6 +105,19 @@ ModeOption = Annotated[
     ),
 ]
 TOP_K_MIN, TOP_K_MAX = field_range("top_k")
+
+
+def _asked(question: str) -> str:
+    """The question without surrounding blanks; a blank one is a usage error, as the HTTP
+    service and the MCP tools treat it, not a search for nothing."""
+    if not question.strip():
+        raise typer.BadParameter("the question is empty", param_hint="QUESTION")
+    return question.strip()
+
+
+QuestionArgument = Annotated[
+    str, typer.Argument(help="The question, in plain words.", callback=_asked)
+]
 ViewGroupsOption = Annotated[
     str | None,
     typer.Option(
@@ -652,7 +665,7 @@ def print_result(result: CragResult) -> None:
 @friendly_errors
 def query(
     ctx: typer.Context,
-    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
+    question: QuestionArgument,
     db: DbOption,
     mode: ModeOption = None,
     top_k: Annotated[
@@ -676,7 +689,7 @@ def query(
 @friendly_errors
 def answer(
     ctx: typer.Context,
-    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
+    question: QuestionArgument,
     db: DbOption,
     mode: ModeOption = None,
     top_k: Annotated[

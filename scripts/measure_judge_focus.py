@@ -2,7 +2,7 @@
 ROC-AUC and seconds per item on pair files (`crag-edge eval pairs`), same model, one run.
 
     python scripts/measure_judge_focus.py --pairs git-doc-pairs.jsonl \\
-        heldout-hits.jsonl:30 --focus 96 --json focus.json
+        heldout-hits.jsonl:30 --focus 0 96 --json focus.json
 
 A file may end in `:N` to keep its first N queries. The raw scores are not calibrated: the AUC
 does not depend on a monotone calibration.
@@ -46,13 +46,13 @@ def measure(judge: LlmJudge, pairs: list[Pair]) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", nargs="+", required=True, help="pair files, FILE[:N]")
-    parser.add_argument("--focus", type=int, nargs="+", default=[96])
+    parser.add_argument(
+        "--focus", type=int, nargs="+", default=[0, 96], help="token budgets; 0 reads whole"
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     runtime = load_llm(Settings.load().models)
-    readers = {"whole": LlmJudge(runtime)} | {
-        f"focus{n}": LlmJudge(runtime, focus_tokens=n) for n in args.focus
-    }
+    readers = {f"focus{n}" if n else "whole": LlmJudge(runtime, focus_tokens=n) for n in args.focus}
     report: dict[str, dict[str, dict[str, float]]] = {}
     for spec in args.pairs:
         name, pairs = pairs_of(spec)

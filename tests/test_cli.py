@@ -256,6 +256,12 @@ def test_unknown_scorer_is_a_usage_error(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "--scorers" in result.stderr
 
 
+@pytest.mark.parametrize("command", ["query", "answer"])
+def test_a_blank_question_is_a_usage_error(beir_db: Path, command: str) -> None:
+    result = invoke(command, "--db", str(beir_db), " \t ")
+    assert result.exit_code == 2 and "the question is empty" in result.stderr
+
+
 def test_invalid_settings_exit_2_naming_the_setting() -> None:
     result = invoke("query", "--db", "x.db", "q", env={"KB_AGENT_MAX_ITERATIONS": "lots"})
     assert result.exit_code == 2
