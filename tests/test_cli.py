@@ -374,6 +374,17 @@ def test_answer_that_stalls_empty_exits_1_with_one_line(beir_db: Path) -> None:
     assert data["finish_reason"] == "timeout" and data["answer"] == ""
 
 
+def test_answer_prompt_too_long_for_the_context_exits_1_with_one_line(beir_db: Path) -> None:
+    env = {"CRAG_EDGE_LLM_CONTEXT": "512", "CRAG_EDGE_CONTEXT_BUDGET_TOKENS": "4096"}
+    question = ANSWERABLE + " Ly49Q neutrophil polarization." * 60
+    long = invoke("answer", "--db", str(beir_db), question, env=env)
+    assert long.exit_code == 1
+    lines = long.stderr.strip().splitlines()
+    assert len(lines) == 1, long.stderr
+    assert "does not fit the 512-token context" in lines[0]
+    assert "raise CRAG_EDGE_LLM_CONTEXT" in lines[0]
+
+
 WIKIQA_ROWS = [
     (
         "Q1",

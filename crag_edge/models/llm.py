@@ -528,8 +528,10 @@ class LlamaRuntime:
         return max(0.0, min(timeout_s, self._timeout_s))
 
     def _check_fits(self, n_tokens: int) -> None:
+        """An over-long prompt is a failed call (one line at the CLI, the judge's neutral
+        score, a keyword rewrite), not a bug."""
         if n_tokens >= self._n_ctx:
-            raise ValueError(
+            raise LlmCallError(
                 f"prompt of {n_tokens} tokens does not fit the {self._n_ctx}-token context of "
                 f"{self._model_id}; shorten it or raise CRAG_EDGE_LLM_CONTEXT"
             )
