@@ -573,17 +573,17 @@ class CragLoop:
         """Whole chunks, best graded first, while they fit `context_budget_tokens` (the best
         one always), in their order; the ones left out are a `cap` correction. Titles count
         as refinement counts them."""
-        budget = self.correction.context_budget_tokens
-        spent = ContextBudget(embedder_tokens(self.embedder))
+        limit = self.correction.context_budget_tokens
+        budget = ContextBudget(embedder_tokens(self.embedder))
         chosen: set[int] = set()
         for hit, _ in sorted(items, key=lambda item: -item[1].score):
-            if chosen and spent.spent + spent.cost(hit.chunk) > budget:
+            if chosen and budget.spent + budget.cost(hit.chunk) > limit:
                 continue
             chosen.add(hit.chunk.chunk_id)
-            spent.spend(hit.chunk)
+            budget.spend(hit.chunk)
         dropped = [hit.chunk.chunk_id for hit, _ in items if hit.chunk.chunk_id not in chosen]
         if dropped:
-            _note_cap(state, budget, "chunks", len(dropped), dropped)
+            _note_cap(state, limit, "chunks", len(dropped), dropped)
         return [item for item in items if item[0].chunk.chunk_id in chosen]
 
 

@@ -76,20 +76,13 @@ class PromptTokens:
 
     def __init__(self, llm: LlamaRuntime) -> None:
         self.llm = llm
-        system = answer_messages("", [])[:1]
-        self.fixed = self.llm.chat_tokens([*system, {"role": "user", "content": ""}])
 
     def __call__(self, question: str, pieces: list[Strip]) -> int:
         context = [
             ContextItem(n, p.chunk_id, p.doc_id, p.source, p.title, p.start, p.end, p.text, "", 0)
             for n, p in enumerate(pieces, start=1)
         ]
-        prompt = self.llm.chat_tokens(answer_messages(question, context))
-        shared = next(
-            (i for i, (a, b) in enumerate(zip(prompt, self.fixed, strict=False)) if a != b),
-            min(len(prompt), len(self.fixed)),
-        )
-        return len(prompt) - shared
+        return self.llm.evaluated_tokens(answer_messages(question, context))
 
 
 def context_tokens(pieces: list[Strip], count: Callable[[str], int]) -> int:

@@ -134,8 +134,9 @@ def recompose(
     answer prompt names once per document (`generation.passages_text`): the model reads
     every one of those tokens before its first word."""
     budget = ContextBudget(count_tokens)
-    chosen = [first] if first is not None else []
+    chosen: list[Strip] = []
     if first is not None:
+        chosen.append(first)
         budget.spend(first)
     for strip in sorted(strips, key=lambda s: -s.score):
         if strip.score < threshold:

@@ -231,6 +231,12 @@ class LlamaRuntime:
     def count_chat_tokens(self, messages: Sequence[Message]) -> int:
         return len(self.chat_tokens(messages))
 
+    def evaluated_tokens(self, messages: Sequence[Message]) -> int:
+        """Tokens of the prompt of `messages` beyond its fixed part (which a snapshot
+        restores): what the model reads before its first word."""
+        prompt, fixed, _ = self._prompt(messages)
+        return len(prompt) - fixed
+
     def chat_tokens(self, messages: Sequence[Message]) -> list[int]:
         """The prompt the model's own chat template makes of `messages`, ending in the
         assistant turn's header, as token ids."""
