@@ -57,12 +57,14 @@ def test_symlink_loops_fifos_and_undecodable_names_are_reported_per_file(tmp_pat
     (docs / "a.txt").symlink_to("b.txt")
     (docs / "b.txt").symlink_to("a.txt")
     os.mkfifo(docs / "pipe.txt")
+    (docs / "gone.md").symlink_to(tmp_path / "deleted")
     (docs / os.fsdecode(b"caf\xe9.txt")).write_text("A Latin-1 file name.")
     code, report = ingest_json(tmp_path / "c.db", docs)
     assert code == 0 and report["added"] == 1
     errors = reasons(report)
     assert "link" in errors["a.txt"] and "link" in errors["b.txt"]
     assert "not a regular file" in errors["pipe.txt"]
+    assert errors["gone.md"] == f"a broken symbolic link (to {tmp_path / 'deleted'})"
     assert "UTF-8" in errors["caf\\xe9.txt"]
     assert stored_sources(tmp_path / "c.db") == [str((docs / "good.txt").resolve())]
 

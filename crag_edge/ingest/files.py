@@ -50,11 +50,14 @@ def canonical(path: Path, roots: Sequence[Path] | None) -> Path:
     if roots is not None:
         return Path(os.path.abspath(path))
     try:
-        return path.expanduser().resolve()
+        resolved = path.expanduser().resolve()
     except RuntimeError:  # Python < 3.13 reports a symlink loop this way, later ones as OSError
         raise LoadError(str(path), "symbolic link loop") from None
     except OSError as exc:
         raise LoadError(str(path), _reason(exc, roots)) from None
+    if not resolved.exists() and path.is_symlink():
+        raise LoadError(str(path), f"a broken symbolic link (to {printable_path(resolved)})")
+    return resolved
 
 
 @contextmanager
