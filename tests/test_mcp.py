@@ -112,6 +112,8 @@ async def over_stdio(db: Path) -> None:
 
         empty = await session.call_tool("ask", {"question": "   "})
         assert empty.is_error and "the question is empty" in str(empty.content)
+        wordless = await session.call_tool("ask", {"question": '"""'})
+        assert wordless.is_error and "the question has no words" in str(wordless.content)
 
 
 def test_stdio_server_serves_the_tools(corpus: Path) -> None:
@@ -156,3 +158,11 @@ def test_http_transport_refuses_a_client_without_the_token(service: Running) -> 
         r = httpx.post(f"{service.url}/mcp", json=hello, headers=headers)
         assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
         assert r.json()["error"] == "unauthorized" and r.json()["request_id"]
+
+
+def test_http_transport_has_no_stream_to_hold_open(service: Running) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "text/event-stream"}
+    r = httpx.get(f"{service.url}/mcp", headers=headers, timeout=10)
+    assert r.status_code == 405 and r.json()["error"] == "method_not_allowed"
+    assert "POST" in r.headers["allow"]
+    assert httpx.get(f"{service.url}/mcp", timeout=10).status_code == 401  # the token first

@@ -46,12 +46,13 @@ class ErrorBody(BaseModel):
 
 
 _MEANINGS = {
-    400: "The body could not be read (not UTF-8 JSON).",
+    400: "The body could not be read (not UTF-8, or not valid JSON).",
     401: "No live bearer token (when the service has any).",
     403: "The token's scope is below the route's (insufficient_scope), or a path outside "
     "the ingest roots (or ingest by path disabled).",
     404: "No such resource.",
     413: "The body exceeds the server's max_body_bytes.",
+    415: "The body was not sent as JSON (Content-Type: application/json).",
     422: "The request does not match the schema, or exceeds a limit of this server.",
     503: "Models still loading or failed to load, the service at capacity (Retry-After), or "
     "the token file unreadable (auth_unavailable).",
@@ -74,14 +75,33 @@ async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
 
 
 async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """A schema mismatch (422); or, when the body itself is at fault, a body sent as something
+    other than JSON (415: `curl -d` sends a form unless told otherwise) or JSON that does not
+    parse (400), each with a message saying so instead of a field error."""
+    errors = exc.errors()
+    about_body = [e for e in errors if tuple(e.get("loc", ()))[:1] == ("body",)]
+    if about_body and not _sent_as_json(request):
+        sent = request.headers.get("content-type") or "none"
+        message = f"send the body as JSON with Content-Type: application/json (got: {sent})"
+        return JSONResponse(error_body("unsupported_media_type", message), 415)
+    broken = next((e for e in about_body if e.get("type") == "json_invalid"), None)
+    if broken is not None:
+        reason = str(broken.get("ctx", {}).get("error", "JSON decode error"))
+        at = broken["loc"][1] if len(broken["loc"]) > 1 else 0
+        message = f"the body is not valid JSON: {reason} at character {at}"
+        return JSONResponse(error_body("bad_request", message), 400)
     fields = [
-        {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))}
-        for e in exc.errors()
+        {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))} for e in errors
     ]
     return JSONResponse(
         error_body("invalid_request", "the request does not match the schema", fields=fields),
         422,
     )
+
+
+def _sent_as_json(request: Request) -> bool:
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -75,4 +75,11 @@ class _Authorized:
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         require_scope(await authenticate(Request(scope)), "query")
+        if scope["method"] == "GET":  # stateless, the SDK's event stream would never carry a
+            raise ApiError(  # message, yet hold the connection open for as long as one waits
+                405,
+                "method_not_allowed",
+                "this MCP endpoint is stateless: POST each JSON-RPC message; no stream to GET",
+                headers={"Allow": "POST"},
+            )
         await self.app(scope, receive, send)
