@@ -53,6 +53,7 @@ if _typing.TYPE_CHECKING:
     from crag_edge.models.registry import ModelNotInstalledError
     from crag_edge.result import CragResult
     from crag_edge.store.errors import CorpusError
+    from crag_edge.text_boundary import QuestionError
     from crag_edge.types import Decision
 
 try:
@@ -68,13 +69,14 @@ __all__ = [
     "Engine",
     "LlmCallError",
     "ModelNotInstalledError",
+    "QuestionError",
     "Settings",
     "SettingsError",
 ]
 
 # The module that defines each public name. The errors are the ones a caller of `Engine`
 # meets: bad settings, an unusable corpus file, a model not pulled, a generation that failed
-# mid-answer, a calibration without its LLM.
+# mid-answer, a calibration without its LLM, a question with nothing to search for.
 _HOMES = {
     "CalibrationError": "crag_edge.corpus_calibration",
     "CorpusError": "crag_edge.store.errors",
@@ -83,6 +85,7 @@ _HOMES = {
     "Engine": "crag_edge.engine",
     "LlmCallError": "crag_edge.models.llm",
     "ModelNotInstalledError": "crag_edge.models.registry",
+    "QuestionError": "crag_edge.text_boundary",
     "Settings": "crag_edge.config",
     "SettingsError": "crag_edge.config",
 }

@@ -69,6 +69,7 @@ from crag_edge.retrieval import MODES, Mode
 from crag_edge.server.cli import mcp, serve
 from crag_edge.server.tokens_cli import tokens_app
 from crag_edge.store.factory import open_corpus
+from crag_edge.text_boundary import QuestionError, asked_question
 from crag_edge.training.cli import evaluator_app
 from crag_edge.tui.cli import tui as tui_command
 
@@ -108,11 +109,12 @@ TOP_K_MIN, TOP_K_MAX = field_range("top_k")
 
 
 def _asked(question: str) -> str:
-    """The question without surrounding blanks; a blank one is a usage error, as the HTTP
-    service and the MCP tools treat it, not a search for nothing."""
-    if not question.strip():
-        raise typer.BadParameter("the question is empty", param_hint="QUESTION")
-    return question.strip()
+    """The question as the engine takes it; one with nothing to search for is a usage error,
+    as the HTTP service and the MCP tools treat it."""
+    try:
+        return asked_question(question)
+    except QuestionError as exc:
+        raise typer.BadParameter(str(exc), param_hint="QUESTION") from None
 
 
 QuestionArgument = Annotated[

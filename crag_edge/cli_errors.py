@@ -28,6 +28,7 @@ from crag_edge.models.manifest import ManifestError
 from crag_edge.models.provision import PullError
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.store import CorpusError
+from crag_edge.text_boundary import QuestionError
 
 DEBUG_ENV = "CRAG_EDGE_DEBUG"
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (
@@ -42,6 +43,7 @@ EXPECTED_ERRORS: tuple[type[Exception], ...] = (
     LlmServerError,
     CorpusError,
     EvalDataError,
+    QuestionError,
 )
 SETTINGS_EXIT, FAILURE_EXIT, INTERRUPTED_EXIT = 2, 1, 130
 
@@ -58,11 +60,13 @@ def show_tracebacks(flag: bool) -> None:
 
 def fail(exc: Exception) -> typer.Exit:
     """Print an expected error as one line (after its traceback under --debug); return the
-    exit to raise: 2 for a bad setting, 1 for anything else. Call it inside `except`."""
+    exit to raise: 2 for a bad setting or question, 1 for anything else. Call it inside
+    `except`."""
     if _SHOW_TRACEBACKS.get():
         err.print_exception(show_locals=False)
     err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-    return typer.Exit(SETTINGS_EXIT if isinstance(exc, SettingsError) else FAILURE_EXIT)
+    usage = isinstance(exc, SettingsError | QuestionError)
+    return typer.Exit(SETTINGS_EXIT if usage else FAILURE_EXIT)
 
 
 def friendly_errors(command: F) -> F:

@@ -29,7 +29,7 @@ from crag_edge.result import CragResult
 from crag_edge.retrieval import Mode, Retriever
 from crag_edge.store import CorpusBackend
 from crag_edge.store.factory import is_database_url, open_corpus, open_or_create_corpus
-from crag_edge.text_boundary import repair
+from crag_edge.text_boundary import asked_question, repair
 from crag_edge.types import Embedder, Hit
 
 
@@ -177,8 +177,9 @@ class Engine:
         conversation so far (`{"role": "user" | "assistant", "content": ...}`, oldest first):
         a follow-up question is made standalone from it before retrieval. Text that is not
         valid Unicode (lone surrogates) is repaired first (`text_boundary`). Only documents
-        a caller with `groups` may see are searched (`crag_edge.groups`; None: all)."""
-        question = repair(question)
+        a caller with `groups` may see are searched (`crag_edge.groups`; None: all). A
+        question with nothing to search for raises `QuestionError`."""
+        question = asked_question(question)
         history = [{key: repair(text) for key, text in message.items()} for message in history]
         result = self.loop.run(
             question, mode=mode, top_k=top_k, progress=progress, history=history, groups=groups

@@ -34,6 +34,7 @@ from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import CragResult
 from crag_edge.result_views import MEANINGS, graded_hits, sources, verdict
 from crag_edge.server.scopes import Scope
+from crag_edge.text_boundary import QuestionError, asked_question
 
 T = TypeVar("T")
 
@@ -92,11 +93,12 @@ def build_server(run: EngineRunner, *, max_question_chars: int = 4000) -> MCPSer
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def checked(question: str) -> str:
-        if not question.strip():
-            raise ToolError("the question is empty")
         if len(question) > max_question_chars:
             raise ToolError(f"the question is longer than {max_question_chars} characters")
-        return question.strip()
+        try:
+            return asked_question(question)
+        except QuestionError as exc:
+            raise ToolError(str(exc)) from None
 
     async def crag(question: str, history: list[Turn] | None) -> CragResult:
         asked, turns = checked(question), _turns(history)

@@ -11,9 +11,14 @@ file on disk, are shown with their odd bytes escaped.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 REPLACEMENT = "\ufffd"
+# A letter or digit of any script (Python's `str.isalnum`); schemas that take a question use
+# the same pattern (with Python's regex engine), so both ends agree on what has words.
+WORD_PATTERN = r"[^\W_]"
+_WORD = re.compile(WORD_PATTERN)
 
 
 def repair(text: str) -> str:
@@ -22,6 +27,24 @@ def repair(text: str) -> str:
     if is_valid(text):
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+class QuestionError(ValueError):
+    """A question with nothing to search for: empty, or without a letter or digit."""
+
+
+def asked_question(text: str) -> str:
+    """The question as the engine works with it: repaired, without surrounding blanks.
+    Blank text, or text of only punctuation, symbols or control characters (a NUL, `\"\"`),
+    is refused: retrieval would rank chunks by nothing, and a fast-path rule could still
+    call what it found CORRECT. Every entry point (Python, CLI, HTTP, MCP) refuses the same
+    questions with the same reason."""
+    question = repair(text).strip()
+    if not question:
+        raise QuestionError("the question is empty")
+    if _WORD.search(question) is None:
+        raise QuestionError("the question has no words (not one letter or digit)")
+    return question
 
 
 def is_valid(text: str) -> bool:

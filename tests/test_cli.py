@@ -158,10 +158,12 @@ def test_stats_and_cache_clear(beir_db: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["bm25", "dense", "hybrid"])
 def test_query_modes_and_hostile_text(beir_db: Path, mode: str) -> None:
-    for text in ['NEAR("x" AND', "*", "'; DROP TABLE chunks;--", "???"]:
+    for text in ['NEAR("x" AND', "a* OR", "'; DROP TABLE chunks;--", "why???"]:
         result = invoke("query", "--db", str(beir_db), "--mode", mode, "--json", text)
         assert result.exit_code == 0, result.output
         assert isinstance(json.loads(result.stdout)["hits"], list)
+    for wordless in ("*", "???"):  # nothing to search for: refused before any search
+        assert invoke("query", "--db", str(beir_db), "--mode", mode, wordless).exit_code == 2
 
 
 def test_eval_retrieval_json_shape(beir_db: Path) -> None:

@@ -13,6 +13,7 @@ from crag_edge.models.llm import LlmCallError
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import CragResult
 from crag_edge.store import CorpusError
+from crag_edge.text_boundary import QuestionError
 from crag_edge.types import Decision
 
 EXPORTED = {
@@ -23,6 +24,7 @@ EXPORTED = {
     "Engine": Engine,
     "LlmCallError": LlmCallError,
     "ModelNotInstalledError": ModelNotInstalledError,
+    "QuestionError": QuestionError,
     "Settings": Settings,
     "SettingsError": SettingsError,
 }

@@ -64,6 +64,7 @@ def test_no_rewrite_without_history_or_for_a_standalone_question() -> None:
             "Does SQLite WAL work on network file systems?",
         ),
         ('"Does SQLite WAL work on NFS?"\nmore text', "Does SQLite WAL work on NFS?"),
+        ("user: Does SQLite WAL work on NFS?", "Does SQLite WAL work on NFS?"),  # a role echoed
         (f"  {FOLLOW_UP.lower()} ", None),  # the question again
         ("SQLite WAL is a journal mode.", None),  # an answer, not a question
         ("\n \n", None),

@@ -15,11 +15,12 @@ from typer.testing import CliRunner
 
 from crag_edge.cli import app
 from crag_edge.config import Settings
+from crag_edge.engine import Engine
 from crag_edge.ingest import IngestReport, ProgressEvent, ingest
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.server.security import expand_confined
 from crag_edge.store import Corpus
-from crag_edge.text_boundary import printable_path, repair
+from crag_edge.text_boundary import QuestionError, asked_question, printable_path, repair
 
 runner = CliRunner()
 FAST = {
@@ -81,6 +82,29 @@ def test_repair_keeps_valid_text_and_replaces_lone_surrogates() -> None:
     assert repair("wal \ud800 and \udcff") == "wal \ufffd and \ufffd"
     assert repair("pair \ud83d\ude00") == "pair \U0001f600"
     assert repair("plain café") == "plain café"
+
+
+def test_a_question_needs_a_letter_or_digit_in_any_script() -> None:
+    assert asked_question("  wal? ") == "wal?"
+    assert asked_question("¿Qué es 42?") == "¿Qué es 42?"
+    assert asked_question("蜜蜂") == "蜜蜂"
+    for blank in ("", " \t\n"):
+        with pytest.raises(QuestionError, match="the question is empty"):
+            asked_question(blank)
+    for wordless in ("\x00", '"""', "?!", "\ud800", "🐝"):
+        with pytest.raises(QuestionError, match="no words"):
+            asked_question(wordless)
+
+
+@pytest.mark.parametrize("question", ["\x01", '"""'])
+def test_a_question_without_words_is_a_usage_error_everywhere(bees_db: Path, question: str) -> None:
+    result = invoke("query", question, "--db", str(bees_db))
+    assert result.exit_code == 2 and "the question has no words" in result.stderr
+    with (
+        Engine.open(bees_db, Settings.load(), readonly=True) as engine,
+        pytest.raises(QuestionError),
+    ):
+        engine.query(question)
 
 
 @pytest.fixture(scope="module")

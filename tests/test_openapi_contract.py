@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 
 from crag_edge.server import ServerConfig
+from crag_edge.text_boundary import WORD_PATTERN
 from tests.live_service import TOKEN, sample_corpus
 from tests.test_server import Running, factory_for, running
 
@@ -76,7 +77,7 @@ def test_questions_and_paths_cannot_be_empty_and_carry_the_servers_limits(
     models = openapi["components"]["schemas"]
     question = models["QueryRequest"]["properties"]["question"]
     assert question["minLength"] == 1 and question["maxLength"] == MAX_QUESTION_CHARS
-    assert question["pattern"] == r"\S"  # blanks alone are no question
+    assert question["pattern"] == WORD_PATTERN  # a letter or digit: blanks or "???" are none
     paths = models["IngestRequest"]["properties"]["paths"]
     assert paths["minItems"] == 1 and paths["maxItems"] == ServerConfig(db=Path()).max_ingest_paths
     assert paths["items"]["minLength"] == 1

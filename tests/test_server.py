@@ -148,12 +148,25 @@ def test_query_options_are_validated(server: Running) -> None:
         assert c.post("/v1/query", json={"question": BEES, "mode": "bm25"}).status_code == 200
         bad = c.post("/v1/query", json={"question": BEES, "mode": "psychic"})
         extra = c.post("/v1/query", json={"question": BEES, "sql": "DROP TABLE"})
-        notjson = c.post(
-            "/v1/query", content=b"{not json", headers={"Content-Type": "application/json"}
-        )
-    for r in (bad, extra, notjson):
+    for r in (bad, extra):
         assert r.status_code == 422
         assert r.json()["error"] == "invalid_request" and r.json()["request_id"]
+
+
+def test_a_body_that_is_not_json_says_so(server: Running) -> None:
+    body = b'{"question": "' + BEES.encode() + b'"'  # the closing brace is missing
+    with server.client() as c:
+        broken = c.post("/v1/query", content=body, headers={"Content-Type": "application/json"})
+        form = c.post("/v1/query", content=body + b"}", headers={"Content-Type": "text/plain"})
+        bare = c.post("/v1/query", content=body + b"}")
+        charset = "application/json; charset=utf-8"
+        fine = c.post("/v1/query", content=body + b"}", headers={"Content-Type": charset})
+    assert broken.status_code == 400 and broken.json()["error"] == "bad_request"
+    assert broken.json()["message"].startswith("the body is not valid JSON: Expecting")
+    for r in (form, bare):
+        assert r.status_code == 415 and r.json()["error"] == "unsupported_media_type"
+        assert "Content-Type: application/json" in r.json()["message"]
+    assert fine.status_code == 200
 
 
 def test_answer_streams_tokens_then_the_result(server: Running) -> None:
@@ -295,6 +308,7 @@ def test_body_and_question_limits(server: Running) -> None:
         big = c.post("/v1/query", json={"question": "x" * 5000})
         long = c.post("/v1/query", json={"question": "why " * 100})
         empty = c.post("/v1/query", json={"question": "   "})
+        wordless = c.post("/v1/query", json={"question": "\u0000 ?"})
         chunked = c.post(
             "/v1/query",
             content=iter([b'{"question": "', b"y" * 5000, b'"}']),
@@ -305,6 +319,10 @@ def test_body_and_question_limits(server: Running) -> None:
     assert long.status_code == 422 and long.json()["error"] == "question_too_long"
     assert long.json()["max_question_chars"] == 300
     assert empty.status_code == 422
+    assert wordless.status_code == 422 and wordless.json()["fields"][0]["loc"] == [
+        "body",
+        "question",
+    ]
 
 
 # -- auth ------------------------------------------------------------------------------------

@@ -42,7 +42,8 @@ MIN_CONTENT_WORDS = 3
 # a reference, small enough for any model's context.
 TURNS_SHOWN = 6
 TURN_CHARS = 600
-_LABEL = re.compile(r"^(rewritten|standalone)?\s*(question)?\s*:\s*", re.IGNORECASE)
+# "Rewritten:", "Standalone question:", or a chat role that a small model echoes ("user:").
+_LABEL = re.compile(r"^(rewritten|standalone|user|assistant)?\s*(question)?\s*:\s*", re.IGNORECASE)
 
 
 def depends_on_history(question: str) -> bool:

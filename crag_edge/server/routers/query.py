@@ -35,12 +35,12 @@ from crag_edge.server.deps import (
 )
 from crag_edge.server.errors import ApiError, error_responses
 from crag_edge.server.logs import request_id_var
-from crag_edge.text_boundary import repair
+from crag_edge.text_boundary import WORD_PATTERN, QuestionError, asked_question, repair
 
 log = logging.getLogger("crag_edge.server")
 router = APIRouter(tags=["query"], responses=PROTECTED)
 # What a question request can be refused for, besides a missing or too weak token.
-QUESTION_ERRORS = error_responses(400, 413, 422, 503)
+QUESTION_ERRORS = error_responses(400, 413, 415, 422, 503)
 
 
 def _repaired(value: Any) -> Any:
@@ -55,10 +55,10 @@ def _whole_number(value: Any) -> Any:
 
 
 class QueryRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", regex_engine="python-re")
     question: Annotated[str, BeforeValidator(_repaired)] = Field(
         min_length=1,
-        pattern=r"\S",  # not only blanks
+        pattern=WORD_PATTERN,  # a letter or digit: `text_boundary.asked_question`
         description="The question; limited to the server's max_question_chars.",
     )
     mode: RetrievalMode | None = Field(
@@ -70,10 +70,12 @@ class QueryRequest(BaseModel):
 
 
 def checked_question(asked: str, config: ServerConfig) -> str:
-    """The question without surrounding blanks; 422 when it is empty or too long."""
-    question = asked.strip()
-    if not question:
-        raise ApiError(422, "invalid_question", "the question is empty")
+    """The question as the engine takes it; 422 when it has nothing to search for or is too
+    long."""
+    try:
+        question = asked_question(asked)
+    except QuestionError as exc:
+        raise ApiError(422, "invalid_question", str(exc)) from None
     if len(asked) > config.max_question_chars:
         raise ApiError(
             422,
