@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -28,11 +29,11 @@ from rich.table import Table
 from crag_edge import corpus_calibration
 from crag_edge.answer_timing import timings_line
 from crag_edge.citations import location_fields, locator
-from crag_edge.cli_corpus import DbOption, FallbackDbOption, corpus_defaults
+from crag_edge.cli_corpus import DbOption, FallbackDbOption, corpus_defaults, writable_output
 from crag_edge.cli_errors import DEBUG_ENV, err, fail, friendly_errors, show_tracebacks
 from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.engine import Engine
-from crag_edge.evaluation import evaluate_retrieval, read_qrels, read_queries
+from crag_edge.evaluation import evaluate_retrieval, judged_queries, read_qrels, read_queries
 from crag_edge.evaluation.answers import (
     SYSTEMS,
     RecordLog,
@@ -50,6 +51,7 @@ from crag_edge.evaluation.grading import (
     sample_queries,
 )
 from crag_edge.evaluation.pairs import (
+    SOURCES,
     pairs_from,
     pairs_from_retrieval,
     read_pairs,
@@ -131,8 +133,19 @@ ViewGroupsOption = Annotated[
 
 
 def print_json(data: Any) -> None:
-    """Plain JSON on stdout, one document, never wrapped or coloured (machines read it)."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    """Plain JSON on stdout, one document, never wrapped or coloured (machines read it); a
+    number that is not finite (an AUC over one class is NaN) is `null`, as JSON has no NaN."""
+    sys.stdout.write(json.dumps(_finite(data), ensure_ascii=False, indent=2) + "\n")
+
+
+def _finite(data: Any) -> Any:
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(value) for value in data]
+    return data
 
 
 def counting_bar(label: str, quiet: bool) -> Progress:
@@ -776,12 +789,12 @@ def eval_retrieval(
     as_json: JsonOption = False,
 ) -> None:
     """nDCG@10, Recall@10/100 and latency of one retrieval mode; documents ranked by best chunk."""
-    query_texts, judgements = read_queries(queries), read_qrels(qrels)
+    query_texts, judgements = judged_queries(queries, qrels)
     with (
         Engine.open(db, _settings(ctx), readonly=True) as engine,
         counting_bar(f"eval {mode}", as_json) as bar,
     ):
-        task = bar.add_task("queries", total=sum(1 for q in query_texts if q in judgements))
+        task = bar.add_task("queries", total=len(query_texts))
         result = evaluate_retrieval(
             engine.retriever, query_texts, judgements, mode, on_query=lambda: bar.advance(task)
         )
@@ -797,7 +810,7 @@ def eval_crag(
     qrels: Annotated[Path, typer.Option("--qrels", help="BEIR qrels .tsv (or TREC qrels).")],
     fallback_db: FallbackDbOption = None,
     limit: Annotated[
-        int | None, typer.Option("--limit", help="Only the first N judged queries.")
+        int | None, typer.Option("--limit", min=1, help="Only the first N judged queries.")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -806,8 +819,7 @@ def eval_crag(
     settings = _settings(ctx)
     if fallback_db is not None:
         settings = settings.replace(fallback_db=fallback_db)
-    judgements = read_qrels(qrels)
-    texts = {q: t for q, t in read_queries(queries).items() if q in judgements}
+    texts, judgements = judged_queries(queries, qrels)
     if limit is not None:
         texts = dict(list(texts.items())[:limit])
     with (
@@ -843,7 +855,9 @@ def eval_answers(
     records: Annotated[
         Path | None,
         typer.Option(
-            "--records", help="JSON Lines of every answer; claims already in it are not re-asked."
+            "--records",
+            help="JSON Lines of every answer; claims already in it are not re-asked.",
+            callback=writable_output,
         ),
     ] = None,
     as_json: JsonOption = False,
@@ -916,7 +930,10 @@ def eval_pairs(
             "--qrels: the top-k hits of each query labelled by its qrels).",
         ),
     ],
-    out: Annotated[Path, typer.Option("--out", help="Pairs file to write (JSON Lines).")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Pairs file to write (JSON Lines).", callback=writable_output),
+    ],
     path: Annotated[
         Path | None,
         typer.Argument(help="WikiQA .tsv, Climate-FEVER .jsonl, or the SciFact folder."),
@@ -939,6 +956,9 @@ def eval_pairs(
 ) -> None:
     """Make (query, passage, label) pairs for `eval grading` from a labelled dataset, or from
     your own corpus's retrieval results (to calibrate the grader on what it will really see)."""
+    if source not in (*SOURCES, "retrieval"):
+        choices = ", ".join((*SOURCES, "retrieval"))
+        raise typer.BadParameter(f"{source!r} is not one of {choices}", param_hint="--from")
     if source == "retrieval":
         if db is None or queries is None or qrels is None:
             raise typer.BadParameter(
@@ -967,7 +987,9 @@ def eval_grading(
     limit: Annotated[
         int | None,
         typer.Option(
-            "--limit", help="Evaluate the pairs of this many randomly chosen queries (seeded)."
+            "--limit",
+            min=1,
+            help="Evaluate the pairs of this many randomly chosen queries (seeded).",
         ),
     ] = None,
     scorers: Annotated[

@@ -1,4 +1,5 @@
-"""The `--db` option every command takes: a corpus file, or a PostgreSQL database URL.
+"""The file options of the commands: `--db` (a corpus file, or a PostgreSQL database URL),
+and the files a command writes (`OutputFileOption`).
 
 A URL stays text (`crag_edge.locations`). Without `--db`,
 the `db_url` setting (`CRAG_EDGE_DB_URL`) names the corpus (`corpus_defaults`); with neither,
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from crag_edge.locations import parse_location
+from crag_edge.store.corpus import SQLITE_HEADER
 
 
 def corpus_defaults(command: Any, url: str) -> dict[str, Any]:
@@ -47,3 +49,22 @@ FallbackDbOption = Annotated[
         parser=parse_location,
     ),
 ]
+
+
+def writable_output(path: Path | None) -> Path | None:
+    """A file a command may write: in a folder that exists, not a folder itself, and not a
+    SQLite database, which is what a corpus named by mistake (`--out corpus.db`) would be: it
+    would be overwritten without a trace. A usage error (exit 2) before any work starts."""
+    if path is None:
+        return None
+    if path.is_dir():
+        raise typer.BadParameter(f"{path} is a folder; name a file")
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"the folder {path.parent} does not exist")
+    if path.is_file():
+        with path.open("rb") as existing:
+            if existing.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
+                raise typer.BadParameter(
+                    f"{path} is a SQLite database (a corpus?); writing would destroy it"
+                )
+    return path

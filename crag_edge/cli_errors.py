@@ -28,7 +28,7 @@ from crag_edge.models.manifest import ManifestError
 from crag_edge.models.provision import PullError
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.store import CorpusError
-from crag_edge.text_boundary import QuestionError
+from crag_edge.text_boundary import QuestionError, printable_path
 
 DEBUG_ENV = "CRAG_EDGE_DEBUG"
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (
@@ -44,6 +44,7 @@ EXPECTED_ERRORS: tuple[type[Exception], ...] = (
     CorpusError,
     EvalDataError,
     QuestionError,
+    OSError,  # a file the command reads or writes: missing, a folder, no permission
 )
 SETTINGS_EXIT, FAILURE_EXIT, INTERRUPTED_EXIT = 2, 1, 130
 
@@ -51,6 +52,13 @@ err = Console(stderr=True, soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 # Set by the root `--debug` option (which also reads CRAG_EDGE_DEBUG) for the command it runs.
 _SHOW_TRACEBACKS: ContextVar[bool] = ContextVar("crag_edge_show_tracebacks", default=False)
+
+
+def file_access_message(error: OSError) -> str:
+    """An `OSError` from a file a command was given, said as the file and the reason."""
+    where = printable_path(error.filename) if error.filename else None
+    reason = error.strerror or str(error)
+    return f"{where}: {reason}" if where else reason
 
 
 def show_tracebacks(flag: bool) -> None:
@@ -64,7 +72,8 @@ def fail(exc: Exception) -> typer.Exit:
     `except`."""
     if _SHOW_TRACEBACKS.get():
         err.print_exception(show_locals=False)
-    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+    said = file_access_message(exc) if isinstance(exc, OSError) else str(exc)
+    err.print(f"[bold red]error:[/] {escape(said)}", highlight=False)
     usage = isinstance(exc, SettingsError | QuestionError)
     return typer.Exit(SETTINGS_EXIT if usage else FAILURE_EXIT)
 

@@ -598,10 +598,14 @@ class _TomlSource(PydanticBaseSettingsSource):
         path = _CONFIG_PATH.get() or _env_config_path()
         if path is None:
             return {}
+        if path.is_dir():
+            raise SettingsError(f"config file {path} is a folder; name a TOML file")
         if not path.is_file():
             raise SettingsError(f"config file not found: {path}")
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:  # no permission
+            raise SettingsError(f"config file {path} cannot be read: {exc.strerror}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
         return _nest(data.get("crag_edge", data), f"config file {path}")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from crag_edge.cli import app
+from crag_edge.cli import app, print_json
 from crag_edge.engine import Engine
 from crag_edge.store import SCHEMA_VERSION
 
@@ -246,6 +246,21 @@ def test_evaluator_train_without_a_corpus_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error: ") and "crag-edge ingest --db" in line
+
+
+@pytest.mark.parametrize("option", [("--epochs", "nan"), ("--lr", "0"), ("--layers", "0")])
+def test_evaluator_train_refuses_numbers_out_of_range(
+    tmp_path: Path, option: tuple[str, str]
+) -> None:
+    result = invoke("evaluator", "train", "--db", str(tmp_path / "nope.db"), *option)
+    assert result.exit_code == 2 and option[0] in result.stderr
+
+
+def test_json_output_has_null_where_a_number_is_not_finite(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    print_json({"roc_auc": float("nan"), "scores": [1.0, float("inf")], "n": 3})
+    assert json.loads(capsys.readouterr().out) == {"roc_auc": None, "scores": [1.0, None], "n": 3}
 
 
 def test_root_help_renders_every_option() -> None:

@@ -279,3 +279,51 @@ def test_http_questions_with_lone_surrogates_are_answered(
     assert query.status_code == 200, query.text
     assert query.json()["question"] == "wal \ufffd bees"
     assert answer.status_code == 200, answer.text
+
+
+# -- files given to commands ------------------------------------------------------------------
+
+
+def judged(folder: Path, qrels_text: str) -> tuple[Path, Path]:
+    (folder / "q.jsonl").write_text('{"_id": "1", "text": "bees dance"}\n', encoding="utf-8")
+    (folder / "qrels.tsv").write_text(qrels_text, encoding="utf-8")
+    return folder / "q.jsonl", folder / "qrels.tsv"
+
+
+def test_an_output_file_never_overwrites_a_corpus(bees_db: Path, tmp_path: Path) -> None:
+    queries, qrels = judged(tmp_path, "query-id\tcorpus-id\tscore\n1\tbees\t1\n")
+    before = bees_db.read_bytes()
+    retrieval = ("eval", "pairs", "--from", "retrieval", "--db", str(bees_db))
+    labelled = ("--queries", str(queries), "--qrels", str(qrels))
+    onto_corpus = invoke(*retrieval, *labelled, "--out", str(bees_db))
+    assert onto_corpus.exit_code == 2 and "SQLite" in onto_corpus.stderr
+    assert bees_db.read_bytes() == before
+    for out in (tmp_path, tmp_path / "missing" / "pairs.jsonl"):
+        assert invoke(*retrieval, *labelled, "--out", str(out)).exit_code == 2
+
+
+def test_unreadable_data_files_and_settings_files_are_one_line(
+    bees_db: Path, tmp_path: Path
+) -> None:
+    queries, qrels = judged(tmp_path, "\ufeffquery-id\tcorpus-id\tscore\n1\tbees\t1\n")
+    evaluate = ("eval", "retrieval", "--db", str(bees_db), "--qrels", str(qrels))
+    assert invoke(*evaluate, "--queries", str(queries)).exit_code == 0  # a BOM is no data
+    folder = invoke(*evaluate, "--queries", str(tmp_path))
+    assert folder.exit_code == 1 and folder.stderr.strip() == f"error: {tmp_path}: Is a directory"
+    unjudged = judged(tmp_path, "query-id\tcorpus-id\tscore\n7\tbees\t1\n")[1]
+    none = invoke(
+        "eval",
+        "retrieval",
+        "--db",
+        str(bees_db),
+        "--queries",
+        str(queries),
+        "--qrels",
+        str(unjudged),
+    )
+    assert none.exit_code == 1 and "has a judgement" in none.stderr
+    synonyms = invoke(
+        "query", "--db", str(bees_db), "bees", env={"CRAG_EDGE_SYNONYMS_FILE": str(tmp_path)}
+    )
+    assert synonyms.exit_code == 2 and "synonyms file" in synonyms.stderr
+    assert invoke("eval", "grading", "--pairs", str(queries), "--limit", "0").exit_code == 2

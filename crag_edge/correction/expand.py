@@ -13,6 +13,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
+from crag_edge.config import SettingsError
 from crag_edge.grading.terms import STOPWORDS
 from crag_edge.models.chat_model import ChatModel, LlmCallError
 
@@ -43,8 +44,9 @@ _TERM_PART = re.compile(r"[\W_]+", re.UNICODE)  # "git-archive" has the terms gi
 MIN_TERM_CHARS = 3
 
 
-class SynonymTableError(ValueError):
-    """The synonyms file is missing or malformed; the message names the file."""
+class SynonymTableError(SettingsError):
+    """The synonyms file (the `synonyms_file` setting) is missing, unreadable or malformed;
+    the message names the file."""
 
 
 def load_synonyms(path: Path | None) -> dict[str, list[str]]:
@@ -55,6 +57,8 @@ def load_synonyms(path: Path | None) -> dict[str, list[str]]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SynonymTableError(f"synonyms file not found: {path}") from None
+    except OSError as exc:  # a folder, no permission
+        raise SynonymTableError(f"synonyms file {path} cannot be read: {exc.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SynonymTableError(f"synonyms file {path} is not valid TOML: {exc}") from None
     table: dict[str, list[str]] = {}

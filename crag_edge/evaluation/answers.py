@@ -136,7 +136,7 @@ class RecordLog:
             self._load(path)
 
     def _load(self, path: Path) -> None:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue

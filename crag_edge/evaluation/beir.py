@@ -10,6 +10,16 @@ class EvalDataError(ValueError):
     """An evaluation file is missing or malformed; the message names the file and line."""
 
 
+def judged_queries(queries: Path, qrels: Path) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """The queries that have judgements, in file order, and the judgements; none in common is
+    an error (an evaluation over no query would report 0.0 as if measured)."""
+    judgements = read_qrels(qrels)
+    judged = {qid: text for qid, text in read_queries(queries).items() if qid in judgements}
+    if not judged:
+        raise EvalDataError(f"no query of {queries} has a judgement in {qrels}")
+    return judged, judgements
+
+
 def read_queries(path: Path) -> dict[str, str]:
     """Query id → text, from lines of {"_id": ..., "text": ...}."""
     queries: dict[str, str] = {}
@@ -45,7 +55,7 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
 
 def _lines(path: Path) -> list[tuple[int, str]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise EvalDataError(f"file not found: {path}") from None
     except UnicodeDecodeError as exc:

@@ -32,7 +32,7 @@ def read_claims(path: Path) -> list[Claim]:
     """The claims in file order, their evidence rows merged; errors name the file and line."""
     claims: dict[str, Claim] = {}
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle)
             missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
             if missing:

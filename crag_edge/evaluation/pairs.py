@@ -27,7 +27,7 @@ class Pair:
 def read_pairs(path: Path) -> list[Pair]:
     """Lines of {"query": ..., "passage": ..., "label": 0|1}; errors name the line."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except FileNotFoundError:
         raise EvalDataError(f"file not found: {path}") from None
     pairs = []
@@ -63,7 +63,10 @@ def pairs_from(source: str, path: Path) -> list[Pair]:
         raise EvalDataError(f"unknown pair source {source!r}; use one of {', '.join(SOURCES)}")
     if not path.exists():
         raise EvalDataError(f"not found: {path}")
-    return list(readers[source](path))
+    try:
+        return list(readers[source](path))
+    except (KeyError, ValueError) as exc:  # a missing column or key, a line that is not JSON
+        raise EvalDataError(f"{path}: not a {source} file as expected ({exc!r})") from None
 
 
 def pairs_from_retrieval(
@@ -88,7 +91,7 @@ def pairs_from_retrieval(
 
 def _wikiqa(path: Path) -> Iterator[Pair]:
     """WikiQA tsv: every (question, candidate sentence) with its 0/1 label."""
-    with path.open(encoding="utf-8", newline="") as handle:
+    with path.open(encoding="utf-8-sig", newline="") as handle:
         for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
             yield Pair(row["Question"], row["Sentence"], int(row["Label"]))
 
@@ -96,7 +99,7 @@ def _wikiqa(path: Path) -> Iterator[Pair]:
 def _climate_fever(path: Path) -> Iterator[Pair]:
     """Climate-FEVER: a sentence that SUPPORTS or REFUTES the claim is relevant evidence;
     NOT_ENOUGH_INFO is not."""
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8-sig") as handle:
         for line in handle:
             if not line.strip():
                 continue
@@ -110,12 +113,12 @@ def _scifact(folder: Path) -> Iterator[Pair]:
     """SciFact claims vs the abstracts they cite: relevant when the abstract holds evidence
     for the claim (cited-with-evidence vs cited-without)."""
     corpus: dict[str, str] = {}
-    with (folder / "corpus.jsonl").open(encoding="utf-8") as handle:
+    with (folder / "corpus.jsonl").open(encoding="utf-8-sig") as handle:
         for line in handle:
             doc = json.loads(line)
             corpus[str(doc["_id"])] = f"{doc.get('title', '')}\n{doc['text']}".strip()
     claims: dict[str, tuple[str, set[str], list[str]]] = {}
-    with (folder / "claims_train.csv").open(encoding="utf-8", newline="") as handle:
+    with (folder / "claims_train.csv").open(encoding="utf-8-sig", newline="") as handle:
         for row in csv.DictReader(handle):
             text, evidence, cited = claims.setdefault(row["id"], (row["claim"], set(), []))
             if row["evidence_doc_id"]:

@@ -81,7 +81,7 @@ META_LAST_INGEST = "last_ingest_at"
 META_CHUNK_TOKENS = "chunk_tokens"
 META_CHUNK_OVERLAP = "chunk_overlap"
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_HEADER = b"SQLite format 3\x00"
 _T = TypeVar("_T")
 
 
@@ -807,7 +807,7 @@ def _check_header(path: Path) -> None:
         raise NotACorpusError(path, "empty file, not a crag-edge corpus")
     with path.open("rb") as fh:
         header = fh.read(100)
-    if not header.startswith(_SQLITE_MAGIC):
+    if not header.startswith(SQLITE_HEADER):
         raise CorruptCorpusError(path, "not a SQLite database (bad file header)")
     if len(header) < 100:
         raise CorruptCorpusError(path, f"truncated: only {size} bytes")

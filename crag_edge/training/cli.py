@@ -7,6 +7,7 @@ here imports torch until `train` runs.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import sys
 from dataclasses import replace
@@ -27,6 +28,7 @@ from rich.progress import (
 from crag_edge.cli_errors import EXPECTED_ERRORS, err, fail
 from crag_edge.config import Settings
 from crag_edge.locations import corpus_name, is_database_url, parse_location, shown_location
+from crag_edge.models.cross_encoder import MIN_LENGTH
 from crag_edge.store import CorpusNotFoundError
 from crag_edge.training import TorchMissingError, TrainingInputError
 from crag_edge.training.data import LabelStoreError
@@ -71,6 +73,13 @@ class _RichEvents:
         self.bar.console.print(f"  {message}", highlight=False)
 
 
+def _positive(value: float) -> float:
+    """A number of minutes, epochs or a rate: above zero and finite (`nan` parses as a float)."""
+    if not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"must be a finite number above 0; got {value}")
+    return value
+
+
 @evaluator_app.command("train")
 def train(
     ctx: typer.Context,
@@ -97,11 +106,16 @@ def train(
         typer.Option("--labels", help='Human labels, JSON Lines {"query","passage","label"}.'),
     ] = None,
     budget_minutes: Annotated[
-        float, typer.Option("--budget-minutes", help="Wall-clock budget for the whole run.")
+        float,
+        typer.Option(
+            "--budget-minutes", help="Wall-clock budget for the whole run.", callback=_positive
+        ),
     ] = 30.0,
-    max_pairs: Annotated[int, typer.Option("--max-pairs", help="Stop labelling here.")] = 6000,
+    max_pairs: Annotated[
+        int, typer.Option("--max-pairs", min=1, help="Stop labelling here.")
+    ] = 6000,
     layers: Annotated[
-        int, typer.Option("--layers", help="Keep the first L MiniLM layers (1-6).")
+        int, typer.Option("--layers", min=1, max=6, help="Keep the first L MiniLM layers (1-6).")
     ] = 4,
     architecture: Annotated[
         str,
@@ -113,16 +127,26 @@ def train(
     ] = "segment",
     vocab_size: Annotated[
         int | None,
-        typer.Option("--vocab-size", help="Prune the vocabulary to N tokens (smaller model)."),
+        typer.Option(
+            "--vocab-size", min=1000, help="Prune the vocabulary to N tokens (smaller model)."
+        ),
     ] = None,
     negatives: Annotated[
-        int, typer.Option("--negatives", help="Hard negatives mined per query.")
+        int, typer.Option("--negatives", min=0, help="Hard negatives mined per query.")
     ] = 3,
-    epochs: Annotated[float, typer.Option("--epochs", help="Passes over the pairs.")] = 2.0,
-    learning_rate: Annotated[float, typer.Option("--lr", help="Peak learning rate.")] = 6e-5,
+    epochs: Annotated[
+        float, typer.Option("--epochs", help="Passes over the pairs.", callback=_positive)
+    ] = 2.0,
+    learning_rate: Annotated[
+        float, typer.Option("--lr", help="Peak learning rate.", callback=_positive)
+    ] = 6e-5,
     max_length: Annotated[
         int,
-        typer.Option("--max-length", help="Tokens per pair in training (inference reads 256)."),
+        typer.Option(
+            "--max-length",
+            min=MIN_LENGTH,
+            help="Tokens per pair in training (inference reads 256).",
+        ),
     ] = 256,
     llm_labels: Annotated[
         bool,

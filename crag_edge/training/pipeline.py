@@ -183,7 +183,7 @@ def _base_model(settings: Settings, options: TrainOptions) -> _Base:
     if options.architecture not in ARCHITECTURES:
         raise TrainingInputError(f"--architecture must be one of {', '.join(ARCHITECTURES)}")
     if not MIN_LENGTH <= options.max_length <= base_config["max_position_embeddings"]:
-        raise ValueError(
+        raise TrainingInputError(
             f"--max-length must be {MIN_LENGTH}-{base_config['max_position_embeddings']}"
         )
     tokenizer_doc: dict[str, Any] = json.loads(
