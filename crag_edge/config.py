@@ -639,8 +639,10 @@ def field_range(field: str) -> tuple[int, int]:
 
 
 def env_name(field: str) -> str:
-    """The environment variable that sets `field`."""
-    return KB_AGENT_ENV_NAMES.get(field, ENV_PREFIX + field.upper())
+    """The environment variable that sets `field`: `CRAG_EDGE_<FIELD>`, or the older
+    `KB_AGENT_*` name when that one is set (it wins, so a message must name it)."""
+    legacy = KB_AGENT_ENV_NAMES.get(field)
+    return legacy if legacy is not None and legacy in os.environ else ENV_PREFIX + field.upper()
 
 
 def _describe(exc: ValidationError) -> str:

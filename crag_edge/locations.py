@@ -20,10 +20,19 @@ def is_database_url(location: Path | str) -> bool:
     return isinstance(location, str) and location.startswith(DATABASE_SCHEMES)
 
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def parse_location(value: str | Path) -> Path | str:
     """A corpus location as typed: a database URL stays text (as a `Path`,
-    `postgresql://host/db` would lose a slash), anything else is a file path."""
-    return value if is_database_url(value) else Path(value)
+    `postgresql://host/db` would lose a slash), anything else is a file path. Empty text (the
+    working directory) and a URL of another scheme (`http://`, which as a path would name a
+    folder `http:`) are a `ValueError`."""
+    if is_database_url(value):
+        return value
+    if isinstance(value, str) and (not value.strip() or _SCHEME.match(value)):
+        raise ValueError(f"not a corpus file or a postgresql:// URL: {value!r}")
+    return Path(value)
 
 
 def redacted(url: str) -> str:

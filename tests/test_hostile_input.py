@@ -327,3 +327,9 @@ def test_unreadable_data_files_and_settings_files_are_one_line(
     )
     assert synonyms.exit_code == 2 and "synonyms file" in synonyms.stderr
     assert invoke("eval", "grading", "--pairs", str(queries), "--limit", "0").exit_code == 2
+
+
+@pytest.mark.parametrize("location", ["", "  ", "http://host/corpus.db"])
+def test_a_db_that_names_no_file_or_database_is_a_usage_error(location: str) -> None:
+    result = invoke("stats", "--db", location)
+    assert result.exit_code == 2 and "postgresql://" in result.stderr

@@ -256,7 +256,11 @@ class IngestScreen(CragScreen):
         if not path.exists():
             self.query_one("#ingest-status", Static).update(f"[red]No such file or folder: {path}")
             return
-        db = parse_location(self.query_one("#db", Input).value.strip() or "corpus.db")
+        try:
+            db = parse_location(self.query_one("#db", Input).value.strip() or "corpus.db")
+        except ValueError as exc:
+            self.query_one("#ingest-status", Static).update(f"[red]{exc}")
+            return
         self.running = True
         self.remove_class("-browsing")  # the log shows the progress
         self.query_one("#start", Button).disabled = True
