@@ -36,6 +36,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    FiniteFloat,
     SecretStr,
     ValidationError,
     ValidationInfo,
@@ -308,14 +309,14 @@ class GradingSettings(_Section):
     )
     # Platt scaling (a, b) per tier: p = sigmoid(a * raw + b), fitted on SciFact pairs with
     # `crag-edge eval grading --fit-calibration` (see docs/grading.md); None = use as is.
-    calibration_signals: tuple[float, float] | None = (17.96, -11.71)
+    calibration_signals: tuple[FiniteFloat, FiniteFloat] | None = (17.96, -11.71)
     # The model tiers': fitted on held-out SciFact rationale pairs for the default Qwen judge
     # (`scripts/measure_cascade.py`; its P(yes) runs high: 0.5 at raw 0.70) and for the
     # evaluator shipped before the query tower (0.5 at raw 0.32). Kept for the query tower:
     # fits of its raw scores put 0.5 at 0.28 (held-out SciFact hits), 0.29 (Climate-FEVER)
     # and 0.49 (WikiQA), docs/training.md. Refit for others.
-    calibration_cross_encoder: tuple[float, float] | None = (10.13, -3.23)
-    calibration_llm: tuple[float, float] | None = (8.29, -5.79)
+    calibration_cross_encoder: tuple[FiniteFloat, FiniteFloat] | None = (10.13, -3.23)
+    calibration_llm: tuple[FiniteFloat, FiniteFloat] | None = (8.29, -5.79)
 
     @model_validator(mode="after")
     def _thresholds_ordered(self) -> GradingSettings:

@@ -89,6 +89,7 @@ def write_env_file(folder: Path, content: bytes) -> None:
         ({"CRAG_EDGE_GRADING_TIERS": "not json"}, "CRAG_EDGE_GRADING_TIERS"),
         ({"CRAG_EDGE_FAST_PATH_RULES": "[read_file"}, "CRAG_EDGE_FAST_PATH_RULES"),
         ({"CRAG_EDGE_CALIBRATION_LLM": "1.0, 2.0"}, "CRAG_EDGE_CALIBRATION_LLM"),
+        ({"CRAG_EDGE_CALIBRATION_SIGNALS": "[1e400, 1]"}, "CRAG_EDGE_CALIBRATION_SIGNALS"),
         ({"CRAG_EDGE_LLM": "qwen\udcff"}, "CRAG_EDGE_LLM"),  # a byte that is not UTF-8
         ({"CRAG_EDGE_FALLBACK_PROVIDERS": '["searxng"]'}, "CRAG_EDGE_SEARXNG_URL"),
         ({"CRAG_EDGE_FALLBACK_PROVIDERS": '["tavily"]'}, "CRAG_EDGE_TAVILY_API_KEY"),
