@@ -24,7 +24,7 @@ from crag_edge.evaluation import EvalDataError
 from crag_edge.models.chat_model import LlmServerError
 from crag_edge.models.errors import ModelFileError
 from crag_edge.models.llm import LlmCallError, LlmUnavailableError
-from crag_edge.models.manifest import ManifestError
+from crag_edge.models.manifest import ManifestError, UnknownModelError
 from crag_edge.models.provision import PullError
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.store import CorpusError
@@ -46,6 +46,8 @@ EXPECTED_ERRORS: tuple[type[Exception], ...] = (
     QuestionError,
     OSError,  # a file the command reads or writes: missing, a folder, no permission
 )
+# What was typed or set is wrong (exit 2), rather than something the command met (exit 1).
+USAGE_ERRORS = (SettingsError, QuestionError, UnknownModelError)
 SETTINGS_EXIT, FAILURE_EXIT, INTERRUPTED_EXIT = 2, 1, 130
 
 err = Console(stderr=True, soft_wrap=True)
@@ -68,14 +70,13 @@ def show_tracebacks(flag: bool) -> None:
 
 def fail(exc: Exception) -> typer.Exit:
     """Print an expected error as one line (after its traceback under --debug); return the
-    exit to raise: 2 for a bad setting or question, 1 for anything else. Call it inside
-    `except`."""
+    exit to raise: 2 for a bad setting, question or model id (`USAGE_ERRORS`), 1 for anything
+    else. Call it inside `except`."""
     if _SHOW_TRACEBACKS.get():
         err.print_exception(show_locals=False)
     said = file_access_message(exc) if isinstance(exc, OSError) else str(exc)
     err.print(f"[bold red]error:[/] {escape(said)}", highlight=False)
-    usage = isinstance(exc, SettingsError | QuestionError)
-    return typer.Exit(SETTINGS_EXIT if usage else FAILURE_EXIT)
+    return typer.Exit(SETTINGS_EXIT if isinstance(exc, USAGE_ERRORS) else FAILURE_EXIT)
 
 
 def friendly_errors(command: F) -> F:

@@ -327,6 +327,8 @@ def test_models_pull_air_gapped(tmp_path: Path) -> None:
     (models / "toy" / "toy.bin").write_bytes(b"tampered")
     tampered = invoke("models", "verify", "toy", env=env)
     assert tampered.exit_code == 1 and "size-mismatch" in tampered.stdout
+    unknown = invoke("models", "pull", "no-such-model", env=env)  # a typo: a usage error
+    assert unknown.exit_code == 2 and "unknown model 'no-such-model'" in unknown.stderr
 
 
 def test_answer_prints_the_result_and_a_cited_answer(beir_db: Path) -> None:

@@ -35,6 +35,10 @@ class ManifestError(ValueError):
     """The manifest is malformed or names an unknown model."""
 
 
+class UnknownModelError(ManifestError):
+    """A model id the manifest does not list: what was typed, so a usage error."""
+
+
 @dataclass(frozen=True)
 class Source:
     """One place a file can come from; only the fields of its `kind` are set."""
@@ -99,7 +103,7 @@ class Manifest:
             return self.models[model_id]
         except KeyError:
             known = ", ".join(sorted(self.models))
-            raise ManifestError(f"unknown model {model_id!r}; known models: {known}") from None
+            raise UnknownModelError(f"unknown model {model_id!r}; known models: {known}") from None
 
     def defaults(self) -> list[ModelSpec]:
         return [m for m in self.models.values() if m.default]
