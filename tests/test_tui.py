@@ -186,6 +186,11 @@ def test_help_screen_and_quit(engine: Engine) -> None:
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape", "ctrl+l", *"why?")
         assert app.query_one("#question", Input).value == "why?"  # "?" types in the box
+        await pilot.press("ctrl+u", *"???", "enter")  # nothing to search for: said, not asked
+        await pilot.pause()
+        notes = [n.message for n in app._notifications]
+        assert any("the question has no words" in note for note in notes), notes
+        assert app.result is None
         await pilot.press("ctrl+q")
         await pilot.pause()
         assert not app.is_running

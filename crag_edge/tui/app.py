@@ -28,6 +28,7 @@ from crag_edge.locations import is_database_url, parse_location, same_location, 
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem, CragResult
+from crag_edge.text_boundary import QuestionError, asked_question
 from crag_edge.tui.corpora import CorpusScreen, open_error
 from crag_edge.tui.screens import HelpScreen, IngestScreen
 from crag_edge.tui.settings import SettingsScreen, save_settings
@@ -305,8 +306,12 @@ class CragApp(App[None]):
 
     @on(Input.Submitted, "#question")
     def _submitted(self, event: Input.Submitted) -> None:
-        question = event.value.strip()
-        if not question:
+        if not event.value.strip():
+            return
+        try:
+            question = asked_question(event.value)
+        except QuestionError as exc:  # "???": nothing to search for, said where it was typed
+            self.notify(f"{exc}; ask in words.", severity="warning")
             return
         box = self.query_one("#question", QuestionInput)
         box.remember(question)
