@@ -1,5 +1,5 @@
 """The file options of the commands: `--db` (a corpus file, or a PostgreSQL database URL),
-and the files a command writes (`OutputFileOption`).
+and the files a command writes (`writable_output`).
 
 A URL stays text (`crag_edge.locations`). Without `--db`,
 the `db_url` setting (`CRAG_EDGE_DB_URL`) names the corpus (`corpus_defaults`); with neither,
