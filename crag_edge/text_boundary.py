@@ -3,9 +3,11 @@
 Python strings can hold what no encoder accepts: lone surrogates from JSON escapes
 (`"\\ud800"`), from PDF text, or from bytes that were not UTF-8 (command-line arguments,
 file names and environment values carry those as `\\udc80`-`\\udcff`). The tokenizers,
-SQLite and JSON output all refuse them, deep inside, with a traceback. So questions and
-document text are repaired here, on the way in, and file names, which must still name the
-file on disk, are shown with their odd bytes escaped.
+SQLite and JSON output all refuse them, deep inside, with a traceback. Control characters
+are never text either, and printed to a terminal they start escape sequences (`ESC [2J`
+clears the screen; `ESC ]0;` retitles the window). So questions and document text are
+repaired here, on the way in, and file names, which must still name the file on disk, are
+shown with their odd bytes escaped.
 """
 
 from __future__ import annotations
@@ -19,14 +21,34 @@ REPLACEMENT = "\ufffd"
 # the same pattern (with Python's regex engine), so both ends agree on what has words.
 WORD_PATTERN = r"[^\W_]"
 _WORD = re.compile(WORD_PATTERN)
+# C0 and C1 control characters and DEL, except tab and the line ends a loader normalises.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# Of those, the ones that break a line (vertical tab, form feed between pages, NEL).
+_LINE_BREAKS = frozenset("\x0b\x0c\x85")
+# In a name every control character is out of place, tab and line ends included.
+_NAME_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def repair(text: str) -> str:
-    """`text` with surrogate pairs joined into their character and lone surrogates replaced
-    by U+FFFD; valid text comes back unchanged (and cheaply: the common case is one check)."""
-    if is_valid(text):
+    """`text` with surrogate pairs joined into their character, lone surrogates replaced by
+    U+FFFD and control characters dropped (a vertical tab, a form feed or NEL becomes a
+    newline, so pages and lines stay apart). Valid text comes back unchanged, and cheaply:
+    the common case is two scans in C."""
+    if not is_valid(text):
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if _CONTROL.search(text) is None:
         return text
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return _CONTROL.sub(_without_control, text)
+
+
+def is_plain_name(name: str) -> bool:
+    """True when `name` holds no control character: a newline or an escape sequence in a
+    file name would break or take over every line that shows it."""
+    return _NAME_CONTROL.search(name) is None
+
+
+def _without_control(match: re.Match[str]) -> str:
+    return "\n" if match.group() in _LINE_BREAKS else ""
 
 
 class QuestionError(ValueError):
@@ -39,9 +61,9 @@ def asked_question(text: str) -> str:
     is refused: retrieval would rank chunks by nothing, and a fast-path rule could still
     call what it found CORRECT. Every entry point (Python, CLI, HTTP, MCP) refuses the same
     questions with the same reason."""
-    question = repair(text).strip()
-    if not question:
+    if not text.strip():
         raise QuestionError("the question is empty")
+    question = repair(text).strip()
     if _WORD.search(question) is None:
         raise QuestionError("the question has no words (not one letter or digit)")
     return question
@@ -58,5 +80,7 @@ def is_valid(text: str) -> bool:
 
 def printable_path(path: Path | str) -> str:
     """`path` as text a terminal, a log and JSON accept: bytes that were not UTF-8 appear as
-    `\\xNN`, so a user can still tell which file is meant."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+    `\\xNN`, and so do control characters (a name can hold an escape sequence), so a user
+    can still tell which file is meant."""
+    shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+    return _NAME_CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", shown)

@@ -20,7 +20,12 @@ from crag_edge.ingest import IngestReport, ProgressEvent, ingest
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.server.security import expand_confined
 from crag_edge.store import Corpus
-from crag_edge.text_boundary import QuestionError, asked_question, printable_path, repair
+from crag_edge.text_boundary import (
+    QuestionError,
+    asked_question,
+    printable_path,
+    repair,
+)
 
 runner = CliRunner()
 FAST = {
@@ -70,9 +75,25 @@ def test_symlink_loops_fifos_and_undecodable_names_are_reported_per_file(tmp_pat
     assert stored_sources(tmp_path / "c.db") == [str((docs / "good.txt").resolve())]
 
 
-def test_printable_path_shows_undecodable_bytes() -> None:
+def test_printable_path_shows_undecodable_bytes_and_control_characters() -> None:
     assert printable_path(Path(os.fsdecode(b"/d/caf\xe9.txt"))) == "/d/caf\\xe9.txt"
     assert printable_path(Path("/d/café.txt")) == "/d/café.txt"
+    assert printable_path("/d/\x1b[2Jx\n.txt") == "/d/\\x1b[2Jx\\x0a.txt"
+
+
+def test_a_file_name_with_control_characters_is_refused_per_file(tmp_path: Path) -> None:
+    """Stored as the document's source, such a name would reach every terminal that lists
+    sources: refused like a name that is not UTF-8, and named with its characters escaped."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.txt").write_text(BEES)
+    (docs / "\x1b]0;owned\x07.txt").write_text(BEES)
+    code, report = ingest_json(tmp_path / "c.db", docs)
+    assert code == 0 and report["added"] == 1
+    assert reasons(report) == {
+        "\\x1b]0;owned\\x07.txt": "file name holds control characters; rename it"
+    }
+    assert stored_sources(tmp_path / "c.db") == [str((docs / "good.txt").resolve())]
 
 
 # -- 2. text that is not valid Unicode -------------------------------------------------------
@@ -82,6 +103,37 @@ def test_repair_keeps_valid_text_and_replaces_lone_surrogates() -> None:
     assert repair("wal \ud800 and \udcff") == "wal \ufffd and \ufffd"
     assert repair("pair \ud83d\ude00") == "pair \U0001f600"
     assert repair("plain café") == "plain café"
+
+
+def test_repair_drops_control_characters_and_keeps_line_breaks() -> None:
+    assert repair("red\x1b[31m alert\x07\x08\x7f\x9b") == "red[31m alert"
+    assert repair("page one\x0cpage two\x0bthree\x85four") == "page one\npage two\nthree\nfour"
+    assert repair("tab\tand\r\nline") == "tab\tand\r\nline"
+
+
+def test_documents_lose_their_control_characters_at_ingest(tmp_path: Path) -> None:
+    """Escape sequences in a file would reach the terminal through quotes and sources, and
+    the models through every chunk: each loader hands on text without them."""
+    escapes = "\x1b[2J\x1b]0;owned\x07"
+    (tmp_path / "bees.txt").write_text(f"{BEES}{escapes}\x0cPage two.")
+    (tmp_path / "bees.html").write_text(f"<title>T{escapes}</title><p>{BEES}{escapes}</p>")
+    beir = {"_id": "d1", "title": f"T{escapes}", "text": f"{BEES}{escapes}"}
+    (tmp_path / "corpus.jsonl").write_text(json.dumps(beir) + "\n")
+    db = tmp_path / "c.db"
+    code, report = ingest_json(
+        db, *(tmp_path / n for n in ("bees.txt", "bees.html", "corpus.jsonl"))
+    )
+    assert code == 0 and report["added"] == 3, report
+    stored = stored_documents(db)
+    assert stored[str((tmp_path / "bees.txt").resolve())][1] == f"{BEES}[2J]0;owned\nPage two."
+    assert all(repair(title + text) == title + text for title, text in stored.values()), stored
+
+
+def stored_documents(db: Path) -> dict[str, tuple[str, str]]:
+    """Each stored document's (title, text) by source."""
+    with Corpus.open(db, readonly=True) as corpus:
+        documents = [corpus.document(source) for source in corpus.list_sources()]
+        return {d.source: (d.title, corpus.document_text(d.id)) for d in documents if d}
 
 
 def test_a_question_needs_a_letter_or_digit_in_any_script() -> None:

@@ -192,7 +192,7 @@ def _decode(raw: bytes, source: str, declared: str | None = None) -> str:
         text = _decode_declared(raw, source, declared, exc)
     if "\x00" in text:
         raise LoadError(source, "contains NUL characters; this looks like a binary file")
-    return _normalise_newlines(text)
+    return _clean(text)
 
 
 def _decode_declared(raw: bytes, source: str, declared: str | None, exc: UnicodeDecodeError) -> str:
@@ -212,7 +212,8 @@ def _normalise_newlines(text: str) -> str:
 
 
 def _clean(text: str) -> str:
-    """Newlines normalised and lone surrogates (JSON escapes, PDF text) repaired."""
+    """Newlines normalised, lone surrogates (JSON escapes, PDF text) repaired and control
+    characters (terminal escape sequences, form feeds) dropped: `text_boundary.repair`."""
     return _normalise_newlines(repair(text))
 
 
