@@ -272,6 +272,29 @@ def test_ingest_job_reports_progress_and_the_document_becomes_searchable(
         assert c.get("/v1/jobs/0123").status_code == 404
 
 
+def test_ingest_job_progress_counts_files_not_chunks_or_readings(
+    tmp_path: Path, embedder: Any
+) -> None:
+    """A multi-chunk file and the evaluator's stored readings report counts of their own;
+    the job's progress stays in files."""
+    db, folder = tmp_path / "c.db", tmp_path / "docs"
+    folder.mkdir()
+    long_text = " ".join(f"Sentence {i} of the Zorblat manual is about lemons." for i in range(200))
+    (folder / "manual.md").write_text(f"# Manual\n\n{long_text}\n", encoding="utf-8")
+    (folder / "note.md").write_text("# Note\n\nA short note.\n", encoding="utf-8")
+    tiers = {"grading_tiers": ["signals", "cross_encoder"]}  # the evaluator stores readings
+    Engine.open(db, Settings.load(**tiers), create=True, embedder=embedder).close()
+    config = ServerConfig(db=db, ingest_roots=(tmp_path.resolve(),))
+    with (
+        running(config, factory_for(db, embedder, **tiers)) as handle,
+        handle.client() as c,
+    ):
+        job = wait_job(c, c.post("/v1/ingest", json={"paths": ["docs"]}).json()["job"]["id"])
+    assert job["state"] == "succeeded", job
+    assert job["report"]["chunks_written"] > 2 and job["report"]["passages_encoded"] > 2
+    assert job["progress"]["done"] == job["progress"]["total"] == 2
+
+
 @pytest.mark.parametrize(
     ("path", "status"),
     [

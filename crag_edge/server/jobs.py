@@ -164,13 +164,16 @@ class JobManager:
 
     def _progress(self, job: JobRecord) -> Callable[[ProgressEvent], None]:
         """The ingest's progress callback: record it (at most every `PROGRESS_WRITE_S`) and
-        stop between two documents when shutting down or when the job was lost."""
+        stop between two documents when shutting down or when the job was lost. Only files
+        count: the chunks within a large file and the evaluator's readings have counts of
+        their own, which would make `done` of `total` jump between scales."""
         written = 0.0
 
         def progress(event: ProgressEvent) -> None:
             nonlocal written
-            job.done, job.total, job.current = event.done, event.total, event.source
-            if time.monotonic() - written >= PROGRESS_WRITE_S:
+            if event.stage == "documents":
+                job.done, job.total, job.current = event.done, event.total, event.source
+            if event.stage == "documents" and time.monotonic() - written >= PROGRESS_WRITE_S:
                 written = time.monotonic()
                 if not self._store().update(job, ("done", "total", "current")):
                     raise JobLost
