@@ -4,6 +4,8 @@ failures surfacing where the caller can see them, and chunks/s per stage."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from pathlib import Path
 
@@ -126,6 +128,40 @@ def test_an_embedding_failure_surfaces_on_the_calling_thread(embedder: OnnxEmbed
         assert ahead.drain() is None
     finally:
         ahead.close()
+
+
+def test_an_interrupted_ingest_stops_a_large_file_within_one_part(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    """Ctrl+C while the worker embeds one large file: the file's remaining parts are not
+    embedded (the group is dropped anyway), so the wait for the worker is one part long."""
+    (tmp_path / "big.txt").write_text(" ".join(TEXTS * 40))
+    embedded: list[ProgressEvent] = []
+
+    def interrupt_on_first_part(event: ProgressEvent) -> None:  # on the embedding thread
+        if event.stage == "chunks":
+            embedded.append(event)
+            if len(embedded) == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    with (
+        Corpus.create(tmp_path / "c.db", embedder.model_id, embedder.dim) as corpus,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        ingest(
+            corpus,
+            embedder,
+            embedder.tokenizer,
+            [tmp_path / "big.txt"],
+            settings=SETTINGS.ingest,
+            group_chunks=4,
+            progress=interrupt_on_first_part,
+        )
+    total = embedded[0].total
+    assert total > 40, "the file must span many parts"
+    assert len(embedded) <= 2, f"{len(embedded)} parts of 4 chunks embedded after Ctrl+C"
+    with Corpus.open(tmp_path / "c.db", readonly=True) as corpus:
+        assert corpus.list_sources() == []  # the dropped group was never written
 
 
 class Clock:

@@ -4,11 +4,14 @@ Reading, parsing and chunking documents (and writing the group before) cost CPU 
 the models would otherwise wait for; onnxruntime releases the GIL, so the embedding of
 group N runs while the calling thread prepares group N+1. At most one group is in flight:
 memory stays bounded and the caller still writes each group in one transaction, in order,
-on its own thread (the database connection never changes thread).
+on its own thread (the database connection never changes thread). A group is embedded in
+parts; `close` stops the one in flight at the end of its current part, so an interrupted
+ingest of one large file (thousands of chunks in one group) exits in seconds.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
@@ -16,6 +19,11 @@ from typing import Generic, TypeVar
 from crag_edge.types import Vector
 
 Group = TypeVar("Group")
+
+
+class Closing(Exception):
+    """Raised inside a group's embedding once `EmbedAhead.close` was called: the group would
+    be dropped anyway, so its remaining parts are not worth embedding."""
 
 
 class EmbedAhead(Generic[Group]):
@@ -30,6 +38,12 @@ class EmbedAhead(Generic[Group]):
         self._embed = embed
         self._worker = ThreadPoolExecutor(1, "crag-edge-embed") if overlap else None
         self._in_flight: tuple[Group, Future[Vector]] | None = None
+        self._closing = threading.Event()
+
+    def keep_going(self) -> None:
+        """`embed` calls this between the parts of a group; raises `Closing` after `close`."""
+        if self._closing.is_set():
+            raise Closing
 
     def submit(self, group: Group) -> tuple[Group, Vector] | None:
         """Start embedding `group`; returns the previous group with its vectors (None for
@@ -48,8 +62,10 @@ class EmbedAhead(Generic[Group]):
         return None if previous is None else (previous[0], previous[1].result())
 
     def close(self) -> None:
-        """Stop the worker; a group still in flight is finished and dropped (never written:
-        its documents keep their old state, as after an interruption)."""
+        """Stop the worker; a group still in flight stops after its current part and is
+        dropped (never written: its documents keep their old state, as after an
+        interruption)."""
         self._in_flight = None
+        self._closing.set()
         if self._worker is not None:
             self._worker.shutdown(wait=True)

@@ -517,6 +517,7 @@ class _Run:
         each group is reported: `places[i]` is (source, chunk number, chunks) of `texts[i]`."""
         parts = []
         for start in range(0, len(texts), self.group_chunks):
+            self.ahead.keep_going()
             parts.append(self.embedder.embed(texts[start : start + self.group_chunks]))
             self.embedded += len(parts[-1])
             source, done, total = places[min(start + self.group_chunks, len(texts)) - 1]
