@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -162,6 +163,31 @@ def test_an_interrupted_ingest_stops_a_large_file_within_one_part(
     assert len(embedded) <= 2, f"{len(embedded)} parts of 4 chunks embedded after Ctrl+C"
     with Corpus.open(tmp_path / "c.db", readonly=True) as corpus:
         assert corpus.list_sources() == []  # the dropped group was never written
+
+
+def test_ctrl_c_while_closing_waits_for_the_part_in_flight() -> None:
+    """A second Ctrl+C during `close` must not leave the worker running: a process that
+    exits with it inside onnxruntime aborts ("terminate called without an active
+    exception"). The interrupt is raised once the part in flight has ended."""
+    started, ended = threading.Event(), threading.Event()
+
+    def embed_in_parts(group: list[str]) -> Vector:
+        started.set()
+        try:
+            for _ in range(40):  # parts of 50 ms; `close` stops the group at the next one
+                ahead.keep_going()
+                time.sleep(0.05)
+        finally:
+            ended.set()
+        return np.zeros((len(group), 3), dtype=np.float32)
+
+    ahead: EmbedAhead[list[str]] = EmbedAhead(embed_in_parts)
+    ahead.submit(TEXTS)
+    assert started.wait(10)
+    threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        ahead.close()
+    assert ended.is_set(), "close returned while the worker was still embedding"
 
 
 class Clock:

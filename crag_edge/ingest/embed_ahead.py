@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Generic, TypeVar
 
 from crag_edge.types import Vector
@@ -64,8 +64,19 @@ class EmbedAhead(Generic[Group]):
     def close(self) -> None:
         """Stop the worker; a group still in flight stops after its current part and is
         dropped (never written: its documents keep their old state, as after an
-        interruption)."""
-        self._in_flight = None
+        interruption). Ctrl+C during that wait (at most one part) is raised after it: a
+        process that leaves with the worker inside onnxruntime aborts, and an interrupted
+        `Thread.join` takes the thread for stopped while it runs on."""
+        in_flight, self._in_flight = self._in_flight, None
         self._closing.set()
-        if self._worker is not None:
-            self._worker.shutdown(wait=True)
+        if self._worker is None:
+            return
+        interrupted = False
+        while in_flight is not None and not in_flight[1].done():
+            try:
+                wait([in_flight[1]])
+            except KeyboardInterrupt:
+                interrupted = True
+        self._worker.shutdown(wait=True)
+        if interrupted:
+            raise KeyboardInterrupt
