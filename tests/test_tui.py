@@ -9,6 +9,7 @@ import html
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from textual.widgets import Checkbox, DirectoryTree, Input, Log, OptionList, Pro
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import ItemGrade
+from crag_edge.ingest.pipeline import ProgressEvent
 from crag_edge.models.llm import FinishReason, TextStream
 from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import ContextItem, Correction, CragResult, Round
@@ -46,10 +48,13 @@ def tui_settings() -> Settings:
 
 
 def run(
-    app: CragApp, body: Callable[[Pilot[None]], Awaitable[None]], size: tuple[int, int]
+    app: CragApp,
+    body: Callable[[Pilot[None]], Awaitable[None]],
+    size: tuple[int, int],
+    notifications: bool = False,
 ) -> None:
     async def main() -> None:
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=size, notifications=notifications) as pilot:
             await body(pilot)
 
     asyncio.run(main())
@@ -744,3 +749,150 @@ def test_snapshot_corpus_picker(
     snap_compare: Any, picker_folder: Path, size: tuple[int, int]
 ) -> None:
     assert snap_compare(canned_app(), terminal_size=size, run_before=picker_ready)
+
+
+# -- hostile text: markup in documents, file names, answers and errors is shown as written ----
+
+# Every kind of markup a document, file name or model could carry: an action on click, a
+# style, a link, a stray closing tag (raises when parsed), an escape and an unclosed tag.
+MARKUP = "[@click=app.quit]quit[/] [bold]b[/bold] [/] [link=https://x.test]l[/link] \\[2] [red"
+
+
+class MarkupEngine(CannedEngine):
+    """The canned engine whose sources, grade reasons and answer are all markup; with
+    `fail`, the model's stream breaks after its first pieces with a markup-laden error."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.fail = fail
+
+    def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
+        result = super().query(question, progress)
+        source = f"docs/{MARKUP}.md"
+        result.hits = [
+            (replace(hit, chunk=replace(hit.chunk, source=source)), replace(grade, reason=MARKUP))
+            for hit, grade in result.hits
+        ]
+        result.context = [replace(item, source=source, title=MARKUP) for item in result.context]
+        return result
+
+    def llm(self) -> Any:
+        fail = self.fail
+
+        def pieces() -> Generator[str, None, FinishReason]:
+            answer = MARKUP + " [1]."
+            yield from (answer[i : i + 3] for i in range(0, len(answer), 3))  # tags cut apart
+            if fail:
+                raise RuntimeError(f"model died at {MARKUP}")
+            return "stop"
+
+        class Llm:
+            def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
+                return TextStream(pieces())
+
+        return Llm()
+
+
+def shown(widget: Static) -> str:
+    """What a Static shows, as plain text."""
+    return str(widget.render())
+
+
+def test_markup_in_answer_sources_and_reasons_is_shown_as_written() -> None:
+    app = CragApp(engine=MarkupEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        answer = app.query_one("#answer", Static)
+        assert shown(answer) == app.answer_text == MARKUP + " [1]."
+        assert not app.query_one("#right").has_class("failed")
+        text = screen_text(app)
+        assert "[@click=app.quit]quit[/] [bold]b[/bo" in text  # the evidence table's source
+        assert "[1] docs/[@click=app.quit]quit[/] [bold]b[/bold] [/]" in text  # a citation
+        await pilot.press("ctrl+r")
+        assert MARKUP in shown(app.query_one("#chunk", Static))
+        await pilot.click("#answer", offset=(1, 0))  # on "quit": no action behind it
+        await pilot.pause()
+        assert app.is_running
+
+    run(app, body, (120, 40))
+
+
+def test_a_model_error_mid_answer_is_shown_as_written() -> None:
+    app = CragApp(engine=MarkupEngine(fail=True), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        assert app.query_one("#right").has_class("failed")
+        error = f"RuntimeError: model died at {MARKUP}"
+        assert shown(app.query_one("#answer", Static)) == error
+        assert app.stages.stages[-1].detail == error
+
+    run(app, body, (120, 40))
+
+
+class IngestingEngine(CannedEngine):
+    """The canned engine with an ingest that reports files named in markup, then fails."""
+
+    def ingest(self, paths: list[Path], progress: Callable[[ProgressEvent], None]) -> None:
+        progress(ProgressEvent(1, 2, f"{MARKUP}.txt", "added"))
+        progress(ProgressEvent(2, 2, "[/x].txt", "added"))
+        raise RuntimeError(f"disk {MARKUP}")
+
+
+def test_markup_in_paths_file_names_and_ingest_errors_is_shown_as_written(
+    tmp_path: Path,
+) -> None:
+    app = CragApp(engine=IngestingEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await pilot.press("ctrl+o")
+        screen = app.screen
+        assert isinstance(screen, IngestScreen)
+        status = screen.query_one("#ingest-status", Static)
+        await pilot.press(*"/nowhere/[/][/]", "enter")
+        assert shown(status) == "No such file or folder: /nowhere/[/][/]"
+        screen.query_one("#path", Input).value = str(tmp_path)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not screen.running, timeout=30)
+        assert shown(status) == f"Failed: RuntimeError: disk {MARKUP}"
+        assert list(screen.query_one("#ingest-log", Log).lines) == [
+            f"added     {MARKUP}.txt",
+            "added     [/x].txt",
+        ]
+
+    run(app, body, (100, 30))
+
+
+def test_markup_in_a_typed_corpus_path_and_its_error_is_shown_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a[").mkdir()  # typed as "a[/]b.txt": a closing tag, and a real file
+    (tmp_path / "a[" / "]b.txt").write_text("not a database")
+    app = CragApp(settings=tui_settings())
+
+    async def body(pilot: Pilot[None]) -> None:
+        await pilot.press("f3")
+        screen = app.screen
+        assert isinstance(screen, CorpusScreen)
+        await pilot.press("ctrl+n", *"a[/]b.txt", "enter")
+        status = screen.query_one("#corpora-status", Static)
+        await wait_for(pilot, lambda: "not a crag-edge corpus" in shown(status), timeout=30)
+        await pilot.pause()
+        assert "Cannot open a[/]b.txt: not a crag-edge" in screen_text(app)  # the toast
+
+    run(app, body, (100, 30), notifications=True)
+
+
+def test_markup_in_a_settings_value_is_shown_as_written() -> None:
+    app = canned_app()
+
+    async def body(pilot: Pilot[None]) -> None:
+        await pilot.press("f2")
+        app.screen.query_one("#correct_threshold", Input).value = "[/][/]"
+        await pilot.press("enter")
+        status = app.screen.query_one("#settings-status", Static)
+        assert shown(status) == "correct_threshold: '[/][/]' is not a number"
+
+    run(app, body, (100, 30))

@@ -17,6 +17,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
@@ -35,6 +36,7 @@ from crag_edge.tui.settings import SettingsScreen, save_settings
 from crag_edge.tui.widgets import (
     DecisionPanel,
     EvidenceTable,
+    Plain,
     QuestionInput,
     StageLine,
     chunk_view,
@@ -135,12 +137,12 @@ class CragApp(App[None]):
             with Vertical(id="left"):
                 yield EvidenceTable(id="evidence")
                 with VerticalScroll(id="chunk-scroll"):
-                    yield Static("Select a row to read its chunk.", id="chunk")
+                    yield Plain("Select a row to read its chunk.", id="chunk")
             with Vertical(id="right"):
                 yield DecisionPanel(id="decision")
                 with VerticalScroll(id="answer-scroll"):
-                    yield Static("", id="answer")
-                yield OptionList(id="citations", classes="-empty")
+                    yield Plain("", id="answer")
+                yield OptionList(id="citations", classes="-empty", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -159,6 +161,20 @@ class CragApp(App[None]):
         else:
             where = f"No corpus at {self.db}" if self.db else "No corpus given (--db PATH)"
             self.stages.idle(f"{where}: press ctrl+o to ingest files into one.")
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Notify with the message as written, whatever `markup` says (the app's screens
+        pass Textual's default, True): a message names paths and quotes errors, whose
+        brackets markup would take for tags, and `[@click=...]` for an action."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     @property
     def stages(self) -> StageLine:

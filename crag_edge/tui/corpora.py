@@ -30,6 +30,7 @@ from crag_edge.store import (
     SchemaTooNewError,
 )
 from crag_edge.tui.screens import CragScreen, PathSuggester, relative_name, when
+from crag_edge.tui.widgets import Plain
 
 NOT_A_CORPUS = "not a crag-edge corpus"
 
@@ -139,14 +140,14 @@ class CorpusScreen(CragScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("", id="corpora-intro")
+        yield Plain("", id="corpora-intro")
         yield OptionList(id="corpora")
         yield Input(
             placeholder="Path of a corpus to open, or of a new one to create (→ completes)",
             id="corpus-path",
             suggester=PathSuggester(),
         )
-        yield Static("", id="corpora-status")
+        yield Plain("", id="corpora-status")
         yield Footer()
 
     def on_mount(self) -> None:

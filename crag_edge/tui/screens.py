@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -33,6 +34,7 @@ from crag_edge.engine import Engine
 from crag_edge.ingest import IngestReport, ProgressEvent
 from crag_edge.locations import is_database_url, parse_location, shown_location
 from crag_edge.store.corpus import CorpusStats
+from crag_edge.tui.widgets import Plain
 
 HELP = """\
 # crag-edge — keys
@@ -131,18 +133,18 @@ def when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "never"
 
 
-def describe_stats(stats: CorpusStats) -> str:
+def describe_stats(stats: CorpusStats) -> Text:
     chunking = (
         f"{stats.chunk_tokens} tokens, overlap {stats.chunk_overlap}"
         if stats.chunk_tokens
         else "not yet"
     )
-    return (
-        f"[b]{stats.path}[/b]\n"
-        f"documents {stats.documents} · chunks {stats.chunks} · "
+    return Text.assemble(
+        (str(stats.path), "bold"),
+        f"\ndocuments {stats.documents} · chunks {stats.chunks} · "
         f"{stats.db_bytes / 1e6:.1f} MB\n"
         f"embedder {stats.embedder_id} ({stats.dim}d) · chunking {chunking}\n"
-        f"created {when(stats.created_at)} · last ingest {when(stats.last_ingest_at)}"
+        f"created {when(stats.created_at)} · last ingest {when(stats.last_ingest_at)}",
     )
 
 
@@ -225,10 +227,10 @@ class IngestScreen(CragScreen):
                 )
                 yield Button("Ingest", id="start", variant="primary")
                 yield Button("Cancel", id="cancel", variant="error", disabled=True)
-        yield Static("", id="stats")
+        yield Plain("", id="stats")
         with Horizontal(id="progress-row"):
             yield ProgressBar(total=1, id="progress", show_eta=False)
-        yield Static("", id="ingest-status")
+        yield Plain("", id="ingest-status")
         yield Log(id="ingest-log", highlight=False)
         yield Footer()
 
@@ -254,12 +256,13 @@ class IngestScreen(CragScreen):
             return
         path = Path(value).expanduser()
         if not path.exists():
-            self.query_one("#ingest-status", Static).update(f"[red]No such file or folder: {path}")
+            missing = Text(f"No such file or folder: {path}", style="red")
+            self.query_one("#ingest-status", Static).update(missing)
             return
         try:
             db = parse_location(self.query_one("#db", Input).value.strip() or "corpus.db")
         except ValueError as exc:
-            self.query_one("#ingest-status", Static).update(f"[red]{exc}")
+            self.query_one("#ingest-status", Static).update(Text(str(exc), style="red"))
             return
         self.running = True
         self.remove_class("-browsing")  # the log shows the progress
@@ -289,7 +292,8 @@ class IngestScreen(CragScreen):
             done = "Cancelled: every document written is complete."
             app.call_from_thread(self._finished, None, done)
         except Exception as exc:
-            app.call_from_thread(self._finished, None, f"[red]Failed: {type(exc).__name__}: {exc}")
+            failed = Text(f"Failed: {type(exc).__name__}: {exc}", style="red")
+            app.call_from_thread(self._finished, None, failed)
         else:
             app.call_from_thread(self._finished, report, "")
 
@@ -315,7 +319,7 @@ class IngestScreen(CragScreen):
             f"{event.done}/{event.total} · {event.source}"
         )
 
-    def _finished(self, report: IngestReport | None, message: str) -> None:
+    def _finished(self, report: IngestReport | None, message: Text | str) -> None:
         self.running = False
         self.report = report
         self.query_one("#start", Button).disabled = False

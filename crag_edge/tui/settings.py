@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -17,6 +18,7 @@ from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Stat
 
 from crag_edge.config import PROVIDER_NAMES, TIERS, Settings, SettingsError
 from crag_edge.tui.screens import CragScreen
+from crag_edge.tui.widgets import Plain
 
 NUMBERS: tuple[tuple[str, str], ...] = (
     ("correct_threshold", "CORRECT at or above"),
@@ -115,7 +117,7 @@ class SettingsScreen(CragScreen):
             with Horizontal(id="buttons"):
                 yield Button("Apply", id="apply", variant="primary")
                 yield Button("Apply & save", id="save", variant="success")
-        yield Static("Changes apply to the next question.", id="settings-status")
+        yield Plain("Changes apply to the next question.", id="settings-status")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -168,4 +170,4 @@ class SettingsScreen(CragScreen):
         self.notify(message)
 
     def refused(self, error: Exception) -> None:
-        self.query_one("#settings-status", Static).update(f"[red]{error}")
+        self.query_one("#settings-status", Static).update(Text(str(error), style="red"))

@@ -29,6 +29,16 @@ TIER_LABELS = {"signals": "signals", "cross_encoder": "x-enc", "llm": "llm"}
 _STRIP_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
+class Plain(Static):
+    """A Static that shows a string as written, never as markup. What the TUI shows comes
+    from documents, file names, typed paths, the model and error messages: read as markup,
+    `[@click=app.quit]` in any of them would run an action when clicked, and a stray `[/]`
+    would raise and end the app. Styled text is passed as a `Text`."""
+
+    def __init__(self, content: RenderableType = "", **kwargs: str) -> None:
+        super().__init__(content, markup=False, **kwargs)  # type: ignore[arg-type]
+
+
 class QuestionInput(Input):
     """The question box, with a history on up/down."""
 
@@ -64,11 +74,11 @@ class Stage:
     failed: bool = False
 
 
-class StageLine(Static):
+class StageLine(Plain):
     """retrieve → grade → decision → actions → answer, each with its time as it happens."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter, **kwargs: str) -> None:
-        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        super().__init__("", **kwargs)
         self.clock = clock
         self.stages: list[Stage] = []
         self.idle_text = "Type a question and press Enter."
@@ -152,11 +162,11 @@ class StageLine(Static):
         self.update(line)
 
 
-class DecisionPanel(Static):
+class DecisionPanel(Plain):
     """The verdict: decision word, score, rule, thresholds, corrections, iterations, fallback."""
 
     def __init__(self, **kwargs: str) -> None:
-        super().__init__(Text("No question asked yet.", style="dim"), **kwargs)  # type: ignore[arg-type]
+        super().__init__(Text("No question asked yet.", style="dim"), **kwargs)
         self.decision: str | None = None
 
     def clear(self, message: str = "…") -> None:
@@ -267,12 +277,12 @@ class EvidenceTable(DataTable[Text | str]):
             kept = Text("kept", style="bold green") if grade.kept else Text("dropped", style="red")
             cells: list[Text | str] = [
                 str(hit.rank),
-                clipped(locator(hit.chunk), 36),
+                Text(clipped(locator(hit.chunk), 36)),  # a str cell would be read as markup
                 f"{hit.score:.3f}",
                 *[_score(grade.tiers.get(t)) for t in tiers],
                 _score(grade.score),
                 kept,
-                grade.reason or grade.decided_by,
+                Text(grade.reason or grade.decided_by),
             ]
             self.add_row(*cells, key=str(i))
 
