@@ -896,3 +896,19 @@ def test_markup_in_a_settings_value_is_shown_as_written() -> None:
         assert shown(status) == "correct_threshold: '[/][/]' is not a number"
 
     run(app, body, (100, 30))
+
+
+def test_a_terminal_shrunk_to_a_few_cells_and_back_keeps_the_app() -> None:
+    app = canned_app()
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)  # an answer with a citation: the list under it has a line
+        for width, height in ((20, 6), (12, 3), (10, 24), (1, 1), (80, 24)):
+            await pilot.resize_terminal(width, height)
+            await pilot.pause()
+            await pilot.pause()  # the layout at the new size is done
+        assert app.is_running
+        text = screen_text(app)
+        assert "[1] reciprocal-rank-fusion.md" in text and "rankings [1]." in text
+
+    run(app, body, (80, 24))

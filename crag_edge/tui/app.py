@@ -72,7 +72,8 @@ class CragApp(App[None]):
     #chunk-scroll { height: 1fr; border: round $secondary; padding: 0 1; }
     #decision { height: auto; max-height: 14; border: round $accent; padding: 0 1; }
     #answer-scroll { height: 1fr; border: round $success; padding: 0 1; }
-    #citations { height: auto; max-height: 5; border: round $success-darken-2; }
+    /* min-width: an auto-height option list given no width to wrap in raises (Textual). */
+    #citations { height: auto; max-height: 5; min-width: 8; border: round $success-darken-2; }
     #citations.-empty { display: none; }
     #right.insufficient #answer-scroll { border: heavy $warning; }
     #right.insufficient #answer { color: $warning; text-style: bold; }
