@@ -912,3 +912,49 @@ def test_a_terminal_shrunk_to_a_few_cells_and_back_keeps_the_app() -> None:
         assert "[1] reciprocal-rank-fusion.md" in text and "rankings [1]." in text
 
     run(app, body, (80, 24))
+
+
+# Escape sequences a document, file name or model could carry: set the terminal's clipboard
+# (OSC 52), its title, clear the screen, and the 8-bit CSI.
+ESCAPES = "\x1b]52;c;ZXZpbA==\x1b\\ \x1b]0;owned\x1b\\ \x1b[2J \x9b31m \x00\x7f"
+
+
+class EscapeEngine(CannedEngine):
+    """The canned engine whose sources, chunk text and answer carry terminal escapes."""
+
+    def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
+        result = super().query(question, progress)
+        result.hits = [
+            (
+                replace(hit, chunk=replace(hit.chunk, source=f"x{ESCAPES}.md", text=ESCAPES)),
+                grade,
+            )
+            for hit, grade in result.hits
+        ]
+        return result
+
+    def llm(self) -> Any:
+        def pieces() -> Generator[str, None, FinishReason]:
+            yield from (ESCAPES, " [1].")
+            return "stop"
+
+        class Llm:
+            def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
+                return TextStream(pieces())
+
+        return Llm()
+
+
+def test_terminal_escapes_in_text_never_reach_the_terminal() -> None:
+    app = CragApp(engine=EscapeEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        await pilot.press("ctrl+r")
+        text = screen_text(app)
+        lines = text.replace("\n", "")
+        controls = sorted({c for c in lines if ord(c) < 32 or 127 <= ord(c) < 160})
+        assert not controls, controls
+        assert "]52;c;ZXZpbA==\\ ]0;owned\\ [2J 31m" in text  # the rest, shown as written
+
+    run(app, body, (120, 40))

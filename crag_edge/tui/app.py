@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,6 +17,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
@@ -36,6 +37,7 @@ from crag_edge.tui.settings import SettingsScreen, save_settings
 from crag_edge.tui.widgets import (
     DecisionPanel,
     EvidenceTable,
+    NoControlCodes,
     Plain,
     QuestionInput,
     StageLine,
@@ -47,6 +49,7 @@ from crag_edge.types import Embedder
 INSUFFICIENT_TITLE = "Answer — insufficient evidence"
 INCOMPLETE_TITLE = "Answer — incomplete"
 EMPTY_TITLE = "No answer"
+NO_CONTROL_CODES = NoControlCodes()
 
 
 # How the loop's stages read on the stage line; None hides one (the tiers stand for "grade").
@@ -176,6 +179,10 @@ class CragApp(App[None]):
         pass Textual's default, True): a message names paths and quotes errors, whose
         brackets markup would take for tags, and `[@click=...]` for an action."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then the one that keeps control characters off the terminal."""
+        return [*super().get_line_filters(), NO_CONTROL_CODES]
 
     @property
     def stages(self) -> StageLine:

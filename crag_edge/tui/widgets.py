@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
+from rich.segment import Segment
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.color import Color
+from textual.filter import LineFilter
 from textual.widgets import DataTable, Input, Static
 
 from crag_edge.citations import locator, place_label
@@ -27,6 +30,8 @@ DECISION_STYLE = {
 MAX_STAGES_SHOWN = 8  # a corrective loop's later rounds push its first stages off the line
 TIER_LABELS = {"signals": "signals", "cross_encoder": "x-enc", "llm": "llm"}
 _STRIP_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_NO_CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)])
 
 
 class Plain(Static):
@@ -37,6 +42,21 @@ class Plain(Static):
 
     def __init__(self, content: RenderableType = "", **kwargs: str) -> None:
         super().__init__(content, markup=False, **kwargs)  # type: ignore[arg-type]
+
+
+class NoControlCodes(LineFilter):
+    """Drops C0 and C1 control characters (ESC, NUL, DEL, 8-bit CSI, ...) from every line the
+    app draws. Textual writes text to the terminal as it is, and documents, file names and
+    model output may carry escape sequences: set the clipboard (OSC 52), retitle the window,
+    clear the screen. They take no cells, so the layout is the same without them."""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        if not any(_CONTROL.search(segment.text) for segment in segments):
+            return segments
+        return [
+            Segment(text.translate(_NO_CONTROLS), style, control)
+            for text, style, control in segments
+        ]
 
 
 class QuestionInput(Input):
