@@ -958,3 +958,46 @@ def test_terminal_escapes_in_text_never_reach_the_terminal() -> None:
         assert "]52;c;ZXZpbA==\\ ]0;owned\\ [2J 31m" in text  # the rest, shown as written
 
     run(app, body, (120, 40))
+
+
+class OpenCorpusEngine(CannedEngine):
+    """The canned engine on a real corpus file (no models: 4-d vectors)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        with Corpus.create(path, "all-minilm-l6-v2", 4) as corpus:
+            doc = DocumentRecord("doc.txt", "", "A document.", "hash")
+            corpus.replace_document(doc, [ChunkRecord("A document.", 0, 11, 3)], np.eye(4)[:1])
+        self.corpus = Corpus.open(path)  # type: ignore[assignment]
+
+    def close(self) -> None:
+        self.corpus.close()  # type: ignore[attr-defined]
+
+
+def test_a_corpus_file_truncated_under_the_app_is_reported_not_fatal(tmp_path: Path) -> None:
+    db = tmp_path / "corpus.db"
+    engine = OpenCorpusEngine(db)
+    app = CragApp(engine=engine, clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        assert "1 documents" in app.sub_title
+        db.write_bytes(b"")  # another program empties the file the app has open
+        await pilot.press("f3")
+        screen = app.screen
+        assert isinstance(screen, CorpusScreen)
+        await wait_for(pilot, lambda: bool(screen.entries), timeout=30)
+        assert screen.entries[0].is_open and screen.entries[0].stats is None
+        assert "cannot read the corpus" in str(screen.entries[0].problem)
+        await pilot.press("escape", "ctrl+o")
+        assert isinstance(app.screen, IngestScreen)
+        stats = app.screen.query_one("#stats", Static)
+        assert shown(stats).startswith("cannot read the corpus: ")
+        await pilot.press("escape")
+        app.corpus_ready()  # as after an ingest: the title says what became of the corpus
+        assert "cannot read the corpus" in app.sub_title
+        assert app.is_running
+
+    try:
+        run(app, body, (100, 30))
+    finally:
+        engine.close()

@@ -32,7 +32,7 @@ from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.text_boundary import QuestionError, asked_question
 from crag_edge.tui.corpora import CorpusScreen, open_error
-from crag_edge.tui.screens import HelpScreen, IngestScreen
+from crag_edge.tui.screens import HelpScreen, IngestScreen, current_stats
 from crag_edge.tui.settings import SettingsScreen, save_settings
 from crag_edge.tui.widgets import (
     DecisionPanel,
@@ -190,8 +190,11 @@ class CragApp(App[None]):
 
     def corpus_ready(self) -> None:
         assert self.engine is not None
-        stats = self.engine.corpus.stats()
-        self.sub_title = f"{stats.path} · {stats.documents} documents · {stats.chunks} chunks"
+        stats = current_stats(self.engine.corpus)
+        if isinstance(stats, str):
+            self.sub_title = f"{shown_location(self.db or '')} · {stats}"
+        else:
+            self.sub_title = f"{stats.path} · {stats.documents} documents · {stats.chunks} chunks"
         self.stages.idle("Type a question and press Enter.")
         if self._pending is not None:
             question, self._pending = self._pending, None

@@ -29,7 +29,13 @@ from crag_edge.store import (
     NotACorpusError,
     SchemaTooNewError,
 )
-from crag_edge.tui.screens import CragScreen, PathSuggester, relative_name, when
+from crag_edge.tui.screens import (
+    CragScreen,
+    PathSuggester,
+    current_stats,
+    relative_name,
+    when,
+)
 from crag_edge.tui.widgets import Plain
 
 NOT_A_CORPUS = "not a crag-edge corpus"
@@ -173,7 +179,11 @@ class CorpusScreen(CragScreen):
         current = None
         if self.open_corpus is not None:  # the open one's stats come from its own connection
             location = absolute_location(parse_location(self.open_corpus.location))
-            current = CorpusEntry(location, self.open_corpus.stats(), is_open=True)
+            stats = current_stats(self.open_corpus)
+            if isinstance(stats, str):
+                current = CorpusEntry(location, problem=stats, is_open=True)
+            else:
+                current = CorpusEntry(location, stats, is_open=True)
         self.query_one("#corpora-status", Static).update("Reading the corpus files…")
         self.scan(folders, current)
 

@@ -33,6 +33,7 @@ from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.ingest import IngestReport, ProgressEvent
 from crag_edge.locations import is_database_url, parse_location, shown_location
+from crag_edge.store import CorpusBackend
 from crag_edge.store.corpus import CorpusStats
 from crag_edge.tui.widgets import Plain
 
@@ -131,6 +132,16 @@ class IngestCancelled(Exception):
 def when(ts: float | None) -> str:
     """A unix time in local time, to the minute ("never" for none)."""
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "never"
+
+
+def current_stats(corpus: CorpusBackend) -> CorpusStats | str:
+    """The open corpus's stats, or why they cannot be read. Another program can truncate or
+    overwrite the file, or its disk fail, while the app has it open: the screens then say
+    so where the stats would be, instead of the app ending on the store's exception."""
+    try:
+        return corpus.stats()
+    except Exception as exc:  # SQLite or a database server: any failure is reported alike
+        return f"cannot read the corpus: {type(exc).__name__}: {exc}"
 
 
 def describe_stats(stats: CorpusStats) -> Text:
@@ -245,8 +256,10 @@ class IngestScreen(CragScreen):
         stats = self.query_one("#stats", Static)
         if engine is None:
             stats.update("No corpus open: ingesting creates the database file above.")
+        elif isinstance(current := current_stats(engine.corpus), str):
+            stats.update(Text(current, style="red"))
         else:
-            stats.update(describe_stats(engine.corpus.stats()))
+            stats.update(describe_stats(current))
 
     @on(Input.Submitted, "#path")
     @on(Button.Pressed, "#start")
