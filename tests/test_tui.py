@@ -1001,3 +1001,25 @@ def test_a_corpus_file_truncated_under_the_app_is_reported_not_fatal(tmp_path: P
         run(app, body, (100, 30))
     finally:
         engine.close()
+
+
+@pytest.mark.models
+def test_saving_settings_over_a_file_that_is_not_toml_is_refused(
+    engine: Engine, tmp_path: Path
+) -> None:
+    from crag_edge.tui.settings import SettingsScreen
+
+    config = tmp_path / "picture.toml"
+    config.write_bytes(b"\xff\xd8\xff\xe0 not text")
+    app = CragApp(engine=engine, config=config)
+
+    async def body(pilot: Pilot[None]) -> None:
+        await pilot.press("f2")
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        await pilot.press("ctrl+s")
+        status = shown(screen.query_one("#settings-status", Static))
+        assert status.startswith(f"config file {config} is not valid TOML: "), status
+        assert app.is_running and config.read_bytes() == b"\xff\xd8\xff\xe0 not text"
+
+    run(app, body, (100, 30))

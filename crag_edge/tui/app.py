@@ -7,7 +7,6 @@ question and every ingest run in thread workers, which report back with `call_fr
 from __future__ import annotations
 
 import time
-import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -516,7 +515,7 @@ class CragApp(App[None]):
             if event.save_to is not None:
                 save_settings(event.save_to, event.settings)
                 self.config_path = event.save_to
-        except (SettingsError, RuntimeError, OSError, tomllib.TOMLDecodeError) as exc:
+        except (SettingsError, RuntimeError, OSError) as exc:
             event.form.refused(exc)
             return
         event.form.applied(event.settings, event.save_to)

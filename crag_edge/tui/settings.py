@@ -42,10 +42,14 @@ def toml_value(value: Any) -> str:
 
 def save_settings(path: Path, settings: Settings, names: tuple[str, ...] = EDITABLE) -> None:
     """Write `names` into the TOML file at `path`, keeping its other keys (flat or under
-    a [crag_edge] table, as `Settings.load` reads it)."""
+    a [crag_edge] table, as `Settings.load` reads it). A file that is not TOML is refused
+    (SettingsError, in `Settings.load`'s words), never overwritten."""
     data: dict[str, Any] = {}
     if path.is_file():
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
     nested = isinstance(data.get("crag_edge"), dict)
     table: dict[str, Any] = data["crag_edge"] if nested else data
     if any(isinstance(v, dict) for v in table.values()):
