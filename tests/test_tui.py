@@ -1004,7 +1004,7 @@ def test_a_corpus_file_truncated_under_the_app_is_reported_not_fatal(tmp_path: P
 
 
 @pytest.mark.models
-def test_saving_settings_over_a_file_that_is_not_toml_is_refused(
+def test_saving_settings_over_a_file_that_is_not_toml_applies_them_unsaved(
     engine: Engine, tmp_path: Path
 ) -> None:
     from crag_edge.tui.settings import SettingsScreen
@@ -1017,9 +1017,12 @@ def test_saving_settings_over_a_file_that_is_not_toml_is_refused(
         await pilot.press("f2")
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
+        screen.query_one("#correct_threshold", Input).value = "0.95"
         await pilot.press("ctrl+s")
         status = shown(screen.query_one("#settings-status", Static))
-        assert status.startswith(f"config file {config} is not valid TOML: "), status
+        unsaved = f"Applied to the next question, but not saved: config file {config} is not "
+        assert status.startswith(unsaved + "valid TOML: "), status
+        assert app.settings.grading.correct_threshold == 0.95  # applied, as it says
         assert app.is_running and config.read_bytes() == b"\xff\xd8\xff\xe0 not text"
 
     run(app, body, (100, 30))

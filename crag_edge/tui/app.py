@@ -509,15 +509,20 @@ class CragApp(App[None]):
 
     @on(SettingsScreen.Applied)
     def _settings_applied(self, event: SettingsScreen.Applied) -> None:
-        """Apply the settings form's values and, when asked, save them as the config file."""
+        """Apply the settings form's values and, when asked, save them as the config file. A
+        save that fails after they were applied is said as such, not as a refusal."""
         try:
             self.apply_settings(event.settings)
-            if event.save_to is not None:
-                save_settings(event.save_to, event.settings)
-                self.config_path = event.save_to
         except (SettingsError, RuntimeError, OSError) as exc:
             event.form.refused(exc)
             return
+        if event.save_to is not None:
+            try:
+                save_settings(event.save_to, event.settings)
+            except (SettingsError, OSError) as exc:
+                event.form.not_saved(event.settings, exc)
+                return
+            self.config_path = event.save_to
         event.form.applied(event.settings, event.save_to)
 
     def apply_settings(self, settings: Settings) -> None:

@@ -173,5 +173,11 @@ class SettingsScreen(CragScreen):
         self.query_one("#settings-status", Static).update(message)
         self.notify(message)
 
+    def not_saved(self, settings: Settings, error: Exception) -> None:
+        """Applied, but the config file could not be written."""
+        self.settings = settings
+        message = f"Applied to the next question, but not saved: {error}"
+        self.query_one("#settings-status", Static).update(Text(message, style="yellow"))
+
     def refused(self, error: Exception) -> None:
         self.query_one("#settings-status", Static).update(Text(str(error), style="red"))
