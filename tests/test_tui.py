@@ -1026,3 +1026,29 @@ def test_saving_settings_over_a_file_that_is_not_toml_applies_them_unsaved(
         assert app.is_running and config.read_bytes() == b"\xff\xd8\xff\xe0 not text"
 
     run(app, body, (100, 30))
+
+
+@pytest.mark.models
+def test_settings_applied_over_a_damaged_corpus_are_refused_not_fatal(
+    corpus_db: Path, embedder: Any, tmp_path: Path
+) -> None:
+    from crag_edge.tui.settings import SettingsScreen
+
+    db = tmp_path / "copy.db"
+    db.write_bytes(corpus_db.read_bytes())
+    with Engine.open(db, tui_settings(), embedder=embedder) as opened:
+        app = CragApp(engine=opened)
+
+        async def body(pilot: Pilot[None]) -> None:
+            db.write_bytes(b"")  # another program empties the file the app has open
+            await pilot.press("f2")
+            screen = app.screen
+            assert isinstance(screen, SettingsScreen)
+            screen.query_one("#correct_threshold", Input).value = "0.95"
+            await pilot.press("enter")  # applying reads the corpus's calibration
+            status = shown(screen.query_one("#settings-status", Static))
+            assert "malformed" in status, status
+            assert app.is_running and app.engine is opened
+            assert app.settings.grading.correct_threshold != 0.95
+
+        run(app, body, (100, 30))

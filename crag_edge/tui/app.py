@@ -513,7 +513,7 @@ class CragApp(App[None]):
         save that fails after they were applied is said as such, not as a refusal."""
         try:
             self.apply_settings(event.settings)
-        except (SettingsError, RuntimeError, OSError) as exc:
+        except Exception as exc:  # a refusal, or the open corpus failing to read its calibration
             event.form.refused(exc)
             return
         if event.save_to is not None:
@@ -526,7 +526,8 @@ class CragApp(App[None]):
         event.form.applied(event.settings, event.save_to)
 
     def apply_settings(self, settings: Settings) -> None:
-        """Use `settings` from the next question on (the open corpus and embedder are kept)."""
+        """Use `settings` from the next question on (the open corpus and embedder are kept).
+        The new engine reads the corpus's calibration, so it fails as the store can."""
         if self.stages.running:
             raise RuntimeError("a question is running: apply once it has finished")
         old = self.engine
