@@ -1052,3 +1052,34 @@ def test_settings_applied_over_a_damaged_corpus_are_refused_not_fatal(
             assert app.settings.grading.correct_threshold != 0.95
 
         run(app, body, (100, 30))
+
+
+NO_HOME = "~no-such-user-here/notes"  # `~name` of no user: Path.expanduser raises
+
+
+@pytest.mark.parametrize("value", [NO_HOME, "notes\x00.db"], ids=["no-such-home", "nul"])
+def test_a_typed_path_no_file_can_have_is_refused_in_words(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = canned_app()
+
+    async def body(pilot: Pilot[None]) -> None:
+        for key, box_id, status_id in (
+            ("ctrl+o", "#path", "#ingest-status"),
+            ("f3", "#corpus-path", "#corpora-status"),
+        ):
+            await pilot.press(key)
+            screen = app.screen
+            box = screen.query_one(box_id, Input)
+            box.focus()
+            box.value = value  # as typed or pasted: the path completer sees it too
+            await pilot.pause()
+            await pilot.press("enter")
+            await pilot.pause()
+            status = shown(screen.query_one(status_id, Static))
+            assert status.startswith("Cannot use the path: "), status
+            assert app.is_running
+            await pilot.press("escape")
+
+    run(app, body, (100, 30))

@@ -34,6 +34,7 @@ from crag_edge.tui.screens import (
     PathSuggester,
     current_stats,
     relative_name,
+    typed_path,
     when,
 )
 from crag_edge.tui.widgets import Plain
@@ -224,7 +225,11 @@ class CorpusScreen(CragScreen):
         if is_database_url(value):  # opened, or created when it holds no corpus yet
             self.open(value, create=True)
             return
-        path = Path(value).expanduser()
+        try:
+            path = typed_path(value)
+        except ValueError as exc:
+            self.open_failed(str(exc))
+            return
         known = next((e for e in self.entries if e.path == path.resolve()), None)
         if known is not None and not known.openable:
             self.open_failed(f"{relative_name(known.path)}: {known.problem}")

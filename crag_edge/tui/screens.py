@@ -84,6 +84,19 @@ class HelpScreen(ModalScreen[None]):
             yield Markdown(HELP)
 
 
+def typed_path(value: str) -> Path:
+    """The path a user typed, `~` expanded; a ValueError, in words, for text no file can be
+    named by: `~name` of no user (where `Path.expanduser` raises RuntimeError) or a NUL
+    (where every file call raises), which would otherwise end the app from a handler."""
+    if "\x00" in value:
+        raise ValueError("Cannot use the path: it holds a NUL character")
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        user = value.split("/", 1)[0]
+        raise ValueError(f"Cannot use the path: {user} is no user with a home folder") from None
+
+
 class PathSuggester(Suggester):
     """Completes file and folder names (accept with →)."""
 
@@ -93,7 +106,10 @@ class PathSuggester(Suggester):
     async def get_suggestion(self, value: str) -> str | None:
         if not value:
             return None
-        path = Path(value).expanduser()
+        try:
+            path = typed_path(value)
+        except ValueError:
+            return None
         parent, prefix = (path, "") if value.endswith("/") else (path.parent, path.name)
         try:
             names = sorted(
@@ -267,7 +283,11 @@ class IngestScreen(CragScreen):
         value = self.query_one("#path", Input).value.strip()
         if self.running or not value:
             return
-        path = Path(value).expanduser()
+        try:
+            path = typed_path(value)
+        except ValueError as exc:
+            self.query_one("#ingest-status", Static).update(Text(str(exc), style="red"))
+            return
         if not path.exists():
             missing = Text(f"No such file or folder: {path}", style="red")
             self.query_one("#ingest-status", Static).update(missing)
