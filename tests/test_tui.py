@@ -1057,11 +1057,14 @@ def test_settings_applied_over_a_damaged_corpus_are_refused_not_fatal(
 NO_HOME = "~no-such-user-here/notes"  # `~name` of no user: Path.expanduser raises
 
 
-@pytest.mark.parametrize("value", [NO_HOME, "notes\x00.db"], ids=["no-such-home", "nul"])
+@pytest.mark.parametrize(
+    "value", [NO_HOME, "notes\x00.db", "loop.db"], ids=["no-such-home", "nul", "symlink-loop"]
+)
 def test_a_typed_path_no_file_can_have_is_refused_in_words(
     value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop.db").symlink_to("loop.db")  # Path.resolve raises on it
     app = canned_app()
 
     async def body(pilot: Pilot[None]) -> None:

@@ -86,15 +86,21 @@ class HelpScreen(ModalScreen[None]):
 
 def typed_path(value: str) -> Path:
     """The path a user typed, `~` expanded; a ValueError, in words, for text no file can be
-    named by: `~name` of no user (where `Path.expanduser` raises RuntimeError) or a NUL
-    (where every file call raises), which would otherwise end the app from a handler."""
+    named by: `~name` of no user (where `Path.expanduser` raises RuntimeError), a NUL (where
+    every file call raises) or a symlink loop (where `Path.resolve` raises), which would
+    otherwise end the app from a handler."""
     if "\x00" in value:
         raise ValueError("Cannot use the path: it holds a NUL character")
     try:
-        return Path(value).expanduser()
+        path = Path(value).expanduser()
     except RuntimeError:
         user = value.split("/", 1)[0]
         raise ValueError(f"Cannot use the path: {user} is no user with a home folder") from None
+    try:
+        path.resolve()
+    except (RuntimeError, OSError) as exc:  # a loop: RuntimeError before Python 3.13
+        raise ValueError(f"Cannot use the path: {exc}") from None
+    return path
 
 
 class PathSuggester(Suggester):
