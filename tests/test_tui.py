@@ -1086,3 +1086,32 @@ def test_a_typed_path_no_file_can_have_is_refused_in_words(
             await pilot.press("escape")
 
     run(app, body, (100, 30))
+
+
+class LongAnswerEngine(CannedEngine):
+    """The canned engine whose model streams a long answer as fast as it can."""
+
+    def llm(self) -> Any:
+        def pieces() -> Generator[str, None, FinishReason]:
+            yield from ["word 漢字 "] * 3000
+            return "length"
+
+        class Llm:
+            def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
+                return TextStream(pieces())
+
+        return Llm()
+
+
+def test_a_long_fast_answer_is_shown_without_redrawing_it_per_token() -> None:
+    app = CragApp(engine=LongAnswerEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        started = time.monotonic()
+        await ask_canned(pilot)
+        # Re-wrapping the whole answer once per token took ~20 s here (its square grows).
+        assert time.monotonic() - started < 8
+        assert app.answer_text == "word 漢字 " * 3000
+        assert shown(app.query_one("#answer", Static)).startswith("word 漢字 " * 10)
+
+    run(app, body, (120, 40))

@@ -7,7 +7,7 @@ question and every ingest run in thread workers, which report back with `call_fr
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -48,6 +48,7 @@ from crag_edge.types import Embedder
 INSUFFICIENT_TITLE = "Answer — insufficient evidence"
 INCOMPLETE_TITLE = "Answer — incomplete"
 EMPTY_TITLE = "No answer"
+ANSWER_REFRESH_S = 0.05  # the answer panel is redrawn at most this often while it streams
 NO_CONTROL_CODES = NoControlCodes()
 
 
@@ -59,6 +60,21 @@ STAGE_NAMES: dict[str, str | None] = {
     "grade:cross_encoder": "cross-encoder",
     "grade:llm": "llm judge",
 }
+
+
+def batched(tokens: Iterable[str], every_s: float = ANSWER_REFRESH_S) -> Iterator[str]:
+    """`tokens` joined into pieces, one at most every `every_s` seconds (the first at once).
+    The answer panel re-wraps the whole answer on each update: one update per token made a
+    long, fast answer cost the square of its length, and held the model's thread each time."""
+    pending, shown_at = "", float("-inf")
+    for token in tokens:
+        pending += token
+        now = time.monotonic()
+        if now - shown_at >= every_s:
+            yield pending
+            pending, shown_at = "", now
+    if pending:
+        yield pending
 
 
 class CragApp(App[None]):
@@ -398,10 +414,10 @@ class CragApp(App[None]):
             if worker.is_cancelled:
                 return
             ui(self._show_result, result)
-            for token in stream:
+            for piece in batched(stream):
                 if worker.is_cancelled:
                     return
-                ui(self._append_answer, token)
+                ui(self._append_answer, piece)
             note = incomplete_note(stream.finish_reason, stream.text, engine.settings.models)
             ui(self._finish_answer, result, note)
         except Exception as exc:
