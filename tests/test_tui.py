@@ -345,6 +345,25 @@ CANNED_STAGES = [
 ]
 
 
+class CannedLlm:
+    """A model that streams `pieces`, then stops with `finish` (or, given one, raises
+    `error`)."""
+
+    def __init__(
+        self, pieces: list[str], finish: FinishReason = "stop", error: Exception | None = None
+    ) -> None:
+        self.pieces, self.finish, self.error = pieces, finish, error
+
+    def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
+        def stream() -> Generator[str, None, FinishReason]:
+            yield from self.pieces
+            if self.error is not None:
+                raise self.error
+            return self.finish
+
+        return TextStream(stream())
+
+
 class CannedEngine:
     """Just what the app calls: settings, corpus.stats, query (with its stages), llm; and the
     real `Engine.answer` on top of them."""
@@ -361,16 +380,8 @@ class CannedEngine:
                 progress(event)
         return canned_result(question)
 
-    def llm(self) -> Any:
-        def pieces() -> Generator[str, None, FinishReason]:
-            yield from ["RRF sums ", "1 / (k + rank) ", "over the rankings [1]."]
-            return "stop"
-
-        class Llm:
-            def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
-                return TextStream(pieces())
-
-        return Llm()
+    def llm(self) -> CannedLlm:
+        return CannedLlm(["RRF sums ", "1 / (k + rank) ", "over the rankings [1]."])
 
     def close(self) -> None:
         pass
@@ -776,21 +787,11 @@ class MarkupEngine(CannedEngine):
         result.context = [replace(item, source=source, title=MARKUP) for item in result.context]
         return result
 
-    def llm(self) -> Any:
-        fail = self.fail
-
-        def pieces() -> Generator[str, None, FinishReason]:
-            answer = MARKUP + " [1]."
-            yield from (answer[i : i + 3] for i in range(0, len(answer), 3))  # tags cut apart
-            if fail:
-                raise RuntimeError(f"model died at {MARKUP}")
-            return "stop"
-
-        class Llm:
-            def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
-                return TextStream(pieces())
-
-        return Llm()
+    def llm(self) -> CannedLlm:
+        answer = MARKUP + " [1]."
+        pieces = [answer[i : i + 3] for i in range(0, len(answer), 3)]  # tags cut apart
+        error = RuntimeError(f"model died at {MARKUP}") if self.fail else None
+        return CannedLlm(pieces, error=error)
 
 
 def shown(widget: Static) -> str:
@@ -933,16 +934,8 @@ class EscapeEngine(CannedEngine):
         ]
         return result
 
-    def llm(self) -> Any:
-        def pieces() -> Generator[str, None, FinishReason]:
-            yield from (ESCAPES, " [1].")
-            return "stop"
-
-        class Llm:
-            def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
-                return TextStream(pieces())
-
-        return Llm()
+    def llm(self) -> CannedLlm:
+        return CannedLlm([ESCAPES, " [1]."])
 
 
 def test_terminal_escapes_in_text_never_reach_the_terminal() -> None:
@@ -967,7 +960,8 @@ class OpenCorpusEngine(CannedEngine):
         super().__init__()
         with Corpus.create(path, "all-minilm-l6-v2", 4) as corpus:
             doc = DocumentRecord("doc.txt", "", "A document.", "hash")
-            corpus.replace_document(doc, [ChunkRecord("A document.", 0, 11, 3)], np.eye(4)[:1])
+            vectors = np.eye(4, dtype=np.float32)[:1]
+            corpus.replace_document(doc, [ChunkRecord("A document.", 0, 11, 3)], vectors)
         self.corpus = Corpus.open(path)  # type: ignore[assignment]
 
     def close(self) -> None:
@@ -1091,16 +1085,8 @@ def test_a_typed_path_no_file_can_have_is_refused_in_words(
 class LongAnswerEngine(CannedEngine):
     """The canned engine whose model streams a long answer as fast as it can."""
 
-    def llm(self) -> Any:
-        def pieces() -> Generator[str, None, FinishReason]:
-            yield from ["word 漢字 "] * 3000
-            return "length"
-
-        class Llm:
-            def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
-                return TextStream(pieces())
-
-        return Llm()
+    def llm(self) -> CannedLlm:
+        return CannedLlm(["word 漢字 "] * 3000, finish="length")
 
 
 def test_a_long_fast_answer_is_shown_without_redrawing_it_per_token() -> None:
