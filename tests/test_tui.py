@@ -9,6 +9,7 @@ import html
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from textual.widgets import Checkbox, DirectoryTree, Input, Log, OptionList, Pro
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import ItemGrade
+from crag_edge.ingest.pipeline import ProgressEvent
 from crag_edge.models.llm import FinishReason, TextStream
 from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import ContextItem, Correction, CragResult, Round
@@ -46,10 +48,13 @@ def tui_settings() -> Settings:
 
 
 def run(
-    app: CragApp, body: Callable[[Pilot[None]], Awaitable[None]], size: tuple[int, int]
+    app: CragApp,
+    body: Callable[[Pilot[None]], Awaitable[None]],
+    size: tuple[int, int],
+    notifications: bool = False,
 ) -> None:
     async def main() -> None:
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=size, notifications=notifications) as pilot:
             await body(pilot)
 
     asyncio.run(main())
@@ -340,6 +345,25 @@ CANNED_STAGES = [
 ]
 
 
+class CannedLlm:
+    """A model that streams `pieces`, then stops with `finish` (or, given one, raises
+    `error`)."""
+
+    def __init__(
+        self, pieces: list[str], finish: FinishReason = "stop", error: Exception | None = None
+    ) -> None:
+        self.pieces, self.finish, self.error = pieces, finish, error
+
+    def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
+        def stream() -> Generator[str, None, FinishReason]:
+            yield from self.pieces
+            if self.error is not None:
+                raise self.error
+            return self.finish
+
+        return TextStream(stream())
+
+
 class CannedEngine:
     """Just what the app calls: settings, corpus.stats, query (with its stages), llm; and the
     real `Engine.answer` on top of them."""
@@ -356,16 +380,8 @@ class CannedEngine:
                 progress(event)
         return canned_result(question)
 
-    def llm(self) -> Any:
-        def pieces() -> Generator[str, None, FinishReason]:
-            yield from ["RRF sums ", "1 / (k + rank) ", "over the rankings [1]."]
-            return "stop"
-
-        class Llm:
-            def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
-                return TextStream(pieces())
-
-        return Llm()
+    def llm(self) -> CannedLlm:
+        return CannedLlm(["RRF sums ", "1 / (k + rank) ", "over the rankings [1]."])
 
     def close(self) -> None:
         pass
@@ -744,3 +760,344 @@ def test_snapshot_corpus_picker(
     snap_compare: Any, picker_folder: Path, size: tuple[int, int]
 ) -> None:
     assert snap_compare(canned_app(), terminal_size=size, run_before=picker_ready)
+
+
+# -- hostile text: markup in documents, file names, answers and errors is shown as written ----
+
+# Every kind of markup a document, file name or model could carry: an action on click, a
+# style, a link, a stray closing tag (raises when parsed), an escape and an unclosed tag.
+MARKUP = "[@click=app.quit]quit[/] [bold]b[/bold] [/] [link=https://x.test]l[/link] \\[2] [red"
+
+
+class MarkupEngine(CannedEngine):
+    """The canned engine whose sources, grade reasons and answer are all markup; with
+    `fail`, the model's stream breaks after its first pieces with a markup-laden error."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.fail = fail
+
+    def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
+        result = super().query(question, progress)
+        source = f"docs/{MARKUP}.md"
+        result.hits = [
+            (replace(hit, chunk=replace(hit.chunk, source=source)), replace(grade, reason=MARKUP))
+            for hit, grade in result.hits
+        ]
+        result.context = [replace(item, source=source, title=MARKUP) for item in result.context]
+        return result
+
+    def llm(self) -> CannedLlm:
+        answer = MARKUP + " [1]."
+        pieces = [answer[i : i + 3] for i in range(0, len(answer), 3)]  # tags cut apart
+        error = RuntimeError(f"model died at {MARKUP}") if self.fail else None
+        return CannedLlm(pieces, error=error)
+
+
+def shown(widget: Static) -> str:
+    """What a Static shows, as plain text."""
+    return str(widget.render())
+
+
+def test_markup_in_answer_sources_and_reasons_is_shown_as_written() -> None:
+    app = CragApp(engine=MarkupEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        answer = app.query_one("#answer", Static)
+        assert shown(answer) == app.answer_text == MARKUP + " [1]."
+        assert not app.query_one("#right").has_class("failed")
+        text = screen_text(app)
+        assert "[@click=app.quit]quit[/] [bold]b[/bo" in text  # the evidence table's source
+        assert "[1] docs/[@click=app.quit]quit[/] [bold]b[/bold] [/]" in text  # a citation
+        await pilot.press("ctrl+r")
+        assert MARKUP in shown(app.query_one("#chunk", Static))
+        await pilot.click("#answer", offset=(1, 0))  # on "quit": no action behind it
+        await pilot.pause()
+        assert app.is_running
+
+    run(app, body, (120, 40))
+
+
+def test_a_model_error_mid_answer_is_shown_as_written() -> None:
+    app = CragApp(engine=MarkupEngine(fail=True), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        assert app.query_one("#right").has_class("failed")
+        error = f"RuntimeError: model died at {MARKUP}"
+        assert shown(app.query_one("#answer", Static)) == error
+        assert app.stages.stages[-1].detail == error
+
+    run(app, body, (120, 40))
+
+
+class IngestingEngine(CannedEngine):
+    """The canned engine with an ingest that reports files named in markup, then fails."""
+
+    def ingest(self, paths: list[Path], progress: Callable[[ProgressEvent], None]) -> None:
+        progress(ProgressEvent(1, 2, f"{MARKUP}.txt", "added"))
+        progress(ProgressEvent(2, 2, "[/x].txt", "added"))
+        raise RuntimeError(f"disk {MARKUP}")
+
+
+def test_markup_in_paths_file_names_and_ingest_errors_is_shown_as_written(
+    tmp_path: Path,
+) -> None:
+    app = CragApp(engine=IngestingEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await pilot.press("ctrl+o")
+        screen = app.screen
+        assert isinstance(screen, IngestScreen)
+        status = screen.query_one("#ingest-status", Static)
+        await pilot.press(*"/nowhere/[/][/]", "enter")
+        assert shown(status) == "No such file or folder: /nowhere/[/][/]"
+        screen.query_one("#path", Input).value = str(tmp_path)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not screen.running, timeout=30)
+        assert shown(status) == f"Failed: RuntimeError: disk {MARKUP}"
+        assert list(screen.query_one("#ingest-log", Log).lines) == [
+            f"added     {MARKUP}.txt",
+            "added     [/x].txt",
+        ]
+
+    run(app, body, (100, 30))
+
+
+def test_markup_in_a_typed_corpus_path_and_its_error_is_shown_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a[").mkdir()  # typed as "a[/]b.txt": a closing tag, and a real file
+    (tmp_path / "a[" / "]b.txt").write_text("not a database")
+    app = CragApp(settings=tui_settings())
+
+    async def body(pilot: Pilot[None]) -> None:
+        await pilot.press("f3")
+        screen = app.screen
+        assert isinstance(screen, CorpusScreen)
+        await pilot.press("ctrl+n", *"a[/]b.txt", "enter")
+        status = screen.query_one("#corpora-status", Static)
+        await wait_for(pilot, lambda: "not a crag-edge corpus" in shown(status), timeout=30)
+        await pilot.pause()
+        assert "Cannot open a[/]b.txt: not a crag-edge" in screen_text(app)  # the toast
+
+    run(app, body, (100, 30), notifications=True)
+
+
+def test_markup_in_a_settings_value_is_shown_as_written() -> None:
+    app = canned_app()
+
+    async def body(pilot: Pilot[None]) -> None:
+        await pilot.press("f2")
+        app.screen.query_one("#correct_threshold", Input).value = "[/][/]"
+        await pilot.press("enter")
+        status = app.screen.query_one("#settings-status", Static)
+        assert shown(status) == "correct_threshold: '[/][/]' is not a number"
+
+    run(app, body, (100, 30))
+
+
+def test_a_terminal_shrunk_to_a_few_cells_and_back_keeps_the_app() -> None:
+    app = canned_app()
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)  # an answer with a citation: the list under it has a line
+        for width, height in ((20, 6), (12, 3), (10, 24), (1, 1), (80, 24)):
+            await pilot.resize_terminal(width, height)
+            await pilot.pause()
+            await pilot.pause()  # the layout at the new size is done
+        assert app.is_running
+        text = screen_text(app)
+        assert "[1] reciprocal-rank-fusion.md" in text and "rankings [1]." in text
+
+    run(app, body, (80, 24))
+
+
+# Escape sequences a document, file name or model could carry: set the terminal's clipboard
+# (OSC 52), its title, clear the screen, and the 8-bit CSI.
+ESCAPES = "\x1b]52;c;ZXZpbA==\x1b\\ \x1b]0;owned\x1b\\ \x1b[2J \x9b31m \x00\x7f"
+
+
+class EscapeEngine(CannedEngine):
+    """The canned engine whose sources, chunk text and answer carry terminal escapes."""
+
+    def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
+        result = super().query(question, progress)
+        result.hits = [
+            (
+                replace(hit, chunk=replace(hit.chunk, source=f"x{ESCAPES}.md", text=ESCAPES)),
+                grade,
+            )
+            for hit, grade in result.hits
+        ]
+        return result
+
+    def llm(self) -> CannedLlm:
+        return CannedLlm([ESCAPES, " [1]."])
+
+
+def test_terminal_escapes_in_text_never_reach_the_terminal() -> None:
+    app = CragApp(engine=EscapeEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        await pilot.press("ctrl+r")
+        text = screen_text(app)
+        lines = text.replace("\n", "")
+        controls = sorted({c for c in lines if ord(c) < 32 or 127 <= ord(c) < 160})
+        assert not controls, controls
+        assert "]52;c;ZXZpbA==\\ ]0;owned\\ [2J 31m" in text  # the rest, shown as written
+
+    run(app, body, (120, 40))
+
+
+class OpenCorpusEngine(CannedEngine):
+    """The canned engine on a real corpus file (no models: 4-d vectors)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        with Corpus.create(path, "all-minilm-l6-v2", 4) as corpus:
+            doc = DocumentRecord("doc.txt", "", "A document.", "hash")
+            vectors = np.eye(4, dtype=np.float32)[:1]
+            corpus.replace_document(doc, [ChunkRecord("A document.", 0, 11, 3)], vectors)
+        self.corpus = Corpus.open(path)  # type: ignore[assignment]
+
+    def close(self) -> None:
+        self.corpus.close()  # type: ignore[attr-defined]
+
+
+def test_a_corpus_file_truncated_under_the_app_is_reported_not_fatal(tmp_path: Path) -> None:
+    db = tmp_path / "corpus.db"
+    engine = OpenCorpusEngine(db)
+    app = CragApp(engine=engine, clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        assert "1 documents" in app.sub_title
+        db.write_bytes(b"")  # another program empties the file the app has open
+        await pilot.press("f3")
+        screen = app.screen
+        assert isinstance(screen, CorpusScreen)
+        await wait_for(pilot, lambda: bool(screen.entries), timeout=30)
+        assert screen.entries[0].is_open and screen.entries[0].stats is None
+        assert "cannot read the corpus" in str(screen.entries[0].problem)
+        await pilot.press("escape", "ctrl+o")
+        assert isinstance(app.screen, IngestScreen)
+        stats = app.screen.query_one("#stats", Static)
+        assert shown(stats).startswith("cannot read the corpus: ")
+        await pilot.press("escape")
+        app.corpus_ready()  # as after an ingest: the title says what became of the corpus
+        assert "cannot read the corpus" in app.sub_title
+        assert app.is_running
+
+    try:
+        run(app, body, (100, 30))
+    finally:
+        engine.close()
+
+
+@pytest.mark.models
+def test_saving_settings_over_a_file_that_is_not_toml_applies_them_unsaved(
+    engine: Engine, tmp_path: Path
+) -> None:
+    from crag_edge.tui.settings import SettingsScreen
+
+    config = tmp_path / "picture.toml"
+    config.write_bytes(b"\xff\xd8\xff\xe0 not text")
+    app = CragApp(engine=engine, config=config)
+
+    async def body(pilot: Pilot[None]) -> None:
+        await pilot.press("f2")
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        screen.query_one("#correct_threshold", Input).value = "0.95"
+        await pilot.press("ctrl+s")
+        status = shown(screen.query_one("#settings-status", Static))
+        unsaved = f"Applied to the next question, but not saved: config file {config} is not "
+        assert status.startswith(unsaved + "valid TOML: "), status
+        assert app.settings.grading.correct_threshold == 0.95  # applied, as it says
+        assert app.is_running and config.read_bytes() == b"\xff\xd8\xff\xe0 not text"
+
+    run(app, body, (100, 30))
+
+
+@pytest.mark.models
+def test_settings_applied_over_a_damaged_corpus_are_refused_not_fatal(
+    corpus_db: Path, embedder: Any, tmp_path: Path
+) -> None:
+    from crag_edge.tui.settings import SettingsScreen
+
+    db = tmp_path / "copy.db"
+    db.write_bytes(corpus_db.read_bytes())
+    with Engine.open(db, tui_settings(), embedder=embedder) as opened:
+        app = CragApp(engine=opened)
+
+        async def body(pilot: Pilot[None]) -> None:
+            db.write_bytes(b"")  # another program empties the file the app has open
+            await pilot.press("f2")
+            screen = app.screen
+            assert isinstance(screen, SettingsScreen)
+            screen.query_one("#correct_threshold", Input).value = "0.95"
+            await pilot.press("enter")  # applying reads the corpus's calibration
+            status = shown(screen.query_one("#settings-status", Static))
+            assert "malformed" in status, status
+            assert app.is_running and app.engine is opened
+            assert app.settings.grading.correct_threshold != 0.95
+
+        run(app, body, (100, 30))
+
+
+NO_HOME = "~no-such-user-here/notes"  # `~name` of no user: Path.expanduser raises
+
+
+@pytest.mark.parametrize(
+    "value", [NO_HOME, "notes\x00.db", "loop.db"], ids=["no-such-home", "nul", "symlink-loop"]
+)
+def test_a_typed_path_no_file_can_have_is_refused_in_words(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop.db").symlink_to("loop.db")  # Path.resolve raises on it
+    app = canned_app()
+
+    async def body(pilot: Pilot[None]) -> None:
+        for key, box_id, status_id in (
+            ("ctrl+o", "#path", "#ingest-status"),
+            ("f3", "#corpus-path", "#corpora-status"),
+        ):
+            await pilot.press(key)
+            screen = app.screen
+            box = screen.query_one(box_id, Input)
+            box.focus()
+            box.value = value  # as typed or pasted: the path completer sees it too
+            await pilot.pause()
+            await pilot.press("enter")
+            await pilot.pause()
+            status = shown(screen.query_one(status_id, Static))
+            assert status.startswith("Cannot use the path: "), status
+            assert app.is_running
+            await pilot.press("escape")
+
+    run(app, body, (100, 30))
+
+
+class LongAnswerEngine(CannedEngine):
+    """The canned engine whose model streams a long answer as fast as it can."""
+
+    def llm(self) -> CannedLlm:
+        return CannedLlm(["word 漢字 "] * 3000, finish="length")
+
+
+def test_a_long_fast_answer_is_shown_without_redrawing_it_per_token() -> None:
+    app = CragApp(engine=LongAnswerEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        started = time.monotonic()
+        await ask_canned(pilot)
+        # Re-wrapping the whole answer once per token took ~20 s here (its square grows).
+        assert time.monotonic() - started < 8
+        assert app.answer_text == "word 漢字 " * 3000
+        assert shown(app.query_one("#answer", Static)).startswith("word 漢字 " * 10)
+
+    run(app, body, (120, 40))

@@ -7,8 +7,7 @@ question and every ingest run in thread workers, which report back with `call_fr
 from __future__ import annotations
 
 import time
-import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,6 +16,8 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.filter import LineFilter
+from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
@@ -30,11 +31,13 @@ from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.text_boundary import QuestionError, asked_question
 from crag_edge.tui.corpora import CorpusScreen, open_error
-from crag_edge.tui.screens import HelpScreen, IngestScreen
+from crag_edge.tui.screens import HelpScreen, IngestScreen, current_stats
 from crag_edge.tui.settings import SettingsScreen, save_settings
 from crag_edge.tui.widgets import (
     DecisionPanel,
     EvidenceTable,
+    NoControlCodes,
+    Plain,
     QuestionInput,
     StageLine,
     chunk_view,
@@ -45,6 +48,8 @@ from crag_edge.types import Embedder
 INSUFFICIENT_TITLE = "Answer — insufficient evidence"
 INCOMPLETE_TITLE = "Answer — incomplete"
 EMPTY_TITLE = "No answer"
+ANSWER_REFRESH_S = 0.05  # the answer panel is redrawn at most this often while it streams
+NO_CONTROL_CODES = NoControlCodes()
 
 
 # How the loop's stages read on the stage line; None hides one (the tiers stand for "grade").
@@ -55,6 +60,21 @@ STAGE_NAMES: dict[str, str | None] = {
     "grade:cross_encoder": "cross-encoder",
     "grade:llm": "llm judge",
 }
+
+
+def batched(tokens: Iterable[str], every_s: float = ANSWER_REFRESH_S) -> Iterator[str]:
+    """`tokens` joined into pieces, one at most every `every_s` seconds (the first at once).
+    The answer panel re-wraps the whole answer on each update: one update per token made a
+    long, fast answer cost the square of its length, and held the model's thread each time."""
+    pending, shown_at = "", float("-inf")
+    for token in tokens:
+        pending += token
+        now = time.monotonic()
+        if now - shown_at >= every_s:
+            yield pending
+            pending, shown_at = "", now
+    if pending:
+        yield pending
 
 
 class CragApp(App[None]):
@@ -70,7 +90,8 @@ class CragApp(App[None]):
     #chunk-scroll { height: 1fr; border: round $secondary; padding: 0 1; }
     #decision { height: auto; max-height: 14; border: round $accent; padding: 0 1; }
     #answer-scroll { height: 1fr; border: round $success; padding: 0 1; }
-    #citations { height: auto; max-height: 5; border: round $success-darken-2; }
+    /* min-width: an auto-height option list given no width to wrap in raises (Textual). */
+    #citations { height: auto; max-height: 5; min-width: 8; border: round $success-darken-2; }
     #citations.-empty { display: none; }
     #right.insufficient #answer-scroll { border: heavy $warning; }
     #right.insufficient #answer { color: $warning; text-style: bold; }
@@ -135,12 +156,12 @@ class CragApp(App[None]):
             with Vertical(id="left"):
                 yield EvidenceTable(id="evidence")
                 with VerticalScroll(id="chunk-scroll"):
-                    yield Static("Select a row to read its chunk.", id="chunk")
+                    yield Plain("Select a row to read its chunk.", id="chunk")
             with Vertical(id="right"):
                 yield DecisionPanel(id="decision")
                 with VerticalScroll(id="answer-scroll"):
-                    yield Static("", id="answer")
-                yield OptionList(id="citations", classes="-empty")
+                    yield Plain("", id="answer")
+                yield OptionList(id="citations", classes="-empty", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -160,14 +181,35 @@ class CragApp(App[None]):
             where = f"No corpus at {self.db}" if self.db else "No corpus given (--db PATH)"
             self.stages.idle(f"{where}: press ctrl+o to ingest files into one.")
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Notify with the message as written, whatever `markup` says (the app's screens
+        pass Textual's default, True): a message names paths and quotes errors, whose
+        brackets markup would take for tags, and `[@click=...]` for an action."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then the one that keeps control characters off the terminal."""
+        return [*super().get_line_filters(), NO_CONTROL_CODES]
+
     @property
     def stages(self) -> StageLine:
         return self.query_one("#stages", StageLine)
 
     def corpus_ready(self) -> None:
         assert self.engine is not None
-        stats = self.engine.corpus.stats()
-        self.sub_title = f"{stats.path} · {stats.documents} documents · {stats.chunks} chunks"
+        stats = current_stats(self.engine.corpus)
+        if isinstance(stats, str):
+            self.sub_title = f"{shown_location(self.db or '')} · {stats}"
+        else:
+            self.sub_title = f"{stats.path} · {stats.documents} documents · {stats.chunks} chunks"
         self.stages.idle("Type a question and press Enter.")
         if self._pending is not None:
             question, self._pending = self._pending, None
@@ -372,10 +414,10 @@ class CragApp(App[None]):
             if worker.is_cancelled:
                 return
             ui(self._show_result, result)
-            for token in stream:
+            for piece in batched(stream):
                 if worker.is_cancelled:
                     return
-                ui(self._append_answer, token)
+                ui(self._append_answer, piece)
             note = incomplete_note(stream.finish_reason, stream.text, engine.settings.models)
             ui(self._finish_answer, result, note)
         except Exception as exc:
@@ -483,19 +525,25 @@ class CragApp(App[None]):
 
     @on(SettingsScreen.Applied)
     def _settings_applied(self, event: SettingsScreen.Applied) -> None:
-        """Apply the settings form's values and, when asked, save them as the config file."""
+        """Apply the settings form's values and, when asked, save them as the config file. A
+        save that fails after they were applied is said as such, not as a refusal."""
         try:
             self.apply_settings(event.settings)
-            if event.save_to is not None:
-                save_settings(event.save_to, event.settings)
-                self.config_path = event.save_to
-        except (SettingsError, RuntimeError, OSError, tomllib.TOMLDecodeError) as exc:
+        except Exception as exc:  # a refusal, or the open corpus failing to read its calibration
             event.form.refused(exc)
             return
+        if event.save_to is not None:
+            try:
+                save_settings(event.save_to, event.settings)
+            except (SettingsError, OSError) as exc:
+                event.form.not_saved(event.settings, exc)
+                return
+            self.config_path = event.save_to
         event.form.applied(event.settings, event.save_to)
 
     def apply_settings(self, settings: Settings) -> None:
-        """Use `settings` from the next question on (the open corpus and embedder are kept)."""
+        """Use `settings` from the next question on (the open corpus and embedder are kept).
+        The new engine reads the corpus's calibration, so it fails as the store can."""
         if self.stages.running:
             raise RuntimeError("a question is running: apply once it has finished")
         old = self.engine

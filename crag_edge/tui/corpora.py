@@ -29,7 +29,15 @@ from crag_edge.store import (
     NotACorpusError,
     SchemaTooNewError,
 )
-from crag_edge.tui.screens import CragScreen, PathSuggester, relative_name, when
+from crag_edge.tui.screens import (
+    CragScreen,
+    PathSuggester,
+    current_stats,
+    relative_name,
+    typed_path,
+    when,
+)
+from crag_edge.tui.widgets import Plain
 
 NOT_A_CORPUS = "not a crag-edge corpus"
 
@@ -139,14 +147,14 @@ class CorpusScreen(CragScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("", id="corpora-intro")
+        yield Plain("", id="corpora-intro")
         yield OptionList(id="corpora")
         yield Input(
             placeholder="Path of a corpus to open, or of a new one to create (→ completes)",
             id="corpus-path",
             suggester=PathSuggester(),
         )
-        yield Static("", id="corpora-status")
+        yield Plain("", id="corpora-status")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -172,7 +180,11 @@ class CorpusScreen(CragScreen):
         current = None
         if self.open_corpus is not None:  # the open one's stats come from its own connection
             location = absolute_location(parse_location(self.open_corpus.location))
-            current = CorpusEntry(location, self.open_corpus.stats(), is_open=True)
+            stats = current_stats(self.open_corpus)
+            if isinstance(stats, str):
+                current = CorpusEntry(location, problem=stats, is_open=True)
+            else:
+                current = CorpusEntry(location, stats, is_open=True)
         self.query_one("#corpora-status", Static).update("Reading the corpus files…")
         self.scan(folders, current)
 
@@ -213,7 +225,11 @@ class CorpusScreen(CragScreen):
         if is_database_url(value):  # opened, or created when it holds no corpus yet
             self.open(value, create=True)
             return
-        path = Path(value).expanduser()
+        try:
+            path = typed_path(value)
+        except ValueError as exc:
+            self.open_failed(str(exc))
+            return
         known = next((e for e in self.entries if e.path == path.resolve()), None)
         if known is not None and not known.openable:
             self.open_failed(f"{relative_name(known.path)}: {known.problem}")

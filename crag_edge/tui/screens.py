@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -32,7 +33,9 @@ from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.ingest import IngestReport, ProgressEvent
 from crag_edge.locations import is_database_url, parse_location, shown_location
+from crag_edge.store import CorpusBackend
 from crag_edge.store.corpus import CorpusStats
+from crag_edge.tui.widgets import Plain
 
 HELP = """\
 # crag-edge — keys
@@ -81,6 +84,25 @@ class HelpScreen(ModalScreen[None]):
             yield Markdown(HELP)
 
 
+def typed_path(value: str) -> Path:
+    """The path a user typed, `~` expanded; a ValueError, in words, for text no file can be
+    named by: `~name` of no user (where `Path.expanduser` raises RuntimeError), a NUL (where
+    every file call raises) or a symlink loop (where `Path.resolve` raises), which would
+    otherwise end the app from a handler."""
+    if "\x00" in value:
+        raise ValueError("Cannot use the path: it holds a NUL character")
+    try:
+        path = Path(value).expanduser()
+    except RuntimeError:
+        user = value.split("/", 1)[0]
+        raise ValueError(f"Cannot use the path: {user} is no user with a home folder") from None
+    try:
+        path.resolve()
+    except (RuntimeError, OSError) as exc:  # a loop: RuntimeError before Python 3.13
+        raise ValueError(f"Cannot use the path: {exc}") from None
+    return path
+
+
 class PathSuggester(Suggester):
     """Completes file and folder names (accept with →)."""
 
@@ -90,7 +112,10 @@ class PathSuggester(Suggester):
     async def get_suggestion(self, value: str) -> str | None:
         if not value:
             return None
-        path = Path(value).expanduser()
+        try:
+            path = typed_path(value)
+        except ValueError:
+            return None
         parent, prefix = (path, "") if value.endswith("/") else (path.parent, path.name)
         try:
             names = sorted(
@@ -131,18 +156,28 @@ def when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "never"
 
 
-def describe_stats(stats: CorpusStats) -> str:
+def current_stats(corpus: CorpusBackend) -> CorpusStats | str:
+    """The open corpus's stats, or why they cannot be read. Another program can truncate or
+    overwrite the file, or its disk fail, while the app has it open: the screens then say
+    so where the stats would be, instead of the app ending on the store's exception."""
+    try:
+        return corpus.stats()
+    except Exception as exc:  # SQLite or a database server: any failure is reported alike
+        return f"cannot read the corpus: {type(exc).__name__}: {exc}"
+
+
+def describe_stats(stats: CorpusStats) -> Text:
     chunking = (
         f"{stats.chunk_tokens} tokens, overlap {stats.chunk_overlap}"
         if stats.chunk_tokens
         else "not yet"
     )
-    return (
-        f"[b]{stats.path}[/b]\n"
-        f"documents {stats.documents} · chunks {stats.chunks} · "
+    return Text.assemble(
+        (str(stats.path), "bold"),
+        f"\ndocuments {stats.documents} · chunks {stats.chunks} · "
         f"{stats.db_bytes / 1e6:.1f} MB\n"
         f"embedder {stats.embedder_id} ({stats.dim}d) · chunking {chunking}\n"
-        f"created {when(stats.created_at)} · last ingest {when(stats.last_ingest_at)}"
+        f"created {when(stats.created_at)} · last ingest {when(stats.last_ingest_at)}",
     )
 
 
@@ -225,10 +260,10 @@ class IngestScreen(CragScreen):
                 )
                 yield Button("Ingest", id="start", variant="primary")
                 yield Button("Cancel", id="cancel", variant="error", disabled=True)
-        yield Static("", id="stats")
+        yield Plain("", id="stats")
         with Horizontal(id="progress-row"):
             yield ProgressBar(total=1, id="progress", show_eta=False)
-        yield Static("", id="ingest-status")
+        yield Plain("", id="ingest-status")
         yield Log(id="ingest-log", highlight=False)
         yield Footer()
 
@@ -243,8 +278,10 @@ class IngestScreen(CragScreen):
         stats = self.query_one("#stats", Static)
         if engine is None:
             stats.update("No corpus open: ingesting creates the database file above.")
+        elif isinstance(current := current_stats(engine.corpus), str):
+            stats.update(Text(current, style="red"))
         else:
-            stats.update(describe_stats(engine.corpus.stats()))
+            stats.update(describe_stats(current))
 
     @on(Input.Submitted, "#path")
     @on(Button.Pressed, "#start")
@@ -252,14 +289,19 @@ class IngestScreen(CragScreen):
         value = self.query_one("#path", Input).value.strip()
         if self.running or not value:
             return
-        path = Path(value).expanduser()
+        try:
+            path = typed_path(value)
+        except ValueError as exc:
+            self.query_one("#ingest-status", Static).update(Text(str(exc), style="red"))
+            return
         if not path.exists():
-            self.query_one("#ingest-status", Static).update(f"[red]No such file or folder: {path}")
+            missing = Text(f"No such file or folder: {path}", style="red")
+            self.query_one("#ingest-status", Static).update(missing)
             return
         try:
             db = parse_location(self.query_one("#db", Input).value.strip() or "corpus.db")
         except ValueError as exc:
-            self.query_one("#ingest-status", Static).update(f"[red]{exc}")
+            self.query_one("#ingest-status", Static).update(Text(str(exc), style="red"))
             return
         self.running = True
         self.remove_class("-browsing")  # the log shows the progress
@@ -289,7 +331,8 @@ class IngestScreen(CragScreen):
             done = "Cancelled: every document written is complete."
             app.call_from_thread(self._finished, None, done)
         except Exception as exc:
-            app.call_from_thread(self._finished, None, f"[red]Failed: {type(exc).__name__}: {exc}")
+            failed = Text(f"Failed: {type(exc).__name__}: {exc}", style="red")
+            app.call_from_thread(self._finished, None, failed)
         else:
             app.call_from_thread(self._finished, report, "")
 
@@ -315,7 +358,7 @@ class IngestScreen(CragScreen):
             f"{event.done}/{event.total} · {event.source}"
         )
 
-    def _finished(self, report: IngestReport | None, message: str) -> None:
+    def _finished(self, report: IngestReport | None, message: Text | str) -> None:
         self.running = False
         self.report = report
         self.query_one("#start", Button).disabled = False

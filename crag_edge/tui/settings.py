@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -17,6 +18,7 @@ from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Stat
 
 from crag_edge.config import PROVIDER_NAMES, TIERS, Settings, SettingsError
 from crag_edge.tui.screens import CragScreen
+from crag_edge.tui.widgets import Plain
 
 NUMBERS: tuple[tuple[str, str], ...] = (
     ("correct_threshold", "CORRECT at or above"),
@@ -40,10 +42,14 @@ def toml_value(value: Any) -> str:
 
 def save_settings(path: Path, settings: Settings, names: tuple[str, ...] = EDITABLE) -> None:
     """Write `names` into the TOML file at `path`, keeping its other keys (flat or under
-    a [crag_edge] table, as `Settings.load` reads it)."""
+    a [crag_edge] table, as `Settings.load` reads it). A file that is not TOML is refused
+    (SettingsError, in `Settings.load`'s words), never overwritten."""
     data: dict[str, Any] = {}
     if path.is_file():
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
     nested = isinstance(data.get("crag_edge"), dict)
     table: dict[str, Any] = data["crag_edge"] if nested else data
     if any(isinstance(v, dict) for v in table.values()):
@@ -115,7 +121,7 @@ class SettingsScreen(CragScreen):
             with Horizontal(id="buttons"):
                 yield Button("Apply", id="apply", variant="primary")
                 yield Button("Apply & save", id="save", variant="success")
-        yield Static("Changes apply to the next question.", id="settings-status")
+        yield Plain("Changes apply to the next question.", id="settings-status")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -167,5 +173,11 @@ class SettingsScreen(CragScreen):
         self.query_one("#settings-status", Static).update(message)
         self.notify(message)
 
+    def not_saved(self, settings: Settings, error: Exception) -> None:
+        """Applied, but the config file could not be written."""
+        self.settings = settings
+        message = f"Applied to the next question, but not saved: {error}"
+        self.query_one("#settings-status", Static).update(Text(message, style="yellow"))
+
     def refused(self, error: Exception) -> None:
-        self.query_one("#settings-status", Static).update(f"[red]{error}")
+        self.query_one("#settings-status", Static).update(Text(str(error), style="red"))

@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
+from rich.segment import Segment
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.color import Color
+from textual.filter import LineFilter
 from textual.widgets import DataTable, Input, Static
 
 from crag_edge.citations import locator, place_label
@@ -27,6 +30,33 @@ DECISION_STYLE = {
 MAX_STAGES_SHOWN = 8  # a corrective loop's later rounds push its first stages off the line
 TIER_LABELS = {"signals": "signals", "cross_encoder": "x-enc", "llm": "llm"}
 _STRIP_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_NO_CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)])
+
+
+class Plain(Static):
+    """A Static that shows a string as written, never as markup. What the TUI shows comes
+    from documents, file names, typed paths, the model and error messages: read as markup,
+    `[@click=app.quit]` in any of them would run an action when clicked, and a stray `[/]`
+    would raise and end the app. Styled text is passed as a `Text`."""
+
+    def __init__(self, content: RenderableType = "", **kwargs: str) -> None:
+        super().__init__(content, markup=False, **kwargs)  # type: ignore[arg-type]
+
+
+class NoControlCodes(LineFilter):
+    """Drops C0 and C1 control characters (ESC, NUL, DEL, 8-bit CSI, ...) from every line the
+    app draws. Textual writes text to the terminal as it is, and documents, file names and
+    model output may carry escape sequences: set the clipboard (OSC 52), retitle the window,
+    clear the screen. They take no cells, so the layout is the same without them."""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        if not any(_CONTROL.search(segment.text) for segment in segments):
+            return segments
+        return [
+            Segment(text.translate(_NO_CONTROLS), style, control)
+            for text, style, control in segments
+        ]
 
 
 class QuestionInput(Input):
@@ -64,11 +94,11 @@ class Stage:
     failed: bool = False
 
 
-class StageLine(Static):
+class StageLine(Plain):
     """retrieve → grade → decision → actions → answer, each with its time as it happens."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter, **kwargs: str) -> None:
-        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        super().__init__("", **kwargs)
         self.clock = clock
         self.stages: list[Stage] = []
         self.idle_text = "Type a question and press Enter."
@@ -152,11 +182,11 @@ class StageLine(Static):
         self.update(line)
 
 
-class DecisionPanel(Static):
+class DecisionPanel(Plain):
     """The verdict: decision word, score, rule, thresholds, corrections, iterations, fallback."""
 
     def __init__(self, **kwargs: str) -> None:
-        super().__init__(Text("No question asked yet.", style="dim"), **kwargs)  # type: ignore[arg-type]
+        super().__init__(Text("No question asked yet.", style="dim"), **kwargs)
         self.decision: str | None = None
 
     def clear(self, message: str = "…") -> None:
@@ -267,12 +297,12 @@ class EvidenceTable(DataTable[Text | str]):
             kept = Text("kept", style="bold green") if grade.kept else Text("dropped", style="red")
             cells: list[Text | str] = [
                 str(hit.rank),
-                clipped(locator(hit.chunk), 36),
+                Text(clipped(locator(hit.chunk), 36)),  # a str cell would be read as markup
                 f"{hit.score:.3f}",
                 *[_score(grade.tiers.get(t)) for t in tiers],
                 _score(grade.score),
                 kept,
-                grade.reason or grade.decided_by,
+                Text(grade.reason or grade.decided_by),
             ]
             self.add_row(*cells, key=str(i))
 
