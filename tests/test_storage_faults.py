@@ -1,6 +1,7 @@
 """Storage faults on real files, in real child processes: a full disk (a file-size limit), a
-read-only corpus, a creation cut short, two creators at once, and damaged pages. Each is one
-clear line and exit 1, and no committed document is ever lost."""
+read-only corpus, a creation cut short, two creators at once, another writer holding the
+lock, and damaged pages. Each is one clear line and exit 1, and no committed document is ever
+lost."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import apsw
 import pytest
 
 from crag_edge.store import Corpus, CorruptCorpusError
@@ -173,6 +175,31 @@ def test_read_only_corpus_opens_read_only_for_reading(
     assert check.returncode == 0, check.stderr
     assert_one_line_error(write, str(db), "read-only")
     assert not stat.S_IMODE(db.stat().st_mode) & 0o222
+
+
+# -- another writer --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("documents_are", ["unchanged", "new"])
+def test_a_write_lock_held_by_another_process_is_one_line(
+    small_db: Path, tmp_path: Path, documents_are: str
+) -> None:
+    """An ingest waits for the lock only so long (an open `sqlite3` session holds it here);
+    whether it then meets the lock in a document's write or in its last bookkeeping, it says
+    so in one line, exit 1, and what was stored stays as it was."""
+    db = tmp_path / "c.db"
+    shutil.copy(small_db, db)
+    docs = small_db.parent / "d" if documents_are == "unchanged" else write_docs(tmp_path / "d", 1)
+    holder = apsw.Connection(str(db))
+    holder.execute("BEGIN IMMEDIATE; UPDATE meta SET value = value")
+    try:
+        locked = crag_edge("ingest", "--db", str(db), str(docs))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert_one_line_error(locked, str(db), "locked")
+    assert documents(db) == 2
+    assert crag_edge("ingest", "--db", str(db), str(docs)).returncode == 0
 
 
 # -- damaged pages ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from crag_edge.store.corpus import (
     StoredDocument,
 )
 from crag_edge.store.errors import (
+    CorpusBusyError,
     CorpusError,
     CorpusExistsError,
     CorpusNotFoundError,
@@ -31,6 +32,7 @@ __all__ = [
     "ChunkRecord",
     "Corpus",
     "CorpusBackend",
+    "CorpusBusyError",
     "CorpusError",
     "CorpusExistsError",
     "CorpusNotFoundError",

@@ -148,7 +148,6 @@ class CorpusStats:
     stored_passages: int = 0
 
 
-@reports_storage_faults
 class EmbedderIdentity:
     """What every backend knows from its `meta` table once opened: whether it is read-only
     and which embedder built it, with the check that refuses vectors of another model."""
@@ -186,6 +185,7 @@ class EmbedderIdentity:
 SQLITE_JOBS = JobDialect("?", "((julianday('now') - 2440587.5) * 86400.0)")
 
 
+@reports_storage_faults  # each method of its own: the decorator does not reach subclasses' ones
 class Corpus(EmbedderIdentity):
     """A crag-edge corpus file. Build one with `create`, `open` or `open_or_create`."""
 

@@ -1,8 +1,9 @@
 """Why a corpus file could not be used; every message names the file.
 
-SQLite reports a full disk, an I/O failure or a damaged page as an `apsw` exception from
-deep inside a query; `storage_faults` turns those into the store's own errors at the store's
-boundary, so callers (the CLI's exit codes, the service's responses) handle one family.
+SQLite reports a full disk, an I/O failure, a damaged page or a write lock held too long by
+another process as an `apsw` exception from deep inside a query; `storage_faults` turns those
+into the store's own errors at the store's boundary, so callers (the CLI's exit codes, the
+service's responses) handle one family.
 """
 
 from __future__ import annotations
@@ -57,11 +58,23 @@ class ReadOnlyCorpusError(CorpusError):
     """A write was attempted on a corpus opened with `readonly=True`."""
 
 
+class CorpusBusyError(CorpusError):
+    """Another connection held the file's write lock longer than the busy timeout; nothing
+    was written, and the same command succeeds once that writer has finished."""
+
+
 class StorageError(CorpusError):
     """The disk refused a write (full, over a size limit, failing); committed data is intact."""
 
 
-_FAULTS = (apsw.FullError, apsw.IOError, apsw.CorruptError, apsw.NotADBError, apsw.ReadOnlyError)
+_FAULTS = (
+    apsw.FullError,
+    apsw.IOError,
+    apsw.CorruptError,
+    apsw.NotADBError,
+    apsw.ReadOnlyError,
+    apsw.BusyError,
+)
 
 
 def _fault_behind(exc: apsw.Error) -> BaseException | None:
@@ -82,6 +95,8 @@ def _storage_error(exc: BaseException, path: Path | str) -> CorpusError:
         return StorageError(path, f"disk I/O error (a full or failing disk?); {_INTACT}")
     if isinstance(exc, apsw.ReadOnlyError):
         return ReadOnlyCorpusError(path, _NO_WRITE_ACCESS)
+    if isinstance(exc, apsw.BusyError):
+        return CorpusBusyError(path, _LOCKED)
     return CorruptCorpusError(path, f"damaged database ({exc}); run `crag-edge check --db {path}`")
 
 
@@ -119,4 +134,9 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _INTACT = "every change committed before is intact; free space and run the command again"
+_LOCKED = (
+    "locked: another process (an ingest, `calibrate`, a service, or an open sqlite3 session) "
+    "kept writing to it past the wait allowed; every change committed before is intact; "
+    "run the command again when it has finished"
+)
 _NO_WRITE_ACCESS = "read-only: no write access to the file or its folder"
