@@ -1,10 +1,11 @@
 """Storage faults on real files, in real child processes: a full disk (a file-size limit), a
-read-only corpus, a creation cut short, two creators at once, another writer holding the
-lock, and damaged pages. Each is one clear line and exit 1, and no committed document is ever
-lost."""
+read-only corpus, a creation cut short, two creators or upgraders at once, another writer
+holding the lock, and damaged pages. Each is one clear line and exit 1, and no committed
+document is ever lost."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import resource
 import shutil
@@ -15,11 +16,13 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
 
-from crag_edge.store import Corpus, CorruptCorpusError
+from crag_edge.store import SCHEMA_VERSION, Corpus, CorruptCorpusError
+from crag_edge.store.schema import JOBS_VERSION
 
 FAST = {
     "CRAG_EDGE_GRADING_TIERS": '["signals"]',
@@ -136,6 +139,39 @@ def test_two_creators_of_one_new_corpus_both_succeed(tmp_path: Path) -> None:
         path = tmp_path / f"race{attempt}.db"
         assert create_at_once(path) == []
         assert documents(path) == 0
+
+
+def open_at_once(path: Path, barrier: Any, failures: Any) -> None:
+    """One of several processes opening `path` read-write at the same moment."""
+    barrier.wait()
+    try:
+        Corpus.open(path).close()
+    except Exception as exc:
+        failures.put(repr(exc))
+
+
+def test_openers_of_an_older_corpus_all_succeed_and_one_upgrades_it(tmp_path: Path) -> None:
+    """Replicas (or commands) started together after an upgrade of crag-edge: the one that
+    upgrades the file first holds the others back until it is done, then they find it new."""
+    processes = multiprocessing.get_context("spawn")
+    for attempt in range(3):
+        path = tmp_path / f"old{attempt}.db"
+        Corpus.create(path, "embedder", 4).close()
+        older = apsw.Connection(str(path))
+        older.execute(f"DROP TABLE jobs; PRAGMA user_version = {JOBS_VERSION - 1}")
+        older.close()
+        barrier, failures = processes.Barrier(4), processes.Queue()
+        openers = [
+            processes.Process(target=open_at_once, args=(path, barrier, failures)) for _ in range(4)
+        ]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join(timeout=60)
+        assert [opener.exitcode for opener in openers] == [0] * 4
+        assert failures.empty(), failures.get()
+        with Corpus.open(path, readonly=True) as corpus:
+            assert corpus.stats().schema_version == SCHEMA_VERSION
 
 
 # -- read-only corpora -----------------------------------------------------------------------
