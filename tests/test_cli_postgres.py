@@ -4,12 +4,16 @@ a user runs them, against the real server of `tests/postgres.py`."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from crag_edge.locations import corpus_name, shown_location
+from crag_edge.store.postgres import PostgresCorpus
+from crag_edge.store.postgres.schema import SCHEMA
 from tests.test_cli import MINI, invoke
 from tests.test_training import needs_torch
 
@@ -150,3 +154,37 @@ def test_the_evaluator_trains_on_a_postgres_corpus(pg_db: str, tmp_path: Path) -
     assert report["model_id"] == f"evaluator-{corpus_name(pg_db)}"
     card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert shown_location(pg_db) in card  # the command to reproduce it, password masked
+
+
+@pytest.fixture
+def reader_url(pg_db: str) -> Iterator[str]:
+    """`pg_db` reached as a role that may only read its tables (a reporting account)."""
+    role = "crag_edge_reader"
+    with psycopg.connect(pg_db, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA {SCHEMA} TO {role}")
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {role}")
+    url = pg_db.replace("//postgres:", f"//{role}:", 1)
+    assert url != pg_db
+    try:
+        yield url
+    finally:
+        with psycopg.connect(pg_db, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_role_that_may_only_read_opens_the_corpus_read_only(
+    reader_url: str, tmp_path: Path
+) -> None:
+    """As a file without write access does: reads work, the caches are not written (a query
+    of the evaluator's tier never fails for it), an ingest is one line and exit 1."""
+    assert json.loads(invoke("stats", "--db", reader_url, "--json").stdout)["documents"] == 40
+    with PostgresCorpus.open(reader_url) as corpus:
+        assert corpus.readonly
+        assert not corpus.score_cache().put("scorer", "query", {corpus.chunk_ids()[0]: 0.5})
+    (tmp_path / "new.txt").write_text("A document the reader may not add.")
+    refused = invoke("ingest", "--db", reader_url, str(tmp_path))
+    assert refused.exit_code == 1
+    assert refused.output.strip().startswith("error:") and "read-only" in refused.output
+    assert len(refused.output.strip().splitlines()) == 1
