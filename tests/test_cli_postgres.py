@@ -4,6 +4,10 @@ a user runs them, against the real server of `tests/postgres.py`."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +18,9 @@ import pytest
 from crag_edge.locations import corpus_name, shown_location
 from crag_edge.store.postgres import PostgresCorpus
 from crag_edge.store.postgres.schema import SCHEMA
+from tests.postgres import create_database
 from tests.test_cli import MINI, invoke
+from tests.test_storage_faults import FAST, crag_edge, write_docs
 from tests.test_training import needs_torch
 
 
@@ -188,3 +194,44 @@ def test_a_role_that_may_only_read_opens_the_corpus_read_only(
     assert refused.exit_code == 1
     assert refused.output.strip().startswith("error:") and "read-only" in refused.output
     assert len(refused.output.strip().splitlines()) == 1
+
+
+def stored_documents(url: str) -> int:
+    """How many documents the corpus at `url` holds (0 before it exists)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.documents",)).fetchone() == (None,):
+            return 0
+        row = conn.execute(f"SELECT count(*) FROM {SCHEMA}.documents").fetchone()
+        return int(row[0]) if row is not None else 0
+
+
+def test_connections_cut_mid_ingest_are_one_line_and_the_rerun_completes(
+    postgres_server: Any, tmp_path: Path
+) -> None:
+    """The server drops the ingest's connections (a restart does): one error line, exit 1,
+    and what was committed stays for the next run to complete, with no document twice."""
+    url = create_database(postgres_server)
+    docs = write_docs(tmp_path / "docs", 30)
+    ingest = subprocess.Popen(
+        [sys.executable, "-m", "crag_edge.cli", "ingest", "--db", url, str(docs)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | FAST,
+    )
+    deadline = time.monotonic() + 300
+    while stored_documents(url) == 0 and ingest.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    _, stderr = ingest.communicate(timeout=300)
+    assert ingest.returncode == 1, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), stderr
+    assert 0 < stored_documents(url) < 30
+    assert crag_edge("check", "--db", url).returncode == 0
+    assert crag_edge("ingest", "--db", url, str(docs)).returncode == 0
+    assert stored_documents(url) == 30
