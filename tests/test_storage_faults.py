@@ -1,7 +1,7 @@
 """Storage faults on real files, in real child processes: a full disk (a file-size limit), a
 read-only corpus, a creation cut short, two creators or upgraders at once, another writer
-holding the lock, and damaged pages. Each is one clear line and exit 1, and no committed
-document is ever lost."""
+holding the lock, a file replaced while open, and damaged pages. Each is one clear line and
+exit 1, and no committed document is ever lost."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import Any
 import apsw
 import pytest
 
-from crag_edge.store import SCHEMA_VERSION, Corpus, CorruptCorpusError
+from crag_edge.store import SCHEMA_VERSION, Corpus, CorpusReplacedError, CorruptCorpusError
 from crag_edge.store.schema import JOBS_VERSION
 
 FAST = {
@@ -236,6 +236,34 @@ def test_a_write_lock_held_by_another_process_is_one_line(
     assert_one_line_error(locked, str(db), "locked")
     assert documents(db) == 2
     assert crag_edge("ingest", "--db", str(db), str(docs)).returncode == 0
+
+
+# -- a file replaced while open -------------------------------------------------------------
+
+
+def test_a_corpus_replaced_while_open_writes_nothing_more_and_says_so(
+    small_db: Path, tmp_path: Path
+) -> None:
+    """`mv new.db c.db` while a service has c.db open: SQLite finds the WAL by name, so what
+    the old connection committed from then on would be read as part of the new file. Its
+    commits are refused (a best-effort cache write is skipped) and readiness says why; the
+    new file holds none of them. (What it committed before the move and had not merged yet
+    SQLite leaves in that WAL: stop the service before replacing its file.)"""
+    db, replacement = tmp_path / "c.db", tmp_path / "new.db"
+    shutil.copy(small_db, db)
+    shutil.copy(small_db, replacement)
+    with Corpus.open(db) as corpus:
+        corpus.set_meta({"note": "before"})
+        os.replace(replacement, db)
+        with pytest.raises(CorpusReplacedError, match="replaced"):
+            corpus.set_meta({"note": "after"})
+        with pytest.raises(CorpusReplacedError, match="restart"):
+            corpus.ping(1.0)
+        assert not corpus.score_cache().put("scorer", "query", {corpus.chunk_ids()[0]: 0.5})
+    assert crag_edge("check", "--db", str(db)).returncode == 0
+    with Corpus.open(db, readonly=True) as reopened:
+        assert reopened.meta()["note"] != "after"
+        assert reopened.score_cache().count() == 0
 
 
 # -- damaged pages ---------------------------------------------------------------------------

@@ -36,9 +36,11 @@ from crag_edge.store.document_groups import (
     write_groups,
 )
 from crag_edge.store.errors import (
+    REPLACED,
     CorpusError,
     CorpusExistsError,
     CorpusNotFoundError,
+    CorpusReplacedError,
     CorruptCorpusError,
     EmbedderMismatchError,
     NotACorpusError,
@@ -201,6 +203,9 @@ class Corpus(EmbedderIdentity):
         # Nor the sign bits of the pre-filter: its dense search stays exact.
         self._bits = BitIndex(conn, self.dim) if user_version(conn) >= BITS_VERSION else None
         self._jobs_lock = threading.Lock()
+        self._replaced = _replacement_check(path)
+        if not readonly:
+            conn.set_commit_hook(self._replaced)  # True: the commit becomes a rollback
 
     # -- opening -------------------------------------------------------------------------
 
@@ -281,7 +286,10 @@ class Corpus(EmbedderIdentity):
 
     def ping(self, timeout_s: float) -> None:
         """Answer a trivial query (a readiness probe's); StorageError when the file cannot be
-        read. Reading takes no lock (WAL), so `timeout_s` never comes into play."""
+        read, CorpusReplacedError when the path holds another file now. Reading takes no lock
+        (WAL), so `timeout_s` never comes into play."""
+        if self._replaced():
+            raise CorpusReplacedError(self._path, REPLACED)
         with storage_faults(self._path):
             self._conn.execute("SELECT count(*) FROM meta").fetchall()
 
@@ -699,6 +707,23 @@ def checked_chunks(
                 f"{doc.source}: chunk [{chunk.start}:{chunk.end}] does not match the text"
             )
     return matrix
+
+
+def _replacement_check(path: Path) -> Callable[[], bool]:
+    """A test of whether `path` still names the file opened now. SQLite finds the -wal file
+    by name: a connection to a file moved or replaced meanwhile (`mv new.db corpus.db` while
+    a service runs) would commit into the WAL that the new file's readers then apply to it,
+    damaging it; its commits are refused instead."""
+
+    def identity() -> tuple[int, int] | None:
+        try:
+            found = path.stat()
+        except OSError:
+            return None
+        return found.st_dev, found.st_ino
+
+    opened = identity()
+    return lambda: identity() != opened
 
 
 def _refuse_too_old(path: Path, version: int) -> None:

@@ -63,6 +63,11 @@ class CorpusBusyError(CorpusError):
     was written, and the same command succeeds once that writer has finished."""
 
 
+class CorpusReplacedError(CorpusError):
+    """The file at the corpus's path is no longer the one opened (moved, replaced or deleted
+    meanwhile); what this connection would write would land in the new file's WAL."""
+
+
 class StorageError(CorpusError):
     """The disk refused a write (full, over a size limit, failing); committed data is intact."""
 
@@ -82,9 +87,18 @@ def _fault_behind(exc: apsw.Error) -> BaseException | None:
     SQLite roll back on its own, so the rollback that follows fails too ("no such
     savepoint"): the fault is then found in the exception's context."""
     cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, _FAULTS):
+    while cause is not None and not _is_fault(cause):
         cause = cause.__context__
     return cause
+
+
+def _is_fault(exc: BaseException) -> bool:
+    """One of `_FAULTS`, or a commit refused by the store's commit hook (`Corpus`: the file
+    was replaced since it was opened)."""
+    return isinstance(exc, _FAULTS) or (
+        isinstance(exc, apsw.ConstraintError)
+        and getattr(exc, "extendedresult", None) == apsw.SQLITE_CONSTRAINT_COMMITHOOK
+    )
 
 
 def _storage_error(exc: BaseException, path: Path | str) -> CorpusError:
@@ -97,6 +111,8 @@ def _storage_error(exc: BaseException, path: Path | str) -> CorpusError:
         return ReadOnlyCorpusError(path, _NO_WRITE_ACCESS)
     if isinstance(exc, apsw.BusyError):
         return CorpusBusyError(path, _LOCKED)
+    if isinstance(exc, apsw.ConstraintError):
+        return CorpusReplacedError(path, REPLACED)
     return CorruptCorpusError(path, f"damaged database ({exc}); run `crag-edge check --db {path}`")
 
 
@@ -138,5 +154,9 @@ _LOCKED = (
     "locked: another process (an ingest, `calibrate`, a service, or an open sqlite3 session) "
     "kept writing to it past the wait allowed; every change committed before is intact; "
     "run the command again when it has finished"
+)
+REPLACED = (
+    "the file was moved, replaced or deleted since it was opened; nothing more is written "
+    "through this connection: restart (or open the corpus again) to use the new file"
 )
 _NO_WRITE_ACCESS = "read-only: no write access to the file or its folder"
