@@ -141,6 +141,23 @@ def test_two_creators_of_one_new_corpus_both_succeed(tmp_path: Path) -> None:
         assert documents(path) == 0
 
 
+def at_once(work: Callable[..., None], *arguments: tuple[Any, ...]) -> list[str]:
+    """`work(*args, barrier, failures)` in a process of its own for each `args`, all starting
+    at the same moment; what they put in `failures`."""
+    processes = multiprocessing.get_context("spawn")
+    barrier, failures = processes.Barrier(len(arguments)), processes.Queue()
+    running = [processes.Process(target=work, args=(*a, barrier, failures)) for a in arguments]
+    for process in running:
+        process.start()
+    for process in running:
+        process.join(timeout=120)
+    assert [process.exitcode for process in running] == [0] * len(running)
+    found = []
+    while not failures.empty():
+        found.append(failures.get())
+    return found
+
+
 def open_at_once(path: Path, barrier: Any, failures: Any) -> None:
     """One of several processes opening `path` read-write at the same moment."""
     barrier.wait()
@@ -153,23 +170,13 @@ def open_at_once(path: Path, barrier: Any, failures: Any) -> None:
 def test_openers_of_an_older_corpus_all_succeed_and_one_upgrades_it(tmp_path: Path) -> None:
     """Replicas (or commands) started together after an upgrade of crag-edge: the one that
     upgrades the file first holds the others back until it is done, then they find it new."""
-    processes = multiprocessing.get_context("spawn")
     for attempt in range(3):
         path = tmp_path / f"old{attempt}.db"
         Corpus.create(path, "embedder", 4).close()
         older = apsw.Connection(str(path))
         older.execute(f"DROP TABLE jobs; PRAGMA user_version = {JOBS_VERSION - 1}")
         older.close()
-        barrier, failures = processes.Barrier(4), processes.Queue()
-        openers = [
-            processes.Process(target=open_at_once, args=(path, barrier, failures)) for _ in range(4)
-        ]
-        for opener in openers:
-            opener.start()
-        for opener in openers:
-            opener.join(timeout=60)
-        assert [opener.exitcode for opener in openers] == [0] * 4
-        assert failures.empty(), failures.get()
+        assert at_once(open_at_once, *[(path,)] * 4) == []
         with Corpus.open(path, readonly=True) as corpus:
             assert corpus.stats().schema_version == SCHEMA_VERSION
 
@@ -236,6 +243,32 @@ def test_a_write_lock_held_by_another_process_is_one_line(
     assert_one_line_error(locked, str(db), "locked")
     assert documents(db) == 2
     assert crag_edge("ingest", "--db", str(db), str(docs)).returncode == 0
+
+
+def retag_or_note(path: Path, retag: bool, barrier: Any, failures: Any) -> None:
+    """One of several processes writing `path` over and over: retagging its first document
+    (a read, then a write) or noting a meta value (a write alone)."""
+    with Corpus.open(path) as corpus:
+        source = corpus.list_sources()[0]
+        barrier.wait()
+        for round_ in range(1500):
+            try:
+                if retag:
+                    corpus.set_groups(source, frozenset({f"group{round_ % 3}"}))
+                else:
+                    corpus.set_meta({"note": str(round_)})
+            except Exception as exc:
+                failures.put(repr(exc))
+                return
+
+
+def test_retagging_beside_other_writers_waits_its_turn(small_db: Path, tmp_path: Path) -> None:
+    """A retag (`ingest --groups` of an unchanged document) reads the document before it
+    writes; beside another writer it waits for the lock like any write, never failing at
+    once because that writer committed in between."""
+    db = tmp_path / "c.db"
+    shutil.copy(small_db, db)
+    assert at_once(retag_or_note, (db, True), (db, False), (db, True)) == []
 
 
 # -- a file replaced while open -------------------------------------------------------------

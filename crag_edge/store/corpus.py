@@ -26,7 +26,7 @@ import numpy as np
 
 from crag_edge.citations import locate
 from crag_edge.groups import Groups
-from crag_edge.store.connection import connect, has_pending_journal
+from crag_edge.store.connection import connect, has_pending_journal, write_transaction
 from crag_edge.store.document_groups import (
     count_rows,
     read_groups,
@@ -532,7 +532,7 @@ class Corpus(EmbedderIdentity):
         """Retag a stored document (`crag_edge.groups`) without touching its chunks or
         vectors; False if it was not stored."""
         self._require_writable()
-        with self._conn:
+        with write_transaction(self._conn):  # it reads before it writes
             rows = self._conn.execute(
                 "SELECT id FROM documents WHERE source = ?", (source,)
             ).fetchall()
