@@ -22,6 +22,7 @@ import apsw
 import pytest
 
 from crag_edge.store import SCHEMA_VERSION, Corpus, CorpusReplacedError, CorruptCorpusError
+from crag_edge.store.jobs import JobRecord
 from crag_edge.store.schema import JOBS_VERSION
 
 FAST = {
@@ -245,16 +246,20 @@ def test_a_write_lock_held_by_another_process_is_one_line(
     assert crag_edge("ingest", "--db", str(db), str(docs)).returncode == 0
 
 
-def retag_or_note(path: Path, retag: bool, barrier: Any, failures: Any) -> None:
+def write_over_and_over(path: Path, what: str, barrier: Any, failures: Any) -> None:
     """One of several processes writing `path` over and over: retagging its first document
-    (a read, then a write) or noting a meta value (a write alone)."""
+    (a read, then a write), adding a job and failing the stale ones (a read, then a write,
+    as a service replica does), or noting a meta value (a write alone)."""
     with Corpus.open(path) as corpus:
-        source = corpus.list_sources()[0]
+        source, jobs = corpus.list_sources()[0], corpus.jobs()
         barrier.wait()
         for round_ in range(1500):
             try:
-                if retag:
+                if what == "retag":
                     corpus.set_groups(source, frozenset({f"group{round_ % 3}"}))
+                elif what == "stale":
+                    jobs.add(JobRecord(f"{os.getpid()}-{round_}", ["/docs"], "replica"))
+                    jobs.fail_stale(-1.0, "its replica stopped")
                 else:
                     corpus.set_meta({"note": str(round_)})
             except Exception as exc:
@@ -262,13 +267,16 @@ def retag_or_note(path: Path, retag: bool, barrier: Any, failures: Any) -> None:
                 return
 
 
-def test_retagging_beside_other_writers_waits_its_turn(small_db: Path, tmp_path: Path) -> None:
-    """A retag (`ingest --groups` of an unchanged document) reads the document before it
-    writes; beside another writer it waits for the lock like any write, never failing at
-    once because that writer committed in between."""
+@pytest.mark.parametrize("reader", ["retag", "stale"])
+def test_a_write_that_reads_first_waits_its_turn_beside_other_writers(
+    small_db: Path, tmp_path: Path, reader: str
+) -> None:
+    """A retag (`ingest --groups` of an unchanged document) or a replica failing stale jobs
+    reads before it writes; beside other writers it waits for the lock like any write,
+    never failing at once because one of them committed in between."""
     db = tmp_path / "c.db"
     shutil.copy(small_db, db)
-    assert at_once(retag_or_note, (db, True), (db, False), (db, True)) == []
+    assert at_once(write_over_and_over, (db, reader), (db, "note"), (db, reader)) == []
 
 
 # -- a file replaced while open -------------------------------------------------------------
