@@ -1049,8 +1049,11 @@ app.command("tui")(friendly_errors(tui_command))
 def main() -> None:
     """Console-script entry point."""
     # pypdf warns about recoverable PDF quirks through logging; the ingest report says what
-    # failed, and stray log lines would tear the progress bar.
-    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    # failed, and stray log lines would tear the progress bar. psycopg's pool warns of every
+    # connection it discards or fails to make; the command's one error line (the service's
+    # readiness and request logs) says the database was lost.
+    for name in ("pypdf", "psycopg.pool"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     app()
 
 

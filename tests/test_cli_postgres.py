@@ -4,13 +4,23 @@ a user runs them, against the real server of `tests/postgres.py`."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from crag_edge.locations import corpus_name, shown_location
+from crag_edge.store.postgres import PostgresCorpus
+from crag_edge.store.postgres.schema import SCHEMA
+from tests.postgres import create_database
 from tests.test_cli import MINI, invoke
+from tests.test_storage_faults import FAST, crag_edge, write_docs
 from tests.test_training import needs_torch
 
 
@@ -150,3 +160,78 @@ def test_the_evaluator_trains_on_a_postgres_corpus(pg_db: str, tmp_path: Path) -
     assert report["model_id"] == f"evaluator-{corpus_name(pg_db)}"
     card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert shown_location(pg_db) in card  # the command to reproduce it, password masked
+
+
+@pytest.fixture
+def reader_url(pg_db: str) -> Iterator[str]:
+    """`pg_db` reached as a role that may only read its tables (a reporting account)."""
+    role = "crag_edge_reader"
+    with psycopg.connect(pg_db, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA {SCHEMA} TO {role}")
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {role}")
+    url = pg_db.replace("//postgres:", f"//{role}:", 1)
+    assert url != pg_db
+    try:
+        yield url
+    finally:
+        with psycopg.connect(pg_db, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_role_that_may_only_read_opens_the_corpus_read_only(
+    reader_url: str, tmp_path: Path
+) -> None:
+    """As a file without write access does: reads work, the caches are not written (a query
+    of the evaluator's tier never fails for it), an ingest is one line and exit 1."""
+    assert json.loads(invoke("stats", "--db", reader_url, "--json").stdout)["documents"] == 40
+    with PostgresCorpus.open(reader_url) as corpus:
+        assert corpus.readonly
+        assert not corpus.score_cache().put("scorer", "query", {corpus.chunk_ids()[0]: 0.5})
+    (tmp_path / "new.txt").write_text("A document the reader may not add.")
+    refused = invoke("ingest", "--db", reader_url, str(tmp_path))
+    assert refused.exit_code == 1
+    assert refused.output.strip().startswith("error:") and "read-only" in refused.output
+    assert len(refused.output.strip().splitlines()) == 1
+
+
+def stored_documents(url: str) -> int:
+    """How many documents the corpus at `url` holds (0 before it exists)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.documents",)).fetchone() == (None,):
+            return 0
+        row = conn.execute(f"SELECT count(*) FROM {SCHEMA}.documents").fetchone()
+        return int(row[0]) if row is not None else 0
+
+
+def test_connections_cut_mid_ingest_are_one_line_and_the_rerun_completes(
+    postgres_server: Any, tmp_path: Path
+) -> None:
+    """The server drops the ingest's connections (a restart does): one error line, exit 1,
+    and what was committed stays for the next run to complete, with no document twice."""
+    url = create_database(postgres_server)
+    docs = write_docs(tmp_path / "docs", 30)
+    ingest = subprocess.Popen(
+        [sys.executable, "-m", "crag_edge.cli", "ingest", "--db", url, str(docs)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | FAST,
+    )
+    deadline = time.monotonic() + 300
+    while stored_documents(url) == 0 and ingest.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    _, stderr = ingest.communicate(timeout=300)
+    assert ingest.returncode == 1, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), stderr
+    assert 0 < stored_documents(url) < 30
+    assert crag_edge("check", "--db", url).returncode == 0
+    assert crag_edge("ingest", "--db", url, str(docs)).returncode == 0
+    assert stored_documents(url) == 30

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 pytest.importorskip("fastapi")
@@ -642,3 +643,28 @@ def test_killed_during_ingest_the_corpus_stays_consistent_and_ingest_resumes(
         assert report["added"] == n_files - committed
         stats = httpx.get(f"{url}/v1/stats").json()["corpus"]
         assert stats["documents"] == n_files
+
+
+def test_a_lost_database_connection_is_503_naming_the_database(
+    postgres_url: str, embedder: Any
+) -> None:
+    """The server drops the service's connections (a restart does): the request that meets
+    one is 503 `corpus_unavailable` with the store's one line, not an anonymous 500."""
+    settings = Settings.load(**FAST)
+    with Engine.open(postgres_url, settings, create=True, embedder=embedder) as engine:
+        engine.ingest([SAMPLE])
+
+    def factory() -> Engine:
+        return Engine.open(postgres_url, settings, embedder=embedder)
+
+    with running(ServerConfig(db=postgres_url), factory) as server, server.client() as c:
+        assert c.post("/v1/query", json={"question": BEES}).status_code == 200
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        lost = c.post("/v1/query", json={"question": BEES})
+    assert lost.status_code == 503, lost.text
+    assert lost.json()["error"] == "corpus_unavailable"
+    assert "database error" in lost.json()["message"] and lost.headers["Retry-After"] == "5"

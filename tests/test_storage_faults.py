@@ -1,9 +1,11 @@
 """Storage faults on real files, in real child processes: a full disk (a file-size limit), a
-read-only corpus, a creation cut short, two creators at once, and damaged pages. Each is one
-clear line and exit 1, and no committed document is ever lost."""
+read-only corpus, a creation cut short, two creators or upgraders at once, another writer
+holding the lock, a file replaced while open, and damaged pages. Each is one clear line and
+exit 1, and no committed document is ever lost."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import resource
 import shutil
@@ -14,10 +16,14 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import apsw
 import pytest
 
-from crag_edge.store import Corpus, CorruptCorpusError
+from crag_edge.store import SCHEMA_VERSION, Corpus, CorpusReplacedError, CorruptCorpusError
+from crag_edge.store.jobs import JobRecord
+from crag_edge.store.schema import JOBS_VERSION
 
 FAST = {
     "CRAG_EDGE_GRADING_TIERS": '["signals"]',
@@ -136,6 +142,46 @@ def test_two_creators_of_one_new_corpus_both_succeed(tmp_path: Path) -> None:
         assert documents(path) == 0
 
 
+def at_once(work: Callable[..., None], *arguments: tuple[Any, ...]) -> list[str]:
+    """`work(*args, barrier, failures)` in a process of its own for each `args`, all starting
+    at the same moment; what they put in `failures`."""
+    processes = multiprocessing.get_context("spawn")
+    barrier, failures = processes.Barrier(len(arguments)), processes.Queue()
+    running = [processes.Process(target=work, args=(*a, barrier, failures)) for a in arguments]
+    for process in running:
+        process.start()
+    for process in running:
+        process.join(timeout=120)
+    assert [process.exitcode for process in running] == [0] * len(running)
+    found = []
+    while not failures.empty():
+        found.append(failures.get())
+    return found
+
+
+def open_at_once(path: Path, barrier: Any, failures: Any) -> None:
+    """One of several processes opening `path` read-write at the same moment."""
+    barrier.wait()
+    try:
+        Corpus.open(path).close()
+    except Exception as exc:
+        failures.put(repr(exc))
+
+
+def test_openers_of_an_older_corpus_all_succeed_and_one_upgrades_it(tmp_path: Path) -> None:
+    """Replicas (or commands) started together after an upgrade of crag-edge: the one that
+    upgrades the file first holds the others back until it is done, then they find it new."""
+    for attempt in range(3):
+        path = tmp_path / f"old{attempt}.db"
+        Corpus.create(path, "embedder", 4).close()
+        older = apsw.Connection(str(path))
+        older.execute(f"DROP TABLE jobs; PRAGMA user_version = {JOBS_VERSION - 1}")
+        older.close()
+        assert at_once(open_at_once, *[(path,)] * 4) == []
+        with Corpus.open(path, readonly=True) as corpus:
+            assert corpus.stats().schema_version == SCHEMA_VERSION
+
+
 # -- read-only corpora -----------------------------------------------------------------------
 
 
@@ -173,6 +219,92 @@ def test_read_only_corpus_opens_read_only_for_reading(
     assert check.returncode == 0, check.stderr
     assert_one_line_error(write, str(db), "read-only")
     assert not stat.S_IMODE(db.stat().st_mode) & 0o222
+
+
+# -- another writer --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("documents_are", ["unchanged", "new"])
+def test_a_write_lock_held_by_another_process_is_one_line(
+    small_db: Path, tmp_path: Path, documents_are: str
+) -> None:
+    """An ingest waits for the lock only so long (an open `sqlite3` session holds it here);
+    whether it then meets the lock in a document's write or in its last bookkeeping, it says
+    so in one line, exit 1, and what was stored stays as it was."""
+    db = tmp_path / "c.db"
+    shutil.copy(small_db, db)
+    docs = small_db.parent / "d" if documents_are == "unchanged" else write_docs(tmp_path / "d", 1)
+    holder = apsw.Connection(str(db))
+    holder.execute("BEGIN IMMEDIATE; UPDATE meta SET value = value")
+    try:
+        locked = crag_edge("ingest", "--db", str(db), str(docs))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert_one_line_error(locked, str(db), "locked")
+    assert documents(db) == 2
+    assert crag_edge("ingest", "--db", str(db), str(docs)).returncode == 0
+
+
+def write_over_and_over(path: Path, what: str, barrier: Any, failures: Any) -> None:
+    """One of several processes writing `path` over and over: retagging its first document
+    (a read, then a write), adding a job and failing the stale ones (a read, then a write,
+    as a service replica does), or noting a meta value (a write alone)."""
+    with Corpus.open(path) as corpus:
+        source, jobs = corpus.list_sources()[0], corpus.jobs()
+        barrier.wait()
+        for round_ in range(1500):
+            try:
+                if what == "retag":
+                    corpus.set_groups(source, frozenset({f"group{round_ % 3}"}))
+                elif what == "stale":
+                    jobs.add(JobRecord(f"{os.getpid()}-{round_}", ["/docs"], "replica"))
+                    jobs.fail_stale(-1.0, "its replica stopped")
+                else:
+                    corpus.set_meta({"note": str(round_)})
+            except Exception as exc:
+                failures.put(repr(exc))
+                return
+
+
+@pytest.mark.parametrize("reader", ["retag", "stale"])
+def test_a_write_that_reads_first_waits_its_turn_beside_other_writers(
+    small_db: Path, tmp_path: Path, reader: str
+) -> None:
+    """A retag (`ingest --groups` of an unchanged document) or a replica failing stale jobs
+    reads before it writes; beside other writers it waits for the lock like any write,
+    never failing at once because one of them committed in between."""
+    db = tmp_path / "c.db"
+    shutil.copy(small_db, db)
+    assert at_once(write_over_and_over, (db, reader), (db, "note"), (db, reader)) == []
+
+
+# -- a file replaced while open -------------------------------------------------------------
+
+
+def test_a_corpus_replaced_while_open_writes_nothing_more_and_says_so(
+    small_db: Path, tmp_path: Path
+) -> None:
+    """`mv new.db c.db` while a service has c.db open: SQLite finds the WAL by name, so what
+    the old connection committed from then on would be read as part of the new file. Its
+    commits are refused (a best-effort cache write is skipped) and readiness says why; the
+    new file holds none of them. (What it committed before the move and had not merged yet
+    SQLite leaves in that WAL: stop the service before replacing its file.)"""
+    db, replacement = tmp_path / "c.db", tmp_path / "new.db"
+    shutil.copy(small_db, db)
+    shutil.copy(small_db, replacement)
+    with Corpus.open(db) as corpus:
+        corpus.set_meta({"note": "before"})
+        os.replace(replacement, db)
+        with pytest.raises(CorpusReplacedError, match="replaced"):
+            corpus.set_meta({"note": "after"})
+        with pytest.raises(CorpusReplacedError, match="restart"):
+            corpus.ping(1.0)
+        assert not corpus.score_cache().put("scorer", "query", {corpus.chunk_ids()[0]: 0.5})
+    assert crag_edge("check", "--db", str(db)).returncode == 0
+    with Corpus.open(db, readonly=True) as reopened:
+        assert reopened.meta()["note"] != "after"
+        assert reopened.score_cache().count() == 0
 
 
 # -- damaged pages ---------------------------------------------------------------------------

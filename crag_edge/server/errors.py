@@ -6,6 +6,7 @@ gets a stable `error` code and a message for people.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,6 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from crag_edge.server.logs import request_id_var
+from crag_edge.store.errors import CorpusBusyError, CorpusError, StorageError
+
+log = logging.getLogger("crag_edge.server")
+# Corpus failures that pass on their own (the database back, the writer done): worth a retry.
+_TRANSIENT = (StorageError, CorpusBusyError)
+CORPUS_RETRY_AFTER_S = 5
 
 
 class ApiError(Exception):
@@ -54,8 +61,9 @@ _MEANINGS = {
     413: "The body exceeds the server's max_body_bytes.",
     415: "The body was not sent as JSON (Content-Type: application/json).",
     422: "The request does not match the schema, or exceeds a limit of this server.",
-    503: "Models still loading or failed to load, the service at capacity (Retry-After), or "
-    "the token file unreadable (auth_unavailable).",
+    503: "Models still loading or failed to load, the service at capacity (Retry-After), "
+    "the token file unreadable (auth_unavailable), or the corpus unusable "
+    "(corpus_unavailable: its database lost, its file locked, damaged or replaced).",
 }
 
 
@@ -110,8 +118,19 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
     return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=exc.headers)
 
 
+async def _corpus_error(request: Request, exc: CorpusError) -> JSONResponse:
+    """The corpus failed under a request (the store's errors name it, a URL without its
+    password): 503 saying what the store said, logged without a stack trace, since the
+    cause is outside the service; with Retry-After when it may pass on its own."""
+    log.warning("corpus unavailable", extra={"path": request.url.path, "reason": str(exc)})
+    retry = {"Retry-After": str(CORPUS_RETRY_AFTER_S)} if isinstance(exc, _TRANSIENT) else {}
+    return JSONResponse(error_body("corpus_unavailable", str(exc)), 503, headers=retry)
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Our errors, schema mismatches and unknown routes all answer in the one JSON shape."""
+    """Our errors, the corpus's, schema mismatches and unknown routes all answer in the one
+    JSON shape."""
     app.exception_handler(ApiError)(_api_error)
+    app.exception_handler(CorpusError)(_corpus_error)
     app.exception_handler(RequestValidationError)(_invalid)
     app.exception_handler(StarletteHTTPException)(_http_error)

@@ -11,9 +11,11 @@ from crag_edge.store.corpus import (
     StoredDocument,
 )
 from crag_edge.store.errors import (
+    CorpusBusyError,
     CorpusError,
     CorpusExistsError,
     CorpusNotFoundError,
+    CorpusReplacedError,
     CorruptCorpusError,
     EmbedderMismatchError,
     NotACorpusError,
@@ -31,9 +33,11 @@ __all__ = [
     "ChunkRecord",
     "Corpus",
     "CorpusBackend",
+    "CorpusBusyError",
     "CorpusError",
     "CorpusExistsError",
     "CorpusNotFoundError",
+    "CorpusReplacedError",
     "CorpusStats",
     "CorruptCorpusError",
     "DocumentRecord",

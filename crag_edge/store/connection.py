@@ -137,6 +137,23 @@ def has_pending_journal(path: Path) -> bool:
 
 
 @contextmanager
+def write_transaction(conn: apsw.Connection) -> Iterator[None]:
+    """A transaction that takes the write lock as it begins (`BEGIN IMMEDIATE`), waiting for
+    another writer under the busy timeout. A deferred one that reads before it writes reads
+    a snapshot: when another process commits meanwhile, its first write fails at once with
+    SQLITE_BUSY, which no waiting can cure (two processes upgrading one file both read the
+    old version). Inside an open transaction it is a savepoint of that one."""
+    previous = conn.transaction_mode
+    conn.transaction_mode = "IMMEDIATE"
+    try:
+        with conn:
+            conn.transaction_mode = previous
+            yield
+    finally:
+        conn.transaction_mode = previous
+
+
+@contextmanager
 def busy_timeout(conn: apsw.Connection, ms: int) -> Iterator[None]:
     """Use another busy timeout inside the block, then restore the connection's own."""
     previous = cast(int, conn.execute("PRAGMA busy_timeout").fetchall()[0][0])

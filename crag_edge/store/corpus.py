@@ -26,7 +26,7 @@ import numpy as np
 
 from crag_edge.citations import locate
 from crag_edge.groups import Groups
-from crag_edge.store.connection import connect, has_pending_journal
+from crag_edge.store.connection import connect, has_pending_journal, write_transaction
 from crag_edge.store.document_groups import (
     count_rows,
     read_groups,
@@ -36,9 +36,11 @@ from crag_edge.store.document_groups import (
     write_groups,
 )
 from crag_edge.store.errors import (
+    REPLACED,
     CorpusError,
     CorpusExistsError,
     CorpusNotFoundError,
+    CorpusReplacedError,
     CorruptCorpusError,
     EmbedderMismatchError,
     NotACorpusError,
@@ -148,7 +150,6 @@ class CorpusStats:
     stored_passages: int = 0
 
 
-@reports_storage_faults
 class EmbedderIdentity:
     """What every backend knows from its `meta` table once opened: whether it is read-only
     and which embedder built it, with the check that refuses vectors of another model."""
@@ -186,6 +187,7 @@ class EmbedderIdentity:
 SQLITE_JOBS = JobDialect("?", "((julianday('now') - 2440587.5) * 86400.0)")
 
 
+@reports_storage_faults  # each method of its own: the decorator does not reach subclasses' ones
 class Corpus(EmbedderIdentity):
     """A crag-edge corpus file. Build one with `create`, `open` or `open_or_create`."""
 
@@ -201,6 +203,9 @@ class Corpus(EmbedderIdentity):
         # Nor the sign bits of the pre-filter: its dense search stays exact.
         self._bits = BitIndex(conn, self.dim) if user_version(conn) >= BITS_VERSION else None
         self._jobs_lock = threading.Lock()
+        self._replaced = _replacement_check(path)
+        if not readonly:
+            conn.set_commit_hook(self._replaced)  # True: the commit becomes a rollback
 
     # -- opening -------------------------------------------------------------------------
 
@@ -281,7 +286,10 @@ class Corpus(EmbedderIdentity):
 
     def ping(self, timeout_s: float) -> None:
         """Answer a trivial query (a readiness probe's); StorageError when the file cannot be
-        read. Reading takes no lock (WAL), so `timeout_s` never comes into play."""
+        read, CorpusReplacedError when the path holds another file now. Reading takes no lock
+        (WAL), so `timeout_s` never comes into play."""
+        if self._replaced():
+            raise CorpusReplacedError(self._path, REPLACED)
         with storage_faults(self._path):
             self._conn.execute("SELECT count(*) FROM meta").fetchall()
 
@@ -524,7 +532,7 @@ class Corpus(EmbedderIdentity):
         """Retag a stored document (`crag_edge.groups`) without touching its chunks or
         vectors; False if it was not stored."""
         self._require_writable()
-        with self._conn:
+        with write_transaction(self._conn):  # it reads before it writes
             rows = self._conn.execute(
                 "SELECT id FROM documents WHERE source = ?", (source,)
             ).fetchall()
@@ -699,6 +707,23 @@ def checked_chunks(
                 f"{doc.source}: chunk [{chunk.start}:{chunk.end}] does not match the text"
             )
     return matrix
+
+
+def _replacement_check(path: Path) -> Callable[[], bool]:
+    """A test of whether `path` still names the file opened now. SQLite finds the -wal file
+    by name: a connection to a file moved or replaced meanwhile (`mv new.db corpus.db` while
+    a service runs) would commit into the WAL that the new file's readers then apply to it,
+    damaging it; its commits are refused instead."""
+
+    def identity() -> tuple[int, int] | None:
+        try:
+            found = path.stat()
+        except OSError:
+            return None
+        return found.st_dev, found.st_ino
+
+    opened = identity()
+    return lambda: identity() != opened
 
 
 def _refuse_too_old(path: Path, version: int) -> None:

@@ -1,8 +1,9 @@
 """Why a corpus file could not be used; every message names the file.
 
-SQLite reports a full disk, an I/O failure or a damaged page as an `apsw` exception from
-deep inside a query; `storage_faults` turns those into the store's own errors at the store's
-boundary, so callers (the CLI's exit codes, the service's responses) handle one family.
+SQLite reports a full disk, an I/O failure, a damaged page or a write lock held too long by
+another process as an `apsw` exception from deep inside a query; `storage_faults` turns those
+into the store's own errors at the store's boundary, so callers (the CLI's exit codes, the
+service's responses) handle one family.
 """
 
 from __future__ import annotations
@@ -57,11 +58,28 @@ class ReadOnlyCorpusError(CorpusError):
     """A write was attempted on a corpus opened with `readonly=True`."""
 
 
+class CorpusBusyError(CorpusError):
+    """Another connection held the file's write lock longer than the busy timeout; nothing
+    was written, and the same command succeeds once that writer has finished."""
+
+
+class CorpusReplacedError(CorpusError):
+    """The file at the corpus's path is no longer the one opened (moved, replaced or deleted
+    meanwhile); what this connection would write would land in the new file's WAL."""
+
+
 class StorageError(CorpusError):
     """The disk refused a write (full, over a size limit, failing); committed data is intact."""
 
 
-_FAULTS = (apsw.FullError, apsw.IOError, apsw.CorruptError, apsw.NotADBError, apsw.ReadOnlyError)
+_FAULTS = (
+    apsw.FullError,
+    apsw.IOError,
+    apsw.CorruptError,
+    apsw.NotADBError,
+    apsw.ReadOnlyError,
+    apsw.BusyError,
+)
 
 
 def _fault_behind(exc: apsw.Error) -> BaseException | None:
@@ -69,9 +87,18 @@ def _fault_behind(exc: apsw.Error) -> BaseException | None:
     SQLite roll back on its own, so the rollback that follows fails too ("no such
     savepoint"): the fault is then found in the exception's context."""
     cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, _FAULTS):
+    while cause is not None and not _is_fault(cause):
         cause = cause.__context__
     return cause
+
+
+def _is_fault(exc: BaseException) -> bool:
+    """One of `_FAULTS`, or a commit refused by the store's commit hook (`Corpus`: the file
+    was replaced since it was opened)."""
+    return isinstance(exc, _FAULTS) or (
+        isinstance(exc, apsw.ConstraintError)
+        and getattr(exc, "extendedresult", None) == apsw.SQLITE_CONSTRAINT_COMMITHOOK
+    )
 
 
 def _storage_error(exc: BaseException, path: Path | str) -> CorpusError:
@@ -82,6 +109,10 @@ def _storage_error(exc: BaseException, path: Path | str) -> CorpusError:
         return StorageError(path, f"disk I/O error (a full or failing disk?); {_INTACT}")
     if isinstance(exc, apsw.ReadOnlyError):
         return ReadOnlyCorpusError(path, _NO_WRITE_ACCESS)
+    if isinstance(exc, apsw.BusyError):
+        return CorpusBusyError(path, _LOCKED)
+    if isinstance(exc, apsw.ConstraintError):
+        return CorpusReplacedError(path, REPLACED)
     return CorruptCorpusError(path, f"damaged database ({exc}); run `crag-edge check --db {path}`")
 
 
@@ -119,4 +150,13 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _INTACT = "every change committed before is intact; free space and run the command again"
+_LOCKED = (
+    "locked: another process (an ingest, `calibrate`, a service, or an open sqlite3 session) "
+    "kept writing to it past the wait allowed; every change committed before is intact; "
+    "run the command again when it has finished"
+)
+REPLACED = (
+    "the file was moved, replaced or deleted since it was opened; nothing more is written "
+    "through this connection: restart (or open the corpus again) to use the new file"
+)
 _NO_WRITE_ACCESS = "read-only: no write access to the file or its folder"

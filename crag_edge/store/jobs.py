@@ -147,7 +147,9 @@ class JobTable:
     def fail_stale(self, after_s: float, reason: str) -> int:
         """Mark failed, with `reason`, every unfinished job without a heartbeat for `after_s`
         seconds; how many. Looks before writing, so that it waits for no writer when there
-        is nothing to mark (the usual case)."""
+        is nothing to mark (the usual case); the write is a transaction of its own, which
+        checks again: one that had read first could not write in SQLite once another writer
+        committed in between (its snapshot is stale), and would fail instead of waiting."""
         if not self._writable:
             return 0
         stale = "state IN ('queued', 'running') AND heartbeat_at < NOW - ?"
@@ -156,6 +158,7 @@ class JobTable:
                 self._sql(f"SELECT 1 FROM jobs WHERE {stale}"), (after_s,)
             ).fetchall():
                 return 0
+        with self._connect() as conn:
             marked = conn.execute(
                 self._sql(
                     "UPDATE jobs SET state = 'failed', error = ?, current = NULL, "

@@ -3,7 +3,8 @@
 Migration SQL may use `{dim}`, replaced by the corpus's embedding dimension (the vec0 column
 type needs it literally); a migration may add a data step that SQL cannot express. Pending
 migrations run in one transaction with the version bump, so a failed upgrade leaves the file
-exactly as it was.
+exactly as it was; it holds the write lock from the start, so a second process opening the
+file meanwhile waits and then finds it upgraded.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import cast
 
 import apsw
 
+from crag_edge.store.connection import write_transaction
 from crag_edge.store.vector_bits import fill_bits
 
 # "CRAG" in ASCII: lets us tell our files from any other SQLite database without guessing.
@@ -180,7 +182,7 @@ def migrate(conn: apsw.Connection, dim: int, migrations: Sequence[Migration] = M
     versions = [migration[0] for migration in migrations]
     if versions != sorted(set(versions)):
         raise ValueError(f"migrations must have strictly increasing versions, got {versions}")
-    with conn:
+    with write_transaction(conn):
         current = user_version(conn)
         for version, sql, *backfill in migrations:
             if version > current:

@@ -17,7 +17,7 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from crag_edge.locations import redacted
-from crag_edge.store.errors import CorpusError, StorageError
+from crag_edge.store.errors import CorpusError, ReadOnlyCorpusError, StorageError
 from crag_edge.store.postgres.schema import SCHEMA
 
 CONNECT_TIMEOUT_S = 10
@@ -62,11 +62,16 @@ def open_pool(url: str, *, readonly: bool) -> ConnectionPool[psycopg.Connection[
 
 @contextmanager
 def database_faults(location: str) -> Iterator[None]:
-    """The server gone, a full disk or a lost connection become store errors naming the
-    database (a failed write has rolled back: committed data is intact)."""
+    """The server gone, a full disk, a lost connection, a read-only server or a privilege the
+    role lacks become store errors naming the database (a failed write has rolled back:
+    committed data is intact)."""
     try:
         yield
     except PoolTimeout as exc:
         raise StorageError(location, f"no database connection: {first_line(exc)}") from None
     except (psycopg.OperationalError, psycopg.errors.DiskFull) as exc:
         raise StorageError(location, f"database error: {first_line(exc)}") from None
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        raise ReadOnlyCorpusError(location, f"read-only: {first_line(exc)}") from None
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise CorpusError(location, f"not permitted: {first_line(exc)}") from None

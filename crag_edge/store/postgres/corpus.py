@@ -95,6 +95,16 @@ RETRY_PAUSE_S = 0.05  # doubled each attempt, times a random 0.5-1 so two victim
 RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 T = TypeVar("T")
 # The server's clock (not the transaction's start) in Unix seconds.
+# The privileges the store's writes take, table by table (an upsert takes UPDATE too).
+WRITES = {
+    "meta": ("INSERT", "UPDATE", "DELETE"),
+    "documents": ("INSERT", "UPDATE", "DELETE"),
+    "chunks": ("INSERT", "DELETE"),
+    "document_groups": ("INSERT", "DELETE"),
+    "score_cache": ("INSERT", "UPDATE", "DELETE"),
+    "passage_vectors": ("INSERT", "UPDATE", "DELETE"),
+    "jobs": ("INSERT", "UPDATE", "DELETE"),
+}
 POSTGRES_JOBS = JobDialect("%s", "extract(epoch FROM clock_timestamp())::double precision")
 
 
@@ -144,7 +154,9 @@ class PostgresCorpus(EmbedderIdentity):
     @classmethod
     def open(cls, url: str, *, readonly: bool = False) -> PostgresCorpus:
         """Open the corpus in the database at `url`, upgrading its schema first unless
-        `readonly`."""
+        `readonly`. A role that may not write every table (or a read-only server, such as a
+        standby) opens it read-only, as a file without write access does: `readonly` then
+        reads True, an ingest is refused before any work and the caches are not written."""
         shown = redacted(url)
         with connect(url) as conn, database_faults(shown):
             version = schema_version(conn)
@@ -156,6 +168,7 @@ class PostgresCorpus(EmbedderIdentity):
                     f"schema version {version} is newer than this crag-edge supports "
                     f"({SCHEMA_VERSION}); upgrade crag-edge",
                 )
+            readonly = readonly or not _may_write(conn)
             if version < SCHEMA_VERSION and not readonly:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
@@ -562,6 +575,20 @@ def _ensure_vector_extension(conn: psycopg.Connection[Any], url: str) -> None:
         raise CorpusError(
             redacted(url), "the server has no pgvector extension installed; install pgvector"
         ) from None
+
+
+def _may_write(conn: psycopg.Connection[Any]) -> bool:
+    """Whether this role on this server may make every write of the store (a table an older
+    schema lacks yet is left out: its upgrade needs the role's write access anyway)."""
+    needed = [(f"{SCHEMA}.{table}", kind) for table, kinds in WRITES.items() for kind in kinds]
+    row = conn.execute(
+        "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off' "
+        "AND bool_and(CASE WHEN to_regclass(name) IS NULL THEN true "
+        "ELSE has_table_privilege(name, kind) END) "
+        "FROM unnest(%s::text[], %s::text[]) AS needed (name, kind)",
+        ([name for name, _ in needed], [kind for _, kind in needed]),
+    ).fetchone()
+    return row is not None and bool(row[0])
 
 
 def _dim(conn: psycopg.Connection[Any], shown: str) -> int:
