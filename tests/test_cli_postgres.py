@@ -193,6 +193,7 @@ def test_a_role_that_may_only_read_opens_the_corpus_read_only(
     refused = invoke("ingest", "--db", reader_url, str(tmp_path))
     assert refused.exit_code == 1
     assert refused.output.strip().startswith("error:") and "read-only" in refused.output
+    assert "role may not write" in refused.output and "file" not in refused.output
     assert len(refused.output.strip().splitlines()) == 1
 
 

@@ -59,7 +59,6 @@ from crag_edge.store import (
     ChunkRecord,
     CorpusBackend,
     DocumentRecord,
-    ReadOnlyCorpusError,
     StorageError,
     StoredDocument,
 )
@@ -199,11 +198,9 @@ def ingest(
 
 
 def _check_before_writing(corpus: CorpusBackend, embedder: Embedder) -> None:
-    """Refuse before any work: a read-only file, another embedder's vectors, damaged pages."""
-    if corpus.readonly:
-        raise ReadOnlyCorpusError(
-            corpus.path, "read-only (no write access to the file or its folder); cannot ingest"
-        )
+    """Refuse before any work: a corpus that cannot be written, another embedder's vectors,
+    damaged pages."""
+    corpus.require_writable()
     corpus.check_embedder(embedder.model_id, embedder.dim)
     corpus.check()
 

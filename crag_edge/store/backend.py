@@ -72,6 +72,11 @@ class CorpusBackend(Protocol):
     @property
     def readonly(self) -> bool: ...
 
+    def require_writable(self) -> None:
+        """Raise `ReadOnlyCorpusError` saying why (the backend knows: a file's permissions,
+        a database role's privileges) when this corpus cannot be written."""
+        ...
+
     @property
     def embedder_id(self) -> str: ...
 

@@ -359,7 +359,7 @@ class Corpus(EmbedderIdentity):
 
     def set_meta(self, values: Mapping[str, str]) -> None:
         """Insert or overwrite meta entries (the embedder and dim cannot change)."""
-        self._require_writable()
+        self.require_writable()
         fixed = {META_EMBEDDER, META_DIM} & values.keys()
         if fixed:
             raise ValueError(f"meta keys {sorted(fixed)} are fixed when a corpus is created")
@@ -373,7 +373,7 @@ class Corpus(EmbedderIdentity):
 
     def delete_meta(self, key: str) -> bool:
         """Remove one meta entry (not the fixed ones); False when it was not there."""
-        self._require_writable()
+        self.require_writable()
         if key in (META_EMBEDDER, META_DIM):
             raise ValueError(f"meta key {key!r} is fixed when a corpus is created")
         with self._conn:
@@ -465,7 +465,7 @@ class Corpus(EmbedderIdentity):
         at any point leaves the previous version, chunks and index rows exactly as they were.
         Returns the document id, which stays the same across replacements.
         """
-        self._require_writable()
+        self.require_writable()
         matrix = checked_chunks(doc, chunks, vectors, self.dim)
         with self._conn:
             self._conn.execute(
@@ -522,7 +522,7 @@ class Corpus(EmbedderIdentity):
 
     def update_file_stat(self, source: str, size: int, mtime: float) -> None:
         """Record a new size/mtime for an unchanged document so the next run can skip it."""
-        self._require_writable()
+        self.require_writable()
         with self._conn:
             self._conn.execute(
                 "UPDATE documents SET size = ?, mtime = ? WHERE source = ?", (size, mtime, source)
@@ -531,7 +531,7 @@ class Corpus(EmbedderIdentity):
     def set_groups(self, source: str, groups: frozenset[str]) -> bool:
         """Retag a stored document (`crag_edge.groups`) without touching its chunks or
         vectors; False if it was not stored."""
-        self._require_writable()
+        self.require_writable()
         with write_transaction(self._conn):  # it reads before it writes
             rows = self._conn.execute(
                 "SELECT id FROM documents WHERE source = ?", (source,)
@@ -542,7 +542,7 @@ class Corpus(EmbedderIdentity):
 
     def delete_document(self, source: str) -> bool:
         """Delete a document with its chunks and index rows; False if it was not stored."""
-        self._require_writable()
+        self.require_writable()
         with self._conn:
             rows = self._conn.execute(
                 "DELETE FROM documents WHERE source = ? RETURNING id", (source,)
@@ -680,7 +680,7 @@ class Corpus(EmbedderIdentity):
         with self._jobs_lock, storage_faults(self._path), self._conn:
             yield self._conn
 
-    def _require_writable(self) -> None:
+    def require_writable(self) -> None:
         if self._readonly:
             raise ReadOnlyCorpusError(
                 self._path, "read-only (opened so, or no write access to the file or its folder)"

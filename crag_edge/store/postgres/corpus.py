@@ -270,7 +270,7 @@ class PostgresCorpus(EmbedderIdentity):
 
     def set_meta(self, values: Mapping[str, str]) -> None:
         """Insert or overwrite meta entries (the embedder and dim cannot change)."""
-        self._require_writable()
+        self.require_writable()
         fixed = {META_EMBEDDER, META_DIM} & values.keys()
         if fixed:
             raise ValueError(f"meta keys {sorted(fixed)} are fixed when a corpus is created")
@@ -284,7 +284,7 @@ class PostgresCorpus(EmbedderIdentity):
 
     def delete_meta(self, key: str) -> bool:
         """Remove one meta entry (not the fixed ones); False when it was not there."""
-        self._require_writable()
+        self.require_writable()
         if key in (META_EMBEDDER, META_DIM):
             raise ValueError(f"meta key {key!r} is fixed when a corpus is created")
         with self._connection() as conn:
@@ -404,7 +404,7 @@ class PostgresCorpus(EmbedderIdentity):
         """Store `doc` with its chunks and their vectors, replacing any previous version, in
         one transaction under the source's advisory lock (see the module docstring),
         retried when the server aborts it as a deadlock's victim (`run_transaction`)."""
-        self._require_writable()
+        self.require_writable()
         matrix = checked_chunks(doc, chunks, vectors, self.dim)
         return self.run_transaction(lambda: self._write_document(doc, chunks, matrix))
 
@@ -443,7 +443,7 @@ class PostgresCorpus(EmbedderIdentity):
 
     def update_file_stat(self, source: str, size: int, mtime: float) -> None:
         """Record a new size/mtime for an unchanged document so the next run can skip it."""
-        self._require_writable()
+        self.require_writable()
         with self._connection() as conn:
             conn.execute(
                 "UPDATE documents SET size = %s, mtime = %s WHERE source = %s",
@@ -452,7 +452,7 @@ class PostgresCorpus(EmbedderIdentity):
 
     def set_groups(self, source: str, groups: frozenset[str]) -> bool:
         """Retag a stored document without touching its chunks; False if it was not stored."""
-        self._require_writable()
+        self.require_writable()
         with self._connection() as conn, conn.transaction():
             row = conn.execute(
                 "SELECT id FROM documents WHERE source = %s FOR UPDATE", (source,)
@@ -463,7 +463,7 @@ class PostgresCorpus(EmbedderIdentity):
 
     def delete_document(self, source: str) -> bool:
         """Delete a document with its chunks and index rows; False if it was not stored."""
-        self._require_writable()
+        self.require_writable()
         with self._connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (source,))
             return conn.execute("DELETE FROM documents WHERE source = %s", (source,)).rowcount > 0
@@ -552,9 +552,13 @@ class PostgresCorpus(EmbedderIdentity):
         read-only)."""
         return JobTable(self._connection, POSTGRES_JOBS, writable=not self._readonly)
 
-    def _require_writable(self) -> None:
+    def require_writable(self) -> None:
         if self._readonly:
-            raise ReadOnlyCorpusError(self._shown, "read-only (opened so)")
+            raise ReadOnlyCorpusError(
+                self._shown,
+                "read-only (opened so, or the role may not write every table of the corpus, "
+                "or the server only reads)",
+            )
 
 
 def _ensure_vector_extension(conn: psycopg.Connection[Any], url: str) -> None:
