@@ -497,7 +497,7 @@ def _watch_folders(
 @friendly_errors
 def check(db: DbOption, as_json: JsonOption = False) -> None:
     """Verify a corpus without changing it (no model loads): SQLite's quick_check of every
-    page and index, and a vector for every chunk. Exit 1 names the first problem."""
+    page and index, and every chunk in each search index. Exit 1 names the first problem."""
     with open_corpus(db, readonly=True) as corpus:
         report = corpus.check()
     if as_json:

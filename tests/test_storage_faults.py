@@ -20,6 +20,7 @@ from typing import Any
 
 import apsw
 import pytest
+import sqlite_vec
 
 from crag_edge.store import SCHEMA_VERSION, Corpus, CorpusReplacedError, CorruptCorpusError
 from crag_edge.store.jobs import JobRecord
@@ -337,3 +338,26 @@ def test_damaged_pages_are_found_and_reported(small_db: Path, tmp_path: Path) ->
     assert db.read_bytes() == before
     with pytest.raises(CorruptCorpusError, match="damaged"), Corpus.open(db) as corpus:
         corpus.check()
+
+
+@pytest.mark.parametrize(
+    ("index", "what"),
+    [
+        ("DELETE FROM chunks_fts WHERE rowid = (SELECT min(id) FROM chunks)", "full-text rows"),
+        ("DELETE FROM chunk_bits WHERE chunk_id = (SELECT min(id) FROM chunks)", "sign-bit rows"),
+        ("DELETE FROM chunks_vec WHERE rowid = (SELECT min(id) FROM chunks)", "vectors"),
+    ],
+)
+def test_a_chunk_missing_from_an_index_is_found(
+    small_db: Path, tmp_path: Path, index: str, what: str
+) -> None:
+    """A lost index row hides its chunk from one retriever and raises nothing: `check`
+    counts every index against the chunks."""
+    db = tmp_path / "c.db"
+    shutil.copy(small_db, db)
+    conn = apsw.Connection(str(db))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.execute(index)
+    conn.close()
+    assert_one_line_error(crag_edge("check", "--db", str(db)), str(db), what)

@@ -295,14 +295,10 @@ class Corpus(EmbedderIdentity):
 
     def check(self) -> dict[str, Any]:
         """What is cheap to verify: SQLite's `quick_check` (every page and index, O(size)) and
-        that each chunk has its vector. CorruptCorpusError names the first problem."""
+        that each chunk has its row in every index search reads (the vectors, the full-text
+        index, the vectors' sign bits): a lost row hides its chunk from one retriever with no
+        error anywhere. CorruptCorpusError names the first problem."""
         problems = [cast(str, row[0]) for row in self._conn.execute("PRAGMA quick_check(5)")]
-        chunks, vectors = cast(
-            tuple[int, int],
-            self._conn.execute(
-                "SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM chunks_vec)"
-            ).fetchall()[0],
-        )
         if problems != ["ok"]:
             first = [line for line in problems[0].splitlines() if not line.startswith("***")]
             raise CorruptCorpusError(
@@ -310,10 +306,22 @@ class Corpus(EmbedderIdentity):
                 f"damaged database, quick_check: {(first or problems)[0]}; restore a backup "
                 "or ingest the documents into a new corpus file",
             )
-        if chunks != vectors:
-            raise CorruptCorpusError(
-                self._path, f"index check: {chunks} chunks but {vectors} vectors"
-            )
+        chunks, *indexed = cast(
+            tuple[int, int, int, int],
+            self._conn.execute(
+                "SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM chunks_vec), "
+                "(SELECT count(*) FROM chunks_fts), (SELECT count(*) FROM chunk_bits)"
+            ).fetchall()[0],
+        )
+        for count, what in zip(
+            indexed, ("vectors", "full-text rows", "sign-bit rows"), strict=True
+        ):
+            if count != chunks:
+                raise CorruptCorpusError(
+                    self._path,
+                    f"index check: {chunks} chunks but {count} {what}; ingest the documents "
+                    "into a new corpus file",
+                )
         return {"path": str(self._path), "quick_check": "ok", "chunks": chunks}
 
     def checkpoint(self) -> bool:
