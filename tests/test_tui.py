@@ -33,7 +33,7 @@ from crag_edge.result import ContextItem, Correction, CragResult, Round
 from crag_edge.store import Corpus
 from crag_edge.store.corpus import ChunkRecord, CorpusStats, DocumentRecord
 from crag_edge.tui import CragApp
-from crag_edge.tui.corpora import CorpusScreen, read_entry
+from crag_edge.tui.corpora import CorpusScreen
 from crag_edge.tui.screens import HelpScreen, IngestScreen
 from crag_edge.tui.widgets import DecisionPanel, EvidenceTable, StageLine
 from crag_edge.types import Action, Chunk, Decision, Hit
@@ -1101,11 +1101,3 @@ def test_a_long_fast_answer_is_shown_without_redrawing_it_per_token() -> None:
         assert shown(app.query_one("#answer", Static)).startswith("word 漢字 " * 10)
 
     run(app, body, (120, 40))
-
-
-def test_the_picker_says_a_file_is_not_a_corpus_once(tmp_path: Path) -> None:
-    (tmp_path / "empty.db").write_bytes(b"")
-    (tmp_path / "text.db").write_text("not SQLite at all")
-    assert read_entry(tmp_path / "empty.db").problem == "empty file, not a crag-edge corpus"
-    problem = read_entry(tmp_path / "text.db").problem or ""
-    assert problem.count("not a crag-edge corpus") == 1, problem

@@ -55,8 +55,8 @@ class CorpusEntry:
 
 def open_error(exc: Exception) -> str:
     """Why a file could not be opened, in the picker's words (the path is shown beside it)."""
-    if isinstance(exc, NotACorpusError | CorruptCorpusError):  # some reasons say so already
-        return exc.reason if NOT_A_CORPUS in exc.reason else f"{NOT_A_CORPUS}: {exc.reason}"
+    if isinstance(exc, NotACorpusError | CorruptCorpusError):
+        return f"{NOT_A_CORPUS}: {exc.reason}"
     return exc.reason if isinstance(exc, CorpusError) else f"{type(exc).__name__}: {exc}"
 
 
