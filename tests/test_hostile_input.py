@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from crag_edge.cli import app
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.ingest import IngestReport, ProgressEvent, ingest
+from crag_edge.models.chat_model import TextStream
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.server.security import expand_confined
 from crag_edge.store import Corpus
@@ -127,6 +128,19 @@ def test_documents_lose_their_control_characters_at_ingest(tmp_path: Path) -> No
     stored = stored_documents(db)
     assert stored[str((tmp_path / "bees.txt").resolve())][1] == f"{BEES}[2J]0;owned\nPage two."
     assert all(repair(title + text) == title + text for title, text in stored.values()), stored
+
+
+def test_model_output_loses_its_control_characters() -> None:
+    """Whatever prints an answer (the CLI, a log) gets it without escape sequences."""
+
+    def pieces() -> Generator[str, None, str]:
+        yield "Bees\x1b[2J dance"
+        yield "\x07.\n"
+        return "stop"
+
+    stream = TextStream(pieces())
+    assert list(stream) == ["Bees[2J dance", ".\n"]
+    assert stream.text == "Bees[2J dance.\n" and stream.finish_reason == "stop"
 
 
 def stored_documents(db: Path) -> dict[str, tuple[str, str]]:

@@ -13,6 +13,8 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar
 
+from crag_edge.text_boundary import repair
+
 Message = Mapping[str, str]
 FinishReason = Literal["stop", "length", "timeout"]
 Reason = TypeVar("Reason", bound=str)
@@ -75,7 +77,8 @@ class TextStream(Generic[Reason]):
     caller can tell an answer that ended on its own from one that was cut off or stopped.
     Wraps a generator that yields the pieces and returns the finish reason; `usage` is
     the prompt's, as far as the runtime reports it. `close()` ends it early and gives the
-    model back.
+    model back. Pieces pass `text_boundary.repair`: a model that echoes an escape sequence
+    must not reach the terminal that prints its answer.
     """
 
     def __init__(
@@ -91,7 +94,7 @@ class TextStream(Generic[Reason]):
 
     def __next__(self) -> str:
         try:
-            piece = next(self._pieces)
+            piece = repair(next(self._pieces))
         except StopIteration as end:
             self._finish = end.value
             raise
