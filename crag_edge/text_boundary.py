@@ -25,8 +25,9 @@ _WORD = re.compile(WORD_PATTERN)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # Of those, the ones that break a line (vertical tab, form feed between pages, NEL).
 _LINE_BREAKS = frozenset("\x0b\x0c\x85")
-# In a name every control character is out of place, tab and line ends included.
-_NAME_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# In a name, or a line drawn on a terminal, every control character is out of place, tab and
+# line ends included.
+_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def repair(text: str) -> str:
@@ -41,10 +42,16 @@ def repair(text: str) -> str:
     return _CONTROL.sub(_without_control, text)
 
 
-def is_plain_name(name: str) -> bool:
-    """True when `name` holds no control character: a newline or an escape sequence in a
-    file name would break or take over every line that shows it."""
-    return _NAME_CONTROL.search(name) is None
+def has_no_controls(text: str) -> bool:
+    """True when `text` holds no control character, tab and line ends included: a newline
+    or an escape sequence in a file name would break or take over every line that shows it."""
+    return _ANY_CONTROL.search(text) is None
+
+
+def without_controls(text: str) -> str:
+    """`text` with every control character removed, tab and line ends included (for one
+    line drawn on a terminal, where they take no cells)."""
+    return _ANY_CONTROL.sub("", text)
 
 
 def _without_control(match: re.Match[str]) -> str:
@@ -83,4 +90,4 @@ def printable_path(path: Path | str) -> str:
     `\\xNN`, and so do control characters (a name can hold an escape sequence), so a user
     can still tell which file is meant."""
     shown = os.fsencode(path).decode("utf-8", "backslashreplace")
-    return _NAME_CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", shown)
+    return _ANY_CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", shown)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from crag_edge.ingest.loaders import LoadError, too_large
-from crag_edge.text_boundary import is_plain_name, is_valid, printable_path
+from crag_edge.text_boundary import has_no_controls, is_valid, printable_path
 
 _FILE_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 _DIR_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY
@@ -47,7 +47,7 @@ def canonical(path: Path, roots: Sequence[Path] | None) -> Path:
     path as given, since the caller resolved it already and a link is refused at open time."""
     if not is_valid(str(path)):
         raise LoadError(printable_path(path), "file name is not valid UTF-8; rename the file")
-    if not is_plain_name(str(path)):  # it would be stored and printed as the document's source
+    if not has_no_controls(str(path)):  # it would be stored and printed as the document's source
         raise LoadError(printable_path(path), "file name holds control characters; rename it")
     if roots is not None:
         return Path(os.path.abspath(path))

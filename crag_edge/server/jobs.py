@@ -173,10 +173,10 @@ class JobManager:
             nonlocal written
             if event.stage == "documents":
                 job.done, job.total, job.current = event.done, event.total, event.source
-            if event.stage == "documents" and time.monotonic() - written >= PROGRESS_WRITE_S:
-                written = time.monotonic()
-                if not self._store().update(job, ("done", "total", "current")):
-                    raise JobLost
+                if time.monotonic() - written >= PROGRESS_WRITE_S:
+                    written = time.monotonic()
+                    if not self._store().update(job, ("done", "total", "current")):
+                        raise JobLost
             if self._cancel.is_set():
                 raise JobCancelled
 

@@ -20,6 +20,7 @@ from crag_edge.citations import locator, place_label
 from crag_edge.config import TIERS, Settings
 from crag_edge.grading import ItemGrade
 from crag_edge.result import ContextItem, CragResult
+from crag_edge.text_boundary import has_no_controls, without_controls
 from crag_edge.types import Hit
 
 DECISION_STYLE = {
@@ -30,8 +31,6 @@ DECISION_STYLE = {
 MAX_STAGES_SHOWN = 8  # a corrective loop's later rounds push its first stages off the line
 TIER_LABELS = {"signals": "signals", "cross_encoder": "x-enc", "llm": "llm"}
 _STRIP_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_NO_CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)])
 
 
 class Plain(Static):
@@ -51,11 +50,10 @@ class NoControlCodes(LineFilter):
     clear the screen. They take no cells, so the layout is the same without them."""
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
-        if not any(_CONTROL.search(segment.text) for segment in segments):
+        if all(has_no_controls(segment.text) for segment in segments):
             return segments
         return [
-            Segment(text.translate(_NO_CONTROLS), style, control)
-            for text, style, control in segments
+            Segment(without_controls(text), style, control) for text, style, control in segments
         ]
 
 
