@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -25,12 +23,14 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from crag_edge import corpus_calibration
 from crag_edge.answer_timing import timings_line
 from crag_edge.citations import location_fields, locator
 from crag_edge.cli_corpus import DbOption, FallbackDbOption, corpus_defaults, writable_output
-from crag_edge.cli_errors import DEBUG_ENV, err, fail, friendly_errors, show_tracebacks
+from crag_edge.cli_errors import DEBUG_ENV, fail, friendly_errors, show_tracebacks
+from crag_edge.cli_output import err, out, say, tell
 from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.engine import Engine
 from crag_edge.evaluation import evaluate_retrieval, judged_queries, read_qrels, read_queries
@@ -71,7 +71,7 @@ from crag_edge.retrieval import MODES, Mode
 from crag_edge.server.cli import mcp, serve
 from crag_edge.server.tokens_cli import tokens_app
 from crag_edge.store.factory import open_corpus
-from crag_edge.text_boundary import QuestionError, asked_question
+from crag_edge.text_boundary import QuestionError, asked_question, printable_path
 from crag_edge.training.cli import evaluator_app
 from crag_edge.tui.cli import tui as tui_command
 
@@ -96,8 +96,6 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(cache_app, name="cache")
 app.add_typer(evaluator_app, name="evaluator")
 app.add_typer(tokens_app, name="tokens")
-
-out = Console(soft_wrap=True)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 ModeOption = Annotated[
@@ -151,7 +149,7 @@ def _finite(data: Any) -> Any:
 def counting_bar(label: str, quiet: bool) -> Progress:
     """A progress bar on stderr counting items (files, queries); silent under --json."""
     return Progress(
-        TextColumn(label),
+        TextColumn(label, markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
@@ -168,7 +166,7 @@ def print_report(report: dict[str, Any], as_json: bool) -> None:
         return
     width = max(map(len, report), default=0)
     for key, value in report.items():
-        out.print(f"{key:>{width}}: {value}", highlight=False)
+        say(f"{key:>{width}}: {value}")
 
 
 def _choices(text: str, allowed: Sequence[str], option: str) -> list[str]:
@@ -237,7 +235,7 @@ class _RichPullProgress(provision.Progress):
         self.bar.advance(self.task, n)
 
     def note(self, message: str) -> None:
-        self.bar.console.print(f"  {message}", highlight=False)
+        self.bar.console.print(f"  {message}")
 
 
 @models_app.command("pull")
@@ -265,7 +263,7 @@ def models_pull(
     specs = [manifest.get(m) for m in model_ids] if model_ids else manifest.defaults()
     reports = []
     with Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         DownloadColumn(),
         TransferSpeedColumn(),
@@ -292,10 +290,10 @@ def models_pull(
         return
     for report in reports:
         for f in report.files:
-            out.print(f"[green]ok[/] {report.model_id}/{f.name}  ({f.source})", highlight=False)
+            say(("ok", "green"), f" {report.model_id}/{f.name}  ({f.source})")
         for name in report.converted:
-            out.print(f"[green]made[/] {report.model_id}/{name}", highlight=False)
-    out.print(f"models are in {settings.models.model_dir}", highlight=False)
+            say(("made", "green"), f" {report.model_id}/{name}")
+    say(f"models are in {printable_path(settings.models.model_dir)}")
 
 
 @models_app.command("list")
@@ -330,7 +328,7 @@ def models_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
             f"{r['size'] / 1e6:,.0f} MB",
             r["license"],
             "yes" if r["default"] else "",
-            "[green]yes[/]" if r["present"] else "no",
+            Text("yes", style="green") if r["present"] else "no",
             r["description"],
         )
     out.print(table)
@@ -358,7 +356,7 @@ def models_verify(
             if any((provision.model_path(model_dir, s) / f.name).exists() for f in s.files)
         ]
     with Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         DownloadColumn(),
         console=err,
@@ -372,9 +370,9 @@ def models_verify(
         for report in reports:
             for f in report.files:
                 colour = "green" if f.state == "ok" else "red"
-                out.print(f"[{colour}]{f.state}[/] {report.model_id}/{f.name}", highlight=False)
+                say((f.state, colour), f" {report.model_id}/{f.name}")
         if not reports:
-            out.print("no models present; run `crag-edge models pull`")
+            say("no models present; run `crag-edge models pull`")
     if not all(r.ok for r in reports):
         raise typer.Exit(1)
 
@@ -479,17 +477,16 @@ def _watch_folders(
             totals.pruned += report.pruned
             totals.errors += report.errors
             if report.added or report.updated or report.retagged or report.pruned or report.errors:
-                out.print(f"synced {', '.join(map(str, touched))}", highlight=False)
+                say(f"synced {', '.join(map(printable_path, touched))}")
                 _print_ingest_report(report, as_json=False)
 
-        watcher = FolderWatcher(folders, sync, notice=lambda m: err.print(m, highlight=False))
-        err.print(f"watching {', '.join(map(str, folders))} (Ctrl+C stops)", highlight=False)
+        watcher = FolderWatcher(folders, sync, notice=tell)
+        tell(f"watching {', '.join(map(printable_path, folders))} (Ctrl+C stops)")
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl+C is how watching ends
             watcher.run()
-    out.print(
+    say(
         f"stopped watching after {syncs} syncs: added {totals.added}, updated "
-        f"{totals.updated}, pruned {totals.pruned}, errors {len(totals.errors)}",
-        highlight=False,
+        f"{totals.updated}, pruned {totals.pruned}, errors {len(totals.errors)}"
     )
 
 
@@ -503,7 +500,7 @@ def check(db: DbOption, as_json: JsonOption = False) -> None:
     if as_json:
         print_json(report)
         return
-    out.print(f"ok: {report['path']} ({report['chunks']} chunks, quick_check ok)", highlight=False)
+    say(f"ok: {report['path']} ({report['chunks']} chunks, quick_check ok)")
 
 
 @app.command()
@@ -545,7 +542,7 @@ def calibrate(
         if as_json:
             print_json({"removed": removed})
         else:
-            out.print(f"{'removed the' if removed else 'no'} calibration fit in {db}")
+            say(f"{'removed the' if removed else 'no'} calibration fit in {printable_path(db)}")
         return
     with Engine.open(db, _settings(ctx)) as engine, counting_bar("questions", as_json) as bar:
         task = bar.add_task("calibrate", total=questions)
@@ -557,10 +554,9 @@ def calibrate(
 
 
 def _print_calibration(result: dict[str, Any], db: Path) -> None:
-    out.print(
+    say(
         f"{result['questions']} pseudo-questions, {result['pairs']} judged pairs "
-        f"({result['relevant_share']:.0%} relevant by the judge)",
-        highlight=False,
+        f"({result['relevant_share']:.0%} relevant by the judge)"
     )
     table = Table("tier", "AUC", "a, b", "log-loss", "mean p relevant", "mean p other", "used")
     for tier, row in result["tiers"].items():
@@ -577,16 +573,13 @@ def _print_calibration(result: dict[str, Any], db: Path) -> None:
         )
     out.print(table)
     stored = [tier for tier, row in result["tiers"].items() if row["stored"]]
+    where = printable_path(db)
     if stored:
-        out.print(
-            f"{', '.join(stored)} fit stored in {db}; used by default for this corpus",
-            highlight=False,
-        )
+        say(f"{', '.join(stored)} fit stored in {where}; used by default for this corpus")
     else:
-        out.print(
+        say(
             f"no tier ranks the judge's labels (AUC < {corpus_calibration.MIN_TIER_AUC}): "
-            f"{db} uses the settings' calibration",
-            highlight=False,
+            f"{where} uses the settings' calibration"
         )
 
 
@@ -599,14 +592,14 @@ def cache_clear(db: DbOption, as_json: JsonOption = False) -> None:
     if as_json:
         print_json({"removed": removed})
         return
-    out.print(f"removed {removed} cached scores from {db}", highlight=False)
+    say(f"removed {removed} cached scores from {printable_path(db)}")
 
 
 def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
     if as_json:
         print_json(asdict(report) | {"chunks_per_second": round(report.chunks_per_second, 2)})
         return
-    out.print(
+    say(
         f"added {report.added}, updated {report.updated}, unchanged {report.unchanged}, "
         f"retagged {report.retagged}, pruned {report.pruned}, skipped {len(report.skipped)}, "
         f"errors {len(report.errors)}; "
@@ -616,64 +609,67 @@ def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
             f"; stored the evaluator's readings of {report.passages_encoded} passages"
             if report.passages_encoded
             else ""
-        ),
-        highlight=False,
+        )
     )
     for source, message in report.skipped:
-        err.print(f"[yellow]skipped[/] {source}: {message}", highlight=False)
+        tell(("skipped", "yellow"), f" {source}: {message}")
     for source, message in report.warnings:
-        err.print(f"[yellow]warning[/] {source}: {message}", highlight=False)
+        tell(("warning", "yellow"), f" {source}: {message}")
     for source, message in report.errors:
-        err.print(f"[red]failed[/] {source}: {message}", highlight=False)
+        tell(("failed", "red"), f" {source}: {message}")
 
 
 def print_result(result: CragResult) -> None:
     """The decision, corrections, the last round's graded hits and the final context."""
     colour = {"CORRECT": "green", "AMBIGUOUS": "yellow", "INCORRECT": "red"}[result.decision]
-    out.print(
-        f"[bold {colour}]{result.decision}[/]  score {result.score:.2f} "
-        f"({result.reason}); next: {result.action}; iterations {result.iterations}",
-        highlight=False,
+    say(
+        (result.decision, f"bold {colour}"),
+        f"  score {result.score:.2f} ({result.reason}); next: {result.action}; "
+        f"iterations {result.iterations}",
     )
     for correction in result.corrections:
         if correction.type in ("expand", "rewrite", "fallback"):
-            out.print(f"[dim]correction: {correction.type} {correction.detail}[/]", highlight=False)
+            say((f"correction: {correction.type} {correction.detail}", "dim"))
     unavailable = [t for t, state in result.tiers.items() if state != "ok"]
     if unavailable:
-        out.print(
-            f"[dim]tiers not run: {', '.join(f'{t} ({result.tiers[t]})' for t in unavailable)}[/]",
-            highlight=False,
-        )
+        not_run = ", ".join(f"{t} ({result.tiers[t]})" for t in unavailable)
+        say((f"tiers not run: {not_run}", "dim"))
     if result.cache_hits:
         served = ", ".join(f"{tier} {n}" for tier, n in result.cache_hits.items())
-        out.print(f"[dim]scores from the evaluation cache: {served}[/]", highlight=False)
+        say((f"scores from the evaluation cache: {served}", "dim"))
+    _print_hits(result)
+    if result.insufficient_evidence:
+        say(("insufficient evidence", "bold red"), ": nothing trustworthy was found")
+    else:
+        say(("context", "bold"), f" ({len(result.context)} strips):")
+        for item in result.context:
+            say(
+                f"  [{item.n}] {locator(item)} [{item.start}:{item.end}] "
+                f"{' '.join(item.text.split())[:200]}"
+            )
+
+
+def _print_hits(result: CragResult) -> None:
+    """The last round's hits, each with its grade, scores and the start of its text."""
     last_round = result.hits[-result.rounds[-1].hits :] if result.rounds[-1].hits else []
-    out.print(f"[bold]hits of round {result.iterations}[/] (all rounds: --json)", highlight=False)
+    say((f"hits of round {result.iterations}", "bold"), " (all rounds: --json)")
     for h, grade in last_round:
-        name = h.chunk.title or Path(h.chunk.source).name
-        mark = "[green]kept[/]" if grade.kept else "[red]dropped[/]"
-        out.print(
-            f"[bold]{h.rank}. {name}[/]  {mark} {grade.score:.2f} by {grade.decided_by}  "
-            f"[dim]{escape(locator(h.chunk))} [{h.chunk.start}:{h.chunk.end}]  "
-            f"rrf {h.score:.4f} · cos {_fmt(h.dense_score)} · bm25 {_fmt(h.bm25_score)}[/]",
-            highlight=False,
+        name = " ".join((h.chunk.title or Path(h.chunk.source).name).split())
+        say(
+            (f"{h.rank}. {name}", "bold"),
+            "  ",
+            ("kept", "green") if grade.kept else ("dropped", "red"),
+            f" {grade.score:.2f} by {grade.decided_by}  ",
+            (
+                f"{locator(h.chunk)} [{h.chunk.start}:{h.chunk.end}]  rrf {h.score:.4f} · "
+                f"cos {_fmt(h.dense_score)} · bm25 {_fmt(h.bm25_score)}",
+                "dim",
+            ),
         )
         snippet = " ".join(h.chunk.text.split())
-        out.print(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}", highlight=False)
+        say(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}")
     if not result.hits:
-        out.print("no hits: the corpus is empty or nothing matches")
-    if result.insufficient_evidence:
-        out.print(
-            "[bold red]insufficient evidence[/]: nothing trustworthy was found", highlight=False
-        )
-    else:
-        out.print(f"[bold]context[/] ({len(result.context)} strips):", highlight=False)
-        for item in result.context:
-            out.print(
-                f"  [{item.n}] {escape(locator(item))} [{item.start}:{item.end}] "
-                f"{' '.join(item.text.split())[:200]}",
-                highlight=False,
-            )
+        say("no hits: the corpus is empty or nothing matches")
 
 
 @app.command()
@@ -724,10 +720,10 @@ def answer(
         result, stream = engine.answer(question, mode=mode, top_k=top_k, groups=view)
         if not as_json:
             print_result(result)
-            out.print("[bold]answer[/]:", highlight=False)
+            say(("answer", "bold"), ":")
         for piece in stream:
             if not as_json:
-                out.print(piece, end="", highlight=False)
+                say(piece, end="")
     text, finish = stream.text, stream.finish_reason
     sources = cited(text, result.context)
     note = incomplete_note(finish, text, settings.models)
@@ -744,9 +740,9 @@ def answer(
     else:
         _print_answer_tail(text, result, sources, note)
         if text.strip():  # an empty answer is one error line, below
-            err.print(f"[dim]{timings_line(stream.timings)}[/]", highlight=False)
+            tell((timings_line(stream.timings), "dim"))
     if not text.strip():
-        err.print(f"[bold red]error:[/] no answer: {note}", highlight=False)
+        tell(("error:", "bold red"), f" no answer: {note}")
         raise typer.Exit(1)
 
 
@@ -756,18 +752,14 @@ def _print_answer_tail(
     """After the streamed text: its citations, then what the reader should know about it."""
     out.print()
     for item in sources:
-        out.print(
-            f"{escape(source_line(item))}  [dim]{escape(item.source)} [{item.start}:{item.end}][/]",
-            highlight=False,
-        )
+        say(source_line(item), "  ", (f"{item.source} [{item.start}:{item.end}]", "dim"))
     if not text.strip():
         return  # `answer` reports an empty answer as the error it is
     if note:
-        err.print(f"[yellow]note[/]: {note}", highlight=False)
+        tell(("note", "yellow"), f": {note}")
     if uncited(text, result):
-        err.print(
-            "[yellow]note[/]: the answer cites no passage; check it against the context above",
-            highlight=False,
+        tell(
+            ("note", "yellow"), ": the answer cites no passage; check it against the context above"
         )
 
 
@@ -973,7 +965,8 @@ def eval_pairs(
             raise typer.BadParameter(f"{source} needs the dataset path", param_hint="--from")
         pairs = pairs_from(source, path)
     write_pairs(pairs, out)
-    err.print(f"wrote {len(pairs)} pairs ({sum(p.label for p in pairs)} relevant) to {out}")
+    relevant = sum(p.label for p in pairs)
+    tell(f"wrote {len(pairs)} pairs ({relevant} relevant) to {printable_path(out)}")
 
 
 @eval_app.command("grading")
@@ -1022,10 +1015,9 @@ def eval_grading(
     if as_json:
         print_json(report)
         return
-    out.print(
+    say(
         f"{report['pairs']} pairs, {report['positives']} relevant, "
-        f"{report['queries']} queries; tiers {report['tiers']}",
-        highlight=False,
+        f"{report['queries']} queries; tiers {report['tiers']}"
     )
     table = Table("scorer", "ROC-AUC", "answerable AUC", "acc@discard", "acc@correct", "items/s")
     for name, row in [*report["scorers"].items(), ("cascade", report["cascade"])]:
@@ -1038,7 +1030,7 @@ def eval_grading(
             str(row["items_per_s"]),
         )
     out.print(table)
-    out.print(f"share of items reaching each tier: {report['cascade']['tier_share']}")
+    say(f"share of items reaching each tier: {report['cascade']['tier_share']}")
 
 
 app.command()(serve)

@@ -9,15 +9,17 @@ the expected errors too. Shared by `crag_edge.cli` and `crag_edge.training.cli`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from crag_edge.cli_output import err, tell
 from crag_edge.config import SettingsError
 from crag_edge.corpus_calibration import CalibrationError
 from crag_edge.evaluation import EvalDataError
@@ -49,8 +51,8 @@ EXPECTED_ERRORS: tuple[type[Exception], ...] = (
 # What was typed or set is wrong (exit 2), rather than something the command met (exit 1).
 USAGE_ERRORS = (SettingsError, QuestionError, UnknownModelError)
 SETTINGS_EXIT, FAILURE_EXIT, INTERRUPTED_EXIT = 2, 1, 130
+TERMINATED_EXIT = 128 + signal.SIGTERM
 
-err = Console(stderr=True, soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 # Set by the root `--debug` option (which also reads CRAG_EDGE_DEBUG) for the command it runs.
 _SHOW_TRACEBACKS: ContextVar[bool] = ContextVar("crag_edge_show_tracebacks", default=False)
@@ -75,22 +77,53 @@ def fail(exc: Exception) -> typer.Exit:
     if _SHOW_TRACEBACKS.get():
         err.print_exception(show_locals=False)
     said = file_access_message(exc) if isinstance(exc, OSError) else str(exc)
-    err.print(f"[bold red]error:[/] {escape(said)}", highlight=False)
+    tell(("error:", "bold red"), f" {said}")
     return typer.Exit(SETTINGS_EXIT if isinstance(exc, USAGE_ERRORS) else FAILURE_EXIT)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a service manager stopping the command, `kill`), raised where Ctrl+C would
+    be: it is a KeyboardInterrupt so that every path that stops cleanly on Ctrl+C (an
+    ingest's embedding part in flight, a write transaction) stops the same way."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While a command runs, SIGTERM stops it like Ctrl+C instead of killing the process
+    mid-write without a word. Only the main thread may set handlers, and a handler someone
+    else set (a server's own) is left alone."""
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def friendly_errors(command: F) -> F:
-    """Wrap a command: expected errors become one line, Ctrl+C exits 130, bugs propagate
-    (Typer prints their traceback)."""
+    """Wrap a command: expected errors become one line, Ctrl+C exits 130 and SIGTERM 143,
+    each with one line; bugs propagate (Typer prints their traceback)."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return command(*args, **kwargs)
+            with sigterm_as_interrupt():
+                return command(*args, **kwargs)
         except EXPECTED_ERRORS as exc:
             raise fail(exc) from None
+        except Terminated:
+            tell(("terminated", "yellow"))
+            raise typer.Exit(TERMINATED_EXIT) from None
         except KeyboardInterrupt:
-            err.print("[yellow]interrupted[/]")
+            tell(("interrupted", "yellow"))
             raise typer.Exit(INTERRUPTED_EXIT) from None
 
     return wrapper  # type: ignore[return-value]

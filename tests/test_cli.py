@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -403,6 +406,50 @@ def test_answer_prompt_too_long_for_the_context_exits_1_with_one_line(beir_db: P
     assert len(lines) == 1, long.stderr
     assert "does not fit the 512-token context" in lines[0]
     assert "raise CRAG_EDGE_LLM_CONTEXT" in lines[0]
+
+
+def test_text_from_documents_and_file_names_is_printed_as_written(tmp_path: Path) -> None:
+    """Titles, chunk text and file names are other people's text: a `[/]` in them is not
+    markup (it raised mid-print), `:smile:` is not an emoji code, an escape is dropped."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "bees.md").write_text(
+        "# Dances [/] and [link=https://example.com]links[/link]\n\n"
+        "Honeybees dance [bold]to tell[/] their sisters :smile: where the flowers are.\n"
+    )
+    (docs / "[bold]broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
+    db = tmp_path / "c.db"
+    ingested = invoke("ingest", "--db", str(db), str(docs))
+    assert ingested.exit_code == 0, ingested.output
+    assert "[bold]broken.pdf" in ingested.stderr
+    result = invoke("query", "--db", str(db), "Why do honeybees dance?")
+    assert result.exit_code == 0, result.output
+    assert "Dances [/] and [link=https://example.com]links[/link]" in result.stdout
+    assert "dance [bold]to tell[/] their sisters :smile: where" in result.stdout
+
+
+def test_sigterm_stops_an_ingest_in_one_line_and_the_rerun_completes(tmp_path: Path) -> None:
+    """A service manager stopping an ingest (SIGTERM) stops it as Ctrl+C does: one line,
+    exit 143, only whole documents stored, and the same command then finishes the job."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(40):
+        (docs / f"part{n:02}.txt").write_text(f"Part {n}. " + "Bees dance to find flowers. " * 400)
+    db = tmp_path / "c.db"
+    command = [sys.executable, "-m", "crag_edge.cli", "ingest", "--db", str(db), str(docs)]
+    running = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ | FAST
+    )
+    while not db.exists() and running.poll() is None:
+        time.sleep(0.05)
+    running.send_signal(signal.SIGTERM)
+    _, stderr = running.communicate(timeout=120)
+    assert running.returncode == 143, stderr
+    assert stderr.strip().splitlines()[-1] == "terminated" and "Traceback" not in stderr
+    assert invoke("check", "--db", str(db)).exit_code == 0
+    rerun = invoke("ingest", "--db", str(db), str(docs), "--json")
+    report = json.loads(rerun.stdout)
+    assert report["added"] + report["unchanged"] == 40 and report["added"] > 0
 
 
 WIKIQA_ROWS = [

@@ -71,12 +71,12 @@ class EmbedAhead(Generic[Group]):
         self._closing.set()
         if self._worker is None:
             return
-        interrupted = False
+        interrupted: KeyboardInterrupt | None = None
         while in_flight is not None and not in_flight[1].done():
             try:
                 wait([in_flight[1]])
-            except KeyboardInterrupt:
-                interrupted = True
+            except KeyboardInterrupt as stop:  # Ctrl+C, or SIGTERM as the CLI raises it
+                interrupted = stop
         self._worker.shutdown(wait=True)
-        if interrupted:
-            raise KeyboardInterrupt
+        if interrupted is not None:
+            raise interrupted

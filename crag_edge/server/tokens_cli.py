@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from crag_edge.cli_errors import err, fail
+from crag_edge.cli_errors import fail
+from crag_edge.cli_output import out, tell
 from crag_edge.config import Settings
 from crag_edge.groups import parse_groups
 from crag_edge.server.scopes import Scope
@@ -94,11 +94,9 @@ def tokens_add(
         sys.stdout.write(json.dumps(entry) + "\n")
         return
     sys.stdout.write(secret + "\n")
-    err.print(
+    tell(
         f"token {name!r} ({scope}) added to {printable_path(tokens.path)}; "
-        "copy it now: it is not stored and cannot be shown again",
-        highlight=False,
-        markup=False,
+        "copy it now: it is not stored and cannot be shown again"
     )
 
 
@@ -120,7 +118,7 @@ def tokens_list(ctx: typer.Context, file: FileOption = None, as_json: JsonOption
             row["created"],
             row["revoked"] or "-",
         )
-    Console(soft_wrap=True).print(table, markup=False)
+    out.print(table)
 
 
 @tokens_app.command("revoke")
@@ -132,9 +130,9 @@ def tokens_revoke(
 ) -> None:
     """Revoke a token: a running service refuses it from its next request on."""
     if _token_file(ctx, file).revoke(name):
-        err.print(f"token {name!r} revoked", highlight=False, markup=False)
+        tell(f"token {name!r} revoked")
     else:
-        err.print(f"token {name!r} was already revoked", highlight=False, markup=False)
+        tell(f"token {name!r} was already revoked")
 
 
 def _as_dict(info: TokenInfo) -> dict[str, Any]:

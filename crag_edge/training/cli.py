@@ -25,7 +25,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from crag_edge.cli_errors import EXPECTED_ERRORS, err, fail
+from crag_edge.cli_errors import EXPECTED_ERRORS, fail
+from crag_edge.cli_output import err, tell
 from crag_edge.config import Settings
 from crag_edge.locations import corpus_name, is_database_url, parse_location, shown_location
 from crag_edge.models.cross_encoder import MIN_LENGTH
@@ -70,7 +71,7 @@ class _RichEvents:
             self.bar.update(self.task, completed=completed)
 
     def note(self, message: str) -> None:
-        self.bar.console.print(f"  {message}", highlight=False)
+        self.bar.console.print(f"  {message}")
 
 
 def _positive(value: float) -> float:
@@ -209,7 +210,7 @@ def train(
     except EXPECTED as exc:
         raise fail(exc) from None
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/]: rerun the same command to resume")
+        tell(("interrupted", "yellow"), ": rerun the same command to resume")
         raise typer.Exit(130) from None
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
@@ -248,18 +249,17 @@ def reproduce_command(o: TrainOptions) -> str:
 
 def _print_summary(report: dict[str, Any]) -> None:
     checks, train = report["checks"], report["training"]
-    err.print(
-        f"[green]trained[/] {report['model_id']}: {report['data']['pairs']} pairs, "
+    tell(
+        ("trained", "green"),
+        f" {report['model_id']}: {report['data']['pairs']} pairs, "
         f"{train['steps_done']}/{train['total_steps']} steps in {train['seconds']} s; "
         f"validation AUC {checks.get('validation_auc_int8')} (int8), "
         f"ONNX vs torch {checks['onnx_fp32_max_abs_diff']:.1e}, "
         f"{checks['latency_ms_20_pairs']} ms / 20 pairs; "
         f"{report['release_bytes'] / 1e6:.1f} MB in {report['release_dir']}",
-        highlight=False,
     )
     if "registered" in report:
-        err.print(
+        tell(
             f"registered as cross-encoder {report['model_id']!r} in "
-            f"{report['registered']['model_dir']}",
-            highlight=False,
+            f"{report['registered']['model_dir']}"
         )
