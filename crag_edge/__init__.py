@@ -19,7 +19,7 @@ The layers, bottom to top; each imports only the ones below it:
 - `crag.py`: the corrective loop that runs those per question (`CragLoop`).
 - `engine.py`: `Engine`, one corpus with its models and settings; `generation.py` writes
   the cited answer.
-- interfaces: `cli.py`, `tui/`, `server/` (HTTP), each a thin face over `Engine`.
+- interfaces: `cli/`, `tui/`, `server/` (HTTP), each a thin face over `Engine`.
 
 `models/` holds the model runtimes and their provisioning, `kernels/` the Numba kernels,
 `config.py` the one `Settings` (a section per component: `settings.retrieval`, ...),

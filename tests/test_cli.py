@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from crag_edge.cli import app, print_json
+from crag_edge.cli import app
+from crag_edge.console.output import print_json
 from crag_edge.engine import Engine
 from crag_edge.store import SCHEMA_VERSION
 

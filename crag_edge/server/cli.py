@@ -12,8 +12,8 @@ from typing import Annotated, Literal, NoReturn
 
 import typer
 
-from crag_edge.cli_corpus import DbOption
 from crag_edge.config import Settings, SettingsError, field_range
+from crag_edge.console.options import DbOption
 from crag_edge.server.config import ServerConfig, ServerConfigError
 from crag_edge.server.tokens import TokenError, TokenFile
 from crag_edge.store import CorpusError

@@ -19,9 +19,9 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.table import Table
 
-from crag_edge.cli_errors import fail
-from crag_edge.cli_output import out, tell
 from crag_edge.config import Settings
+from crag_edge.console.errors import fail
+from crag_edge.console.output import out, tell
 from crag_edge.groups import parse_groups
 from crag_edge.server.scopes import Scope
 from crag_edge.server.tokens import TokenError, TokenFile, TokenInfo, TokenUsageError

@@ -25,9 +25,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from crag_edge.cli_errors import EXPECTED_ERRORS, fail
-from crag_edge.cli_output import err, tell
 from crag_edge.config import Settings
+from crag_edge.console.errors import EXPECTED_ERRORS, fail
+from crag_edge.console.output import err, tell
 from crag_edge.locations import corpus_name, is_database_url, parse_location, shown_location
 from crag_edge.models.cross_encoder import MIN_LENGTH
 from crag_edge.store import CorpusNotFoundError

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 import typer
 
-from crag_edge.cli_output import err, tell
 from crag_edge.config import SettingsError
+from crag_edge.console.output import err, tell
 from crag_edge.corpus_calibration import CalibrationError
 from crag_edge.evaluation import EvalDataError
 from crag_edge.models.chat_model import LlmServerError

@@ -1,0 +1,101 @@
+"""`crag-edge`: the command line. Thin: parse, call the Python API, print (tables or --json).
+
+This module assembles the commands; each area has its own module (`models`, `corpus`, `ask`,
+`evals`), and what every command line shares is in `crag_edge.console`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from crag_edge.cli import ask, corpus, evals, models
+from crag_edge.config import Settings, SettingsError
+from crag_edge.console.errors import DEBUG_ENV, fail, friendly_errors, show_tracebacks
+from crag_edge.console.options import corpus_defaults
+from crag_edge.server.cli import mcp, serve
+from crag_edge.server.tokens_cli import tokens_app
+from crag_edge.training.cli import evaluator_app
+from crag_edge.tui.cli import tui as tui_command
+
+app = typer.Typer(
+    help="crag-edge: Corrective RAG that runs fully offline. Retrieve from a local corpus, "
+    "grade the evidence, correct it, answer with citations.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    pretty_exceptions_show_locals=False,  # locals may hold an API token or a document's text
+)
+models_app = typer.Typer(
+    help="Pull, list and verify the local models (sha256-pinned).", no_args_is_help=True
+)
+eval_app = typer.Typer(help="Measure quality on labelled data.", no_args_is_help=True)
+cache_app = typer.Typer(
+    help="The evaluation cache: model scores kept in the corpus file for repeat questions.",
+    no_args_is_help=True,
+)
+app.add_typer(models_app, name="models")
+app.add_typer(eval_app, name="eval")
+app.add_typer(cache_app, name="cache")
+app.add_typer(evaluator_app, name="evaluator")
+app.add_typer(tokens_app, name="tokens")
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="TOML settings file (flat keys or a \\[crag_edge] table)."),
+    ] = None,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            envvar=DEBUG_ENV,
+            help="Show the traceback of expected errors too (bugs always show theirs).",
+        ),
+    ] = False,
+) -> None:
+    """Settings come from CRAG_EDGE_* env vars, .env, then --config; errors stop here."""
+    show_tracebacks(debug)
+    try:
+        ctx.obj = Settings.load(config)
+    except SettingsError as exc:
+        raise fail(exc) from None
+    if ctx.obj.store.db_url is not None:
+        ctx.default_map = corpus_defaults(ctx.command, ctx.obj.store.db_url)
+
+
+app.command("ingest")(corpus.ingest)
+app.command("check")(corpus.check)
+app.command("stats")(corpus.stats)
+app.command("calibrate")(corpus.calibrate)
+cache_app.command("clear")(corpus.cache_clear)
+app.command("query")(ask.query)
+app.command("answer")(ask.answer)
+models_app.command("pull")(models.models_pull)
+models_app.command("list")(models.models_list)
+models_app.command("verify")(models.models_verify)
+eval_app.command("retrieval")(evals.eval_retrieval)
+eval_app.command("crag")(evals.eval_crag)
+eval_app.command("answers")(evals.eval_answers)
+eval_app.command("pairs")(evals.eval_pairs)
+eval_app.command("grading")(evals.eval_grading)
+app.command("serve")(serve)
+app.command("mcp")(friendly_errors(mcp))
+app.command("tui")(friendly_errors(tui_command))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    # pypdf warns about recoverable PDF quirks through logging; the ingest report says what
+    # failed, and stray log lines would tear the progress bar. psycopg's pool warns of every
+    # connection it discards or fails to make; the command's one error line (the service's
+    # readiness and request logs) says the database was lost.
+    for name in ("pypdf", "psycopg.pool"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    app()

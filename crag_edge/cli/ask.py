@@ -1,0 +1,176 @@
+"""`query` and `answer`: the corrective loop on one question, printed for a person (or --json)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from crag_edge.answer_timing import timings_line
+from crag_edge.citations import location_fields, locator
+from crag_edge.console.errors import friendly_errors
+from crag_edge.console.options import (
+    TOP_K_MAX,
+    TOP_K_MIN,
+    DbOption,
+    JsonOption,
+    ModeOption,
+    QuestionArgument,
+    ViewGroupsOption,
+    groups_option,
+    settings_of,
+)
+from crag_edge.console.output import (
+    fmt_number,
+    out,
+    print_json,
+    say,
+    tell,
+)
+from crag_edge.engine import Engine
+from crag_edge.generation import cited, incomplete_note, source_line, uncited
+from crag_edge.result import ContextItem, CragResult
+
+
+def print_result(result: CragResult) -> None:
+    """The decision, corrections, the last round's graded hits and the final context."""
+    colour = {"CORRECT": "green", "AMBIGUOUS": "yellow", "INCORRECT": "red"}[result.decision]
+    say(
+        (result.decision, f"bold {colour}"),
+        f"  score {result.score:.2f} ({result.reason}); next: {result.action}; "
+        f"iterations {result.iterations}",
+    )
+    for correction in result.corrections:
+        if correction.type in ("expand", "rewrite", "fallback"):
+            say((f"correction: {correction.type} {correction.detail}", "dim"))
+    unavailable = [t for t, state in result.tiers.items() if state != "ok"]
+    if unavailable:
+        not_run = ", ".join(f"{t} ({result.tiers[t]})" for t in unavailable)
+        say((f"tiers not run: {not_run}", "dim"))
+    if result.cache_hits:
+        served = ", ".join(f"{tier} {n}" for tier, n in result.cache_hits.items())
+        say((f"scores from the evaluation cache: {served}", "dim"))
+    _print_hits(result)
+    if result.insufficient_evidence:
+        say(("insufficient evidence", "bold red"), ": nothing trustworthy was found")
+    else:
+        say(("context", "bold"), f" ({len(result.context)} strips):")
+        for item in result.context:
+            say(
+                f"  [{item.n}] {locator(item)} [{item.start}:{item.end}] "
+                f"{' '.join(item.text.split())[:200]}"
+            )
+
+
+def _print_hits(result: CragResult) -> None:
+    """The last round's hits, each with its grade, scores and the start of its text."""
+    last_round = result.hits[-result.rounds[-1].hits :] if result.rounds[-1].hits else []
+    say((f"hits of round {result.iterations}", "bold"), " (all rounds: --json)")
+    for h, grade in last_round:
+        name = " ".join((h.chunk.title or Path(h.chunk.source).name).split())
+        say(
+            (f"{h.rank}. {name}", "bold"),
+            "  ",
+            ("kept", "green") if grade.kept else ("dropped", "red"),
+            f" {grade.score:.2f} by {grade.decided_by}  ",
+            (
+                f"{locator(h.chunk)} [{h.chunk.start}:{h.chunk.end}]  rrf {h.score:.4f} · "
+                f"cos {fmt_number(h.dense_score)} · bm25 {fmt_number(h.bm25_score)}",
+                "dim",
+            ),
+        )
+        snippet = " ".join(h.chunk.text.split())
+        say(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}")
+    if not result.hits:
+        say("no hits: the corpus is empty or nothing matches")
+
+
+@friendly_errors
+def query(
+    ctx: typer.Context,
+    question: QuestionArgument,
+    db: DbOption,
+    mode: ModeOption = None,
+    top_k: Annotated[
+        int | None, typer.Option("--top-k", help="Hits to return.", min=TOP_K_MIN, max=TOP_K_MAX)
+    ] = None,
+    groups: ViewGroupsOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Retrieve the best chunks for a question, grade each one, and decide CORRECT /
+    AMBIGUOUS / INCORRECT."""
+    view = groups_option(groups)
+    with Engine.open(db, settings_of(ctx)) as engine:
+        result = engine.query(question, mode=mode, top_k=top_k, groups=view)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    print_result(result)
+
+
+@friendly_errors
+def answer(
+    ctx: typer.Context,
+    question: QuestionArgument,
+    db: DbOption,
+    mode: ModeOption = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option("--top-k", help="Hits per retrieval.", min=TOP_K_MIN, max=TOP_K_MAX),
+    ] = None,
+    groups: ViewGroupsOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run the corrective loop, then stream an answer that cites its evidence by number.
+
+    Exits 1 when the answer is empty (stalled, or the model wrote nothing); an answer cut
+    off by llm_max_tokens or the stall timeout gets a note on stderr."""
+    settings = settings_of(ctx)
+    view = groups_option(groups)
+    with Engine.open(db, settings) as engine:
+        result, stream = engine.answer(question, mode=mode, top_k=top_k, groups=view)
+        if not as_json:
+            print_result(result)
+            say(("answer", "bold"), ":")
+        for piece in stream:
+            if not as_json:
+                say(piece, end="")
+    text, finish = stream.text, stream.finish_reason
+    sources = cited(text, result.context)
+    note = incomplete_note(finish, text, settings.models)
+    if as_json:
+        print_json(
+            {
+                "answer": text,
+                "finish_reason": finish,
+                "citations": [asdict(c) | location_fields(c) for c in sources],
+                "timings": stream.timings.to_dict(),
+                "result": result.to_dict(),
+            }
+        )
+    else:
+        _print_answer_tail(text, result, sources, note)
+        if text.strip():  # an empty answer is one error line, below
+            tell((timings_line(stream.timings), "dim"))
+    if not text.strip():
+        tell(("error:", "bold red"), f" no answer: {note}")
+        raise typer.Exit(1)
+
+
+def _print_answer_tail(
+    text: str, result: CragResult, sources: list[ContextItem], note: str | None
+) -> None:
+    """After the streamed text: its citations, then what the reader should know about it."""
+    out.print()
+    for item in sources:
+        say(source_line(item), "  ", (f"{item.source} [{item.start}:{item.end}]", "dim"))
+    if not text.strip():
+        return  # `answer` reports an empty answer as the error it is
+    if note:
+        tell(("note", "yellow"), f": {note}")
+    if uncited(text, result):
+        tell(
+            ("note", "yellow"), ": the answer cites no passage; check it against the context above"
+        )

@@ -1,0 +1,270 @@
+"""The commands that build and look after a corpus: `ingest` (and `--watch`), `check`, `stats`,
+`calibrate` and `cache clear`."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from crag_edge import corpus_calibration
+from crag_edge.console.errors import friendly_errors
+from crag_edge.console.options import (
+    DbOption,
+    JsonOption,
+    ViewGroupsOption,
+    groups_option,
+    settings_of,
+)
+from crag_edge.console.output import (
+    counting_bar,
+    fmt_number,
+    out,
+    print_json,
+    say,
+    tell,
+)
+from crag_edge.engine import Engine
+from crag_edge.ingest import Format, IngestReport, ProgressEvent
+from crag_edge.ingest.rate import ChunkRate
+from crag_edge.ingest.watch import FolderWatcher
+from crag_edge.store.factory import open_corpus
+from crag_edge.text_boundary import printable_path
+
+
+@friendly_errors
+def ingest(
+    ctx: typer.Context,
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(help="Files and folders (txt, md, html, pdf), or BEIR corpus.jsonl files."),
+    ],
+    db: DbOption,
+    fmt: Annotated[
+        Format,
+        typer.Option("--format", help="auto (by file suffix) or beir (corpus.jsonl lines)."),
+    ] = "auto",
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune", help="Delete documents under the given folders whose files are gone."
+        ),
+    ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Keep the corpus in sync with the given folders until Ctrl+C: every change "
+            "is ingested, documents of deleted files pruned (a missing folder's are kept).",
+        ),
+    ] = False,
+    groups: Annotated[
+        str | None,
+        typer.Option(
+            "--groups",
+            help="Tag every document of this ingest with these access groups (comma-separated; "
+            "re-ingesting retags without re-embedding; '' untags). Without it, stored documents "
+            "keep their groups and new ones are untagged: visible to every caller.",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Add files to a corpus (created if missing). Incremental: unchanged files cost nothing."""
+    tags = frozenset() if groups is not None and not groups.strip() else groups_option(groups)
+    if watch:
+        _watch_folders(ctx, inputs, db, fmt, as_json, tags)
+        return
+    with (
+        Engine.open(db, settings_of(ctx), create=True) as engine,
+        counting_bar("{task.description}", as_json) as bar,
+    ):
+        task = bar.add_task("ingest", total=None)
+        rate = ChunkRate()
+
+        def on_progress(event: ProgressEvent) -> None:
+            name = Path(event.source).name[-40:]
+            description = {
+                "documents": f"ingest {name}",
+                "chunks": f"embed {name} (chunks)",
+                "passages": "evaluator: reading passages",
+            }[event.stage]
+            if rate.update(event):  # a new stage: its ETA must not use the last one's speed
+                bar.reset(task)
+            if speed := rate.describe():
+                description = f"{description} · {speed}"
+            bar.update(task, completed=event.done, total=event.total, description=description)
+
+        report = engine.ingest(inputs, fmt=fmt, prune=prune, progress=on_progress, groups=tags)
+    _print_ingest_report(report, as_json)
+    if report.errors and not (
+        report.added or report.updated or report.unchanged or report.retagged
+    ):
+        raise typer.Exit(1)
+
+
+def _watch_folders(
+    ctx: typer.Context,
+    folders: list[Path],
+    db: Path,
+    fmt: str,
+    as_json: bool,
+    groups: frozenset[str] | None,
+) -> None:
+    """`ingest --watch`: sync the folders now and after every change; Ctrl+C ends it (exit 0)
+    with a summary. Each sync that changed or failed something prints its ingest report."""
+    if fmt != "auto" or as_json:
+        raise typer.BadParameter("takes neither --format beir nor --json", param_hint="--watch")
+    if not_folders := [str(f) for f in folders if not f.is_dir()]:
+        raise typer.BadParameter(f"not a folder: {', '.join(not_folders)}", param_hint="--watch")
+    totals, syncs = IngestReport(), 0
+    with Engine.open(db, settings_of(ctx), create=True) as engine:
+
+        def sync(touched: list[Path]) -> None:
+            nonlocal syncs
+            report = engine.ingest(touched, prune=True, groups=groups)
+            syncs += 1
+            totals.added += report.added
+            totals.updated += report.updated
+            totals.pruned += report.pruned
+            totals.errors += report.errors
+            if report.added or report.updated or report.retagged or report.pruned or report.errors:
+                say(f"synced {', '.join(map(printable_path, touched))}")
+                _print_ingest_report(report, as_json=False)
+
+        watcher = FolderWatcher(folders, sync, notice=tell)
+        tell(f"watching {', '.join(map(printable_path, folders))} (Ctrl+C stops)")
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl+C is how watching ends
+            watcher.run()
+    say(
+        f"stopped watching after {syncs} syncs: added {totals.added}, updated "
+        f"{totals.updated}, pruned {totals.pruned}, errors {len(totals.errors)}"
+    )
+
+
+@friendly_errors
+def check(db: DbOption, as_json: JsonOption = False) -> None:
+    """Verify a corpus without changing it (no model loads): SQLite's quick_check of every
+    page and index, and every chunk in each search index. Exit 1 names the first problem."""
+    with open_corpus(db, readonly=True) as corpus:
+        report = corpus.check()
+    if as_json:
+        print_json(report)
+        return
+    say(f"ok: {report['path']} ({report['chunks']} chunks, quick_check ok)")
+
+
+@friendly_errors
+def stats(db: DbOption, groups: ViewGroupsOption = None, as_json: JsonOption = False) -> None:
+    """Documents, chunks, size, embedder, chunking, cached scores and stored evaluator readings
+    of a corpus (no model loads)."""
+    view = groups_option(groups)
+    with open_corpus(db, readonly=True) as corpus:
+        info = corpus.stats(groups=view)
+    if as_json:
+        print_json(asdict(info) | {"path": str(info.path)})
+        return
+    table = Table(show_header=False, box=None)
+    for key, value in asdict(info).items():
+        table.add_row(key, str(value))
+    out.print(table)
+
+
+@friendly_errors
+def calibrate(
+    ctx: typer.Context,
+    db: DbOption,
+    questions: Annotated[
+        int, typer.Option("--questions", min=2, help="Pseudo-questions to write and judge.")
+    ] = 20,
+    reset: Annotated[
+        bool, typer.Option("--reset", help="Forget the corpus's fit (back to the settings').")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Fit the signals' and the evaluator's calibration to this corpus, without labels: the
+    local LLM writes questions for sampled chunks and judges their hits. The fit is stored in
+    the corpus file and used by default for it (explicit calibration settings still win)."""
+    if reset:
+        with open_corpus(db) as corpus:
+            removed = corpus_calibration.clear(corpus)
+        if as_json:
+            print_json({"removed": removed})
+        else:
+            say(f"{'removed the' if removed else 'no'} calibration fit in {printable_path(db)}")
+        return
+    with Engine.open(db, settings_of(ctx)) as engine, counting_bar("questions", as_json) as bar:
+        task = bar.add_task("calibrate", total=questions)
+        result = engine.calibrate(questions, on_question=lambda n: bar.update(task, completed=n))
+    if as_json:
+        print_json(result)
+        return
+    _print_calibration(result, db)
+
+
+def _print_calibration(result: dict[str, Any], db: Path) -> None:
+    say(
+        f"{result['questions']} pseudo-questions, {result['pairs']} judged pairs "
+        f"({result['relevant_share']:.0%} relevant by the judge)"
+    )
+    table = Table("tier", "AUC", "a, b", "log-loss", "mean p relevant", "mean p other", "used")
+    for tier, row in result["tiers"].items():
+        before, after = row["before"], row["after"]
+        table.add_row(
+            tier,
+            fmt_number(row["auc"]),
+            f"{row['a']:.2f}, {row['b']:.2f}",
+            *(
+                f"{fmt_number(before[key])} → {fmt_number(after[key])}"
+                for key in ("log_loss", "mean_relevant", "mean_other")
+            ),
+            "yes" if row["stored"] else "no: the settings' calibration",
+        )
+    out.print(table)
+    stored = [tier for tier, row in result["tiers"].items() if row["stored"]]
+    where = printable_path(db)
+    if stored:
+        say(f"{', '.join(stored)} fit stored in {where}; used by default for this corpus")
+    else:
+        say(
+            f"no tier ranks the judge's labels (AUC < {corpus_calibration.MIN_TIER_AUC}): "
+            f"{where} uses the settings' calibration"
+        )
+
+
+@friendly_errors
+def cache_clear(db: DbOption, as_json: JsonOption = False) -> None:
+    """Delete every cached model score (they are also dropped with their chunks on ingest)."""
+    with open_corpus(db) as corpus:
+        removed = corpus.score_cache().clear()
+    if as_json:
+        print_json({"removed": removed})
+        return
+    say(f"removed {removed} cached scores from {printable_path(db)}")
+
+
+def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
+    if as_json:
+        print_json(asdict(report) | {"chunks_per_second": round(report.chunks_per_second, 2)})
+        return
+    say(
+        f"added {report.added}, updated {report.updated}, unchanged {report.unchanged}, "
+        f"retagged {report.retagged}, pruned {report.pruned}, skipped {len(report.skipped)}, "
+        f"errors {len(report.errors)}; "
+        f"{report.chunks_written} chunks in {report.seconds:.1f} s "
+        f"({report.chunks_per_second:.1f} chunks/s)"
+        + (
+            f"; stored the evaluator's readings of {report.passages_encoded} passages"
+            if report.passages_encoded
+            else ""
+        )
+    )
+    for source, message in report.skipped:
+        tell(("skipped", "yellow"), f" {source}: {message}")
+    for source, message in report.warnings:
+        tell(("warning", "yellow"), f" {source}: {message}")
+    for source, message in report.errors:
+        tell(("failed", "red"), f" {source}: {message}")
