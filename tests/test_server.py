@@ -307,6 +307,7 @@ def test_ingest_job_progress_counts_files_not_chunks_or_readings(
         ("sneaky", 403),  # a folder whose walk would follow a link out
         ("/etc/passwd", 403),
         ("/etc/no-such-file", 403),  # outside: no existence oracle
+        ("~no-such-user-here/notes.md", 403),  # the home of a user who does not exist
         ("docs/missing.md", 404),
         ("bad\x00name", 422),
     ],
