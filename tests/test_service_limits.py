@@ -4,6 +4,7 @@ start, with one line, on a port in use or a file that is not a corpus."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -61,6 +62,32 @@ def test_metric_labels_stay_bounded_whatever_unauthenticated_clients_send(
         labels["route"] for labels in label_sets(exposition, "crag_server_request_seconds_count")
     }
     assert latency_routes <= known_routes, latency_routes
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        b'Content-Length: 100\r\n\r\n{"question": ',  # fewer bytes than declared
+        b'Transfer-Encoding: chunked\r\n\r\n3\r\n{"q\r\n',  # a last chunk that never comes
+    ],
+)
+def test_a_body_that_stops_arriving_is_a_408_and_the_service_goes_on(
+    corpus_db: Path, embedder: Any, sent: bytes
+) -> None:
+    config = ServerConfig(db=corpus_db, read_timeout_s=0.5)
+    with running(config, factory_for(corpus_db, embedder)) as srv:
+        port = int(srv.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as slow:
+            head = b"POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            slow.sendall(head + sent)
+            answer = slow.makefile("rb").read()  # the server answers, then closes
+        with srv.client() as client:
+            served = client.post("/v1/query", json={"question": "What is a honeybee?"})
+    status, _, rest = answer.partition(b"\r\n")
+    assert status == b"HTTP/1.1 408 Request Timeout", answer
+    body = json.loads(rest.partition(b"\r\n\r\n")[2])
+    assert body["error"] == "request_timeout" and "0.5 s" in body["message"]
+    assert served.status_code == 200
 
 
 # -- start-up --------------------------------------------------------------------------------

@@ -43,8 +43,8 @@ class ApiError(Exception):
 
 class ErrorBody(BaseModel):
     """The body of every error response (the OpenAPI schema's, too); some codes add fields:
-    `fields` (invalid_request), `max_body_bytes`, `max_question_chars`, `needed_scope`
-    (insufficient_scope), `reason` and `retry_after_s` (overloaded)."""
+    `fields` (invalid_request), `max_body_bytes`, `read_timeout_s`, `max_question_chars`,
+    `needed_scope` (insufficient_scope), `reason` and `retry_after_s` (overloaded)."""
 
     model_config = ConfigDict(extra="allow")
     error: str = Field(description="A stable code: unauthorized, invalid_request, overloaded...")
@@ -58,6 +58,7 @@ _MEANINGS = {
     403: "The token's scope is below the route's (insufficient_scope), or a path outside "
     "the ingest roots (or ingest by path disabled).",
     404: "No such resource.",
+    408: "The body did not arrive within the server's read_timeout_s.",
     413: "The body exceeds the server's max_body_bytes.",
     415: "The body was not sent as JSON (Content-Type: application/json).",
     422: "The request does not match the schema, or exceeds a limit of this server.",

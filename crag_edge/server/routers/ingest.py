@@ -46,7 +46,9 @@ class IngestRequest(BaseModel):
 
 
 @router.post(
-    "/v1/ingest", status_code=202, responses=error_responses(400, 403, 404, 413, 415, 422, 503)
+    "/v1/ingest",
+    status_code=202,
+    responses=error_responses(400, 403, 404, 408, 413, 415, 422, 503),
 )
 async def ingest_paths(body: IngestRequest, state: StateDep, caller: CallerDep) -> dict[str, Any]:
     """Start a background ingest of server-side paths confined to the ingest roots."""

@@ -98,7 +98,7 @@ async def models(state: StateDep) -> dict[str, Any]:
     "/v1/chat/completions",
     dependencies=requires("answer"),
     response_model=None,
-    responses=error_responses(400, 404, 413, 415, 422, 503),
+    responses=error_responses(400, 404, 408, 413, 415, 422, 503),
 )
 async def chat_completions(
     body: ChatRequest, state: StateDep, caller: CallerDep
