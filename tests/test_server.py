@@ -370,6 +370,19 @@ def test_token_rules(corpus_db: Path, embedder: Any) -> None:
             assert ok.post("/v1/query", json={"question": BEES}).status_code == 200
 
 
+def test_two_authorization_headers_are_refused_whichever_comes_first(
+    corpus_db: Path, embedder: Any
+) -> None:
+    """A proxy in front may check one of them and the service read the other: neither wins."""
+    config = ServerConfig(db=corpus_db, api_token="s3cret-token")
+    both = [("Authorization", "Bearer s3cret-token"), ("Authorization", "Bearer other")]
+    with running(config, factory_for(corpus_db, embedder)) as srv, srv.client(None) as anon:
+        replies = [anon.get("/v1/stats", headers=pair) for pair in (both, both[::-1])]
+    for r in replies:
+        assert r.status_code == 401 and r.json()["error"] == "unauthorized", r.text
+        assert "one Authorization header" in r.json()["message"]
+
+
 def test_bearer_secret_is_read_from_the_bearer_scheme_only() -> None:
     assert bearer_secret("Bearer abc") == bearer_secret("bearer  abc ") == "abc"
     assert bearer_secret("Basic abc") is None and bearer_secret("abc") is None
