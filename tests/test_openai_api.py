@@ -5,7 +5,9 @@ question, and the service's auth and validation rules."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +17,10 @@ pytest.importorskip("openai")
 import openai
 
 from crag_edge.generation import INSUFFICIENT
+from crag_edge.server import ServerConfig
 from tests.live_service import FOLLOW_UP, NONSENSE, TOKEN, WAL, live_service, sample_corpus
-from tests.test_server import Running
+from tests.servers import endless_llm_server
+from tests.test_server import Running, factory_for, running
 
 pytestmark = pytest.mark.models
 MODEL = "crag-edge:corpus"
@@ -116,3 +120,24 @@ def test_auth_model_and_messages_are_checked(service: Running) -> None:
         "invalid_messages",
         "invalid_question",
     )
+
+
+def test_a_client_that_hangs_up_stops_its_whole_answer(tmp_path: Path, embedder: Any) -> None:
+    """A whole (not streamed) answer is written for a client that may time out and go: the
+    model stops then, and its slot serves the next caller."""
+    db = sample_corpus(tmp_path, embedder)
+    body = json.dumps({"model": MODEL, "messages": [user(WAL)]}).encode()
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    with endless_llm_server() as llm:
+        factory = factory_for(db, embedder, llm_url=llm.url, llm_retries=0)
+        with running(ServerConfig(db=db), factory) as srv:
+            port = int(srv.url.rsplit(":", 1)[1])
+            with socket.create_connection(("127.0.0.1", port)) as impatient:
+                impatient.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                assert llm.asked.wait(120), "the model was never asked"
+            stopped = llm.hung_up.wait(60)
+            llm.stop.set()  # lets an answer that went on end, so the service can stop
+            with srv.client() as c:
+                after = c.post("/v1/query", json={"question": WAL})
+    assert stopped, "the model kept writing for a client that had gone"
+    assert after.status_code == 200
