@@ -64,6 +64,22 @@ def test_metric_labels_stay_bounded_whatever_unauthenticated_clients_send(
     assert latency_routes <= known_routes, latency_routes
 
 
+def test_json_the_parser_cannot_read_is_a_400_saying_why(corpus_db: Path, embedder: Any) -> None:
+    unreadable = {
+        b'{"question": ' + b"[" * 5000 + b"]" * 5000 + b"}": "nested too deeply",
+        b'{"question": "caf\xe9 au lait"}': "byte 0xe9 at character 17 is not UTF-8",
+        b'{"question": "bees", "top_k": ' + b"9" * 5000 + b"}": "a number of more than 4300 digits",
+    }
+    config = ServerConfig(db=corpus_db, api_token=TOKEN)
+    with running(config, factory_for(corpus_db, embedder)) as srv, srv.client() as client:
+        json_body = {"Content-Type": "application/json"}
+        replies = {b: client.post("/v1/query", content=b, headers=json_body) for b in unreadable}
+    for body, reason in unreadable.items():
+        answer = replies[body]
+        assert answer.status_code == 400 and answer.json()["error"] == "bad_request"
+        assert answer.json()["message"] == f"the body is not valid JSON: {reason}", answer.text
+
+
 @pytest.mark.parametrize(
     "sent",
     [

@@ -7,6 +7,7 @@ gets a stable `error` code and a message for people.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -116,7 +117,23 @@ def _sent_as_json(request: Request) -> bool:
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
     code = codes.get(exc.status_code, "http_error")
-    return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=exc.headers)
+    message = _unreadable_json(exc.__cause__) or str(exc.detail)
+    return JSONResponse(error_body(code, message), exc.status_code, headers=exc.headers)
+
+
+def _unreadable_json(cause: BaseException | None) -> str | None:
+    """Why the JSON parser gave up on a body, which FastAPI reports only as "There was an
+    error parsing the body": bytes that are not UTF-8, nesting beyond the parser's recursion
+    limit, or an integer beyond Python's digit limit. None for any other failure."""
+    prefix = "the body is not valid JSON: "
+    if isinstance(cause, UnicodeDecodeError):
+        byte = cause.object[cause.start]
+        return f"{prefix}byte 0x{byte:02x} at character {cause.start} is not UTF-8"
+    if isinstance(cause, RecursionError):
+        return f"{prefix}nested too deeply"
+    if isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+        return f"{prefix}a number of more than {sys.get_int_max_str_digits()} digits"
+    return None
 
 
 async def _corpus_error(request: Request, exc: CorpusError) -> JSONResponse:
