@@ -438,8 +438,9 @@ class ServerSettings(_Section):
         30.0,
         gt=0,
         le=3600,
-        description="Longest a request body may take to arrive; beyond it, 408: a client "
-        "that stops sending would otherwise hold its connection for ever.",
+        description="Longest a request's head, and then its body, may take to arrive (a late "
+        "body: 408; a late head: the connection closed): a client that stops sending would "
+        "otherwise hold its connection for ever.",
     )
     server_retry_after_s: int = Field(2, ge=1, le=3600)
     server_job_stale_after_s: float = Field(

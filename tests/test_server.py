@@ -26,6 +26,7 @@ import uvicorn
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.server import ServerConfig, ServerConfigError, create_app, is_loopback
+from crag_edge.server.protocol import http_protocol
 from crag_edge.server.security import bearer_secret
 
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
@@ -79,7 +80,14 @@ def running(
     """A real uvicorn server for `config` on a free loopback port, in a thread."""
     app = create_app(config, factory)
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            http=http_protocol(config),
+            log_config=None,
+            access_log=False,
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

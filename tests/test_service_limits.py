@@ -106,6 +106,25 @@ def test_a_body_that_stops_arriving_is_a_408_and_the_service_goes_on(
     assert served.status_code == 200
 
 
+@pytest.mark.parametrize(
+    "sent",
+    [b"", b"POST /v1/query HTTP/1.1\r\nHost: x\r\n"],  # nothing; a head that never ends
+)
+def test_a_connection_whose_request_head_never_arrives_is_closed(
+    corpus_db: Path, embedder: Any, sent: bytes
+) -> None:
+    config = ServerConfig(db=corpus_db, read_timeout_s=0.5)
+    with running(config, factory_for(corpus_db, embedder)) as srv:
+        port = int(srv.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as slow:
+            slow.sendall(sent)
+            closed = slow.recv(1024) == b""  # the server hangs up; a timeout here would raise
+        with srv.client() as client:
+            served = client.post("/v1/query", json={"question": "What is a honeybee?"})
+    assert closed
+    assert served.status_code == 200
+
+
 # -- start-up --------------------------------------------------------------------------------
 
 
