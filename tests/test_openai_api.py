@@ -104,9 +104,9 @@ def test_a_follow_up_is_answered_from_the_standalone_question(service: Running) 
 
 
 def test_auth_model_and_messages_are_checked(service: Running) -> None:
-    with pytest.raises(openai.AuthenticationError):
+    with pytest.raises(openai.AuthenticationError) as listed:
         client(service, key="wrong").models.list()
-    with pytest.raises(openai.AuthenticationError):
+    with pytest.raises(openai.AuthenticationError) as asked:
         client(service, key="wrong").chat.completions.create(model=MODEL, messages=[user(WAL)])
     with pytest.raises(openai.NotFoundError) as unknown:
         client(service).chat.completions.create(model="gpt-4o", messages=[user(WAL)])
@@ -114,12 +114,22 @@ def test_auth_model_and_messages_are_checked(service: Running) -> None:
         ask(service, user(WAL), {"role": "assistant", "content": "Sure."})
     with pytest.raises(openai.UnprocessableEntityError) as empty:
         ask(service, user("   "))
-    # The service's one error shape: the client keeps its `error` code as the body.
-    assert (unknown.value.body, answered.value.body, empty.value.body) == (
+    with pytest.raises(openai.APIStatusError) as oversized:  # refused before any route runs
+        ask(service, user("word " * 20000))
+    # OpenAI's error shape, the one its clients read: the code, and the message in the error.
+    refused = (listed, asked, unknown, answered, empty, oversized)
+    assert [e.value.code for e in refused] == [
+        "unauthorized",
+        "unauthorized",
         "model_not_found",
         "invalid_messages",
         "invalid_question",
-    )
+        "body_too_large",
+    ]
+    assert "a valid bearer token is required" in str(listed.value)
+    assert "no model 'gpt-4o'" in str(unknown.value)
+    assert "the question is empty" in str(empty.value)
+    assert oversized.value.status_code == 413 and "exceeds the limit" in str(oversized.value)
 
 
 def test_a_client_that_hangs_up_stops_its_whole_answer(tmp_path: Path, embedder: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -53,6 +54,29 @@ class ErrorBody(BaseModel):
     request_id: str | None = Field(description="Quote it: the server's log line has the rest.")
 
 
+class OpenAiError(BaseModel):
+    """The error as OpenAI's API gives it, where its client libraries read the message."""
+
+    model_config = ConfigDict(extra="allow")
+    message: str = Field(description="What went wrong, for people.")
+    type: str = Field(description="The stable code, as `code`.")
+    code: str = Field(description="A stable code: unauthorized, model_not_found...")
+
+
+class OpenAiErrorBody(BaseModel):
+    """The error body of the OpenAI-compatible routes: `ErrorBody` with `error` an object in
+    OpenAI's shape (an OpenAI client shows `error.message`; a string there, it shows only the
+    status)."""
+
+    model_config = ConfigDict(extra="allow")
+    error: OpenAiError
+    message: str = Field(description="What went wrong, for people.")
+    request_id: str | None = Field(description="Quote it: the server's log line has the rest.")
+
+
+# The routes of the OpenAI-compatible API (`routers.openai_api`), whose errors take its shape.
+OPENAI_PATHS = frozenset({"/v1/models", "/v1/chat/completions"})
+
 _MEANINGS = {
     400: "The body could not be read (not UTF-8, or not valid JSON).",
     401: "No live bearer token (when the service has any).",
@@ -69,18 +93,36 @@ _MEANINGS = {
 }
 
 
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` for the error statuses a route can answer, each with `ErrorBody`."""
-    return {status: {"model": ErrorBody, "description": _MEANINGS[status]} for status in statuses}
+def error_responses(
+    *statuses: int, model: type[BaseModel] = ErrorBody
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for the error statuses a route can answer, each with `model`."""
+    return {status: {"model": model, "description": _MEANINGS[status]} for status in statuses}
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": code, "message": message, "request_id": request_id_var.get(), **extra}
 
 
+def shaped_for(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as the caller of `path` reads it: on the OpenAI-compatible routes, `error` is
+    OpenAI's object (`message`, `type`, `code`); `message`, `request_id` and any other field
+    stay beside it."""
+    if path not in OPENAI_PATHS:
+        return body
+    code = body["error"]
+    return body | {"error": {"message": body["message"], "type": code, "code": code}}
+
+
+def _respond(
+    request: Request, status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(shaped_for(request.url.path, body), status, headers=headers)
+
+
 async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-    return JSONResponse(
-        error_body(exc.code, exc.message, **exc.extra), exc.status, headers=exc.headers
+    return _respond(
+        request, exc.status, error_body(exc.code, exc.message, **exc.extra), exc.headers
     )
 
 
@@ -93,19 +135,20 @@ async def _invalid(request: Request, exc: RequestValidationError) -> JSONRespons
     if about_body and not _sent_as_json(request):
         sent = request.headers.get("content-type") or "none"
         message = f"send the body as JSON with Content-Type: application/json (got: {sent})"
-        return JSONResponse(error_body("unsupported_media_type", message), 415)
+        return _respond(request, 415, error_body("unsupported_media_type", message))
     broken = next((e for e in about_body if e.get("type") == "json_invalid"), None)
     if broken is not None:
         reason = str(broken.get("ctx", {}).get("error", "JSON decode error"))
         at = broken["loc"][1] if len(broken["loc"]) > 1 else 0
         message = f"the body is not valid JSON: {reason} at character {at}"
-        return JSONResponse(error_body("bad_request", message), 400)
+        return _respond(request, 400, error_body("bad_request", message))
     fields = [
         {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))} for e in errors
     ]
-    return JSONResponse(
-        error_body("invalid_request", "the request does not match the schema", fields=fields),
+    return _respond(
+        request,
         422,
+        error_body("invalid_request", "the request does not match the schema", fields=fields),
     )
 
 
@@ -118,7 +161,7 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
     codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
     code = codes.get(exc.status_code, "http_error")
     message = _unreadable_json(exc.__cause__) or str(exc.detail)
-    return JSONResponse(error_body(code, message), exc.status_code, headers=exc.headers)
+    return _respond(request, exc.status_code, error_body(code, message), exc.headers)
 
 
 def _unreadable_json(cause: BaseException | None) -> str | None:
@@ -142,7 +185,7 @@ async def _corpus_error(request: Request, exc: CorpusError) -> JSONResponse:
     cause is outside the service; with Retry-After when it may pass on its own."""
     log.warning("corpus unavailable", extra={"path": request.url.path, "reason": str(exc)})
     retry = {"Retry-After": str(CORPUS_RETRY_AFTER_S)} if isinstance(exc, _TRANSIENT) else {}
-    return JSONResponse(error_body("corpus_unavailable", str(exc)), 503, headers=retry)
+    return _respond(request, 503, error_body("corpus_unavailable", str(exc)), retry)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from crag_edge.server.errors import error_body
+from crag_edge.server.errors import error_body, shaped_for
 from crag_edge.server.logs import request_id_var
 from crag_edge.server.scopes import Principal
 from crag_edge.server.state import ServerState
@@ -61,6 +61,7 @@ class RequestContext:
             log.exception("unhandled error", extra={"path": scope.get("path")})
             if not response.started:
                 await _send_json(
+                    scope,
                     response,
                     500,
                     error_body("internal_error", "internal server error; quote the request id"),
@@ -82,6 +83,7 @@ class RequestContext:
         except TimeoutError:
             message = f"the request body did not arrive within {timeout_s:g} s"
             await _send_json(
+                scope,
                 send,
                 408,
                 error_body("request_timeout", message, read_timeout_s=timeout_s),
@@ -90,6 +92,7 @@ class RequestContext:
             return
         if body is None:
             await _send_json(
+                scope,
                 send,
                 413,
                 error_body(
@@ -189,10 +192,12 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any], close: bool = False) -> None:
-    """`body` as the whole JSON response; `close` ends the connection after it (the rest of
-    the request may never come)."""
-    payload = json.dumps(body).encode()
+async def _send_json(
+    scope: Scope, send: Send, status: int, body: dict[str, Any], close: bool = False
+) -> None:
+    """The error `body` as the whole JSON response, in the shape the route's callers read;
+    `close` ends the connection after it (the rest of the request may never come)."""
+    payload = json.dumps(shaped_for(scope["path"], body)).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(payload)).encode()),

@@ -38,7 +38,6 @@ from crag_edge.models.llm import Message
 from crag_edge.result import CragResult
 from crag_edge.result_views import sources, verdict
 from crag_edge.server.deps import (
-    PROTECTED,
     CallerDep,
     ReleaseOnce,
     StateDep,
@@ -46,13 +45,13 @@ from crag_edge.server.deps import (
     admitted,
     requires,
 )
-from crag_edge.server.errors import ApiError, error_responses
+from crag_edge.server.errors import ApiError, OpenAiErrorBody, error_responses
 from crag_edge.server.logs import request_id_var
 from crag_edge.server.routers.query import checked_question
 from crag_edge.server.state import ServerState
 
 log = logging.getLogger("crag_edge.server")
-router = APIRouter(tags=["openai"], responses=PROTECTED)
+router = APIRouter(tags=["openai"], responses=error_responses(401, 403, 503, model=OpenAiErrorBody))
 _END = object()
 
 
@@ -98,7 +97,7 @@ async def models(state: StateDep) -> dict[str, Any]:
     "/v1/chat/completions",
     dependencies=requires("answer"),
     response_model=None,
-    responses=error_responses(400, 404, 408, 413, 415, 422, 503),
+    responses=error_responses(400, 404, 408, 413, 415, 422, 503, model=OpenAiErrorBody),
 )
 async def chat_completions(
     body: ChatRequest, state: StateDep, caller: CallerDep, request: Request
