@@ -76,6 +76,10 @@ class OpenAiErrorBody(BaseModel):
 
 # The routes of the OpenAI-compatible API (`routers.openai_api`), whose errors take its shape.
 OPENAI_PATHS = frozenset({"/v1/models", "/v1/chat/completions"})
+# The MCP endpoint (`routers.mcp`), whose errors are JSON-RPC errors; the request id is not
+# known where they are made (an MCP client answers them for the request it sent).
+MCP_PATH = "/mcp"
+JSONRPC_INVALID_REQUEST = -32600
 
 _MEANINGS = {
     400: "The body could not be read (not UTF-8, or not valid JSON).",
@@ -105,13 +109,17 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 def shaped_for(path: str, body: dict[str, Any]) -> dict[str, Any]:
-    """`body` as the caller of `path` reads it: on the OpenAI-compatible routes, `error` is
-    OpenAI's object (`message`, `type`, `code`); `message`, `request_id` and any other field
-    stay beside it."""
-    if path not in OPENAI_PATHS:
-        return body
-    code = body["error"]
-    return body | {"error": {"message": body["message"], "type": code, "code": code}}
+    """`body` as the client of `path` reads it, its message where that client shows one: on
+    the OpenAI-compatible routes `error` is OpenAI's object (`message`, `type`, `code`), at
+    `/mcp` a JSON-RPC error (`message`, the code in `data`); `message`, `request_id` and any
+    other field stay beside it."""
+    code, message = body["error"], body["message"]
+    if path in OPENAI_PATHS:
+        return body | {"error": {"message": message, "type": code, "code": code}}
+    if path == MCP_PATH:
+        error = {"code": JSONRPC_INVALID_REQUEST, "message": message, "data": {"code": code}}
+        return body | {"jsonrpc": "2.0", "id": None, "error": error}
+    return body
 
 
 def _respond(
