@@ -378,6 +378,17 @@ def test_token_rules(corpus_db: Path, embedder: Any) -> None:
             assert ok.post("/v1/query", json={"question": BEES}).status_code == 200
 
 
+def test_an_api_token_set_with_a_trailing_newline_is_the_token_without_it(
+    corpus_db: Path, embedder: Any
+) -> None:
+    """A header cannot carry surrounding blanks, so a token read from a file with its
+    newline would otherwise lock every client out."""
+    config = ServerConfig(db=corpus_db, api_token=" s3cret-token\n")
+    with running(config, factory_for(corpus_db, embedder)) as srv, srv.client() as c:
+        stats = c.get("/v1/stats", headers={"Authorization": "Bearer s3cret-token"})
+    assert stats.status_code == 200, stats.text
+
+
 def test_two_authorization_headers_are_refused_whichever_comes_first(
     corpus_db: Path, embedder: Any
 ) -> None:
