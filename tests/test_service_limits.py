@@ -168,3 +168,10 @@ def test_serve_on_a_file_that_is_not_a_corpus_exits_2_like_a_missing_one(tmp_pat
         assert "Traceback" not in result.stderr
     assert "notes.txt" in foreign.stderr
     assert notes.read_text() == "just text, not a corpus"  # refused, left untouched
+
+
+def test_an_ingest_root_in_the_home_of_no_user_exits_2_naming_it(corpus_db: Path) -> None:
+    result = serve("--db", str(corpus_db), "--port", "0", "--ingest-root", "~no-such-user/docs")
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "~no-such-user/docs" in result.stderr and "Traceback" not in result.stderr

@@ -125,7 +125,10 @@ def normalise_roots(roots: Sequence[Path | str], kind: str = "ingest root") -> t
     """Each root, resolved (symlinks followed once, here); every one must be a folder."""
     resolved = []
     for root in roots:
-        path = Path(root).expanduser().resolve()
+        try:
+            path = Path(root).expanduser().resolve()
+        except (RuntimeError, OSError) as exc:  # `~name` of no user, a symlink loop
+            raise ServerConfigError(f"{kind} {str(root)!r} cannot be resolved: {exc}") from None
         if not path.is_dir():
             raise ServerConfigError(f"{kind} {str(root)!r} is not an existing folder")
         resolved.append(path)
