@@ -434,6 +434,14 @@ class ServerSettings(_Section):
     server_workers: int = Field(1, ge=1, le=64)
     server_max_waiting: int = Field(8, ge=0, le=10000)
     server_queue_timeout_s: float = Field(30.0, gt=0, le=3600)
+    server_read_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="Longest a request's head, and then its body, may take to arrive (a late "
+        "body: 408; a late head: the connection closed): a client that stops sending would "
+        "otherwise hold its connection for ever.",
+    )
     server_retry_after_s: int = Field(2, ge=1, le=3600)
     server_job_stale_after_s: float = Field(
         60.0,

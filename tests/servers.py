@@ -1,5 +1,6 @@
 """Real local servers for tests: an HTTP file server (with Range support), a scriptable HTTP
-API server, llama-cpp-python's OpenAI-compatible LLM server, and a wheel folder.
+API server, llama-cpp-python's OpenAI-compatible LLM server, an OpenAI-compatible server
+whose answer never ends, and a wheel folder.
 
 They stand in for the outside world (a model hub, a search API, a package index) and speak
 its real protocols: HTTP/1.1 with byte ranges, JSON over HTTP, and pip's `--find-links`
@@ -8,6 +9,7 @@ wheel folders.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -16,7 +18,7 @@ import time
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -129,6 +131,74 @@ def api_server(respond: Callable[[ApiRequest], ApiResponse]) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass(frozen=True)
+class EndlessLlm:
+    """An LLM server that streams one word after another until its client hangs up
+    (`hung_up` is set then) or the test ends (`stop`): a long answer whose end is not a
+    matter of timing."""
+
+    url: str
+    asked: threading.Event
+    hung_up: threading.Event
+    stop: threading.Event
+
+
+@contextmanager
+def endless_llm_server() -> Iterator[EndlessLlm]:
+    """The OpenAI API of an LLM server on 127.0.0.1: `GET /v1/models`, a streamed `POST
+    /v1/chat/completions`, and llama-cpp-python's tokenizer endpoints."""
+    llm = EndlessLlm("", threading.Event(), threading.Event(), threading.Event())
+    word = json.dumps({"choices": [{"index": 0, "delta": {"content": "word "}}]})
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # the stream ends when the connection does
+
+        def do_GET(self) -> None:
+            self._reply(json.dumps({"object": "list", "data": [{"id": "endless"}]}))
+
+        def do_POST(self) -> None:
+            asked = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            if self.path == "/extras/tokenize":  # one token a character
+                self._reply(json.dumps({"tokens": [ord(c) for c in asked["input"]]}))
+            elif self.path == "/extras/detokenize":
+                self._reply(json.dumps({"text": "".join(map(chr, asked["tokens"]))}))
+            else:
+                self._stream()
+
+        def _stream(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            llm.asked.set()
+            try:
+                while not llm.stop.wait(0.02):
+                    self.wfile.write(f"data: {word}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+            except OSError:
+                llm.hung_up.set()
+
+        def _reply(self, body: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = _QuietServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield replace(llm, url=f"http://127.0.0.1:{server.server_address[1]}/v1")
+    finally:
+        llm.stop.set()
         server.shutdown()
         server.server_close()
 

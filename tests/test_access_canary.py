@@ -173,6 +173,20 @@ def test_models_and_stats_show_alpha_only_its_view(canary: Canary) -> None:
     assert seen["chunks"] < everything["chunks"]
 
 
+def test_stats_count_alphas_own_jobs_and_not_the_admins(canary: Canary) -> None:
+    def jobs(client: httpx.Client) -> int:
+        return sum(client.get("/v1/stats").json()["server"]["jobs"].values())
+
+    with canary.client("alpha") as alpha, canary.client(ENV_TOKEN_NAME) as admin:
+        before = jobs(alpha), jobs(admin)
+        wait_job(admin, admin.post("/v1/ingest", json={"paths": ["open"]}).json()["job"]["id"])
+        after_admins = jobs(alpha), jobs(admin)
+        wait_job(alpha, alpha.post("/v1/ingest", json={"paths": ["alpha"]}).json()["job"]["id"])
+        after_alphas = jobs(alpha), jobs(admin)
+    assert after_admins == (before[0], before[1] + 1)  # not even a count of another's jobs
+    assert after_alphas == (before[0] + 1, before[1] + 2)
+
+
 def test_ingest_jobs_refuse_bravos_document_and_never_show_it(canary: Canary) -> None:
     bravo_file = str(canary.root / "bravo" / "bravo-vault.md")
     with canary.client("alpha") as alpha, canary.client(ENV_TOKEN_NAME) as admin:

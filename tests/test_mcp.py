@@ -151,18 +151,34 @@ def test_http_transport_serves_the_tools_with_the_token(service: Running) -> Non
 def test_http_transport_refuses_a_client_without_the_token(service: Running) -> None:
     with pytest.raises(ExceptionGroup) as refused:  # the SDK's task groups wrap its error
         asyncio.run(over_http(service.url, None))
-    assert refused.group_contains(MCPError, match="error response")
+    # a JSON-RPC error, whose message the client shows
+    assert refused.group_contains(MCPError, match="a valid bearer token is required")
     hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     for token in (None, "wrong-token"):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         r = httpx.post(f"{service.url}/mcp", json=hello, headers=headers)
         assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
-        assert r.json()["error"] == "unauthorized" and r.json()["request_id"]
+        assert r.json()["error"]["data"]["code"] == "unauthorized" and r.json()["request_id"]
+
+
+def test_http_transport_says_why_a_request_is_too_large(service: Running) -> None:
+    async def ask_too_much() -> None:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+            streamable_http_client(f"{service.url}/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await session.call_tool("search", {"question": "bees " * 20000})
+
+    with pytest.raises(ExceptionGroup) as refused:
+        asyncio.run(ask_too_much())
+    assert refused.group_contains(MCPError, match="request body exceeds the limit of 65536 bytes")
 
 
 def test_http_transport_has_no_stream_to_hold_open(service: Running) -> None:
     headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "text/event-stream"}
     r = httpx.get(f"{service.url}/mcp", headers=headers, timeout=10)
-    assert r.status_code == 405 and r.json()["error"] == "method_not_allowed"
+    assert r.status_code == 405 and r.json()["error"]["data"]["code"] == "method_not_allowed"
     assert "POST" in r.headers["allow"]
     assert httpx.get(f"{service.url}/mcp", timeout=10).status_code == 401  # the token first

@@ -5,7 +5,9 @@ question, and the service's auth and validation rules."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +17,10 @@ pytest.importorskip("openai")
 import openai
 
 from crag_edge.generation import INSUFFICIENT
+from crag_edge.server import ServerConfig
 from tests.live_service import FOLLOW_UP, NONSENSE, TOKEN, WAL, live_service, sample_corpus
-from tests.test_server import Running
+from tests.servers import endless_llm_server
+from tests.test_server import Running, factory_for, running
 
 pytestmark = pytest.mark.models
 MODEL = "crag-edge:corpus"
@@ -100,9 +104,9 @@ def test_a_follow_up_is_answered_from_the_standalone_question(service: Running) 
 
 
 def test_auth_model_and_messages_are_checked(service: Running) -> None:
-    with pytest.raises(openai.AuthenticationError):
+    with pytest.raises(openai.AuthenticationError) as listed:
         client(service, key="wrong").models.list()
-    with pytest.raises(openai.AuthenticationError):
+    with pytest.raises(openai.AuthenticationError) as asked:
         client(service, key="wrong").chat.completions.create(model=MODEL, messages=[user(WAL)])
     with pytest.raises(openai.NotFoundError) as unknown:
         client(service).chat.completions.create(model="gpt-4o", messages=[user(WAL)])
@@ -110,9 +114,40 @@ def test_auth_model_and_messages_are_checked(service: Running) -> None:
         ask(service, user(WAL), {"role": "assistant", "content": "Sure."})
     with pytest.raises(openai.UnprocessableEntityError) as empty:
         ask(service, user("   "))
-    # The service's one error shape: the client keeps its `error` code as the body.
-    assert (unknown.value.body, answered.value.body, empty.value.body) == (
+    with pytest.raises(openai.APIStatusError) as oversized:  # refused before any route runs
+        ask(service, user("word " * 20000))
+    # OpenAI's error shape, the one its clients read: the code, and the message in the error.
+    refused = (listed, asked, unknown, answered, empty, oversized)
+    assert [e.value.code for e in refused] == [
+        "unauthorized",
+        "unauthorized",
         "model_not_found",
         "invalid_messages",
         "invalid_question",
-    )
+        "body_too_large",
+    ]
+    assert "a valid bearer token is required" in str(listed.value)
+    assert "no model 'gpt-4o'" in str(unknown.value)
+    assert "the question is empty" in str(empty.value)
+    assert oversized.value.status_code == 413 and "exceeds the limit" in str(oversized.value)
+
+
+def test_a_client_that_hangs_up_stops_its_whole_answer(tmp_path: Path, embedder: Any) -> None:
+    """A whole (not streamed) answer is written for a client that may time out and go: the
+    model stops then, and its slot serves the next caller."""
+    db = sample_corpus(tmp_path, embedder)
+    body = json.dumps({"model": MODEL, "messages": [user(WAL)]}).encode()
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    with endless_llm_server() as llm:
+        factory = factory_for(db, embedder, llm_url=llm.url, llm_retries=0)
+        with running(ServerConfig(db=db), factory) as srv:
+            port = int(srv.url.rsplit(":", 1)[1])
+            with socket.create_connection(("127.0.0.1", port)) as impatient:
+                impatient.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                assert llm.asked.wait(120), "the model was never asked"
+            stopped = llm.hung_up.wait(60)
+            llm.stop.set()  # lets an answer that went on end, so the service can stop
+            with srv.client() as c:
+                after = c.post("/v1/query", json={"question": WAL})
+    assert stopped, "the model kept writing for a client that had gone"
+    assert after.status_code == 200

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 
 from crag_edge.server import ServerConfig
+from crag_edge.server.errors import OPENAI_PATHS
 from crag_edge.text_boundary import WORD_PATTERN
 from tests.live_service import TOKEN, sample_corpus
 from tests.test_server import Running, factory_for, running
@@ -31,14 +32,14 @@ BEES = "How do honeybees tell other bees where flowers are?"
 # What each operation may answer besides success; each error with the one error body (every
 # protected one 503 too: an unreadable token file).
 ERROR_STATUSES = {
-    ("post", "/v1/query"): {400, 401, 403, 413, 422, 503},
-    ("post", "/v1/answer"): {400, 401, 403, 413, 422, 503},
-    ("post", "/v1/ingest"): {400, 401, 403, 404, 413, 422, 503},
+    ("post", "/v1/query"): {400, 401, 403, 408, 413, 422, 503},
+    ("post", "/v1/answer"): {400, 401, 403, 408, 413, 422, 503},
+    ("post", "/v1/ingest"): {400, 401, 403, 404, 408, 413, 422, 503},
     ("get", "/v1/jobs/{job_id}"): {401, 403, 404, 503},
     ("get", "/v1/stats"): {401, 403, 503},
     ("get", "/metrics"): {401, 403, 503},
     ("get", "/v1/models"): {401, 403, 503},
-    ("post", "/v1/chat/completions"): {400, 401, 403, 404, 413, 422, 503},
+    ("post", "/v1/chat/completions"): {400, 401, 403, 404, 408, 413, 422, 503},
 }
 
 
@@ -90,9 +91,10 @@ def test_error_statuses_are_documented_with_the_error_body(openapi: dict[str, An
         responses = openapi["paths"][path][method]["responses"]
         documented = {int(status) for status in responses if int(status) >= 400}
         assert statuses <= documented, (method, path, documented)
+        body = "OpenAiErrorBody" if path in OPENAI_PATHS else "ErrorBody"
         for status in documented:
             schema = responses[str(status)]["content"]["application/json"]["schema"]
-            assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (path, status)
+            assert schema == {"$ref": f"#/components/schemas/{body}"}, (path, status)
     assert "HTTPValidationError" not in openapi["components"]["schemas"]
 
 

@@ -26,6 +26,7 @@ import uvicorn
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.server import ServerConfig, ServerConfigError, create_app, is_loopback
+from crag_edge.server.protocol import http_protocol
 from crag_edge.server.security import bearer_secret
 
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
@@ -79,7 +80,14 @@ def running(
     """A real uvicorn server for `config` on a free loopback port, in a thread."""
     app = create_app(config, factory)
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            http=http_protocol(config),
+            log_config=None,
+            access_log=False,
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -307,6 +315,7 @@ def test_ingest_job_progress_counts_files_not_chunks_or_readings(
         ("sneaky", 403),  # a folder whose walk would follow a link out
         ("/etc/passwd", 403),
         ("/etc/no-such-file", 403),  # outside: no existence oracle
+        ("~no-such-user-here/notes.md", 403),  # the home of a user who does not exist
         ("docs/missing.md", 404),
         ("bad\x00name", 422),
     ],
@@ -367,6 +376,30 @@ def test_token_rules(corpus_db: Path, embedder: Any) -> None:
             assert wrong.get("/v1/stats").status_code == 401
         with srv.client() as ok:
             assert ok.post("/v1/query", json={"question": BEES}).status_code == 200
+
+
+def test_an_api_token_set_with_a_trailing_newline_is_the_token_without_it(
+    corpus_db: Path, embedder: Any
+) -> None:
+    """A header cannot carry surrounding blanks, so a token read from a file with its
+    newline would otherwise lock every client out."""
+    config = ServerConfig(db=corpus_db, api_token=" s3cret-token\n")
+    with running(config, factory_for(corpus_db, embedder)) as srv, srv.client() as c:
+        stats = c.get("/v1/stats", headers={"Authorization": "Bearer s3cret-token"})
+    assert stats.status_code == 200, stats.text
+
+
+def test_two_authorization_headers_are_refused_whichever_comes_first(
+    corpus_db: Path, embedder: Any
+) -> None:
+    """A proxy in front may check one of them and the service read the other: neither wins."""
+    config = ServerConfig(db=corpus_db, api_token="s3cret-token")
+    both = [("Authorization", "Bearer s3cret-token"), ("Authorization", "Bearer other")]
+    with running(config, factory_for(corpus_db, embedder)) as srv, srv.client(None) as anon:
+        replies = [anon.get("/v1/stats", headers=pair) for pair in (both, both[::-1])]
+    for r in replies:
+        assert r.status_code == 401 and r.json()["error"] == "unauthorized", r.text
+        assert "one Authorization header" in r.json()["message"]
 
 
 def test_bearer_secret_is_read_from_the_bearer_scheme_only() -> None:

@@ -4,6 +4,7 @@ start, with one line, on a port in use or a file that is not a corpus."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -63,6 +64,67 @@ def test_metric_labels_stay_bounded_whatever_unauthenticated_clients_send(
     assert latency_routes <= known_routes, latency_routes
 
 
+def test_json_the_parser_cannot_read_is_a_400_saying_why(corpus_db: Path, embedder: Any) -> None:
+    unreadable = {
+        b'{"question": ' + b"[" * 5000 + b"]" * 5000 + b"}": "nested too deeply",
+        b'{"question": "caf\xe9 au lait"}': "byte 0xe9 at character 17 is not UTF-8",
+        b'{"question": "bees", "top_k": ' + b"9" * 5000 + b"}": "a number of more than 4300 digits",
+    }
+    config = ServerConfig(db=corpus_db, api_token=TOKEN)
+    with running(config, factory_for(corpus_db, embedder)) as srv, srv.client() as client:
+        json_body = {"Content-Type": "application/json"}
+        replies = {b: client.post("/v1/query", content=b, headers=json_body) for b in unreadable}
+    for body, reason in unreadable.items():
+        answer = replies[body]
+        assert answer.status_code == 400 and answer.json()["error"] == "bad_request"
+        assert answer.json()["message"] == f"the body is not valid JSON: {reason}", answer.text
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        b'Content-Length: 100\r\n\r\n{"question": ',  # fewer bytes than declared
+        b'Transfer-Encoding: chunked\r\n\r\n3\r\n{"q\r\n',  # a last chunk that never comes
+    ],
+)
+def test_a_body_that_stops_arriving_is_a_408_and_the_service_goes_on(
+    corpus_db: Path, embedder: Any, sent: bytes
+) -> None:
+    config = ServerConfig(db=corpus_db, read_timeout_s=0.5)
+    with running(config, factory_for(corpus_db, embedder)) as srv:
+        port = int(srv.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as slow:
+            head = b"POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            slow.sendall(head + sent)
+            answer = slow.makefile("rb").read()  # the server answers, then closes
+        with srv.client() as client:
+            served = client.post("/v1/query", json={"question": "What is a honeybee?"})
+    status, _, rest = answer.partition(b"\r\n")
+    assert status == b"HTTP/1.1 408 Request Timeout", answer
+    body = json.loads(rest.partition(b"\r\n\r\n")[2])
+    assert body["error"] == "request_timeout" and "0.5 s" in body["message"]
+    assert served.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [b"", b"POST /v1/query HTTP/1.1\r\nHost: x\r\n"],  # nothing; a head that never ends
+)
+def test_a_connection_whose_request_head_never_arrives_is_closed(
+    corpus_db: Path, embedder: Any, sent: bytes
+) -> None:
+    config = ServerConfig(db=corpus_db, read_timeout_s=0.5)
+    with running(config, factory_for(corpus_db, embedder)) as srv:
+        port = int(srv.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as slow:
+            slow.sendall(sent)
+            closed = slow.recv(1024) == b""  # the server hangs up; a timeout here would raise
+        with srv.client() as client:
+            served = client.post("/v1/query", json={"question": "What is a honeybee?"})
+    assert closed
+    assert served.status_code == 200
+
+
 # -- start-up --------------------------------------------------------------------------------
 
 
@@ -106,3 +168,10 @@ def test_serve_on_a_file_that_is_not_a_corpus_exits_2_like_a_missing_one(tmp_pat
         assert "Traceback" not in result.stderr
     assert "notes.txt" in foreign.stderr
     assert notes.read_text() == "just text, not a corpus"  # refused, left untouched
+
+
+def test_an_ingest_root_in_the_home_of_no_user_exits_2_naming_it(corpus_db: Path) -> None:
+    result = serve("--db", str(corpus_db), "--port", "0", "--ingest-root", "~no-such-user/docs")
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "~no-such-user/docs" in result.stderr and "Traceback" not in result.stderr

@@ -16,7 +16,9 @@ class Authenticator:
     every lookup so that adding or revoking one needs no restart."""
 
     def __init__(self, env_token: str | None, tokens_file: Path | None) -> None:
-        self._env_digest = digest(env_token) if env_token else None
+        # Without surrounding blanks: no header can carry them (HTTP strips them), and a token
+        # read from a file or an env file often ends with a newline.
+        self._env_digest = digest(env_token.strip()) if env_token else None
         self.tokens = TokenFile(tokens_file) if tokens_file is not None else None
 
     @property

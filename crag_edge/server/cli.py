@@ -100,6 +100,7 @@ def _serve_http(config: ServerConfig, settings: Settings, log_level: LogLevel) -
 
         from crag_edge.server.app import create_app
         from crag_edge.server.logs import configure_json_logging
+        from crag_edge.server.protocol import http_protocol
     except ImportError as exc:
         _needs_server_extra("the HTTP service", exc)
     try:
@@ -115,6 +116,7 @@ def _serve_http(config: ServerConfig, settings: Settings, log_level: LogLevel) -
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(config, settings=settings),
+            http=http_protocol(config),
             log_config=None,
             access_log=False,
             server_header=False,

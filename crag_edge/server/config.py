@@ -54,6 +54,7 @@ class ServerConfig:
     workers: int = 1  # query/answer calls running at once (the models are shared)
     max_waiting: int = 8  # calls allowed to wait for a worker; beyond: 503 + Retry-After
     queue_timeout_s: float = 30.0  # longest wait for a worker before 503
+    read_timeout_s: float = 30.0  # longest a request's head, then its body, may take to arrive
     retry_after_s: int = 2
     max_jobs_kept: int = 100
     job_stale_after_s: float = 60.0  # a job not updated this long: its replica died
@@ -124,7 +125,10 @@ def normalise_roots(roots: Sequence[Path | str], kind: str = "ingest root") -> t
     """Each root, resolved (symlinks followed once, here); every one must be a folder."""
     resolved = []
     for root in roots:
-        path = Path(root).expanduser().resolve()
+        try:
+            path = Path(root).expanduser().resolve()
+        except (RuntimeError, OSError) as exc:  # `~name` of no user, a symlink loop
+            raise ServerConfigError(f"{kind} {str(root)!r} cannot be resolved: {exc}") from None
         if not path.is_dir():
             raise ServerConfigError(f"{kind} {str(root)!r} is not an existing folder")
         resolved.append(path)

@@ -51,7 +51,7 @@ async def authenticate(request: Request) -> Principal:
         return known
     state = server_state(request)
     if state.authenticator.required:
-        principal = await _token_principal(state, request.headers.get("authorization"))
+        principal = await _token_principal(state, _authorization(request))
     else:
         principal = LOCAL_OWNER
     request.state.principal = principal
@@ -59,6 +59,19 @@ async def authenticate(request: Request) -> Principal:
     if principal.name is not None:
         audit_context.set({"token_name": principal.name})
     return principal
+
+
+def _authorization(request: Request) -> str | None:
+    """The one Authorization header; 401 for two or more: a proxy in front may have checked
+    one of them, and reading another would let its caller past that check."""
+    given = request.headers.getlist("authorization")
+    if len(given) > 1:
+        raise _unauthorized(f"send one Authorization header, not {len(given)}")
+    return given[0] if given else None
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
 
 
 async def _token_principal(state: ServerState, header: str | None) -> Principal:
@@ -72,12 +85,7 @@ async def _token_principal(state: ServerState, header: str | None) -> Principal:
             503, "auth_unavailable", "the token file cannot be read; see the server log"
         ) from None
     if found is None:
-        raise ApiError(
-            401,
-            "unauthorized",
-            "a valid bearer token is required (Authorization: Bearer <token>)",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        raise _unauthorized("a valid bearer token is required (Authorization: Bearer <token>)")
     return found
 
 

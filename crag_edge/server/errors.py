@@ -7,6 +7,8 @@ gets a stable `error` code and a message for people.
 from __future__ import annotations
 
 import logging
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -43,8 +45,8 @@ class ApiError(Exception):
 
 class ErrorBody(BaseModel):
     """The body of every error response (the OpenAPI schema's, too); some codes add fields:
-    `fields` (invalid_request), `max_body_bytes`, `max_question_chars`, `needed_scope`
-    (insufficient_scope), `reason` and `retry_after_s` (overloaded)."""
+    `fields` (invalid_request), `max_body_bytes`, `read_timeout_s`, `max_question_chars`,
+    `needed_scope` (insufficient_scope), `reason` and `retry_after_s` (overloaded)."""
 
     model_config = ConfigDict(extra="allow")
     error: str = Field(description="A stable code: unauthorized, invalid_request, overloaded...")
@@ -52,12 +54,40 @@ class ErrorBody(BaseModel):
     request_id: str | None = Field(description="Quote it: the server's log line has the rest.")
 
 
+class OpenAiError(BaseModel):
+    """The error as OpenAI's API gives it, where its client libraries read the message."""
+
+    model_config = ConfigDict(extra="allow")
+    message: str = Field(description="What went wrong, for people.")
+    type: str = Field(description="The stable code, as `code`.")
+    code: str = Field(description="A stable code: unauthorized, model_not_found...")
+
+
+class OpenAiErrorBody(BaseModel):
+    """The error body of the OpenAI-compatible routes: `ErrorBody` with `error` an object in
+    OpenAI's shape (an OpenAI client shows `error.message`; a string there, it shows only the
+    status)."""
+
+    model_config = ConfigDict(extra="allow")
+    error: OpenAiError
+    message: str = Field(description="What went wrong, for people.")
+    request_id: str | None = Field(description="Quote it: the server's log line has the rest.")
+
+
+# The routes of the OpenAI-compatible API (`routers.openai_api`), whose errors take its shape.
+OPENAI_PATHS = frozenset({"/v1/models", "/v1/chat/completions"})
+# The MCP endpoint (`routers.mcp`), whose errors are JSON-RPC errors; the request id is not
+# known where they are made (an MCP client answers them for the request it sent).
+MCP_PATH = "/mcp"
+JSONRPC_INVALID_REQUEST = -32600
+
 _MEANINGS = {
     400: "The body could not be read (not UTF-8, or not valid JSON).",
     401: "No live bearer token (when the service has any).",
     403: "The token's scope is below the route's (insufficient_scope), or a path outside "
     "the ingest roots (or ingest by path disabled).",
     404: "No such resource.",
+    408: "The body did not arrive within the server's read_timeout_s.",
     413: "The body exceeds the server's max_body_bytes.",
     415: "The body was not sent as JSON (Content-Type: application/json).",
     422: "The request does not match the schema, or exceeds a limit of this server.",
@@ -67,18 +97,40 @@ _MEANINGS = {
 }
 
 
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` for the error statuses a route can answer, each with `ErrorBody`."""
-    return {status: {"model": ErrorBody, "description": _MEANINGS[status]} for status in statuses}
+def error_responses(
+    *statuses: int, model: type[BaseModel] = ErrorBody
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for the error statuses a route can answer, each with `model`."""
+    return {status: {"model": model, "description": _MEANINGS[status]} for status in statuses}
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": code, "message": message, "request_id": request_id_var.get(), **extra}
 
 
+def shaped_for(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as the client of `path` reads it, its message where that client shows one: on
+    the OpenAI-compatible routes `error` is OpenAI's object (`message`, `type`, `code`), at
+    `/mcp` a JSON-RPC error (`message`, the code in `data`); `message`, `request_id` and any
+    other field stay beside it."""
+    code, message = body["error"], body["message"]
+    if path in OPENAI_PATHS:
+        return body | {"error": {"message": message, "type": code, "code": code}}
+    if path == MCP_PATH:
+        error = {"code": JSONRPC_INVALID_REQUEST, "message": message, "data": {"code": code}}
+        return body | {"jsonrpc": "2.0", "id": None, "error": error}
+    return body
+
+
+def _respond(
+    request: Request, status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(shaped_for(request.url.path, body), status, headers=headers)
+
+
 async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-    return JSONResponse(
-        error_body(exc.code, exc.message, **exc.extra), exc.status, headers=exc.headers
+    return _respond(
+        request, exc.status, error_body(exc.code, exc.message, **exc.extra), exc.headers
     )
 
 
@@ -91,19 +143,20 @@ async def _invalid(request: Request, exc: RequestValidationError) -> JSONRespons
     if about_body and not _sent_as_json(request):
         sent = request.headers.get("content-type") or "none"
         message = f"send the body as JSON with Content-Type: application/json (got: {sent})"
-        return JSONResponse(error_body("unsupported_media_type", message), 415)
+        return _respond(request, 415, error_body("unsupported_media_type", message))
     broken = next((e for e in about_body if e.get("type") == "json_invalid"), None)
     if broken is not None:
         reason = str(broken.get("ctx", {}).get("error", "JSON decode error"))
         at = broken["loc"][1] if len(broken["loc"]) > 1 else 0
         message = f"the body is not valid JSON: {reason} at character {at}"
-        return JSONResponse(error_body("bad_request", message), 400)
+        return _respond(request, 400, error_body("bad_request", message))
     fields = [
         {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))} for e in errors
     ]
-    return JSONResponse(
-        error_body("invalid_request", "the request does not match the schema", fields=fields),
+    return _respond(
+        request,
         422,
+        error_body("invalid_request", "the request does not match the schema", fields=fields),
     )
 
 
@@ -115,7 +168,23 @@ def _sent_as_json(request: Request) -> bool:
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
     code = codes.get(exc.status_code, "http_error")
-    return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=exc.headers)
+    message = _unreadable_json(exc.__cause__) or str(exc.detail)
+    return _respond(request, exc.status_code, error_body(code, message), exc.headers)
+
+
+def _unreadable_json(cause: BaseException | None) -> str | None:
+    """Why the JSON parser gave up on a body, which FastAPI reports only as "There was an
+    error parsing the body": bytes that are not UTF-8, nesting beyond the parser's recursion
+    limit, or an integer beyond Python's digit limit. None for any other failure."""
+    prefix = "the body is not valid JSON: "
+    if isinstance(cause, UnicodeDecodeError):
+        byte = cause.object[cause.start]
+        return f"{prefix}byte 0x{byte:02x} at character {cause.start} is not UTF-8"
+    if isinstance(cause, RecursionError):
+        return f"{prefix}nested too deeply"
+    if isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+        return f"{prefix}a number of more than {sys.get_int_max_str_digits()} digits"
+    return None
 
 
 async def _corpus_error(request: Request, exc: CorpusError) -> JSONResponse:
@@ -124,7 +193,7 @@ async def _corpus_error(request: Request, exc: CorpusError) -> JSONResponse:
     cause is outside the service; with Retry-After when it may pass on its own."""
     log.warning("corpus unavailable", extra={"path": request.url.path, "reason": str(exc)})
     retry = {"Retry-After": str(CORPUS_RETRY_AFTER_S)} if isinstance(exc, _TRANSIENT) else {}
-    return JSONResponse(error_body("corpus_unavailable", str(exc)), 503, headers=retry)
+    return _respond(request, 503, error_body("corpus_unavailable", str(exc)), retry)
 
 
 def install_error_handlers(app: FastAPI) -> None:

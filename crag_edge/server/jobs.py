@@ -115,19 +115,21 @@ class JobManager:
                 return job, done
             return job, self._executor.submit(self._run, job, paths, ingest)
 
-    def get(self, job_id: str) -> JobRecord | None:
-        """The job with this id, whichever replica runs it (None before the corpus is open)."""
+    def get(self, job_id: str, owner: str | None = None) -> JobRecord | None:
+        """The job with this id, whichever replica runs it; None before the corpus is open,
+        and, with `owner`, for another owner's job (`Principal.job_owner`)."""
         if self._table is None:
             return None
         self._table.fail_stale(self._stale_after_s, self._stale_reason())
-        return self._table.get(job_id)
+        job = self._table.get(job_id)
+        return job if job is not None and owner in (None, job.owner) else None
 
-    def counts(self) -> dict[str, int]:
-        """Jobs kept, by state, over every replica."""
+    def counts(self, owner: str | None = None) -> dict[str, int]:
+        """Jobs kept, by state, over every replica; with `owner`, only that owner's."""
         if self._table is None:
             return {}
         self._table.fail_stale(self._stale_after_s, self._stale_reason())
-        return self._table.counts()
+        return self._table.counts(owner)
 
     def _stale_reason(self) -> str:
         return (

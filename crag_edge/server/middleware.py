@@ -1,5 +1,5 @@
-"""The outermost layer of every request: its id, the body size limit, the access log (with the
-name of the token that asked, never the token), and a 500 without a stack trace.
+"""The outermost layer of every request: its id, the body's size and time limits, the access
+log (with the name of the token that asked, never the token), and a 500 without a stack trace.
 
 Plain ASGI rather than a Starlette `BaseHTTPMiddleware`, so streamed answers pass through
 unbuffered and the body limit is enforced while the body arrives.
@@ -7,6 +7,7 @@ unbuffered and the body limit is enforced while the body arrives.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -17,7 +18,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from crag_edge.server.errors import error_body
+from crag_edge.server.errors import error_body, shaped_for
 from crag_edge.server.logs import request_id_var
 from crag_edge.server.scopes import Principal
 from crag_edge.server.state import ServerState
@@ -60,6 +61,7 @@ class RequestContext:
             log.exception("unhandled error", extra={"path": scope.get("path")})
             if not response.started:
                 await _send_json(
+                    scope,
                     response,
                     500,
                     error_body("internal_error", "internal server error; quote the request id"),
@@ -71,11 +73,26 @@ class RequestContext:
     async def _serve(
         self, scope: Scope, receive: Receive, headers: dict[str, str], send: Send
     ) -> None:
-        """Read the body under the size limit (413 beyond it), then hand the request on."""
-        limit = self.state.config.max_body_bytes
-        body = await _read_body(receive, headers, limit)
+        """Read the body under the size limit (413 beyond it) and the time limit (408 beyond
+        it: a client that stops sending mid-body would hold its connection for ever), then
+        hand the request on."""
+        limit, timeout_s = self.state.config.max_body_bytes, self.state.config.read_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                body = await _read_body(receive, headers, limit)
+        except TimeoutError:
+            message = f"the request body did not arrive within {timeout_s:g} s"
+            await _send_json(
+                scope,
+                send,
+                408,
+                error_body("request_timeout", message, read_timeout_s=timeout_s),
+                close=True,
+            )
+            return
         if body is None:
             await _send_json(
+                scope,
                 send,
                 413,
                 error_body(
@@ -175,16 +192,17 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
-    payload = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-            ],
-        }
-    )
+async def _send_json(
+    scope: Scope, send: Send, status: int, body: dict[str, Any], close: bool = False
+) -> None:
+    """The error `body` as the whole JSON response, in the shape the route's callers read;
+    `close` ends the connection after it (the rest of the request may never come)."""
+    payload = json.dumps(shaped_for(scope["path"], body)).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+    ]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})

@@ -41,6 +41,12 @@ class Principal:
         admin; the token's groups for anyone else."""
         return None if self.scope == "admin" else self.groups
 
+    @property
+    def job_owner(self) -> str | None:
+        """Whose ingest jobs this caller may see, count or follow: None, everyone's, for
+        admin; its own (by token name) for anyone else, whose groups other jobs may not share."""
+        return None if self.allows("admin") else self.name
+
 
 # A service without any token listens on loopback only: whoever reaches it owns the machine.
 LOCAL_OWNER = Principal(None, "admin")

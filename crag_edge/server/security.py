@@ -37,6 +37,20 @@ def _inside(path: Path, roots: tuple[Path, ...]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
+def _absolute(requested: str, first_root: Path) -> Path:
+    """`requested` as an absolute path: `~` and `~user` expanded, a relative path taken
+    against `first_root`. The home of a user who does not exist is refused as lying outside
+    the roots (which it does), in the same words as any other user's, so the answer does not
+    tell which user names exist on the server."""
+    path = Path(requested)
+    if requested.startswith("~"):
+        try:
+            path = path.expanduser()
+        except RuntimeError:
+            raise PathRefused(requested, "outside the allowed ingest roots") from None
+    return path if path.is_absolute() else first_root / path
+
+
 def confine(requested: str, roots: tuple[Path, ...]) -> Path:
     """The real path of `requested` when it lies inside one of `roots` (already resolved).
 
@@ -47,9 +61,7 @@ def confine(requested: str, roots: tuple[Path, ...]) -> Path:
         raise PathRefused(requested, "ingest by server path is disabled (no ingest roots)")
     if not requested or "\x00" in requested:
         raise PathRefused(requested, "not a valid path", 422)
-    candidate = Path(requested).expanduser() if requested.startswith("~") else Path(requested)
-    if not candidate.is_absolute():
-        candidate = roots[0] / candidate
+    candidate = _absolute(requested, roots[0])
     try:
         real = candidate.resolve(strict=True)
     except FileNotFoundError:

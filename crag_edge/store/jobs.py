@@ -178,12 +178,15 @@ class JobTable:
             ).fetchall()
         return _record(rows[0]) if rows else None
 
-    def counts(self) -> dict[str, int]:
-        """How many jobs are kept, by state."""
+    def counts(self, owner: str | None = None) -> dict[str, int]:
+        """How many jobs are kept, by state: every job, or with `owner` only that owner's."""
         if not self._present:
             return {}
+        mine, params = ("WHERE owner = ? ", (owner,)) if owner is not None else ("", ())
         with self._connect() as conn:
-            rows = conn.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
+            rows = conn.execute(
+                self._sql(f"SELECT state, count(*) FROM jobs {mine}GROUP BY state"), params
+            ).fetchall()
         return {str(state): int(count) for state, count in rows}
 
     def prune(self, keep: int) -> None:

@@ -46,7 +46,9 @@ class IngestRequest(BaseModel):
 
 
 @router.post(
-    "/v1/ingest", status_code=202, responses=error_responses(400, 403, 404, 413, 415, 422, 503)
+    "/v1/ingest",
+    status_code=202,
+    responses=error_responses(400, 403, 404, 408, 413, 415, 422, 503),
 )
 async def ingest_paths(body: IngestRequest, state: StateDep, caller: CallerDep) -> dict[str, Any]:
     """Start a background ingest of server-side paths confined to the ingest roots."""
@@ -82,8 +84,8 @@ async def job_status(job_id: str, state: StateDep, caller: CallerDep) -> dict[st
     """An ingest job: state, progress (done/total files) and, when finished, its report.
     Another token's job is answered as missing: its existence is not for this caller."""
     state.require_engine()  # the records are in the corpus
-    job = await run_in_threadpool(state.jobs.get, job_id)
-    if job is None or not (caller.allows("admin") or job.owner == caller.name):
+    job = await run_in_threadpool(state.jobs.get, job_id, caller.job_owner)
+    if job is None:
         raise ApiError(404, "job_not_found", "no such job (finished jobs are kept a while)")
     return job.to_dict()
 

@@ -24,11 +24,10 @@ from crag_edge.engine import Engine
 from crag_edge.groups import Groups
 from crag_edge.mcp_server import EngineRunner, build_server
 from crag_edge.server.deps import admitted, authenticate, caller_var, require_scope
-from crag_edge.server.errors import ApiError
+from crag_edge.server.errors import MCP_PATH, ApiError
 from crag_edge.server.scopes import Scope
 from crag_edge.server.state import ServerState
 
-MCP_PATH = "/mcp"
 T = TypeVar("T")
 
 

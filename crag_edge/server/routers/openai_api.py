@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
@@ -38,7 +38,6 @@ from crag_edge.models.llm import Message
 from crag_edge.result import CragResult
 from crag_edge.result_views import sources, verdict
 from crag_edge.server.deps import (
-    PROTECTED,
     CallerDep,
     ReleaseOnce,
     StateDep,
@@ -46,13 +45,13 @@ from crag_edge.server.deps import (
     admitted,
     requires,
 )
-from crag_edge.server.errors import ApiError, error_responses
+from crag_edge.server.errors import ApiError, OpenAiErrorBody, error_responses
 from crag_edge.server.logs import request_id_var
 from crag_edge.server.routers.query import checked_question
 from crag_edge.server.state import ServerState
 
 log = logging.getLogger("crag_edge.server")
-router = APIRouter(tags=["openai"], responses=PROTECTED)
+router = APIRouter(tags=["openai"], responses=error_responses(401, 403, 503, model=OpenAiErrorBody))
 _END = object()
 
 
@@ -98,10 +97,10 @@ async def models(state: StateDep) -> dict[str, Any]:
     "/v1/chat/completions",
     dependencies=requires("answer"),
     response_model=None,
-    responses=error_responses(400, 404, 413, 415, 422, 503),
+    responses=error_responses(400, 404, 408, 413, 415, 422, 503, model=OpenAiErrorBody),
 )
 async def chat_completions(
-    body: ChatRequest, state: StateDep, caller: CallerDep
+    body: ChatRequest, state: StateDep, caller: CallerDep, request: Request
 ) -> JSONResponse | StreamingResponse:
     """The answer to the last user message, from the corpus's graded evidence only."""
     if body.model != model_id(state):
@@ -116,10 +115,11 @@ async def chat_completions(
     if body.stream:
         return await _streamed(state, engine, ask)
     async with admitted(state):
-        result, text, finish = await run_in_threadpool(_whole_answer, engine, ask)
+        result, tokens = await run_in_threadpool(ask.answer, engine)
+        text = await _whole_text(tokens, request)
     state.metrics.observe_result(result)
     reply = _Reply(model_id(state), result, engine.settings)
-    return JSONResponse(reply.completion(text, finish))
+    return JSONResponse(reply.completion(text, tokens.finish_reason))
 
 
 def _conversation(body: ChatRequest, state: ServerState) -> tuple[str, list[Message]]:
@@ -149,10 +149,16 @@ class _Ask:
         return engine.answer(self.question, history=self.history, groups=self.groups)
 
 
-def _whole_answer(engine: Engine, ask: _Ask) -> tuple[CragResult, str, AnswerFinish]:
-    result, stream = ask.answer(engine)
-    text = "".join(stream)
-    return result, text, stream.finish_reason
+async def _whole_text(tokens: AnswerStream, request: Request) -> str:
+    """The whole answer, read as the model writes it; a client that has gone (timed out, as
+    a whole answer may take long) stops the model there and frees its slot: 499, for the log."""
+    try:
+        while await run_in_threadpool(next, tokens, _END) is not _END:
+            if await request.is_disconnected():
+                raise ApiError(499, "client_closed", "the client went away before the answer")
+        return tokens.text
+    finally:
+        await run_in_threadpool(tokens.close)
 
 
 async def _streamed(state: ServerState, engine: Engine, ask: _Ask) -> StreamingResponse:

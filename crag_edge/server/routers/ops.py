@@ -1,7 +1,8 @@
 """Operations: liveness, readiness, Prometheus metrics and the corpus and queue statistics.
 
 The probes are open; the statistics need the `ingest` scope (they count the documents the
-caller's groups may see, and every job), the metrics `admin` (they describe the whole service)."""
+caller's groups may see, and its own jobs), the metrics `admin` (they describe the whole
+service)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ async def metrics(state: StateDep) -> Response:
 )
 async def stats(state: StateDep, caller: CallerDep) -> dict[str, Any]:
     """Corpus counts and provenance (the counts of what the caller's groups may see), and the
-    server's queue and jobs."""
+    server's queue and the jobs the caller may follow (an admin's: every job)."""
     engine = state.require_engine()
     view = caller.visible_groups
     corpus = asdict(await run_in_threadpool(lambda: engine.corpus.stats(groups=view)))
@@ -82,6 +83,6 @@ async def stats(state: StateDep, caller: CallerDep) -> dict[str, Any]:
             "max_waiting": config.max_waiting,
             "running": state.admission.running,
             "waiting": state.admission.waiting,
-            "jobs": await run_in_threadpool(state.jobs.counts),
+            "jobs": await run_in_threadpool(state.jobs.counts, caller.job_owner),
         },
     }

@@ -40,7 +40,7 @@ from crag_edge.text_boundary import WORD_PATTERN, QuestionError, asked_question,
 log = logging.getLogger("crag_edge.server")
 router = APIRouter(tags=["query"], responses=PROTECTED)
 # What a question request can be refused for, besides a missing or too weak token.
-QUESTION_ERRORS = error_responses(400, 413, 415, 422, 503)
+QUESTION_ERRORS = error_responses(400, 408, 413, 415, 422, 503)
 
 
 def _repaired(value: Any) -> Any:
