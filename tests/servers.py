@@ -1,5 +1,6 @@
 """Real local servers for tests: an HTTP file server (with Range support), a scriptable HTTP
-API server, llama-cpp-python's OpenAI-compatible LLM server, and a wheel folder.
+API server, a raw socket server for replies no well-behaved server sends,
+llama-cpp-python's OpenAI-compatible LLM server, and a wheel folder.
 
 They stand in for the outside world (a model hub, a search API, a package index) and speak
 its real protocols: HTTP/1.1 with byte ranges, JSON over HTTP, and pip's `--find-links`
@@ -8,14 +9,16 @@ wheel folders.
 
 from __future__ import annotations
 
+import re
 import socket
+import socketserver
 import subprocess
 import sys
 import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -124,6 +127,49 @@ def api_server(respond: Callable[[ApiRequest], ApiResponse]) -> Iterator[str]:
             pass
 
     server = _QuietServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def trickle(connection: socket.socket, data: bytes, pause_s: float) -> None:
+    """Send `data` one byte at a time, `pause_s` apart: a server that answers but never
+    quite finishes. Stops quietly when the client hangs up."""
+    for byte in data:
+        connection.sendall(bytes([byte]))
+        time.sleep(pause_s)
+
+
+@contextmanager
+def socket_server(talk: Callable[[socket.socket, bytes], None]) -> Iterator[str]:
+    """Accept HTTP connections on 127.0.0.1 and hand each to `talk` with the request (head
+    and body) read; yield the base URL. `talk` writes raw bytes at any pace, well-formed or
+    not, and may stop whenever it likes: the misbehaving servers `api_server` cannot play."""
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            connection: socket.socket = self.request
+            request = b""
+            while b"\r\n\r\n" not in request and (data := connection.recv(65536)):
+                request += data
+            head, _, body = request.partition(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+            missing = (int(length.group(1)) if length else 0) - len(body)
+            while missing > 0 and (data := connection.recv(missing)):
+                body += data
+                missing -= len(data)
+            with suppress(OSError):  # the client hung up, as a timeout does
+                talk(connection, head + b"\r\n\r\n" + body)
+
+    class Server(socketserver.ThreadingTCPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+
+    server = Server(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import sqlite3
 import threading
 import time
@@ -32,7 +33,7 @@ from crag_edge.groups import Groups
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.store import Corpus
 from crag_edge.types import Hit
-from tests.servers import ApiRequest, ApiResponse, api_server
+from tests.servers import ApiRequest, ApiResponse, api_server, socket_server, trickle
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
 KEY = "tvly-test-0123456789abcdef"
@@ -275,6 +276,24 @@ def test_searxng_slow_reply_times_out_within_bound() -> None:
         elapsed = time.monotonic() - started
     assert "within 1 s" in error.message
     assert elapsed < 1.0 + 2.0
+
+
+def test_searxng_that_trickles_its_headers_is_cut_off_at_the_deadline() -> None:
+    """httpx bounds each read, not the exchange: one header byte at a time (ten seconds of
+    them) must not hold the query, nor the thread that asks, past the query's timeout."""
+    body = json.dumps({"results": WEB}).encode()
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"x" * 150
+    finished: list[bytes] = []
+
+    def talk(connection: socket.socket, request: bytes) -> None:
+        trickle(connection, head, 0.05)
+        finished.append(head)
+        connection.sendall(b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    with socket_server(talk) as url:
+        error = failure(lambda: SearxngProvider(url, timeout_s=1.0).search("bees", 5))
+    assert "no complete reply" in error.message and "within 1 s" in error.message
+    assert finished == []  # the connection was cut while the server was still trickling
 
 
 def test_searxng_malformed_json() -> None:

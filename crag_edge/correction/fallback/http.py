@@ -1,15 +1,15 @@
 """What the web providers share: one bounded HTTP exchange, JSON decoding, and turning
 search results into `Hit`s.
 
-Every exchange is bounded in time (a total deadline on top of httpx's per-phase timeouts, so
-a server that trickles bytes cannot hold a query) and in size (decompressed bytes), and every
+Every exchange is bounded in time (a total deadline on top of httpx's per-phase timeouts,
+`http_deadline.Watchdog`, so a server that trickles bytes, headers included, cannot hold a
+query) and in size (decompressed bytes), and every
 transport failure becomes a `FallbackError` that names the host and what to check.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +18,7 @@ import httpx
 from tokenizers import Tokenizer
 
 from crag_edge.correction.fallback.base import ENV_TIMEOUT, FallbackError, fallback_id
+from crag_edge.http_deadline import Watchdog
 from crag_edge.types import Chunk, Hit
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024
@@ -70,7 +71,6 @@ def send(
     follow_redirects: bool = False,
 ) -> Reply:
     """One request, read completely within `timeout_s` and `MAX_REPLY_BYTES`; any status."""
-    deadline = time.monotonic() + timeout_s
     late = FallbackError(
         provider,
         f"no complete reply from {url} within {timeout_s:g} s",
@@ -78,13 +78,21 @@ def send(
     )
     try:
         with (
+            Watchdog(timeout_s) as watchdog,
             httpx.Client(
                 timeout=timeout_s,
                 follow_redirects=follow_redirects,
                 max_redirects=3,
                 headers={"User-Agent": USER_AGENT},
             ) as client,
-            client.stream(method, url, headers=headers, params=params, json=json_body) as response,
+            client.stream(
+                method,
+                url,
+                headers=headers,
+                params=params,
+                json=json_body,
+                extensions=watchdog.extensions,
+            ) as response,
         ):
             body = bytearray()
             for piece in response.iter_bytes():
@@ -95,9 +103,9 @@ def send(
                         f"reply from {url} exceeds {MAX_REPLY_BYTES // 2**20} MiB",
                         "point the setting at a search API, not a file or a page",
                     )
-                if time.monotonic() > deadline:
-                    raise late
-            return Reply(response.status_code, response.headers, bytes(body))
+        if watchdog.expired:  # a cut reply without a length reads as complete
+            raise late
+        return Reply(response.status_code, response.headers, bytes(body))
     except httpx.TimeoutException:
         raise late from None
     except httpx.ConnectError as exc:
@@ -105,6 +113,8 @@ def send(
     except httpx.TooManyRedirects:
         raise FallbackError(provider, f"{url} redirects too often", unreachable_hint) from None
     except httpx.HTTPError as exc:
+        if watchdog.expired:
+            raise late from None
         raise FallbackError(
             provider, f"request to {url} failed: {type(exc).__name__}: {exc}", unreachable_hint
         ) from None
