@@ -245,6 +245,21 @@ def test_searxng_results_become_hits(embedder: OnnxEmbedder) -> None:
     assert len({h.chunk.chunk_id for h in hits}) == len(hits)
 
 
+def test_web_results_pass_the_text_boundary(embedder: OnnxEmbedder) -> None:
+    """A snippet is document text from outside: escape sequences would reach the terminal
+    that prints the answer, and a lone surrogate (a JSON escape) would stop the tokenizer."""
+    dirty = searxng_result(
+        "https://evil.example/page",
+        "Bees\x1b]0;owned\x07 and flowers",
+        "Bees dance\x1b[2J to\x00 share \ud83d routes.",
+        1.0,
+    )
+    with api_server(searxng([dirty])) as url:
+        hits = SearxngProvider(url, tokenizer=embedder.tokenizer).search("bees", 5)
+    assert hits[0].chunk.title == "Bees]0;owned and flowers"
+    assert hits[0].chunk.text.endswith("Bees dance[2J to share \ufffd routes.")
+
+
 def test_searxng_caps_results() -> None:
     with api_server(searxng()) as url:
         assert len(SearxngProvider(url, max_results=2).search("bees", 10)) == 2

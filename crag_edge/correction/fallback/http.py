@@ -19,6 +19,7 @@ from tokenizers import Tokenizer
 
 from crag_edge.correction.fallback.base import ENV_TIMEOUT, FallbackError, fallback_id
 from crag_edge.http_deadline import Watchdog
+from crag_edge.text_boundary import repair
 from crag_edge.types import Chunk, Hit
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024
@@ -138,9 +139,11 @@ def retry_after(reply: Reply) -> str:
 
 
 def text_field(item: Mapping[str, Any], key: str) -> str:
-    """A string field of a JSON object, '' when missing or not a string."""
+    """A string field of a JSON object, '' when missing or not a string. A search result's
+    text comes from any page on the web, so it passes the text boundary like a document's:
+    no escape sequence for the terminal, no lone surrogate (a JSON escape) for the tokenizer."""
     value = item.get(key)
-    return value.strip() if isinstance(value, str) else ""
+    return repair(value).strip() if isinstance(value, str) else ""
 
 
 def score_field(item: Mapping[str, Any]) -> float | None:
