@@ -11,6 +11,7 @@ the request opens can be watched, so a client that uses a watchdog keeps none id
 from __future__ import annotations
 
 import contextlib
+import math
 import socket
 import threading
 import time
@@ -41,6 +42,12 @@ class Watchdog:
         with self._wake:
             self._deadline = time.monotonic() + seconds
             self._wake.notify()
+
+    def pause(self) -> None:
+        """No deadline until the next `postpone`: while the caller, not the server, is slow
+        (a stream's reader busy with the last piece)."""
+        with self._wake:
+            self._deadline = math.inf
 
     def __enter__(self) -> Watchdog:
         self._thread.start()
@@ -73,7 +80,7 @@ class Watchdog:
                     self.expired = True
                     self._cut()
                     return
-                self._wake.wait(left)
+                self._wake.wait(None if left == math.inf else left)
 
     def _cut(self) -> None:
         """Shut the socket down (both ways): a blocked read returns at once, unlike `close`."""

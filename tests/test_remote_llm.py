@@ -9,8 +9,11 @@ scores, never their quality.
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +24,11 @@ from crag_edge.engine import Engine
 from crag_edge.grading.llm_judge import LlmJudge
 from crag_edge.models.chat_model import ChatModel, LlmCallError, LlmServerError
 from crag_edge.models.llm import LlamaRuntime, SharedLlm
+from crag_edge.models.llm_http import MAX_EVENT_CHARS, LlmHttp
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.registry import installed_file
 from crag_edge.models.remote_llm import OpenAiLlm
-from tests.servers import LlmServer, free_port, llama_cpp_server
+from tests.servers import LlmServer, free_port, llama_cpp_server, socket_server, trickle
 
 pytestmark = [pytest.mark.models, pytest.mark.slow]
 
@@ -201,3 +205,108 @@ def test_the_engine_answers_through_llm_url(
     assert result.context and answer.strip()
     assert stream.finish_reason in ("stop", "length")
     assert any("llm" in grade.tiers for _, grade in result.hits)
+
+
+# -- a server that breaks the protocol ----------------------------------------------------
+# Raw sockets on 127.0.0.1 play the servers no real one should be: malformed events, wrong
+# shapes, trickles. Each must end the call in one line or as a timeout, never hang or crash.
+
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+HI = [{"role": "user", "content": "hi"}]
+
+
+def delta(text: str) -> bytes:
+    return b"data: " + json.dumps({"choices": [{"delta": {"content": text}}]}).encode() + b"\n\n"
+
+
+def json_head(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (
+        len(body)
+    )
+
+
+def misbehaving(url: str) -> OpenAiLlm:
+    """A runtime for the server at `url`, one second of patience, no retries."""
+    http = LlmHttp(url + "/v1", None, retries=0)
+    return OpenAiLlm(
+        http, "m", n_ctx=N_CTX, max_tokens=16, timeout_s=1.0, stall_timeout_s=1.0, tokenizer=None
+    )
+
+
+def sends(data: bytes) -> Callable[[socket.socket, bytes], None]:
+    return lambda connection, request: connection.sendall(data)
+
+
+@pytest.mark.parametrize(
+    ("stream", "said"),
+    [
+        (delta("Hi") + b"data: {not json\n\n", "a stream event is not JSON"),
+        (delta("Hi") + b'data: {"error": {"message": "out of memory"}}\n\n', "out of memory"),
+        (b'data: {"choices": "x"}\n\n', "(choices: Input should be a valid list)"),
+        (b'data: {"choices": [null]}\n\n', "choices.0"),
+        (b'data: {"choices": [{"delta": "Hi"}]}\n\n', "choices.0.delta"),
+        (b'data: {"choices": [{"delta": {"content": 5}}]}\n\n', "choices.0.delta.content"),
+        (delta("Hi"), "ended without [DONE]: the reply is cut off"),
+        (b"", "ended without [DONE]"),
+    ],
+    ids=["not-json", "error", "choices", "null", "delta", "number", "no-done", "empty"],
+)
+def test_a_stream_that_breaks_the_protocol_fails_in_one_line(stream: bytes, said: str) -> None:
+    with socket_server(sends(STREAM_HEAD + stream)) as url, pytest.raises(LlmCallError) as raised:
+        "".join(misbehaving(url).stream_chat(HI))
+    assert said in str(raised.value) and "\n" not in str(raised.value)
+
+
+def pings(connection: socket.socket, request: bytes) -> None:
+    """Keep-alive comments, four a second for ten seconds, and no token."""
+    connection.sendall(STREAM_HEAD)
+    for _ in range(40):
+        connection.sendall(b": ping\n\n")
+        time.sleep(0.25)
+    connection.sendall(b"data: [DONE]\n\n")
+
+
+def slow_head(connection: socket.socket, request: bytes) -> None:
+    trickle(connection, STREAM_HEAD, 0.05)
+    connection.sendall(delta("late") + b"data: [DONE]\n\n")
+
+
+@pytest.mark.parametrize("talk", [pings, slow_head], ids=["pings", "trickled-head"])
+def test_a_stream_without_tokens_stops_with_timeout(
+    talk: Callable[[socket.socket, bytes], None],
+) -> None:
+    """Bytes that carry no token are silence: the stall limit counts them as such."""
+    with socket_server(talk) as url:
+        stream = misbehaving(url).stream_chat(HI)
+        assert list(stream) == []
+    assert stream.finish_reason == "timeout"
+
+
+def test_a_stream_event_that_never_ends_is_refused() -> None:
+    endless = STREAM_HEAD + b"data: " + b"x" * (MAX_EVENT_CHARS + 65536)
+    exceeds = "a stream event exceeds 1,048,576 characters"
+    with socket_server(sends(endless)) as url, pytest.raises(LlmCallError, match=exceeds):
+        list(misbehaving(url).stream_chat(HI))
+
+
+def test_a_trickled_reply_is_out_of_time() -> None:
+    body = json.dumps({"choices": [{"message": {"content": "hi"}}]}).encode()
+    with socket_server(
+        lambda connection, _: trickle(connection, json_head(body) + body, 0.05)
+    ) as url:
+        reply = misbehaving(url).chat(HI)
+    assert reply.timed_out and reply.text == ""
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [{"token": "yes", "logprob": 1e308}, {"token": "yes"}, {"token": "yes", "logprob": "high"}],
+    ids=["overflow", "missing", "text"],
+)
+def test_a_judge_reply_of_the_wrong_shape_scores_neutral(entry: dict[str, Any]) -> None:
+    logprobs = {"content": [{"token": "yes", "logprob": 0.0, "top_logprobs": [entry]}]}
+    body = json.dumps({"choices": [{"message": {"content": "yes"}, "logprobs": logprobs}]})
+    with socket_server(sends(json_head(body.encode()) + body.encode())) as url:
+        batch = LlmJudge(misbehaving(url)).score(QUERY, PASSAGES[:1])
+    assert batch.scores == [0.5] and batch.failed == [0]
+    assert "cannot read (choices.0.logprobs.content.0.top_logprobs.0.logprob" in batch.warnings[0]
