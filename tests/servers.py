@@ -188,7 +188,7 @@ def build_wheel(folder: Path, package: str, version: str, members: dict[str, byt
     wheel = (
         "Wheel-Version: 1.0\nGenerator: crag-edge-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     )
-    with zipfile.ZipFile(path, "w") as archive:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, data in members.items():
             archive.writestr(name, data)
         archive.writestr(f"{info}/METADATA", metadata)
