@@ -54,7 +54,7 @@ from pydantic_settings import (
 )
 
 from crag_edge.locations import parse_location
-from crag_edge.text_boundary import is_valid, printable_path
+from crag_edge.text_boundary import has_no_controls, is_valid, printable_path
 
 ENV_PREFIX = "CRAG_EDGE_"
 ENV_FILE = ".env"
@@ -115,18 +115,37 @@ class _Section(BaseModel):
     def _from_text(cls, value: Any, info: ValidationInfo) -> Any:
         """Bytes that were not UTF-8 are refused (except in paths, which may name such files),
         and list and tuple settings are read as JSON, so that a value that is not JSON is a
-        validation error naming the variable, like every other bad value."""
-        if not isinstance(value, str) or info.field_name is None:
+        validation error naming the variable, like every other bad value. So are control
+        characters (`_check_controls`)."""
+        if info.field_name is None:
             return value
         kinds = _kinds(cls.model_fields[info.field_name].annotation)
-        if not is_valid(value) and Path not in kinds:
-            raise ValueError("holds bytes that are not UTF-8 text")
-        if not kinds & {list, tuple, dict}:
-            return value
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"is not JSON ({exc.msg}); write it as a JSON list") from None
+        if isinstance(value, str):
+            _check_controls(value, path=Path in kinds)
+            if not is_valid(value) and Path not in kinds:
+                raise ValueError("holds bytes that are not UTF-8 text")
+            if kinds & {list, tuple, dict}:
+                value = _json(value)
+        if isinstance(value, list | tuple):
+            for item in value:
+                if isinstance(item, str):
+                    _check_controls(item, path=True)
+        return value
+
+
+def _check_controls(value: str, *, path: bool) -> None:
+    """A NUL ends a string at every system call, so no path, host or name holds one; other
+    control characters have no place in a name, URL or key either (a line break in a key
+    would start a second HTTP header line), though a file name may hold them."""
+    if "\x00" in value or not (path or has_no_controls(value)):
+        raise ValueError("holds a control character (a NUL, a line break, an escape); remove it")
+
+
+def _json(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not JSON ({exc.msg}); write it as a JSON list") from None
 
 
 class ModelSettings(_Section):
@@ -609,7 +628,12 @@ class _TomlSource(PydanticBaseSettingsSource):
             raise SettingsError(f"config file {path} cannot be read: {exc.strerror}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
-        return _nest(data.get("crag_edge", data), f"config file {path}")
+        table = data.get("crag_edge", data)
+        if not isinstance(table, dict):
+            raise SettingsError(
+                f"config file {path}: `crag_edge` must be a table ([crag_edge]), not a value"
+            )
+        return _nest(table, f"config file {path}")
 
 
 def _env_config_path() -> Path | None:
@@ -659,6 +683,7 @@ def _describe(exc: ValidationError) -> str:
         field = path[0]
         value = error.get("input")
         where = f"{env_name(field)} / {field}" if field in SECTION_OF else ".".join(path)
-        shown = "" if isinstance(value, dict) else f" (got {value!r})"
+        secret = field in SECTION_OF and SecretStr in _kinds(setting_fields()[field].annotation)
+        shown = "" if isinstance(value, dict) or secret else f" (got {value!r})"
         lines.append(f"invalid setting {where}{shown}: {message}")
     return "\n".join(lines)

@@ -80,6 +80,36 @@ def test_config_file_errors(tmp_path: Path) -> None:
         Settings.load(wrong)
 
 
+@pytest.mark.parametrize("table", ["crag_edge = 5", 'crag_edge = "x"', "crag_edge = [1]"])
+def test_a_crag_edge_key_that_is_not_a_table_is_a_config_error(tmp_path: Path, table: str) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(table + "\n")
+    with pytest.raises(SettingsError, match=r"`crag_edge` must be a table \(\[crag_edge\]\)"):
+        Settings.load(config)
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ('model_dir = "/tmp/models\\u0000"', "CRAG_EDGE_MODEL_DIR"),
+        ('llm_model_name = "qwen\\u0000"', "CRAG_EDGE_LLM_MODEL_NAME"),
+        ('server_ingest_roots = ["/srv/docs\\u0000"]', "CRAG_EDGE_SERVER_INGEST_ROOTS"),
+        ('tavily_api_key = "tvly-secret\\nX-Injected: 1"', "CRAG_EDGE_TAVILY_API_KEY"),
+        ('searxng_url = "http://127.0.0.1:8888\\u001b[2J"', "CRAG_EDGE_SEARXNG_URL"),
+    ],
+)
+def test_control_characters_in_a_setting_are_refused_naming_it(
+    tmp_path: Path, line: str, named: str
+) -> None:
+    """A NUL names no file and no host; a line break in a key would become a second header
+    line (and its error would print the key). Paths may hold other control characters."""
+    config = tmp_path / "c.toml"
+    config.write_text(line + "\n")
+    with pytest.raises(SettingsError, match=f"{named}.*control character") as raised:
+        Settings.load(config)
+    assert "secret" not in str(raised.value)
+
+
 def test_config_path_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text("candidates = 42\n")
