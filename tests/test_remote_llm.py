@@ -310,3 +310,16 @@ def test_a_judge_reply_of_the_wrong_shape_scores_neutral(entry: dict[str, Any]) 
         batch = LlmJudge(misbehaving(url)).score(QUERY, PASSAGES[:1])
     assert batch.scores == [0.5] and batch.failed == [0]
     assert "cannot read (choices.0.logprobs.content.0.top_logprobs.0.logprob" in batch.warnings[0]
+
+
+def test_a_server_that_ignores_max_tokens_is_cut_off_at_it() -> None:
+    """Without a limit of its own the answer would last as long as the server cared to send
+    (here 5,000 tokens for a limit of 16)."""
+
+    def chatter(connection: socket.socket, request: bytes) -> None:
+        connection.sendall(STREAM_HEAD + delta("word ") * 5000 + b"data: [DONE]\n\n")
+
+    with socket_server(chatter) as url:
+        stream = misbehaving(url).stream_chat(HI)
+        pieces = list(stream)
+    assert len(pieces) == 16 and stream.finish_reason == "length"

@@ -308,14 +308,20 @@ class OpenAiLlm:
     def _stream_pieces(
         self, body: dict[str, Any], stall_s: float
     ) -> Generator[str, None, FinishReason]:
+        """The reply's pieces. A server that ignores `max_tokens` is cut off at it: every
+        event with text carries at least one token, so more events than that are too many."""
         finish: FinishReason = "stop"
         silent_since = time.monotonic()
+        pieces = 0
         try:
             for event in self._http.post_stream("/chat/completions", body, stall_s):
                 choice = _read(_ChatReply, event).choices[0]
                 finish = _finish(choice.finish_reason or finish)
                 piece = (choice.delta or _Delta()).content
                 if piece:
+                    if pieces == body["max_tokens"]:
+                        return "length"
+                    pieces += 1
                     yield piece
                     silent_since = time.monotonic()  # the reader's pace is not the server's
                 elif time.monotonic() - silent_since >= stall_s:
