@@ -225,11 +225,17 @@ def json_head(body: bytes) -> bytes:
     )
 
 
-def misbehaving(url: str) -> OpenAiLlm:
-    """A runtime for the server at `url`, one second of patience, no retries."""
+def misbehaving(url: str, patience_s: float = 1.0) -> OpenAiLlm:
+    """A runtime for the server at `url`, `patience_s` per call or silence, no retries."""
     http = LlmHttp(url + "/v1", None, retries=0)
     return OpenAiLlm(
-        http, "m", n_ctx=N_CTX, max_tokens=16, timeout_s=1.0, stall_timeout_s=1.0, tokenizer=None
+        http,
+        "m",
+        n_ctx=N_CTX,
+        max_tokens=16,
+        timeout_s=patience_s,
+        stall_timeout_s=patience_s,
+        tokenizer=None,
     )
 
 
@@ -296,6 +302,17 @@ def test_a_trickled_reply_is_out_of_time() -> None:
     ) as url:
         reply = misbehaving(url).chat(HI)
     assert reply.timed_out and reply.text == ""
+
+
+def test_a_reply_larger_than_any_answer_is_refused() -> None:
+    """A short call's reply is one answer of at most llm_max_tokens: 20 MiB is not one."""
+    huge = json.dumps({"choices": [{"message": {"content": "x" * (20 << 20)}}]}).encode()
+    exceeds = "the reply exceeds 16 MiB"
+    with (
+        socket_server(sends(json_head(huge) + huge)) as url,
+        pytest.raises(LlmCallError, match=exceeds),
+    ):
+        misbehaving(url, patience_s=60.0).chat(HI)
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,10 @@ the URL or the key is wrong, which no retry fixes and which the user must be tol
 Time is bounded the way the in-process runtime bounds it: a short call (judge, rewrite) has
 a total deadline that covers connecting, every attempt and every backoff pause; a stream has
 a stall limit, the longest the server may go without sending an event. httpx bounds single
-reads only, so an `http_deadline.Watchdog` cuts a server that trickles bytes (a header a
+reads only, so an `http_bounds.Watchdog` cuts a server that trickles bytes (a header a
 second, keep-alive comments forever, a line that never ends). A stream's event is at most
-`MAX_EVENT_CHARS` long: one token fits many times over, an endless line does not.
+`MAX_EVENT_CHARS` long, a short call's reply at most `MAX_REPLY_BYTES`: what crag-edge asked
+for fits many times over, an endless line or body does not.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from typing import Any
 
 import httpx
 
-from crag_edge.http_deadline import Watchdog
+from crag_edge.http_bounds import Watchdog, read_capped
 from crag_edge.models.chat_model import LlmCallError, LlmServerError
 
 CONNECT_TIMEOUT_S = 5.0
 MAX_EVENT_CHARS = 1 << 20
+# A short call's reply: one answer of at most llm_max_tokens, or one token's log-probabilities.
+MAX_REPLY_BYTES = 16 << 20
 FIRST_BACKOFF_S = 0.5
 # Statuses worth another attempt: the server is busy, restarting or briefly failing.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -152,13 +155,15 @@ class LlmHttp:
 
 def _json(response: httpx.Response, watchdog: Watchdog) -> Any:
     try:
-        body = response.read()
+        body = read_capped(response, MAX_REPLY_BYTES)
     except httpx.TransportError as exc:
         if watchdog.expired or isinstance(exc, httpx.TimeoutException):
             raise CallTimedOut from None
         raise LlmCallError(f"{response.url}: the reply broke off: {_say(exc)}") from None
     if watchdog.expired:  # a cut reply without a length reads as complete
         raise CallTimedOut
+    if body is None:
+        raise LlmCallError(f"{response.url}: the reply exceeds {MAX_REPLY_BYTES // 2**20} MiB")
     try:
         return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):

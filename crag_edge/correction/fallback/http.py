@@ -2,7 +2,7 @@
 search results into `Hit`s.
 
 Every exchange is bounded in time (a total deadline on top of httpx's per-phase timeouts,
-`http_deadline.Watchdog`, so a server that trickles bytes, headers included, cannot hold a
+`http_bounds.Watchdog`, so a server that trickles bytes, headers included, cannot hold a
 query) and in size (decompressed bytes), and every
 transport failure becomes a `FallbackError` that names the host and what to check.
 """
@@ -18,7 +18,7 @@ import httpx
 from tokenizers import Tokenizer
 
 from crag_edge.correction.fallback.base import ENV_TIMEOUT, FallbackError, fallback_id
-from crag_edge.http_deadline import Watchdog
+from crag_edge.http_bounds import Watchdog, read_capped
 from crag_edge.text_boundary import repair
 from crag_edge.types import Chunk, Hit
 
@@ -95,18 +95,16 @@ def send(
                 extensions=watchdog.extensions,
             ) as response,
         ):
-            body = bytearray()
-            for piece in response.iter_bytes():
-                body += piece
-                if len(body) > MAX_REPLY_BYTES:
-                    raise FallbackError(
-                        provider,
-                        f"reply from {url} exceeds {MAX_REPLY_BYTES // 2**20} MiB",
-                        "point the setting at a search API, not a file or a page",
-                    )
+            body = read_capped(response, MAX_REPLY_BYTES)
         if watchdog.expired:  # a cut reply without a length reads as complete
             raise late
-        return Reply(response.status_code, response.headers, bytes(body))
+        if body is None:
+            raise FallbackError(
+                provider,
+                f"reply from {url} exceeds {MAX_REPLY_BYTES // 2**20} MiB",
+                "point the setting at a search API, not a file or a page",
+            )
+        return Reply(response.status_code, response.headers, body)
     except httpx.TimeoutException:
         raise late from None
     except httpx.ConnectError as exc:

@@ -1,4 +1,8 @@
-"""A deadline for a whole HTTP exchange, which httpx does not have.
+"""Bounds for one HTTP exchange with a server crag-edge does not control: a size for its
+reply, and a deadline for the whole exchange, which httpx does not have.
+
+A reply is read up to a cap (`read_capped`), counted after decompression, so neither a huge
+body nor a small gzip bomb can fill the memory.
 
 httpx bounds each phase and each read, so a server that sends one byte a second (of its
 status line, its headers or its body) never trips a timeout and holds the caller as long as
@@ -17,6 +21,8 @@ import threading
 import time
 from types import TracebackType
 from typing import Any
+
+import httpx
 
 
 class Watchdog:
@@ -88,3 +94,13 @@ class Watchdog:
             return
         with contextlib.suppress(OSError):  # already closed: nothing left to cut
             self._socket.shutdown(socket.SHUT_RDWR)
+
+
+def read_capped(response: httpx.Response, limit: int) -> bytes | None:
+    """The whole (decompressed) body of `response`, or None once it exceeds `limit` bytes."""
+    body = bytearray()
+    for piece in response.iter_bytes():
+        body += piece
+        if len(body) > limit:
+            return None
+    return bytes(body)
