@@ -340,3 +340,12 @@ def test_a_server_that_ignores_max_tokens_is_cut_off_at_it() -> None:
         stream = misbehaving(url).stream_chat(HI)
         pieces = list(stream)
     assert len(pieces) == 16 and stream.finish_reason == "length"
+
+
+def test_a_reply_passes_the_text_boundary() -> None:
+    """A follow-up question or a rewrite is searched and shown: a JSON escape for a lone
+    surrogate would stop the tokenizer, an escape sequence would reach the terminal."""
+    body = json.dumps({"choices": [{"message": {"content": "Bees\x1b[2J dance \ud800?"}}]})
+    with socket_server(sends(json_head(body.encode()) + body.encode())) as url:
+        reply = misbehaving(url).chat(HI)
+    assert reply.text == "Bees[2J dance \ufffd?"
