@@ -420,6 +420,13 @@ def test_tavily_error_statuses(code: int, headers: dict[str, str], message: str,
     assert f"reason {code}" in error.message and KEY not in str(error)
 
 
+def test_tavily_error_detail_is_quoted_on_one_line() -> None:
+    detail = {"detail": {"error": "Unauthorized:\r\n\x1b[31mmissing\x1b[0m\n  key"}}
+    with api_server(status(401, detail)) as url:
+        error = failure(lambda: TavilyProvider(KEY, base_url=url).search("q", 5))
+    assert error.message == "API key rejected (401 Unauthorized: Unauthorized: [31mmissing[0m key)"
+
+
 def test_tavily_slow_malformed_and_wrong_shape() -> None:
     with api_server(slow(4.0, tavily())) as url:
         started = time.monotonic()

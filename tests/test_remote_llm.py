@@ -349,3 +349,17 @@ def test_a_reply_passes_the_text_boundary() -> None:
     with socket_server(sends(json_head(body.encode()) + body.encode())) as url:
         reply = misbehaving(url).chat(HI)
     assert reply.text == "Bees[2J dance \ufffd?"
+
+
+def test_an_error_page_from_a_proxy_is_quoted_on_one_line() -> None:
+    page = b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>nginx</body>\r\n"
+    reply = b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n"
+    with (
+        socket_server(sends(reply % len(page) + page)) as url,
+        pytest.raises(LlmCallError) as raised,
+    ):
+        misbehaving(url).chat(HI)
+    assert "HTTP 502: <html> <head><title>502 Bad Gateway</title></head> <body>nginx" in str(
+        raised.value
+    )
+    assert "\n" not in str(raised.value) and "\r" not in str(raised.value)

@@ -26,6 +26,7 @@ import httpx
 
 from crag_edge.http_bounds import Watchdog, read_capped
 from crag_edge.models.chat_model import LlmCallError, LlmServerError
+from crag_edge.text_boundary import one_line
 
 CONNECT_TIMEOUT_S = 5.0
 MAX_EVENT_CHARS = 1 << 20
@@ -194,18 +195,20 @@ def _event(data: str, url: str) -> Any:
 
 
 def _server_message(response: httpx.Response) -> str:
-    """The error text of an OpenAI-style (`error.message`) or FastAPI-style (`detail`) body."""
+    """The error text of an OpenAI-style (`error.message`) or FastAPI-style (`detail`) body,
+    else the body itself (an HTML error page from a proxy), on one line."""
     try:
         body = response.json()
     except ValueError:
-        return response.text[:200]
+        body = None
+    said: Any = response.text
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict) and "message" in error:
-            return str(error["message"])[:200]
-        if "detail" in body:
-            return str(body["detail"])[:200]
-    return response.text[:200]
+            said = error["message"]
+        elif "detail" in body:
+            said = body["detail"]
+    return one_line(str(said))[:200]
 
 
 def _say(exc: Exception) -> str:

@@ -44,6 +44,7 @@ from crag_edge.models.chat_model import (
     TextStream,
 )
 from crag_edge.models.llm_http import CallTimedOut, LlmHttp
+from crag_edge.text_boundary import one_line
 
 TOP_LOGPROBS = 20  # the most OpenAI's API (and vLLM by default) returns
 CHARS_PER_TOKEN = 3
@@ -140,7 +141,9 @@ def _read(shape: type[Shape], data: Any) -> Shape:
         error = data.get("error") if isinstance(data, dict) else None
         if error is not None:
             said = error.get("message", error) if isinstance(error, dict) else error
-            raise LlmCallError(f"the LLM server reported an error: {str(said)[:200]}") from None
+            raise LlmCallError(
+                f"the LLM server reported an error: {one_line(str(said))[:200]}"
+            ) from None
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"]) or "the reply"
         said = str(problem["msg"]).split(" or instance of ")[0]

@@ -26,6 +26,7 @@ from crag_edge.correction.fallback.http import (
     web_hits,
 )
 from crag_edge.groups import Groups
+from crag_edge.text_boundary import one_line
 from crag_edge.types import Hit
 
 TAVILY_URL = "https://api.tavily.com"
@@ -142,4 +143,4 @@ def _detail(reply: Reply) -> str:
     detail = data.get("detail") if isinstance(data, dict) else None
     if isinstance(detail, dict):
         detail = detail.get("error")
-    return f": {detail}" if isinstance(detail, str) and detail else ""
+    return f": {one_line(detail)[:200]}" if isinstance(detail, str) and detail else ""
