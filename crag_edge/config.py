@@ -58,6 +58,9 @@ from crag_edge.text_boundary import has_no_controls, is_valid, printable_path
 
 ENV_PREFIX = "CRAG_EDGE_"
 ENV_FILE = ".env"
+# Every setting with a comment fits in a few KB: a larger file is another file named by
+# mistake (a corpus, a model), not worth reading whole to say so.
+MAX_CONFIG_BYTES = 1 << 20
 
 RetrievalMode = Literal["bm25", "dense", "hybrid"]
 # Where the binary pre-filter of dense search starts to pay (docs/measurements.md).
@@ -623,6 +626,11 @@ class _TomlSource(PydanticBaseSettingsSource):
         if not path.is_file():
             raise SettingsError(f"config file not found: {path}")
         try:
+            if path.stat().st_size > MAX_CONFIG_BYTES:
+                raise SettingsError(
+                    f"config file {path} is {path.stat().st_size:,} B, more than a settings file "
+                    f"holds ({MAX_CONFIG_BYTES:,} B at most); name the TOML settings file"
+                )
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:  # no permission
             raise SettingsError(f"config file {path} cannot be read: {exc.strerror}") from None

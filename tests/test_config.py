@@ -110,6 +110,14 @@ def test_control_characters_in_a_setting_are_refused_naming_it(
     assert "secret" not in str(raised.value)
 
 
+def test_a_config_file_too_large_for_settings_is_refused_unread(tmp_path: Path) -> None:
+    """A model or a corpus named by mistake is refused by its size, not read whole."""
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + bytes(range(256)) * 8192)
+    with pytest.raises(SettingsError, match=r"is 2,097,156 B, more than a settings file holds"):
+        Settings.load(model)
+
+
 def test_config_path_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text("candidates = 42\n")
