@@ -96,11 +96,12 @@ class Watchdog:
             self._socket.shutdown(socket.SHUT_RDWR)
 
 
-def read_capped(response: httpx.Response, limit: int) -> bytes | None:
-    """The whole (decompressed) body of `response`, or None once it exceeds `limit` bytes."""
+def read_capped(response: httpx.Response, limit: int) -> bytes:
+    """The whole (decompressed) body of `response`, or, once it exceeds `limit` bytes, what
+    was read by then: the caller tells the two apart by the length."""
     body = bytearray()
     for piece in response.iter_bytes():
         body += piece
         if len(body) > limit:
-            return None
+            break
     return bytes(body)

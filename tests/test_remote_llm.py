@@ -363,3 +363,32 @@ def test_an_error_page_from_a_proxy_is_quoted_on_one_line() -> None:
         raised.value
     )
     assert "\n" not in str(raised.value) and "\r" not in str(raised.value)
+
+
+def test_a_redirect_names_where_it_points() -> None:
+    """Not followed (the key would go along): the setting is what should change."""
+    moved = (
+        b"HTTP/1.1 301 Moved Permanently\r\nLocation: https://llm.example/v1/chat/completions\r\n"
+    )
+    with (
+        socket_server(sends(moved + b"Content-Length: 0\r\n\r\n")) as url,
+        pytest.raises(LlmServerError) as raised,
+    ):
+        misbehaving(url).chat(HI)
+    assert "redirects to https://llm.example/v1/chat/completions (HTTP 301)" in str(raised.value)
+    assert "CRAG_EDGE_LLM_URL" in str(raised.value)
+
+
+def test_an_error_reply_is_read_only_as_far_as_its_message() -> None:
+    """A 500 whose body never ends (64 MiB here) is cut off once its message is read."""
+    finished: list[bool] = []
+
+    def endless_error(connection: socket.socket, request: bytes) -> None:
+        connection.sendall(b"HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n\r\n")
+        for _ in range(64):
+            connection.sendall(b"overloaded " * 95325)
+        finished.append(True)
+
+    with socket_server(endless_error) as url, pytest.raises(LlmCallError, match="HTTP 500: over"):
+        misbehaving(url, patience_s=60.0).chat(HI)
+    assert finished == []

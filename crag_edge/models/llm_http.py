@@ -32,6 +32,8 @@ CONNECT_TIMEOUT_S = 5.0
 MAX_EVENT_CHARS = 1 << 20
 # A short call's reply: one answer of at most llm_max_tokens, or one token's log-probabilities.
 MAX_REPLY_BYTES = 16 << 20
+# An error reply is read for its message only (200 characters of it are quoted).
+MAX_ERROR_BYTES = 64 << 10
 FIRST_BACKOFF_S = 0.5
 # Statuses worth another attempt: the server is busy, restarting or briefly failing.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -124,7 +126,7 @@ class LlmHttp:
                     raise CallTimedOut from None
                 problem = _say(exc)
             else:
-                if response.status_code < 400:
+                if response.is_success:
                     try:
                         yield response
                     finally:
@@ -140,10 +142,20 @@ class LlmHttp:
             attempt += 1
 
     def _refusal(self, response: httpx.Response, url: str) -> str:
-        """What an error status says; raises unless another attempt may succeed."""
-        response.read()
+        """What an error status says; raises unless another attempt may succeed. A redirect
+        is not followed (the key would go along): the setting should name where it points."""
+        try:
+            body = read_capped(response, MAX_ERROR_BYTES)
+        except httpx.TransportError:
+            body = b""  # the status alone says enough
         response.close()
-        problem = f"HTTP {response.status_code}: {_server_message(response)}"
+        if response.is_redirect:
+            target = one_line(response.headers.get("Location", "nowhere"))[:200]
+            raise LlmServerError(
+                f"the LLM server at {url} redirects to {target} (HTTP {response.status_code}): "
+                "set CRAG_EDGE_LLM_URL to the address it redirects to"
+            )
+        problem = f"HTTP {response.status_code}: {_server_message(body)}"
         if response.status_code in SETTINGS_STATUSES:
             raise LlmServerError(
                 f"the LLM server refused {url} ({problem}): check CRAG_EDGE_LLM_URL (it "
@@ -163,7 +175,7 @@ def _json(response: httpx.Response, watchdog: Watchdog) -> Any:
         raise LlmCallError(f"{response.url}: the reply broke off: {_say(exc)}") from None
     if watchdog.expired:  # a cut reply without a length reads as complete
         raise CallTimedOut
-    if body is None:
+    if len(body) > MAX_REPLY_BYTES:
         raise LlmCallError(f"{response.url}: the reply exceeds {MAX_REPLY_BYTES // 2**20} MiB")
     try:
         return json.loads(body)
@@ -194,20 +206,20 @@ def _event(data: str, url: str) -> Any:
         raise LlmCallError(f"{url}: a stream event is not JSON: {data[:200]!r}") from None
 
 
-def _server_message(response: httpx.Response) -> str:
+def _server_message(body: bytes) -> str:
     """The error text of an OpenAI-style (`error.message`) or FastAPI-style (`detail`) body,
     else the body itself (an HTML error page from a proxy), on one line."""
     try:
-        body = response.json()
-    except ValueError:
-        body = None
-    said: Any = response.text
-    if isinstance(body, dict):
-        error = body.get("error")
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        data = None
+    said: Any = body.decode("utf-8", "replace")
+    if isinstance(data, dict):
+        error = data.get("error")
         if isinstance(error, dict) and "message" in error:
             said = error["message"]
-        elif "detail" in body:
-            said = body["detail"]
+        elif "detail" in data:
+            said = data["detail"]
     return one_line(str(said))[:200]
 
 

@@ -98,7 +98,7 @@ def send(
             body = read_capped(response, MAX_REPLY_BYTES)
         if watchdog.expired:  # a cut reply without a length reads as complete
             raise late
-        if body is None:
+        if len(body) > MAX_REPLY_BYTES:
             raise FallbackError(
                 provider,
                 f"reply from {url} exceeds {MAX_REPLY_BYTES // 2**20} MiB",
