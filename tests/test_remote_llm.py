@@ -28,7 +28,16 @@ from crag_edge.models.llm_http import MAX_EVENT_CHARS, LlmHttp
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.registry import installed_file
 from crag_edge.models.remote_llm import OpenAiLlm
-from tests.servers import LlmServer, free_port, llama_cpp_server, socket_server, trickle
+from tests.servers import (
+    ApiRequest,
+    ApiResponse,
+    LlmServer,
+    api_server,
+    free_port,
+    llama_cpp_server,
+    socket_server,
+    trickle,
+)
 
 pytestmark = [pytest.mark.models, pytest.mark.slow]
 
@@ -392,3 +401,19 @@ def test_an_error_reply_is_read_only_as_far_as_its_message() -> None:
     with socket_server(endless_error) as url, pytest.raises(LlmCallError, match="HTTP 500: over"):
         misbehaving(url, patience_s=60.0).chat(HI)
     assert finished == []
+
+
+def test_a_server_without_a_tokenizer_is_used_with_estimated_counts() -> None:
+    """vLLM and Ollama answer 404 at both tokenizer endpoints: counts are estimated."""
+    asked: list[str] = []
+
+    def openai_only(request: ApiRequest) -> ApiResponse:
+        asked.append(request.path)
+        if request.path == "/v1/models":
+            return 200, {"Content-Type": "application/json"}, b'{"data": [{"id": "qwen"}]}'
+        return 404, {"Content-Type": "application/json"}, b'{"detail": "Not Found"}'
+
+    with api_server(openai_only) as url:
+        runtime = OpenAiLlm.connect(Settings.load(llm_url=url + "/v1", llm_retries=0).models)
+    assert runtime.model_id == "qwen" and not runtime.exact_tokens
+    assert asked == ["/v1/models", "/extras/tokenize", "/tokenize"]

@@ -416,7 +416,7 @@ def _find_tokenizer(http: LlmHttp, deadline: float) -> TokenizerEndpoint | None:
     for endpoint in TOKENIZERS:
         try:
             _tokenize(http, endpoint, "Yes", deadline)
-        except LlmCallError:
+        except (LlmCallError, LlmServerError):  # 404 from vLLM, Ollama, the other llama.cpp
             continue
         return endpoint
     return None
