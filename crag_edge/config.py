@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, Self, Union, get_args, get_origin
 
 import annotated_types
+from dotenv.parser import parse_stream
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -506,6 +507,7 @@ class Settings(BaseSettings):
         validation errors into one readable `SettingsError`."""
         token = _CONFIG_PATH.set(Path(config) if config else None)
         try:
+            _check_dotenv(Path(ENV_FILE))
             return cls(**overrides)
         except ValidationError as exc:
             raise SettingsError(_describe(exc)) from None
@@ -642,6 +644,28 @@ class _TomlSource(PydanticBaseSettingsSource):
                 f"config file {path}: `crag_edge` must be a table ([crag_edge]), not a value"
             )
         return _nest(table, f"config file {path}")
+
+
+def _check_dotenv(path: Path) -> None:
+    """python-dotenv skips a line it cannot read, with a warning that names no file, and reads
+    a bare name as unset: a setting written either way would be lost without a word. Both
+    stop the program here, naming the file and the line (a bare name of another tool's
+    variable is left alone)."""
+    if not path.is_file():
+        return
+    with path.open(encoding="utf-8") as stream:
+        for binding in parse_stream(stream):
+            bare = binding.value is None and _is_ours(binding.key or "")
+            if binding.error or bare:
+                said = binding.original.string.strip()
+                raise SettingsError(
+                    f"{path.absolute()} line {binding.original.line}: {said!r} sets nothing; "
+                    "write NAME=value"
+                )
+
+
+def _is_ours(name: str) -> bool:
+    return name.upper().startswith(ENV_PREFIX) or name.upper() in KB_AGENT_ENV_NAMES.values()
 
 
 def _env_config_path() -> Path | None:

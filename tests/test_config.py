@@ -36,6 +36,29 @@ def test_prefixed_env_vars_and_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert (s.retrieval.top_k, s.correction.max_iterations, s.ingest.chunk_tokens) == (7, 4, 300)
 
 
+@pytest.mark.parametrize(
+    "line",
+    ["CRAG_EDGE_TOP_K 5", "CRAG_EDGE_TOP_K: 5", "CRAG_EDGE_TOP_K", "KB_AGENT_MAX_ITERATIONS"],
+)
+def test_a_dotenv_line_that_sets_nothing_is_an_error_naming_it(
+    tmp_path: Path, line: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """python-dotenv would skip it (with a warning naming no file, or in silence for a bare
+    name), and the setting the user wrote would be lost without a word."""
+    (tmp_path / ".env").write_text(f"CRAG_EDGE_RRF_K=30\n{line}\n")
+    with pytest.raises(SettingsError) as raised:
+        Settings.load()
+    assert str(raised.value) == (
+        f"{tmp_path / '.env'} line 2: {line!r} sets nothing; write NAME=value"
+    )
+    assert capfd.readouterr().err == ""
+
+
+def test_a_dotenv_may_name_other_tools_variables_bare(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("DEBUG\nCRAG_EDGE_TOP_K=4\n")
+    assert Settings.load().retrieval.top_k == 4
+
+
 def test_toml_file_and_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     config = tmp_path / "crag.toml"
     config.write_text("[crag_edge]\ntop_k = 12\nrrf_k = 30\nmax_iterations = 5\n")
