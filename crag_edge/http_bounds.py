@@ -1,7 +1,8 @@
 """Bounds for one HTTP exchange with a server crag-edge does not control: a size for its
 reply, and a deadline for the whole exchange, which httpx does not have.
 
-A reply is read up to a cap (`read_capped`), counted after decompression, so neither a huge
+A URL's user and password are kept out of every message (`split_credentials`). A reply is
+read up to a cap (`read_capped`), counted after decompression, so neither a huge
 body nor a small gzip bomb can fill the memory.
 
 httpx bounds each phase and each read, so a server that sends one byte a second (of its
@@ -105,3 +106,14 @@ def read_capped(response: httpx.Response, limit: int) -> bytes:
         if len(body) > limit:
             break
     return bytes(body)
+
+
+def split_credentials(url: str) -> tuple[str, httpx.BasicAuth | None]:
+    """`url` without the user and password it may carry, and those as HTTP basic auth (what
+    httpx would send for them). A server's URL is quoted in errors that reach results, logs
+    and API clients: its password must not be."""
+    parsed = httpx.URL(url)
+    if not parsed.userinfo:
+        return url, None
+    bare = str(parsed.copy_with(username=None, password=None))
+    return bare, httpx.BasicAuth(parsed.username, parsed.password)

@@ -358,6 +358,22 @@ def test_searxng_wrong_path_and_refused_connection(closed_port_url: str) -> None
     assert "cannot connect" in error.message and "is SearXNG running" in error.hint
 
 
+def test_a_password_in_the_searxng_url_is_sent_but_never_shown() -> None:
+    """Behind basic auth: the URL's user and password authenticate every request, and no
+    error (which reaches results, the audit log and API clients) quotes the password."""
+    seen: list[str] = []
+
+    def guarded(request: ApiRequest) -> ApiResponse:
+        seen.append(request.headers.get("Authorization", ""))
+        return 503, {"Content-Type": "text/html"}, b"<h1>maintenance</h1>"
+
+    with api_server(guarded) as url:
+        secured = url.replace("http://", "http://alice:s3cret@")
+        error = failure(lambda: SearxngProvider(secured).search("bees", 5))
+    assert seen == ["Basic YWxpY2U6czNjcmV0"]  # alice:s3cret
+    assert "answered HTTP 503" in error.message and "s3cret" not in str(error)
+
+
 def test_searxng_invalid_url_is_a_config_error() -> None:
     error = failure(lambda: SearxngProvider("localhost:8888"))
     assert "http://" in error.message and "CRAG_EDGE_SEARXNG_URL" in error.hint

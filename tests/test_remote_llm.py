@@ -417,3 +417,17 @@ def test_a_server_without_a_tokenizer_is_used_with_estimated_counts() -> None:
         runtime = OpenAiLlm.connect(Settings.load(llm_url=url + "/v1", llm_retries=0).models)
     assert runtime.model_id == "qwen" and not runtime.exact_tokens
     assert asked == ["/v1/models", "/extras/tokenize", "/tokenize"]
+
+
+def test_a_password_in_llm_url_is_sent_but_never_shown() -> None:
+    """A failed call is a warning in a result an API client reads: no password in it."""
+    seen: list[str] = []
+
+    def guarded(request: ApiRequest) -> ApiResponse:
+        seen.append(request.headers.get("Authorization", ""))
+        return 503, {"Content-Type": "application/json"}, b'{"detail": "loading"}'
+
+    with api_server(guarded) as url, pytest.raises(LlmCallError) as raised:
+        misbehaving(url.replace("http://", "http://alice:s3cret@")).chat(HI)
+    assert seen == ["Basic YWxpY2U6czNjcmV0"]  # alice:s3cret
+    assert "HTTP 503: loading" in str(raised.value) and "s3cret" not in str(raised.value)

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from crag_edge.http_bounds import Watchdog, read_capped
+from crag_edge.http_bounds import Watchdog, read_capped, split_credentials
 from crag_edge.models.chat_model import LlmCallError, LlmServerError
 from crag_edge.text_boundary import one_line
 
@@ -51,11 +51,11 @@ class LlmHttp:
     """
 
     def __init__(self, base_url: str, api_key: str | None, retries: int) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url, auth = split_credentials(base_url.rstrip("/"))
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # No idle connections: a watchdog can cut only a connection its call opens.
         self._client = httpx.Client(
-            headers=headers, limits=httpx.Limits(max_keepalive_connections=0)
+            headers=headers, auth=auth, limits=httpx.Limits(max_keepalive_connections=0)
         )
         self._retries = retries
 

@@ -18,7 +18,7 @@ import httpx
 from tokenizers import Tokenizer
 
 from crag_edge.correction.fallback.base import ENV_TIMEOUT, FallbackError, fallback_id
-from crag_edge.http_bounds import Watchdog, read_capped
+from crag_edge.http_bounds import Watchdog, read_capped, split_credentials
 from crag_edge.text_boundary import repair
 from crag_edge.types import Chunk, Hit
 
@@ -46,17 +46,19 @@ class WebResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def check_base_url(provider: str, url: str, setting: str) -> str:
-    """The base URL without a trailing slash; a `FallbackError` naming `setting` if unusable."""
+def check_base_url(provider: str, url: str, setting: str) -> tuple[str, httpx.BasicAuth | None]:
+    """The base URL without a trailing slash, user or password, and those as basic auth; a
+    `FallbackError` naming `setting` if unusable."""
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise FallbackError(provider, f"invalid URL {url!r}: {exc}", f"fix {setting}") from None
+        raise FallbackError(provider, f"invalid URL: {exc}", f"fix {setting}") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise FallbackError(
-            provider, f"invalid URL {url!r}: need http:// or https:// and a host", f"fix {setting}"
+            provider, "invalid URL: need http:// or https:// and a host", f"fix {setting}"
         )
-    return url.rstrip("/")
+    bare, auth = split_credentials(url)
+    return bare.rstrip("/"), auth
 
 
 def send(
@@ -70,6 +72,7 @@ def send(
     params: Mapping[str, str] | None = None,
     json_body: Any = None,
     follow_redirects: bool = False,
+    auth: httpx.BasicAuth | None = None,
 ) -> Reply:
     """One request, read completely within `timeout_s` and `MAX_REPLY_BYTES`; any status."""
     late = FallbackError(
@@ -81,6 +84,7 @@ def send(
         with (
             Watchdog(timeout_s) as watchdog,
             httpx.Client(
+                auth=auth,
                 timeout=timeout_s,
                 follow_redirects=follow_redirects,
                 max_redirects=3,

@@ -46,7 +46,7 @@ class SearxngProvider:
         max_results: int = 5,
         tokenizer: Tokenizer | None = None,
     ) -> None:
-        self.base_url = check_base_url(self.name, base_url, ENV_SEARXNG_URL)
+        self.base_url, self._auth = check_base_url(self.name, base_url, ENV_SEARXNG_URL)
         self.timeout_s = timeout_s
         self.max_results = max_results
         self.tokenizer = tokenizer
@@ -61,6 +61,7 @@ class SearxngProvider:
             "GET",
             url,
             timeout_s=self.timeout_s,
+            auth=self._auth,
             unreachable_hint=f"is SearXNG running there? check {ENV_SEARXNG_URL}",
             headers=_HEADERS,
             params={"q": query, "format": "json"},

@@ -48,7 +48,7 @@ class TavilyProvider:
         tokenizer: Tokenizer | None = None,
     ) -> None:
         self.api_key = api_key
-        self.base_url = check_base_url(self.name, base_url, ENV_TAVILY_URL)
+        self.base_url, self._auth = check_base_url(self.name, base_url, ENV_TAVILY_URL)
         self.timeout_s = timeout_s
         self.max_results = max_results
         self.tokenizer = tokenizer
@@ -68,6 +68,7 @@ class TavilyProvider:
             "POST",
             url,
             timeout_s=self.timeout_s,
+            auth=self._auth,
             unreachable_hint=f"check the network path to Tavily, or {ENV_TAVILY_URL}",
             headers={"Authorization": f"Bearer {self.api_key}", "Accept": "application/json"},
             json_body={"query": query, "max_results": count, "search_depth": "basic"},
