@@ -272,6 +272,17 @@ def test_a_stream_that_breaks_the_protocol_fails_in_one_line(stream: bytes, said
     assert said in str(raised.value) and "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
+def test_a_stream_ends_its_lines_as_server_sent_events_may(end: bytes) -> None:
+    """Each of CR, LF and CRLF ends a line; the last line needs no line end."""
+    events = [delta("Hello"), delta(" there"), b"data: [DONE]"]
+    stream = (end + end).join(event.strip() for event in events)
+    with socket_server(sends(STREAM_HEAD + stream)) as url:
+        answer = misbehaving(url).stream_chat(HI)
+        assert "".join(answer) == "Hello there"
+    assert answer.finish_reason == "stop"
+
+
 def pings(connection: socket.socket, request: bytes) -> None:
     """Keep-alive comments, four a second for ten seconds, and no token."""
     connection.sendall(STREAM_HEAD)

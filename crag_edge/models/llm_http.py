@@ -17,6 +17,7 @@ for fits many times over, an endless line or body does not.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from crag_edge.text_boundary import one_line
 
 CONNECT_TIMEOUT_S = 5.0
 MAX_EVENT_CHARS = 1 << 20
+_LINE_END = re.compile(r"\r\n|\r|\n")
 # A short call's reply: one answer of at most llm_max_tokens, or one token's log-probabilities.
 MAX_REPLY_BYTES = 16 << 20
 # An error reply is read for its message only (200 characters of it are quoted).
@@ -184,18 +186,24 @@ def _json(response: httpx.Response, watchdog: Watchdog) -> Any:
 
 
 def _events(response: httpx.Response, url: str) -> Iterator[str]:
-    """The data of each `data:` line of a server-sent event stream; comments (pings), event
-    names and blank separators are skipped. A line longer than `MAX_EVENT_CHARS` is refused
-    before it is whole: a server that never ends one must not fill the memory."""
+    """The data of each `data:` line of a server-sent event stream (lines end in CR, LF or
+    both); comments (pings), event names and blank separators are skipped. A line longer
+    than `MAX_EVENT_CHARS` is refused before it is whole: a server that never ends one must
+    not fill the memory."""
     pending = ""
     for text in response.iter_text():
-        *lines, pending = (pending + text).split("\n")
+        *lines, pending = _LINE_END.split(pending + text)
         if len(pending) > MAX_EVENT_CHARS:
             raise LlmCallError(f"{url}: a stream event exceeds {MAX_EVENT_CHARS:,} characters")
-        for line in lines:
-            data = line.removeprefix("data:").strip()
-            if line.startswith("data:") and data:
-                yield data
+        yield from _data(lines)
+    yield from _data([pending])  # the last line may lack its line end
+
+
+def _data(lines: list[str]) -> Iterator[str]:
+    for line in lines:
+        data = line.removeprefix("data:").strip()
+        if line.startswith("data:") and data:
+            yield data
 
 
 def _event(data: str, url: str) -> Any:
