@@ -260,6 +260,15 @@ def test_web_results_pass_the_text_boundary(embedder: OnnxEmbedder) -> None:
     assert hits[0].chunk.text.endswith("Bees dance[2J to share \ufffd routes.")
 
 
+def test_a_web_result_is_cut_to_a_chunks_size() -> None:
+    """A snippet of megabytes would hold grading and refinement for minutes."""
+    huge = searxng_result("https://big.example/", "Bees " * 1000, "Bees dance. " * 250_000, 1.0)
+    with api_server(searxng([huge])) as url:
+        hit = SearxngProvider(url).search("bees", 5)[0]
+    assert len(hit.chunk.title) == 300 and len(hit.chunk.text) == 4000
+    assert hit.chunk.text.startswith(hit.chunk.title + "\n\nBees dance.")
+
+
 def test_searxng_caps_results() -> None:
     with api_server(searxng()) as url:
         assert len(SearxngProvider(url, max_results=2).search("bees", 10)) == 2

@@ -23,6 +23,10 @@ from crag_edge.text_boundary import repair
 from crag_edge.types import Chunk, Hit
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024
+# A web result is evidence the size of a chunk: a search engine's snippet is a few hundred
+# characters; one of megabytes would hold grading and refinement for minutes.
+MAX_RESULT_CHARS = 4000
+MAX_TITLE_CHARS = 300
 USER_AGENT = "crag-edge (fallback search)"
 
 
@@ -198,8 +202,9 @@ def url_key(url: str) -> str:
 
 def web_hits(provider: str, results: Sequence[WebResult], tokenizer: Tokenizer | None) -> list[Hit]:
     """Results, best first, as `Hit`s: text is title and snippet (what graders and the
-    generator read), the source is the URL, and the provider's score stays in metadata."""
-    texts = ["\n\n".join(part for part in (r.title, r.content) if part) for r in results]
+    generator read), cut to `MAX_RESULT_CHARS`, the source is the URL, and the provider's
+    score stays in metadata."""
+    texts = [_evidence(result) for result in results]
     tokens = (
         [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
         if tokenizer is not None and texts
@@ -216,10 +221,16 @@ def web_hits(provider: str, results: Sequence[WebResult], tokenizer: Tokenizer |
             start=0,
             end=len(text),
             source=result.url,
-            title=result.title,
+            title=result.title[:MAX_TITLE_CHARS],
             metadata={"fallback": metadata | result.extra},
             token_count=count,
         )
         score = 0.0 if result.score is None else result.score
         hits.append(Hit(chunk=chunk, rank=rank, score=score, origin=f"fallback:{provider}"))
     return hits
+
+
+def _evidence(result: WebResult) -> str:
+    """Title and snippet, as graders and the generator read them: a chunk's size at most."""
+    parts = (result.title[:MAX_TITLE_CHARS], result.content)
+    return "\n\n".join(part for part in parts if part)[:MAX_RESULT_CHARS]
