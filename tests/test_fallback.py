@@ -269,6 +269,17 @@ def test_a_web_result_is_cut_to_a_chunks_size() -> None:
     assert hit.chunk.text.startswith(hit.chunk.title + "\n\nBees dance.")
 
 
+def test_a_page_listed_twice_fills_one_place() -> None:
+    respelled = searxng_result("http://www.nature.com/articles/bee-navigation/", "Again", "x", 3.0)
+    with api_server(searxng([WEB[0], WEB[1], respelled, WEB[3]])) as url:
+        hits = SearxngProvider(url, max_results=3).search("bees", 10)
+    assert [h.chunk.title for h in hits] == [
+        "Waggle dance - Wikipedia",
+        "How bees navigate",
+        "Apiculture basics",
+    ]
+
+
 def test_searxng_caps_results() -> None:
     with api_server(searxng()) as url:
         assert len(SearxngProvider(url, max_results=2).search("bees", 10)) == 2

@@ -200,10 +200,17 @@ def url_key(url: str) -> str:
     return f"{host}{port}{parsed.path.rstrip('/')}{query}"
 
 
-def web_hits(provider: str, results: Sequence[WebResult], tokenizer: Tokenizer | None) -> list[Hit]:
-    """Results, best first, as `Hit`s: text is title and snippet (what graders and the
-    generator read), cut to `MAX_RESULT_CHARS`, the source is the URL, and the provider's
-    score stays in metadata."""
+def web_hits(
+    provider: str, results: Sequence[WebResult], count: int, tokenizer: Tokenizer | None
+) -> list[Hit]:
+    """The first `count` results with distinct URLs, best first, as `Hit`s: text is title and
+    snippet (what graders and the generator read), cut to `MAX_RESULT_CHARS`, the source is
+    the URL, and the provider's score stays in metadata. A page listed twice fills one place:
+    the merge would keep only one of them anyway."""
+    firsts: dict[str, WebResult] = {}
+    for result in results:
+        firsts.setdefault(url_key(result.url), result)
+    results = list(firsts.values())[:count]
     texts = [_evidence(result) for result in results]
     tokens = (
         [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]

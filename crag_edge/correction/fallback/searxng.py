@@ -96,7 +96,7 @@ class SearxngProvider:
         data = decode_json(
             self.name, reply, f"check that {ENV_SEARXNG_URL} points at a SearXNG instance"
         )
-        return web_hits(self.name, self._results(data)[:count], self.tokenizer)
+        return web_hits(self.name, self._results(data), count, self.tokenizer)
 
     def close(self) -> None:
         """Nothing to release: every search uses its own short-lived connection."""

@@ -76,7 +76,7 @@ class TavilyProvider:
         if reply.status != 200:
             raise self._status_error(reply, self.api_key)
         data = decode_json(self.name, reply, f"check that {ENV_TAVILY_URL} is the Tavily API")
-        return web_hits(self.name, self._results(data)[:count], self.tokenizer)
+        return web_hits(self.name, self._results(data), count, self.tokenizer)
 
     def close(self) -> None:
         """Nothing to release: every search uses its own short-lived connection."""
