@@ -442,3 +442,21 @@ def test_a_password_in_llm_url_is_sent_but_never_shown() -> None:
         misbehaving(url.replace("http://", "http://alice:s3cret@")).chat(HI)
     assert seen == ["Basic YWxpY2U6czNjcmV0"]  # alice:s3cret
     assert "HTTP 503: loading" in str(raised.value) and "s3cret" not in str(raised.value)
+
+
+def test_a_reply_without_logprobs_after_others_had_them_scores_neutral() -> None:
+    """The server gave log-probabilities, so it can: one reply without is a failed call
+    (0.5 and a warning), not a setting error that stops the loop."""
+    replies = iter([[{"token": "yes", "logprob": -0.1}, {"token": "no", "logprob": -2.5}], []])
+
+    def flaky(request: ApiRequest) -> ApiResponse:
+        top = next(replies)
+        logprobs = {"content": [{"token": "yes", "logprob": -0.1, "top_logprobs": top}]}
+        body = {"choices": [{"message": {"content": "yes"}, "logprobs": logprobs}]}
+        return 200, {"Content-Type": "application/json"}, json.dumps(body).encode()
+
+    with api_server(flaky) as url:
+        judge = LlmJudge(misbehaving(url))
+        first, second = judge.score(QUERY, PASSAGES[:1]), judge.score(QUERY, PASSAGES[:1])
+    assert first.failed == [] and first.scores[0] > 0.5
+    assert second.scores == [0.5] and "no top_logprobs" in second.warnings[0]

@@ -365,10 +365,14 @@ class OpenAiLlm:
         return NextTokenLogprobs(rows, timed_out, evaluated, time.monotonic() - started)
 
     def _top_logprobs(self, reply: _ChatReply) -> list[_TopLogprob]:
-        """The first generated token's `top_logprobs`; an error when the server left them out."""
+        """The first generated token's `top_logprobs`; an error when the server left them out:
+        a setting to fix while it never sent any, a failed call once it has (the judge then
+        scores 0.5, as for any failed call)."""
         logprobs = reply.choices[0].logprobs
         content = (logprobs.content if logprobs else None) or [_TokenLogprobs()]
         top = content[0].top_logprobs
+        if not top and self._logprobs_seen:
+            raise LlmCallError(f"{self._http.base_url}: a reply had no top_logprobs")
         if not top:
             raise self._no_logprobs("the reply has no top_logprobs")
         self._logprobs_seen = True
