@@ -460,3 +460,12 @@ def test_a_reply_without_logprobs_after_others_had_them_scores_neutral() -> None
         first, second = judge.score(QUERY, PASSAGES[:1]), judge.score(QUERY, PASSAGES[:1])
     assert first.failed == [] and first.scores[0] > 0.5
     assert second.scores == [0.5] and "no top_logprobs" in second.warnings[0]
+
+
+def test_a_server_still_loading_at_the_first_judged_batch_scores_neutral() -> None:
+    """llama-server answers 503 while it loads its model: a failed call like any other,
+    not a server without log-probabilities."""
+    loading = b'{"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}'
+    with api_server(lambda request: (503, {"Content-Type": "application/json"}, loading)) as url:
+        batch = LlmJudge(misbehaving(url)).score(QUERY, PASSAGES[:1])
+    assert batch.scores == [0.5] and "HTTP 503: Loading model" in batch.warnings[0]

@@ -355,7 +355,10 @@ class OpenAiLlm:
             except CallTimedOut:
                 break
             except LlmCallError as exc:
-                if self._logprobs_seen:
+                # A refusal of the logprobs themselves (llama_cpp.server without logits_all
+                # answers 500 "logprobs is not supported") is a setting to fix; any other
+                # failure (a server still loading its model: 503) is an ordinary failed call.
+                if self._logprobs_seen or "logprob" not in str(exc).lower():
                     raise
                 raise self._no_logprobs(str(exc)) from None
             chat = _read(_ChatReply, reply)
