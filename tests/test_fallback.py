@@ -463,6 +463,14 @@ def test_tavily_error_detail_is_quoted_on_one_line() -> None:
     assert error.message == "API key rejected (401 Unauthorized: Unauthorized: [31mmissing[0m key)"
 
 
+def test_a_tavily_url_that_redirects_names_where_it_points() -> None:
+    moved = status(308, {}, {"Location": "https://api.tavily.example/search"})
+    with api_server(moved) as url:
+        error = failure(lambda: TavilyProvider(KEY, base_url=url).search("q", 5))
+    assert "redirects to https://api.tavily.example/search (HTTP 308)" in error.message
+    assert error.hint == "set CRAG_EDGE_TAVILY_URL to the address it redirects to"
+
+
 def test_tavily_slow_malformed_and_wrong_shape() -> None:
     with api_server(slow(4.0, tavily())) as url:
         started = time.monotonic()

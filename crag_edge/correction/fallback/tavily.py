@@ -108,6 +108,13 @@ class TavilyProvider:
                 f"the pay-as-you-go limit is reached (433{detail})",
                 "raise the pay-as-you-go limit in the Tavily dashboard",
             )
+        if 300 <= status < 400:  # not followed: the key would go along
+            target = one_line(reply.headers.get("Location", "nowhere"))[:200]
+            return FallbackError(
+                self.name,
+                f"{self.base_url} redirects to {target} (HTTP {status})",
+                f"set {ENV_TAVILY_URL} to the address it redirects to",
+            )
         if status == 400:
             return FallbackError(
                 self.name,
