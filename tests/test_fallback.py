@@ -394,6 +394,19 @@ def test_a_password_in_the_searxng_url_is_sent_but_never_shown() -> None:
     assert "answered HTTP 503" in error.message and "s3cret" not in str(error)
 
 
+def test_searxng_behind_a_login_says_where_the_login_goes() -> None:
+    login = status(401, {"detail": "login"}, {"WWW-Authenticate": 'Basic realm="searx"'})
+    with api_server(login) as url:
+        error = failure(lambda: SearxngProvider(url).search("bees", 5))
+        refused = failure(
+            lambda: SearxngProvider(url.replace("//", "//bob:wrong@")).search("bees", 5)
+        )
+    assert "asks for a login (401 Unauthorized)" in error.message
+    assert error.hint == "write them into CRAG_EDGE_SEARXNG_URL (https://user:password@host)"
+    assert refused.message.endswith(": the user and password were refused")
+    assert "wrong" not in str(refused)
+
+
 def test_searxng_invalid_url_is_a_config_error() -> None:
     error = failure(lambda: SearxngProvider("localhost:8888"))
     assert "http://" in error.message and "CRAG_EDGE_SEARXNG_URL" in error.hint

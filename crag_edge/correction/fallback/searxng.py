@@ -81,6 +81,13 @@ class SearxngProvider:
                 "wait and retry; on your own instance add this host to `pass_ip` under "
                 "`[botdetection.ip_lists]` in limiter.toml, or set `server.limiter: false`",
             )
+        if reply.status == 401:
+            raise FallbackError(
+                self.name,
+                f"{url} asks for a login (401 Unauthorized)"
+                + (": the user and password were refused" if self._auth else ""),
+                f"write them into {ENV_SEARXNG_URL} (https://user:password@host)",
+            )
         if reply.status == 404:
             raise FallbackError(
                 self.name,
