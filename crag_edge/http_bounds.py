@@ -25,6 +25,9 @@ from typing import Any
 
 import httpx
 
+# The trace events after which a connection's socket is known (plain, then with TLS).
+_OPENED = ("connect_tcp.complete", "start_tls.complete")
+
 
 class Watchdog:
     """Cuts the connection of the requests sent with `extensions` once `seconds` pass
@@ -72,8 +75,9 @@ class Watchdog:
         self._thread.join()
 
     def _trace(self, event: str, info: dict[str, Any]) -> None:
-        """httpcore reports each connection it opens; the socket is what can be cut."""
-        if event.endswith("connect_tcp.complete") and info.get("return_value") is not None:
+        """httpcore reports each connection it opens, and its TLS layer (a new socket: the
+        plain one is detached from the connection); the latest socket is what can be cut."""
+        if event.endswith(_OPENED) and info.get("return_value") is not None:
             with self._wake:
                 self._socket = info["return_value"].get_extra_info("socket")
                 if self.expired:

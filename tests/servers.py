@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import socket
 import socketserver
+import ssl
 import subprocess
 import sys
 import threading
@@ -144,15 +145,29 @@ def trickle(connection: socket.socket, data: bytes, pause_s: float) -> None:
         time.sleep(pause_s)
 
 
+# A self-signed certificate for 127.0.0.1 (valid until 2125), for HTTPS stand-ins; clients
+# trust it through SSL_CERT_FILE. Made with `openssl req -x509 -newkey rsa:2048 -nodes
+# -days 36500 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1`; it guards nothing.
+TLS_CERT = Path(__file__).parent / "data" / "tls" / "cert.pem"
+TLS_KEY = TLS_CERT.with_name("key.pem")
+
+
 @contextmanager
-def socket_server(talk: Callable[[socket.socket, bytes], None]) -> Iterator[str]:
-    """Accept HTTP connections on 127.0.0.1 and hand each to `talk` with the request (head
-    and body) read; yield the base URL. `talk` writes raw bytes at any pace, well-formed or
-    not, and may stop whenever it likes: the misbehaving servers `api_server` cannot play."""
+def socket_server(
+    talk: Callable[[socket.socket, bytes], None], *, tls: bool = False
+) -> Iterator[str]:
+    """Accept HTTP connections on 127.0.0.1 (HTTPS with `TLS_CERT` when `tls`) and hand each
+    to `talk` with the request (head and body) read; yield the base URL. `talk` writes raw
+    bytes at any pace, well-formed or not, and may stop whenever it likes: the misbehaving
+    servers `api_server` cannot play."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(TLS_CERT, TLS_KEY)
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
             connection: socket.socket = self.request
+            if tls:
+                connection = context.wrap_socket(connection, server_side=True)
             request = b""
             while b"\r\n\r\n" not in request and (data := connection.recv(65536)):
                 request += data
@@ -173,7 +188,7 @@ def socket_server(talk: Callable[[socket.socket, bytes], None]) -> Iterator[str]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()

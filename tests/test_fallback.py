@@ -33,7 +33,14 @@ from crag_edge.groups import Groups
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.store import Corpus
 from crag_edge.types import Hit
-from tests.servers import ApiRequest, ApiResponse, api_server, socket_server, trickle
+from tests.servers import (
+    TLS_CERT,
+    ApiRequest,
+    ApiResponse,
+    api_server,
+    socket_server,
+    trickle,
+)
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
 KEY = "tvly-test-0123456789abcdef"
@@ -327,6 +334,23 @@ def test_searxng_that_trickles_its_headers_is_cut_off_at_the_deadline() -> None:
 
     with socket_server(talk) as url:
         error = failure(lambda: SearxngProvider(url, timeout_s=1.0).search("bees", 5))
+    assert "no complete reply" in error.message and "within 1 s" in error.message
+    assert finished == []  # the connection was cut while the server was still trickling
+
+
+def test_an_https_server_that_trickles_is_cut_off_at_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Tavily is HTTPS: the connection to cut is the TLS one, not the plain socket under it."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(TLS_CERT))
+    finished: list[bool] = []
+
+    def talk(connection: socket.socket, request: bytes) -> None:
+        trickle(connection, b"HTTP/1.1 200 OK\r\nX-Padding: " + b"x" * 150, 0.05)
+        finished.append(True)
+
+    with socket_server(talk, tls=True) as url:
+        error = failure(lambda: TavilyProvider(KEY, base_url=url, timeout_s=1.0).search("q", 5))
     assert "no complete reply" in error.message and "within 1 s" in error.message
     assert finished == []  # the connection was cut while the server was still trickling
 
