@@ -283,6 +283,17 @@ def test_a_stream_ends_its_lines_as_server_sent_events_may(end: bytes) -> None:
     assert answer.finish_reason == "stop"
 
 
+def test_stream_events_without_a_choice_say_nothing() -> None:
+    """Azure sends its content filter results first, OpenAI the usage last, with no choice."""
+    filtered = b'data: {"choices": [], "prompt_filter_results": [{"prompt_index": 0}]}\n\n'
+    usage = b'data: {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}\n\n'
+    stream = filtered + delta("Hello") + delta(" there") + usage + b"data: [DONE]\n\n"
+    with socket_server(sends(STREAM_HEAD + stream)) as url:
+        answer = misbehaving(url).stream_chat(HI)
+        assert "".join(answer) == "Hello there"
+    assert answer.finish_reason == "stop"
+
+
 def pings(connection: socket.socket, request: bytes) -> None:
     """Keep-alive comments, four a second for ten seconds, and no token."""
     connection.sendall(STREAM_HEAD)

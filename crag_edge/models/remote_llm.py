@@ -103,10 +103,17 @@ class _Usage(_Reply):
 
 
 class _ChatReply(_Reply):
-    """A chat completion, or one event of a streamed one."""
+    """A chat completion."""
 
     choices: list[_Choice] = Field(min_length=1)
     usage: _Usage | None = None
+
+
+class _ChatChunk(_Reply):
+    """One event of a streamed chat completion; some carry no choice (Azure's content
+    filter results first, the usage last), and say nothing about the reply."""
+
+    choices: list[_Choice]
 
 
 class _ModelEntry(_Reply):
@@ -318,7 +325,7 @@ class OpenAiLlm:
         pieces = 0
         try:
             for event in self._http.post_stream("/chat/completions", body, stall_s):
-                choice = _read(_ChatReply, event).choices[0]
+                choice = next(iter(_read(_ChatChunk, event).choices), _Choice())
                 finish = _finish(choice.finish_reason or finish)
                 piece = (choice.delta or _Delta()).content
                 if piece:
