@@ -2,8 +2,8 @@
 reply, and a deadline for the whole exchange, which httpx does not have.
 
 A URL's user and password are kept out of every message (`split_credentials`). A reply is
-read up to a cap (`read_capped`), counted after decompression, so neither a huge
-body nor a small gzip bomb can fill the memory.
+read up to a cap (`read_capped`), counted after decompression, so neither a huge body nor a
+small gzip bomb can fill the memory.
 
 httpx bounds each phase and each read, so a server that sends one byte a second (of its
 status line, its headers or its body) never trips a timeout and holds the caller as long as

@@ -109,7 +109,7 @@ class LlmHttp:
     def _attempts(
         self, method: str, url: str, body: Any, deadline: float, watchdog: Watchdog
     ) -> Iterator[httpx.Response]:
-        """The first successful response (status < 400), after retries and backoff."""
+        """The first successful response (2xx), after retries and backoff."""
         attempt = 0
         while True:
             left = deadline - time.monotonic()
@@ -200,6 +200,7 @@ def _events(response: httpx.Response, url: str) -> Iterator[str]:
 
 
 def _data(lines: list[str]) -> Iterator[str]:
+    """What the `data:` lines among `lines` carry."""
     for line in lines:
         data = line.removeprefix("data:").strip()
         if line.startswith("data:") and data:
