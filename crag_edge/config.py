@@ -665,6 +665,7 @@ def _check_dotenv(path: Path) -> None:
 
 
 def _is_ours(name: str) -> bool:
+    """Whether a variable name is a crag-edge setting's (prefixed, or a `KB_AGENT_*` one)."""
     return name.upper().startswith(ENV_PREFIX) or name.upper() in KB_AGENT_ENV_NAMES.values()
 
 

@@ -3,8 +3,9 @@ search results into `Hit`s.
 
 Every exchange is bounded in time (a total deadline on top of httpx's per-phase timeouts,
 `http_bounds.Watchdog`, so a server that trickles bytes, headers included, cannot hold a
-query) and in size (decompressed bytes), and every
-transport failure becomes a `FallbackError` that names the host and what to check.
+query) and in size (decompressed bytes), and every transport failure becomes a
+`FallbackError` that names the host and what to check. A result's text passes the text
+boundary and is cut to a chunk's size.
 """
 
 from __future__ import annotations
