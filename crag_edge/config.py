@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, Self, Union, get_args, get_origin
 
 import annotated_types
+from dotenv.parser import parse_stream
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -54,10 +55,13 @@ from pydantic_settings import (
 )
 
 from crag_edge.locations import parse_location
-from crag_edge.text_boundary import is_valid, printable_path
+from crag_edge.text_boundary import has_no_controls, is_valid, printable_path
 
 ENV_PREFIX = "CRAG_EDGE_"
 ENV_FILE = ".env"
+# Every setting with a comment fits in a few KB: a larger file is another file named by
+# mistake (a corpus, a model), not worth reading whole to say so.
+MAX_CONFIG_BYTES = 1 << 20
 
 RetrievalMode = Literal["bm25", "dense", "hybrid"]
 # Where the binary pre-filter of dense search starts to pay (docs/measurements.md).
@@ -115,18 +119,37 @@ class _Section(BaseModel):
     def _from_text(cls, value: Any, info: ValidationInfo) -> Any:
         """Bytes that were not UTF-8 are refused (except in paths, which may name such files),
         and list and tuple settings are read as JSON, so that a value that is not JSON is a
-        validation error naming the variable, like every other bad value."""
-        if not isinstance(value, str) or info.field_name is None:
+        validation error naming the variable, like every other bad value. So are control
+        characters (`_check_controls`)."""
+        if info.field_name is None:
             return value
         kinds = _kinds(cls.model_fields[info.field_name].annotation)
-        if not is_valid(value) and Path not in kinds:
-            raise ValueError("holds bytes that are not UTF-8 text")
-        if not kinds & {list, tuple, dict}:
-            return value
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"is not JSON ({exc.msg}); write it as a JSON list") from None
+        if isinstance(value, str):
+            _check_controls(value, path=Path in kinds)
+            if not is_valid(value) and Path not in kinds:
+                raise ValueError("holds bytes that are not UTF-8 text")
+            if kinds & {list, tuple, dict}:
+                value = _json(value)
+        if isinstance(value, list | tuple):
+            for item in value:
+                if isinstance(item, str):
+                    _check_controls(item, path=True)
+        return value
+
+
+def _check_controls(value: str, *, path: bool) -> None:
+    """A NUL ends a string at every system call, so no path, host or name holds one; other
+    control characters have no place in a name, URL or key either (a line break in a key
+    would start a second HTTP header line), though a file name may hold them."""
+    if "\x00" in value or not (path or has_no_controls(value)):
+        raise ValueError("holds a control character (a NUL, a line break, an escape); remove it")
+
+
+def _json(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not JSON ({exc.msg}); write it as a JSON list") from None
 
 
 class ModelSettings(_Section):
@@ -492,6 +515,7 @@ class Settings(BaseSettings):
         validation errors into one readable `SettingsError`."""
         token = _CONFIG_PATH.set(Path(config) if config else None)
         try:
+            _check_dotenv(Path(ENV_FILE))
             return cls(**overrides)
         except ValidationError as exc:
             raise SettingsError(_describe(exc)) from None
@@ -612,12 +636,45 @@ class _TomlSource(PydanticBaseSettingsSource):
         if not path.is_file():
             raise SettingsError(f"config file not found: {path}")
         try:
+            if path.stat().st_size > MAX_CONFIG_BYTES:
+                raise SettingsError(
+                    f"config file {path} is {path.stat().st_size:,} B, more than a settings file "
+                    f"holds ({MAX_CONFIG_BYTES:,} B at most); name the TOML settings file"
+                )
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:  # no permission
             raise SettingsError(f"config file {path} cannot be read: {exc.strerror}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
-        return _nest(data.get("crag_edge", data), f"config file {path}")
+        table = data.get("crag_edge", data)
+        if not isinstance(table, dict):
+            raise SettingsError(
+                f"config file {path}: `crag_edge` must be a table ([crag_edge]), not a value"
+            )
+        return _nest(table, f"config file {path}")
+
+
+def _check_dotenv(path: Path) -> None:
+    """python-dotenv skips a line it cannot read, with a warning that names no file, and reads
+    a bare name as unset: a setting written either way would be lost without a word. Both
+    stop the program here, naming the file and the line (a bare name of another tool's
+    variable is left alone)."""
+    if not path.is_file():
+        return
+    with path.open(encoding="utf-8") as stream:
+        for binding in parse_stream(stream):
+            bare = binding.value is None and _is_ours(binding.key or "")
+            if binding.error or bare:
+                said = binding.original.string.strip()
+                raise SettingsError(
+                    f"{path.absolute()} line {binding.original.line}: {said!r} sets nothing; "
+                    "write NAME=value"
+                )
+
+
+def _is_ours(name: str) -> bool:
+    """Whether a variable name is a crag-edge setting's (prefixed, or a `KB_AGENT_*` one)."""
+    return name.upper().startswith(ENV_PREFIX) or name.upper() in KB_AGENT_ENV_NAMES.values()
 
 
 def _env_config_path() -> Path | None:
@@ -667,6 +724,7 @@ def _describe(exc: ValidationError) -> str:
         field = path[0]
         value = error.get("input")
         where = f"{env_name(field)} / {field}" if field in SECTION_OF else ".".join(path)
-        shown = "" if isinstance(value, dict) else f" (got {value!r})"
+        secret = field in SECTION_OF and SecretStr in _kinds(setting_fields()[field].annotation)
+        shown = "" if isinstance(value, dict) or secret else f" (got {value!r})"
         lines.append(f"invalid setting {where}{shown}: {message}")
     return "\n".join(lines)

@@ -54,6 +54,12 @@ def without_controls(text: str) -> str:
     return _ANY_CONTROL.sub("", text)
 
 
+def one_line(text: str) -> str:
+    """`text` as one line of a message: runs of blanks and line breaks become one space and
+    control characters go (a server's error page quoted in an error must not break it up)."""
+    return without_controls(" ".join(text.split()))
+
+
 def _without_control(match: re.Match[str]) -> str:
     return "\n" if match.group() in _LINE_BREAKS else ""
 

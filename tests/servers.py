@@ -1,6 +1,7 @@
 """Real local servers for tests: an HTTP file server (with Range support), a scriptable HTTP
-API server, llama-cpp-python's OpenAI-compatible LLM server, an OpenAI-compatible server
-whose answer never ends, and a wheel folder.
+API server, a raw socket server for replies no well-behaved server sends,
+llama-cpp-python's OpenAI-compatible LLM server, an OpenAI-compatible server whose answer
+never ends, and a wheel folder.
 
 They stand in for the outside world (a model hub, a search API, a package index) and speak
 its real protocols: HTTP/1.1 with byte ranges, JSON over HTTP, and pip's `--find-links`
@@ -10,14 +11,17 @@ wheel folders.
 from __future__ import annotations
 
 import json
+import re
 import socket
+import socketserver
+import ssl
 import subprocess
 import sys
 import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -203,6 +207,63 @@ def endless_llm_server() -> Iterator[EndlessLlm]:
         server.server_close()
 
 
+def trickle(connection: socket.socket, data: bytes, pause_s: float) -> None:
+    """Send `data` one byte at a time, `pause_s` apart: a server that answers but never
+    quite finishes. Stops quietly when the client hangs up."""
+    for byte in data:
+        connection.sendall(bytes([byte]))
+        time.sleep(pause_s)
+
+
+# A self-signed certificate for 127.0.0.1 (valid until 2125), for HTTPS stand-ins; clients
+# trust it through SSL_CERT_FILE. Made with `openssl req -x509 -newkey rsa:2048 -nodes
+# -days 36500 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1`; it guards nothing.
+TLS_CERT = Path(__file__).parent / "data" / "tls" / "cert.pem"
+TLS_KEY = TLS_CERT.with_name("key.pem")
+
+
+@contextmanager
+def socket_server(
+    talk: Callable[[socket.socket, bytes], None], *, tls: bool = False
+) -> Iterator[str]:
+    """Accept HTTP connections on 127.0.0.1 (HTTPS with `TLS_CERT` when `tls`) and hand each
+    to `talk` with the request (head and body) read; yield the base URL. `talk` writes raw
+    bytes at any pace, well-formed or not, and may stop whenever it likes: the misbehaving
+    servers `api_server` cannot play."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(TLS_CERT, TLS_KEY)
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            connection: socket.socket = self.request
+            if tls:
+                connection = context.wrap_socket(connection, server_side=True)
+            request = b""
+            while b"\r\n\r\n" not in request and (data := connection.recv(65536)):
+                request += data
+            head, _, body = request.partition(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+            missing = (int(length.group(1)) if length else 0) - len(body)
+            while missing > 0 and (data := connection.recv(missing)):
+                body += data
+                missing -= len(data)
+            with suppress(OSError):  # the client hung up, as a timeout does
+                talk(connection, head + b"\r\n\r\n" + body)
+
+    class Server(socketserver.ThreadingTCPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+
+    server = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def build_wheel(folder: Path, package: str, version: str, members: dict[str, bytes]) -> Path:
     """Write a minimal valid wheel carrying `members`, as a PyPI data wheel would."""
     dist = package.replace("-", "_")
@@ -212,7 +273,7 @@ def build_wheel(folder: Path, package: str, version: str, members: dict[str, byt
     wheel = (
         "Wheel-Version: 1.0\nGenerator: crag-edge-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     )
-    with zipfile.ZipFile(path, "w") as archive:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, data in members.items():
             archive.writestr(name, data)
         archive.writestr(f"{info}/METADATA", metadata)

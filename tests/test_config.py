@@ -36,6 +36,29 @@ def test_prefixed_env_vars_and_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert (s.retrieval.top_k, s.correction.max_iterations, s.ingest.chunk_tokens) == (7, 4, 300)
 
 
+@pytest.mark.parametrize(
+    "line",
+    ["CRAG_EDGE_TOP_K 5", "CRAG_EDGE_TOP_K: 5", "CRAG_EDGE_TOP_K", "KB_AGENT_MAX_ITERATIONS"],
+)
+def test_a_dotenv_line_that_sets_nothing_is_an_error_naming_it(
+    tmp_path: Path, line: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """python-dotenv would skip it (with a warning naming no file, or in silence for a bare
+    name), and the setting the user wrote would be lost without a word."""
+    (tmp_path / ".env").write_text(f"CRAG_EDGE_RRF_K=30\n{line}\n")
+    with pytest.raises(SettingsError) as raised:
+        Settings.load()
+    assert str(raised.value) == (
+        f"{tmp_path / '.env'} line 2: {line!r} sets nothing; write NAME=value"
+    )
+    assert capfd.readouterr().err == ""
+
+
+def test_a_dotenv_may_name_other_tools_variables_bare(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("DEBUG\nCRAG_EDGE_TOP_K=4\n")
+    assert Settings.load().retrieval.top_k == 4
+
+
 def test_toml_file_and_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     config = tmp_path / "crag.toml"
     config.write_text("[crag_edge]\ntop_k = 12\nrrf_k = 30\nmax_iterations = 5\n")
@@ -78,6 +101,44 @@ def test_config_file_errors(tmp_path: Path) -> None:
     wrong.write_text('top_k = "ten"\n')
     with pytest.raises(SettingsError, match="top_k"):
         Settings.load(wrong)
+
+
+@pytest.mark.parametrize("table", ["crag_edge = 5", 'crag_edge = "x"', "crag_edge = [1]"])
+def test_a_crag_edge_key_that_is_not_a_table_is_a_config_error(tmp_path: Path, table: str) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(table + "\n")
+    with pytest.raises(SettingsError, match=r"`crag_edge` must be a table \(\[crag_edge\]\)"):
+        Settings.load(config)
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ('model_dir = "/tmp/models\\u0000"', "CRAG_EDGE_MODEL_DIR"),
+        ('llm_model_name = "qwen\\u0000"', "CRAG_EDGE_LLM_MODEL_NAME"),
+        ('server_ingest_roots = ["/srv/docs\\u0000"]', "CRAG_EDGE_SERVER_INGEST_ROOTS"),
+        ('tavily_api_key = "tvly-secret\\nX-Injected: 1"', "CRAG_EDGE_TAVILY_API_KEY"),
+        ('searxng_url = "http://127.0.0.1:8888\\u001b[2J"', "CRAG_EDGE_SEARXNG_URL"),
+    ],
+)
+def test_control_characters_in_a_setting_are_refused_naming_it(
+    tmp_path: Path, line: str, named: str
+) -> None:
+    """A NUL names no file and no host; a line break in a key would become a second header
+    line (and its error would print the key). Paths may hold other control characters."""
+    config = tmp_path / "c.toml"
+    config.write_text(line + "\n")
+    with pytest.raises(SettingsError, match=f"{named}.*control character") as raised:
+        Settings.load(config)
+    assert "secret" not in str(raised.value)
+
+
+def test_a_config_file_too_large_for_settings_is_refused_unread(tmp_path: Path) -> None:
+    """A model or a corpus named by mistake is refused by its size, not read whole."""
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + bytes(range(256)) * 8192)
+    with pytest.raises(SettingsError, match=r"is 2,097,156 B, more than a settings file holds"):
+        Settings.load(model)
 
 
 def test_config_path_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

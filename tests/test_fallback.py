@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import sqlite3
 import threading
 import time
@@ -32,7 +33,14 @@ from crag_edge.groups import Groups
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.store import Corpus
 from crag_edge.types import Hit
-from tests.servers import ApiRequest, ApiResponse, api_server
+from tests.servers import (
+    TLS_CERT,
+    ApiRequest,
+    ApiResponse,
+    api_server,
+    socket_server,
+    trickle,
+)
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
 KEY = "tvly-test-0123456789abcdef"
@@ -244,6 +252,41 @@ def test_searxng_results_become_hits(embedder: OnnxEmbedder) -> None:
     assert len({h.chunk.chunk_id for h in hits}) == len(hits)
 
 
+def test_web_results_pass_the_text_boundary(embedder: OnnxEmbedder) -> None:
+    """A snippet is document text from outside: escape sequences would reach the terminal
+    that prints the answer, and a lone surrogate (a JSON escape) would stop the tokenizer."""
+    dirty = searxng_result(
+        "https://evil.example/page",
+        "Bees\x1b]0;owned\x07 and flowers",
+        "Bees dance\x1b[2J to\x00 share \ud83d routes.",
+        1.0,
+    )
+    with api_server(searxng([dirty])) as url:
+        hits = SearxngProvider(url, tokenizer=embedder.tokenizer).search("bees", 5)
+    assert hits[0].chunk.title == "Bees]0;owned and flowers"
+    assert hits[0].chunk.text.endswith("Bees dance[2J to share \ufffd routes.")
+
+
+def test_a_web_result_is_cut_to_a_chunks_size() -> None:
+    """A snippet of megabytes would hold grading and refinement for minutes."""
+    huge = searxng_result("https://big.example/", "Bees " * 1000, "Bees dance. " * 250_000, 1.0)
+    with api_server(searxng([huge])) as url:
+        hit = SearxngProvider(url).search("bees", 5)[0]
+    assert len(hit.chunk.title) == 300 and len(hit.chunk.text) == 4000
+    assert hit.chunk.text.startswith(hit.chunk.title + "\n\nBees dance.")
+
+
+def test_a_page_listed_twice_fills_one_place() -> None:
+    respelled = searxng_result("http://www.nature.com/articles/bee-navigation/", "Again", "x", 3.0)
+    with api_server(searxng([WEB[0], WEB[1], respelled, WEB[3]])) as url:
+        hits = SearxngProvider(url, max_results=3).search("bees", 10)
+    assert [h.chunk.title for h in hits] == [
+        "Waggle dance - Wikipedia",
+        "How bees navigate",
+        "Apiculture basics",
+    ]
+
+
 def test_searxng_caps_results() -> None:
     with api_server(searxng()) as url:
         assert len(SearxngProvider(url, max_results=2).search("bees", 10)) == 2
@@ -275,6 +318,41 @@ def test_searxng_slow_reply_times_out_within_bound() -> None:
         elapsed = time.monotonic() - started
     assert "within 1 s" in error.message
     assert elapsed < 1.0 + 2.0
+
+
+def test_searxng_that_trickles_its_headers_is_cut_off_at_the_deadline() -> None:
+    """httpx bounds each read, not the exchange: one header byte at a time (ten seconds of
+    them) must not hold the query, nor the thread that asks, past the query's timeout."""
+    body = json.dumps({"results": WEB}).encode()
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"x" * 150
+    finished: list[bytes] = []
+
+    def talk(connection: socket.socket, request: bytes) -> None:
+        trickle(connection, head, 0.05)
+        finished.append(head)
+        connection.sendall(b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    with socket_server(talk) as url:
+        error = failure(lambda: SearxngProvider(url, timeout_s=1.0).search("bees", 5))
+    assert "no complete reply" in error.message and "within 1 s" in error.message
+    assert finished == []  # the connection was cut while the server was still trickling
+
+
+def test_an_https_server_that_trickles_is_cut_off_at_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Tavily is HTTPS: the connection to cut is the TLS one, not the plain socket under it."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(TLS_CERT))
+    finished: list[bool] = []
+
+    def talk(connection: socket.socket, request: bytes) -> None:
+        trickle(connection, b"HTTP/1.1 200 OK\r\nX-Padding: " + b"x" * 150, 0.05)
+        finished.append(True)
+
+    with socket_server(talk, tls=True) as url:
+        error = failure(lambda: TavilyProvider(KEY, base_url=url, timeout_s=1.0).search("q", 5))
+    assert "no complete reply" in error.message and "within 1 s" in error.message
+    assert finished == []  # the connection was cut while the server was still trickling
 
 
 def test_searxng_malformed_json() -> None:
@@ -322,6 +400,35 @@ def test_searxng_wrong_path_and_refused_connection(closed_port_url: str) -> None
     assert "404" in error.message and "base URL" in error.hint
     error = failure(lambda: SearxngProvider(closed_port_url).search("bees", 5))
     assert "cannot connect" in error.message and "is SearXNG running" in error.hint
+
+
+def test_a_password_in_the_searxng_url_is_sent_but_never_shown() -> None:
+    """Behind basic auth: the URL's user and password authenticate every request, and no
+    error (which reaches results, the audit log and API clients) quotes the password."""
+    seen: list[str] = []
+
+    def guarded(request: ApiRequest) -> ApiResponse:
+        seen.append(request.headers.get("Authorization", ""))
+        return 503, {"Content-Type": "text/html"}, b"<h1>maintenance</h1>"
+
+    with api_server(guarded) as url:
+        secured = url.replace("http://", "http://alice:s3cret@")
+        error = failure(lambda: SearxngProvider(secured).search("bees", 5))
+    assert seen == ["Basic YWxpY2U6czNjcmV0"]  # alice:s3cret
+    assert "answered HTTP 503" in error.message and "s3cret" not in str(error)
+
+
+def test_searxng_behind_a_login_says_where_the_login_goes() -> None:
+    login = status(401, {"detail": "login"}, {"WWW-Authenticate": 'Basic realm="searx"'})
+    with api_server(login) as url:
+        error = failure(lambda: SearxngProvider(url).search("bees", 5))
+        refused = failure(
+            lambda: SearxngProvider(url.replace("//", "//bob:wrong@")).search("bees", 5)
+        )
+    assert "asks for a login (401 Unauthorized)" in error.message
+    assert error.hint == "write them into CRAG_EDGE_SEARXNG_URL (https://user:password@host)"
+    assert refused.message.endswith(": the user and password were refused")
+    assert "wrong" not in str(refused)
 
 
 def test_searxng_invalid_url_is_a_config_error() -> None:
@@ -384,6 +491,21 @@ def test_tavily_error_statuses(code: int, headers: dict[str, str], message: str,
         error = failure(lambda: TavilyProvider(KEY, base_url=url).search("bees", 5))
     assert message in error.message and hint in error.hint
     assert f"reason {code}" in error.message and KEY not in str(error)
+
+
+def test_tavily_error_detail_is_quoted_on_one_line() -> None:
+    detail = {"detail": {"error": "Unauthorized:\r\n\x1b[31mmissing\x1b[0m\n  key"}}
+    with api_server(status(401, detail)) as url:
+        error = failure(lambda: TavilyProvider(KEY, base_url=url).search("q", 5))
+    assert error.message == "API key rejected (401 Unauthorized: Unauthorized: [31mmissing[0m key)"
+
+
+def test_a_tavily_url_that_redirects_names_where_it_points() -> None:
+    moved = status(308, {}, {"Location": "https://api.tavily.example/search"})
+    with api_server(moved) as url:
+        error = failure(lambda: TavilyProvider(KEY, base_url=url).search("q", 5))
+    assert "redirects to https://api.tavily.example/search (HTTP 308)" in error.message
+    assert error.hint == "set CRAG_EDGE_TAVILY_URL to the address it redirects to"
 
 
 def test_tavily_slow_malformed_and_wrong_shape() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import socket
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.models.manifest import ManifestError, load_manifest
 from crag_edge.models.provision import PullError, pull_model, verify_model
 from crag_edge.models.registry import load_cross_encoder
-from tests.servers import build_wheel, file_server
+from tests.servers import build_wheel, file_server, socket_server
 
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB, not all one byte value
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -159,6 +160,70 @@ def test_a_source_with_wrong_bytes_is_discarded(tmp_path: Path) -> None:
     )
     assert report.files[0].source == str(good)
     assert "fails verification (hash-mismatch)" in report.files[0].failures[0]
+
+
+def test_a_source_that_sends_more_than_the_manifest_lists_is_cut_off(tmp_path: Path) -> None:
+    """A hub that never stops sending (here: 64 MiB for a 1 MiB file) must not fill the
+    disk, nor leave junk for the next source to resume after."""
+
+    def endless(connection: socket.socket, request: bytes) -> None:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")
+        for _ in range(64):
+            connection.sendall(PAYLOAD)
+
+    with socket_server(endless) as hub, file_server({"/toy.bin": PAYLOAD}) as mirror:
+        report = pull(
+            tmp_path,
+            f'{{ kind = "url", url = "{hub}/toy.bin" }}, '
+            f'{{ kind = "url", url = "{mirror}/toy.bin" }}',
+        )
+    assert report.ok and report.files[0].source == f"{mirror}/toy.bin"
+    assert "sent more than the 1,048,576 B the manifest lists" in report.files[0].failures[0]
+    assert pulled(tmp_path).read_bytes() == PAYLOAD
+
+
+def test_a_wheel_with_a_damaged_member_falls_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = tmp_path / "index"
+    index.mkdir()
+    wheel = build_wheel(index, "toy-model", "1.0", {"toy_model/toy.bin": PAYLOAD})
+    data = bytearray(wheel.read_bytes())
+    start = data.index(b"toy_model/toy.bin") + 20  # inside the member's deflated bytes
+    data[start : start + 200] = bytes(byte ^ 0x5A for byte in data[start : start + 200])
+    wheel.write_bytes(bytes(data))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    spare = tmp_path / "toy.bin"
+    spare.write_bytes(PAYLOAD)
+    report = pull(
+        tmp_path,
+        '{ kind = "wheel", package = "toy-model", version = "1.0", member = "toy_model/toy.bin" }, '
+        f'{{ kind = "local", path = "{spare}" }}',
+    )
+    assert report.ok and report.files[0].source == str(spare)
+    assert "is not a valid wheel" in report.files[0].failures[0]
+
+
+def test_a_wheel_without_the_member_is_not_kept_for_the_next_pull(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index served a wrong wheel and then the right one: the next pull must fetch the
+    right one, not reuse its cached copy of the wrong one."""
+    index = tmp_path / "index"
+    index.mkdir()
+    wrong = build_wheel(index, "toy-model", "1.0", {"toy_model/other.bin": PAYLOAD})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    source = (
+        '{ kind = "wheel", package = "toy-model", version = "1.0", member = "toy_model/toy.bin" }'
+    )
+    with pytest.raises(PullError, match=r"has no member toy_model/toy\.bin"):
+        pull(tmp_path, source)
+    wrong.unlink()
+    build_wheel(index, "toy-model", "1.0", {"toy_model/toy.bin": PAYLOAD})
+    assert pull(tmp_path, source).ok
+    assert pulled(tmp_path).read_bytes() == PAYLOAD
 
 
 def test_every_source_failing_gives_an_actionable_error(tmp_path: Path) -> None:

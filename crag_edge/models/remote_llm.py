@@ -29,7 +29,9 @@ import math
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError
 
 from crag_edge.config import ModelSettings
 from crag_edge.models.chat_model import (
@@ -42,6 +44,7 @@ from crag_edge.models.chat_model import (
     TextStream,
 )
 from crag_edge.models.llm_http import CallTimedOut, LlmHttp
+from crag_edge.text_boundary import one_line
 
 TOP_LOGPROBS = 20  # the most OpenAI's API (and vLLM by default) returns
 CHARS_PER_TOKEN = 3
@@ -64,6 +67,97 @@ TOKENIZERS = (
     TokenizerEndpoint("/extras/tokenize", "input", "/extras/detokenize", "text"),
     TokenizerEndpoint("/tokenize", "content", "/detokenize", "content", (("add_special", False),)),
 )
+
+
+class _Reply(BaseModel):
+    """What crag-edge reads of a server's JSON; anything else in it is ignored."""
+
+
+class _Delta(_Reply):
+    content: str | None = None
+
+
+class _TopLogprob(_Reply):
+    token: str = ""
+    logprob: float = Field(le=0.0)  # a probability's log: NaN, 1e308 or "high" are not one
+
+
+class _TokenLogprobs(_Reply):
+    top_logprobs: list[_TopLogprob] = []
+
+
+class _Logprobs(_Reply):
+    content: list[_TokenLogprobs] | None = None
+
+
+class _Choice(_Reply):
+    message: _Delta | None = None
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+    logprobs: _Logprobs | None = None
+
+
+class _Usage(_Reply):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class _ChatReply(_Reply):
+    """A chat completion."""
+
+    choices: list[_Choice] = Field(min_length=1)
+    usage: _Usage | None = None
+
+
+class _ChatChunk(_Reply):
+    """One event of a streamed chat completion; some carry no choice (Azure's content
+    filter results first, the usage last), and say nothing about the reply."""
+
+    choices: list[_Choice]
+
+
+class _ModelEntry(_Reply):
+    id: str
+
+
+class _ModelList(_Reply):
+    data: list[_ModelEntry] = []
+
+
+class _Tokens(_Reply):
+    tokens: list[int]
+
+
+class _Detokenized(_Reply):
+    """llama_cpp.server answers in `text`, llama-server in `content`."""
+
+    text: str | None = None
+    content: str | None = None
+
+
+Shape = TypeVar("Shape", bound=_Reply)
+
+
+def _read(shape: type[Shape], data: Any) -> Shape:
+    """`data` as the API shapes it, or an `LlmCallError` saying what came instead: a server
+    that sends another shape (an error object mid-stream, a number for a text) fails the call
+    in one line, as a refused request does, rather than deep inside the caller."""
+    try:
+        return shape.model_validate(data)
+    except ValidationError as exc:
+        error = data.get("error") if isinstance(data, dict) else None
+        if error is not None:
+            said = error.get("message", error) if isinstance(error, dict) else error
+            raise LlmCallError(
+                f"the LLM server reported an error: {one_line(str(said))[:200]}"
+            ) from None
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "the reply"
+        said = str(problem["msg"]).split(" or instance of ")[0]
+        raise LlmCallError(
+            f"the LLM server sent a reply crag-edge cannot read ({where}: {said}): "
+            f"{str(data)[:200]}"
+        ) from None
 
 
 class OpenAiLlm:
@@ -158,7 +252,10 @@ class OpenAiLlm:
         tokenizer = self._tokenizer
         body = {"tokens": ids[: max(0, max_tokens)]}
         reply = self._http.post(self._http.root_url + tokenizer.detokenize, body, self._deadline())
-        return str(reply[tokenizer.text_reply])
+        text = getattr(_read(_Detokenized, reply), tokenizer.text_reply)
+        if text is None:
+            raise LlmCallError(f"the LLM server's detokenizer sent no `{tokenizer.text_reply}`")
+        return str(text)
 
     def _tokenize(self, text: str) -> list[int]:
         assert self._tokenizer is not None
@@ -190,12 +287,13 @@ class OpenAiLlm:
             )
         except CallTimedOut:
             return Completion("", "timeout", 0, 0, time.monotonic() - started)
-        choice, usage = _first_choice(reply), reply.get("usage") or {}
+        chat = _read(_ChatReply, reply)
+        choice, usage = chat.choices[0], chat.usage or _Usage()
         return Completion(
-            text=(choice.get("message") or {}).get("content") or "",
-            finish_reason=_finish(choice.get("finish_reason")),
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
+            text=(choice.message or _Delta()).content or "",
+            finish_reason=_finish(choice.finish_reason),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
             seconds=time.monotonic() - started,
         )
 
@@ -220,14 +318,20 @@ class OpenAiLlm:
     def _stream_pieces(
         self, body: dict[str, Any], stall_s: float
     ) -> Generator[str, None, FinishReason]:
+        """The reply's pieces. A server that ignores `max_tokens` is cut off at it: every
+        event with text carries at least one token, so more events than that are too many."""
         finish: FinishReason = "stop"
         silent_since = time.monotonic()
+        pieces = 0
         try:
             for event in self._http.post_stream("/chat/completions", body, stall_s):
-                choice = _first_choice(event)
-                finish = _finish(choice.get("finish_reason") or finish)
-                piece = (choice.get("delta") or {}).get("content")
+                choice = next(iter(_read(_ChatChunk, event).choices), _Choice())
+                finish = _finish(choice.finish_reason or finish)
+                piece = (choice.delta or _Delta()).content
                 if piece:
+                    if pieces == body["max_tokens"]:
+                        return "length"
+                    pieces += 1
                     yield piece
                     silent_since = time.monotonic()  # the reader's pace is not the server's
                 elif time.monotonic() - silent_since >= stall_s:
@@ -258,23 +362,31 @@ class OpenAiLlm:
             except CallTimedOut:
                 break
             except LlmCallError as exc:
-                if self._logprobs_seen:
+                # A refusal of the logprobs themselves (llama_cpp.server without logits_all
+                # answers 500 "logprobs is not supported") is a setting to fix; any other
+                # failure (a server still loading its model: 503) is an ordinary failed call.
+                if self._logprobs_seen or "logprob" not in str(exc).lower():
                     raise
                 raise self._no_logprobs(str(exc)) from None
-            rows[i] = _answer_row(self._top_logprobs(reply), keys)
-            evaluated += int((reply.get("usage") or {}).get("prompt_tokens", 0))
+            chat = _read(_ChatReply, reply)
+            rows[i] = _answer_row(self._top_logprobs(chat), keys)
+            evaluated += (chat.usage or _Usage()).prompt_tokens
         timed_out = any(row is None for row in rows)
         return NextTokenLogprobs(rows, timed_out, evaluated, time.monotonic() - started)
 
-    def _top_logprobs(self, reply: Any) -> list[Any]:
-        """The first generated token's `top_logprobs`; an error when the server left them out."""
-        logprobs = _first_choice(reply).get("logprobs") or {}
-        content = logprobs.get("content") or [{}]
-        top = content[0].get("top_logprobs")
+    def _top_logprobs(self, reply: _ChatReply) -> list[_TopLogprob]:
+        """The first generated token's `top_logprobs`; an error when the server left them out:
+        a setting to fix while it never sent any, a failed call once it has (the judge then
+        scores 0.5, as for any failed call)."""
+        logprobs = reply.choices[0].logprobs
+        content = (logprobs.content if logprobs else None) or [_TokenLogprobs()]
+        top = content[0].top_logprobs
+        if not top and self._logprobs_seen:
+            raise LlmCallError(f"{self._http.base_url}: a reply had no top_logprobs")
         if not top:
             raise self._no_logprobs("the reply has no top_logprobs")
         self._logprobs_seen = True
-        return list(top)
+        return top
 
     def _no_logprobs(self, detail: str) -> LlmServerError:
         return LlmServerError(
@@ -307,10 +419,10 @@ class OpenAiLlm:
 
 
 def _first_model(http: LlmHttp, deadline: float) -> str:
-    listed = http.get("/models", deadline).get("data") or []
+    listed = _read(_ModelList, http.get("/models", deadline)).data
     if not listed:
         raise LlmCallError(f"{http.base_url}/models lists no model")
-    return str(listed[0]["id"])
+    return listed[0].id
 
 
 def _find_tokenizer(http: LlmHttp, deadline: float) -> TokenizerEndpoint | None:
@@ -318,7 +430,7 @@ def _find_tokenizer(http: LlmHttp, deadline: float) -> TokenizerEndpoint | None:
     for endpoint in TOKENIZERS:
         try:
             _tokenize(http, endpoint, "Yes", deadline)
-        except LlmCallError:
+        except (LlmCallError, LlmServerError):  # 404 from vLLM, Ollama, the other llama.cpp
             continue
         return endpoint
     return None
@@ -326,28 +438,20 @@ def _find_tokenizer(http: LlmHttp, deadline: float) -> TokenizerEndpoint | None:
 
 def _tokenize(http: LlmHttp, endpoint: TokenizerEndpoint, text: str, deadline: float) -> list[int]:
     body: dict[str, Any] = {endpoint.text_field: text, **dict(endpoint.extra)}
-    reply = http.post(http.root_url + endpoint.tokenize, body, deadline)
-    return [int(t) for t in reply["tokens"]]
-
-
-def _first_choice(reply: Any) -> dict[str, Any]:
-    choices = reply.get("choices") if isinstance(reply, dict) else None
-    if not choices:
-        raise LlmCallError(f"the LLM server replied without choices: {str(reply)[:200]}")
-    return dict(choices[0])
+    return _read(_Tokens, http.post(http.root_url + endpoint.tokenize, body, deadline)).tokens
 
 
 def _finish(reason: Any) -> FinishReason:
     return "length" if reason == "length" else "stop"
 
 
-def _answer_row(top: list[Any], keys: Sequence[str]) -> list[float]:
+def _answer_row(top: list[_TopLogprob], keys: Sequence[str]) -> list[float]:
     """log of the summed probability of the entries whose stripped, case-folded token text is
     each key; -inf for a key no entry spells."""
     totals = [0.0] * len(keys)
     for entry in top:
-        text = str(entry.get("token", "")).strip().casefold()
+        text = entry.token.strip().casefold()
         for j, key in enumerate(keys):
             if text == key:
-                totals[j] += math.exp(float(entry["logprob"]))
+                totals[j] += math.exp(entry.logprob)
     return [math.log(total) if total > 0 else -math.inf for total in totals]

@@ -1,15 +1,16 @@
 """What the web providers share: one bounded HTTP exchange, JSON decoding, and turning
 search results into `Hit`s.
 
-Every exchange is bounded in time (a total deadline on top of httpx's per-phase timeouts, so
-a server that trickles bytes cannot hold a query) and in size (decompressed bytes), and every
-transport failure becomes a `FallbackError` that names the host and what to check.
+Every exchange is bounded in time (a total deadline on top of httpx's per-phase timeouts,
+`http_bounds.Watchdog`, so a server that trickles bytes, headers included, cannot hold a
+query) and in size (decompressed bytes), and every transport failure becomes a
+`FallbackError` that names the host and what to check. A result's text passes the text
+boundary and is cut to a chunk's size.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,9 +19,15 @@ import httpx
 from tokenizers import Tokenizer
 
 from crag_edge.correction.fallback.base import ENV_TIMEOUT, FallbackError, fallback_id
+from crag_edge.http_bounds import Watchdog, read_capped, split_credentials
+from crag_edge.text_boundary import repair
 from crag_edge.types import Chunk, Hit
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024
+# A web result is evidence the size of a chunk: a search engine's snippet is a few hundred
+# characters; one of megabytes would hold grading and refinement for minutes.
+MAX_RESULT_CHARS = 4000
+MAX_TITLE_CHARS = 300
 USER_AGENT = "crag-edge (fallback search)"
 
 
@@ -44,17 +51,19 @@ class WebResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def check_base_url(provider: str, url: str, setting: str) -> str:
-    """The base URL without a trailing slash; a `FallbackError` naming `setting` if unusable."""
+def check_base_url(provider: str, url: str, setting: str) -> tuple[str, httpx.BasicAuth | None]:
+    """The base URL without a trailing slash, user or password, and those as basic auth; a
+    `FallbackError` naming `setting` if unusable."""
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise FallbackError(provider, f"invalid URL {url!r}: {exc}", f"fix {setting}") from None
+        raise FallbackError(provider, f"invalid URL: {exc}", f"fix {setting}") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise FallbackError(
-            provider, f"invalid URL {url!r}: need http:// or https:// and a host", f"fix {setting}"
+            provider, "invalid URL: need http:// or https:// and a host", f"fix {setting}"
         )
-    return url.rstrip("/")
+    bare, auth = split_credentials(url)
+    return bare.rstrip("/"), auth
 
 
 def send(
@@ -68,9 +77,9 @@ def send(
     params: Mapping[str, str] | None = None,
     json_body: Any = None,
     follow_redirects: bool = False,
+    auth: httpx.BasicAuth | None = None,
 ) -> Reply:
     """One request, read completely within `timeout_s` and `MAX_REPLY_BYTES`; any status."""
-    deadline = time.monotonic() + timeout_s
     late = FallbackError(
         provider,
         f"no complete reply from {url} within {timeout_s:g} s",
@@ -78,26 +87,33 @@ def send(
     )
     try:
         with (
+            Watchdog(timeout_s) as watchdog,
             httpx.Client(
+                auth=auth,
                 timeout=timeout_s,
                 follow_redirects=follow_redirects,
                 max_redirects=3,
                 headers={"User-Agent": USER_AGENT},
             ) as client,
-            client.stream(method, url, headers=headers, params=params, json=json_body) as response,
+            client.stream(
+                method,
+                url,
+                headers=headers,
+                params=params,
+                json=json_body,
+                extensions=watchdog.extensions,
+            ) as response,
         ):
-            body = bytearray()
-            for piece in response.iter_bytes():
-                body += piece
-                if len(body) > MAX_REPLY_BYTES:
-                    raise FallbackError(
-                        provider,
-                        f"reply from {url} exceeds {MAX_REPLY_BYTES // 2**20} MiB",
-                        "point the setting at a search API, not a file or a page",
-                    )
-                if time.monotonic() > deadline:
-                    raise late
-            return Reply(response.status_code, response.headers, bytes(body))
+            body = read_capped(response, MAX_REPLY_BYTES)
+        if watchdog.expired:  # a cut reply without a length reads as complete
+            raise late
+        if len(body) > MAX_REPLY_BYTES:
+            raise FallbackError(
+                provider,
+                f"reply from {url} exceeds {MAX_REPLY_BYTES // 2**20} MiB",
+                "point the setting at a search API, not a file or a page",
+            )
+        return Reply(response.status_code, response.headers, body)
     except httpx.TimeoutException:
         raise late from None
     except httpx.ConnectError as exc:
@@ -105,6 +121,8 @@ def send(
     except httpx.TooManyRedirects:
         raise FallbackError(provider, f"{url} redirects too often", unreachable_hint) from None
     except httpx.HTTPError as exc:
+        if watchdog.expired:
+            raise late from None
         raise FallbackError(
             provider, f"request to {url} failed: {type(exc).__name__}: {exc}", unreachable_hint
         ) from None
@@ -128,9 +146,11 @@ def retry_after(reply: Reply) -> str:
 
 
 def text_field(item: Mapping[str, Any], key: str) -> str:
-    """A string field of a JSON object, '' when missing or not a string."""
+    """A string field of a JSON object, '' when missing or not a string. A search result's
+    text comes from any page on the web, so it passes the text boundary like a document's:
+    no escape sequence for the terminal, no lone surrogate (a JSON escape) for the tokenizer."""
     value = item.get(key)
-    return value.strip() if isinstance(value, str) else ""
+    return repair(value).strip() if isinstance(value, str) else ""
 
 
 def score_field(item: Mapping[str, Any]) -> float | None:
@@ -181,10 +201,18 @@ def url_key(url: str) -> str:
     return f"{host}{port}{parsed.path.rstrip('/')}{query}"
 
 
-def web_hits(provider: str, results: Sequence[WebResult], tokenizer: Tokenizer | None) -> list[Hit]:
-    """Results, best first, as `Hit`s: text is title and snippet (what graders and the
-    generator read), the source is the URL, and the provider's score stays in metadata."""
-    texts = ["\n\n".join(part for part in (r.title, r.content) if part) for r in results]
+def web_hits(
+    provider: str, results: Sequence[WebResult], count: int, tokenizer: Tokenizer | None
+) -> list[Hit]:
+    """The first `count` results with distinct URLs, best first, as `Hit`s: text is title and
+    snippet (what graders and the generator read), cut to `MAX_RESULT_CHARS`, the source is
+    the URL, and the provider's score stays in metadata. A page listed twice fills one place:
+    the merge would keep only one of them anyway."""
+    firsts: dict[str, WebResult] = {}
+    for result in results:
+        firsts.setdefault(url_key(result.url), result)
+    results = list(firsts.values())[:count]
+    texts = [_evidence(result) for result in results]
     tokens = (
         [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
         if tokenizer is not None and texts
@@ -201,10 +229,16 @@ def web_hits(provider: str, results: Sequence[WebResult], tokenizer: Tokenizer |
             start=0,
             end=len(text),
             source=result.url,
-            title=result.title,
+            title=result.title[:MAX_TITLE_CHARS],
             metadata={"fallback": metadata | result.extra},
             token_count=count,
         )
         score = 0.0 if result.score is None else result.score
         hits.append(Hit(chunk=chunk, rank=rank, score=score, origin=f"fallback:{provider}"))
     return hits
+
+
+def _evidence(result: WebResult) -> str:
+    """Title and snippet, as graders and the generator read them: a chunk's size at most."""
+    parts = (result.title[:MAX_TITLE_CHARS], result.content)
+    return "\n\n".join(part for part in parts if part)[:MAX_RESULT_CHARS]

@@ -46,7 +46,7 @@ class SearxngProvider:
         max_results: int = 5,
         tokenizer: Tokenizer | None = None,
     ) -> None:
-        self.base_url = check_base_url(self.name, base_url, ENV_SEARXNG_URL)
+        self.base_url, self._auth = check_base_url(self.name, base_url, ENV_SEARXNG_URL)
         self.timeout_s = timeout_s
         self.max_results = max_results
         self.tokenizer = tokenizer
@@ -61,6 +61,7 @@ class SearxngProvider:
             "GET",
             url,
             timeout_s=self.timeout_s,
+            auth=self._auth,
             unreachable_hint=f"is SearXNG running there? check {ENV_SEARXNG_URL}",
             headers=_HEADERS,
             params={"q": query, "format": "json"},
@@ -80,6 +81,13 @@ class SearxngProvider:
                 "wait and retry; on your own instance add this host to `pass_ip` under "
                 "`[botdetection.ip_lists]` in limiter.toml, or set `server.limiter: false`",
             )
+        if reply.status == 401:
+            raise FallbackError(
+                self.name,
+                f"{url} asks for a login (401 Unauthorized)"
+                + (": the user and password were refused" if self._auth else ""),
+                f"write them into {ENV_SEARXNG_URL} (https://user:password@host)",
+            )
         if reply.status == 404:
             raise FallbackError(
                 self.name,
@@ -95,7 +103,7 @@ class SearxngProvider:
         data = decode_json(
             self.name, reply, f"check that {ENV_SEARXNG_URL} points at a SearXNG instance"
         )
-        return web_hits(self.name, self._results(data)[:count], self.tokenizer)
+        return web_hits(self.name, self._results(data), count, self.tokenizer)
 
     def close(self) -> None:
         """Nothing to release: every search uses its own short-lived connection."""

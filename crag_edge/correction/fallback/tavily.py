@@ -26,6 +26,7 @@ from crag_edge.correction.fallback.http import (
     web_hits,
 )
 from crag_edge.groups import Groups
+from crag_edge.text_boundary import one_line
 from crag_edge.types import Hit
 
 TAVILY_URL = "https://api.tavily.com"
@@ -47,7 +48,7 @@ class TavilyProvider:
         tokenizer: Tokenizer | None = None,
     ) -> None:
         self.api_key = api_key
-        self.base_url = check_base_url(self.name, base_url, ENV_TAVILY_URL)
+        self.base_url, self._auth = check_base_url(self.name, base_url, ENV_TAVILY_URL)
         self.timeout_s = timeout_s
         self.max_results = max_results
         self.tokenizer = tokenizer
@@ -67,6 +68,7 @@ class TavilyProvider:
             "POST",
             url,
             timeout_s=self.timeout_s,
+            auth=self._auth,
             unreachable_hint=f"check the network path to Tavily, or {ENV_TAVILY_URL}",
             headers={"Authorization": f"Bearer {self.api_key}", "Accept": "application/json"},
             json_body={"query": query, "max_results": count, "search_depth": "basic"},
@@ -74,7 +76,7 @@ class TavilyProvider:
         if reply.status != 200:
             raise self._status_error(reply, self.api_key)
         data = decode_json(self.name, reply, f"check that {ENV_TAVILY_URL} is the Tavily API")
-        return web_hits(self.name, self._results(data)[:count], self.tokenizer)
+        return web_hits(self.name, self._results(data), count, self.tokenizer)
 
     def close(self) -> None:
         """Nothing to release: every search uses its own short-lived connection."""
@@ -105,6 +107,13 @@ class TavilyProvider:
                 self.name,
                 f"the pay-as-you-go limit is reached (433{detail})",
                 "raise the pay-as-you-go limit in the Tavily dashboard",
+            )
+        if 300 <= status < 400:  # not followed: the key would go along
+            target = one_line(reply.headers.get("Location", "nowhere"))[:200]
+            return FallbackError(
+                self.name,
+                f"{self.base_url} redirects to {target} (HTTP {status})",
+                f"set {ENV_TAVILY_URL} to the address it redirects to",
             )
         if status == 400:
             return FallbackError(
@@ -142,4 +151,4 @@ def _detail(reply: Reply) -> str:
     detail = data.get("detail") if isinstance(data, dict) else None
     if isinstance(detail, dict):
         detail = detail.get("error")
-    return f": {detail}" if isinstance(detail, str) and detail else ""
+    return f": {one_line(detail)[:200]}" if isinstance(detail, str) and detail else ""
