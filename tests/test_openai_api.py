@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("openai")
 
+import httpx
 import openai
 
 from crag_edge.generation import INSUFFICIENT
@@ -151,3 +152,26 @@ def test_a_client_that_hangs_up_stops_its_whole_answer(tmp_path: Path, embedder:
                 after = c.post("/v1/query", json={"question": WAL})
     assert stopped, "the model kept writing for a client that had gone"
     assert after.status_code == 200
+
+
+def test_an_llm_failure_is_said_in_its_own_words_whole_and_streamed(
+    tmp_path: Path, embedder: Any
+) -> None:
+    """A prompt too long for the LLM's context is a failure the service can name: the whole
+    answer is a 500 carrying the LLM's message (not an anonymous internal error), and the
+    streamed ones end with an error event saying the same."""
+    db = sample_corpus(tmp_path, embedder)
+    factory = factory_for(db, embedder, llm_context=512, context_budget_tokens=4096)
+    question = WAL + " Explain the write-ahead log, its checkpoints and its readers." * 25
+    with running(ServerConfig(db=db, api_token=TOKEN), factory) as srv:
+        with pytest.raises(openai.InternalServerError) as whole:
+            ask(srv, user(question))
+        assert whole.value.code == "llm_call_failed"
+        assert "does not fit the 512-token context" in str(whole.value)
+        with pytest.raises(openai.APIError) as streamed:
+            list(ask(srv, user(question), stream=True))
+        assert "does not fit the 512-token context" in str(streamed.value)
+        with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+            events = c.post("/v1/answer", json={"question": question}, timeout=300).text
+        assert "event: error" in events and '"error": "llm_call_failed"' in events
+        assert "does not fit the 512-token context" in events

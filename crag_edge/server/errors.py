@@ -17,6 +17,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from crag_edge.models.chat_model import LlmCallError, LlmServerError
+from crag_edge.models.llm import LlmUnavailableError
 from crag_edge.server.logs import request_id_var
 from crag_edge.store.errors import CorpusBusyError, CorpusError, StorageError
 
@@ -24,6 +26,9 @@ log = logging.getLogger("crag_edge.server")
 # Corpus failures that pass on their own (the database back, the writer done): worth a retry.
 _TRANSIENT = (StorageError, CorpusBusyError)
 CORPUS_RETRY_AFTER_S = 5
+# The LLM failing in a way its message explains: a prompt too long for its context, a server
+# that is down or unfit, llama-cpp-python missing. A setting or another process is the cause.
+LLM_FAILURES = (LlmCallError, LlmServerError, LlmUnavailableError)
 
 
 class ApiError(Exception):
@@ -196,10 +201,38 @@ async def _corpus_error(request: Request, exc: CorpusError) -> JSONResponse:
     return _respond(request, 503, error_body("corpus_unavailable", str(exc)), retry)
 
 
+def llm_failure(exc: Exception) -> tuple[int, str]:
+    """The status and code of one of `LLM_FAILURES`: a call that failed is the server's own
+    failure (500), a model or server that cannot serve at all is unavailable (503)."""
+    return (500, "llm_call_failed") if isinstance(exc, LlmCallError) else (503, "llm_unavailable")
+
+
+def failed_generation(exc: Exception, request_id: str | None) -> tuple[str, str]:
+    """The (code, message) of an answer that failed after its stream began, and its log line:
+    one of `LLM_FAILURES` says what its message says (no stack trace: the cause is outside
+    the code); anything else is a bug, logged with its stack trace. Call it inside `except`."""
+    if isinstance(exc, LLM_FAILURES):
+        log.warning(
+            "answer generation failed", extra={"request_id": request_id, "reason": str(exc)}
+        )
+        return llm_failure(exc)[1], str(exc)
+    log.exception("answer generation failed", extra={"request_id": request_id})
+    return "generation_failed", "the answer could not be generated; quote the request id"
+
+
+async def _llm_error(request: Request, exc: Exception) -> JSONResponse:
+    """An LLM failure under a whole (not streamed) answer: its message, not an anonymous 500."""
+    log.warning("llm failed", extra={"path": request.url.path, "reason": str(exc)})
+    status, code = llm_failure(exc)
+    return _respond(request, status, error_body(code, str(exc)))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Our errors, the corpus's, schema mismatches and unknown routes all answer in the one
     JSON shape."""
     app.exception_handler(ApiError)(_api_error)
     app.exception_handler(CorpusError)(_corpus_error)
+    for failure in LLM_FAILURES:
+        app.exception_handler(failure)(_llm_error)
     app.exception_handler(RequestValidationError)(_invalid)
     app.exception_handler(StarletteHTTPException)(_http_error)

@@ -16,7 +16,6 @@ answer draws only on the documents the caller's groups may see.
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -45,12 +44,16 @@ from crag_edge.server.deps import (
     admitted,
     requires,
 )
-from crag_edge.server.errors import ApiError, OpenAiErrorBody, error_responses
+from crag_edge.server.errors import (
+    ApiError,
+    OpenAiErrorBody,
+    error_responses,
+    failed_generation,
+)
 from crag_edge.server.logs import request_id_var
 from crag_edge.server.routers.query import checked_question
 from crag_edge.server.state import ServerState
 
-log = logging.getLogger("crag_edge.server")
 router = APIRouter(tags=["openai"], responses=error_responses(401, 403, 503, model=OpenAiErrorBody))
 _END = object()
 
@@ -193,11 +196,9 @@ async def _chunks(
             yield _event(reply.chunk({"content": tail}))
         yield _event(reply.chunk({}, _finish(finish), crag=reply.crag(text, finish)))
         yield "data: [DONE]\n\n"
-    except Exception:
-        log.exception("chat answer generation failed", extra={"request_id": reply.request_id})
-        message = "the answer could not be generated; quote the request id"
-        error = {"message": message, "type": "generation_failed", "request_id": reply.request_id}
-        yield _event({"error": error})
+    except Exception as exc:
+        code, message = failed_generation(exc, reply.request_id)
+        yield _event({"error": {"message": message, "type": code, "request_id": reply.request_id}})
     finally:
         await run_in_threadpool(tokens.close)
         release()

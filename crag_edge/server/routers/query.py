@@ -9,7 +9,6 @@ the shared LLM) `answer`; both search only the documents the caller's groups may
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
@@ -33,11 +32,10 @@ from crag_edge.server.deps import (
     admitted,
     requires,
 )
-from crag_edge.server.errors import ApiError, error_responses
+from crag_edge.server.errors import ApiError, error_responses, failed_generation
 from crag_edge.server.logs import request_id_var
 from crag_edge.text_boundary import WORD_PATTERN, QuestionError, asked_question, repair
 
-log = logging.getLogger("crag_edge.server")
 router = APIRouter(tags=["query"], responses=PROTECTED)
 # What a question request can be refused for, besides a missing or too weak token.
 QUESTION_ERRORS = error_responses(400, 408, 413, 415, 422, 503)
@@ -168,13 +166,13 @@ async def _answer_events(
                 "result": result.to_dict(),
             },
         )
-    except Exception:
-        log.exception("answer generation failed", extra={"request_id": request_id})
+    except Exception as exc:
+        code, message = failed_generation(exc, request_id)
         yield _sse(
             "error",
             {
-                "error": "generation_failed",
-                "message": "the answer could not be generated; quote the request id",
+                "error": code,
+                "message": message,
                 "request_id": request_id,
                 "result": result.to_dict(),
             },
