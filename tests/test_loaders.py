@@ -97,6 +97,19 @@ def test_markdown_headings_nest_outside_code_and_front_matter(tmp_path: Path) ->
     assert doc.title == "Guide"
 
 
+def test_markdown_heading_lines_of_any_length_are_read_in_one_pass(tmp_path: Path) -> None:
+    """A heading line of a megabyte (a long run of blanks, unclosed links) is read once,
+    not retried from every blank or bracket: the loader returns, with the usual titles."""
+    blanks, links = " \t" * 500_000, "[a](" * 250_000
+    text = f"# Bees{blanks}dance ##\n## Ants{blanks}#\n### {links}\n"
+    headings = load_markdown(*parts(write(tmp_path / "long.md", text))).outline.headings
+    assert [(h.level, h.title[:12]) for h in headings] == [
+        (1, "Bees dance"),
+        (2, "Ants"),
+        (3, "[a]([a]([a]("),
+    ]
+
+
 def test_html_headings_are_found_in_the_extracted_text(tmp_path: Path) -> None:
     html = """<html><head><title>PostgreSQL: CREATE INDEX</title></head><body>
     <div class="nav"><a href="/">Home</a></div><h1>CREATE INDEX</h1><p>define a new index</p>
