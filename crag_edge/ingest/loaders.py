@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, cast
 
 from pypdf import PasswordType, PdfReader
 
-from crag_edge.ingest.outline import Heading, Outline, markdown_headings
+from crag_edge.ingest.outline import Heading, Outline, markdown_headings, short_title
 from crag_edge.text_boundary import repair
 
 
@@ -89,7 +89,7 @@ def load_pdf(path: Path, raw: bytes) -> LoadedDocument:
     for page in pages:
         starts.append(offset)
         offset += len(page) + 2
-    title = _clean(info_title).strip() if isinstance(info_title, str) else ""
+    title = short_title(_clean(info_title).strip()) if isinstance(info_title, str) else ""
     return LoadedDocument(
         source,
         title or path.stem,
@@ -172,7 +172,7 @@ def _beir_document(line: bytes, where: str) -> LoadedDocument | LoadError:
     metadata = record.get("metadata")
     return LoadedDocument(
         _clean(f"beir:{doc_id}"),
-        _clean(title or "").strip(),
+        short_title(_clean(title or "").strip()),
         _clean(text),
         metadata if isinstance(metadata, dict) else {},
     )
@@ -342,11 +342,11 @@ class _HtmlText(HTMLParser):
 
     def _close_title(self) -> None:
         if self._title is not None:
-            self._titles.append(" ".join("".join(self._title).split()))
+            self._titles.append(short_title(" ".join("".join(self._title).split())))
             self._title = None
 
     def _close_heading(self) -> None:
         heading, self._heading = self._heading, None
         if heading is not None and heading.offset is not None:
-            title = " ".join("".join(heading.parts).split())
+            title = short_title(" ".join("".join(heading.parts).split()))
             self._headings.append(Heading(heading.offset, heading.level, title))

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from crag_edge.citations import SECTION_SEPARATOR
 from crag_edge.types import Place
 
+# A title is a label: longer ones are cut after a whole word (`short_title`).
+MAX_TITLE_CHARS = 300
+
 
 @dataclass(frozen=True)
 class Heading:
@@ -126,5 +129,16 @@ def _without_closing_hashes(title: str) -> str:
 
 
 def _inline_text(title: str) -> str:
-    """A heading's words without link targets, code ticks or bold markers."""
-    return " ".join(_MARKUP.sub("", _LINK.sub(r"\1", title)).split())
+    """A heading's words without link targets, code ticks or bold markers, as a short title."""
+    return short_title(" ".join(_MARKUP.sub("", _LINK.sub(r"\1", title)).split()))
+
+
+def short_title(title: str) -> str:
+    """`title` up to its last whole word within `MAX_TITLE_CHARS`, marked as cut with "…".
+    A title is a label: a document's is embedded with each of its chunks, a heading's stored
+    with each chunk of its section, so a paragraph taken for one (a long line above `---`,
+    a page-long <title>) would be copied thousands of times and crowd out the chunk's text."""
+    if len(title) <= MAX_TITLE_CHARS:
+        return title
+    cut = title.rfind(" ", 0, MAX_TITLE_CHARS)
+    return title[: cut if cut > 0 else MAX_TITLE_CHARS].rstrip() + "\u2026"
