@@ -198,6 +198,22 @@ def test_file_contents_with_escaped_surrogates_are_repaired(tmp_path: Path) -> N
     assert stored_sources(tmp_path / "c.db") == ["beir:d\ufffd"]
 
 
+def test_a_beir_line_nested_too_deeply_is_one_error_and_the_file_goes_on(tmp_path: Path) -> None:
+    """JSON's parser recurses once per nested array: a line of 100,000 `[` is that line's
+    error, not a traceback that stops the whole corpus."""
+    nested = "[" * 100_000 + "]" * 100_000
+    corpus_file = tmp_path / "corpus.jsonl"
+    corpus_file.write_text(
+        '{"_id": "1", "text": "Bees dance."}\n'
+        f'{{"_id": "2", "text": "Deep.", "metadata": {{"x": {nested}}}}}\n'
+        '{"_id": "3", "text": "Ants march."}\n'
+    )
+    code, report = ingest_json(tmp_path / "c.db", corpus_file)
+    assert code == 0 and report["added"] == 2, report
+    assert reasons(report) == {"corpus.jsonl:2": "invalid JSON line (nested too deeply)"}
+    assert stored_sources(tmp_path / "c.db") == ["beir:1", "beir:3"]
+
+
 # -- 4. data loss on --prune -----------------------------------------------------------------
 
 

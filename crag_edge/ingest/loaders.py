@@ -162,6 +162,8 @@ def _beir_document(line: bytes, where: str) -> LoadedDocument | LoadError:
         record = json.loads(line)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         return LoadError(where, f"invalid JSON line ({exc})")
+    except RecursionError:  # the parser recurses once per nested array or object
+        return LoadError(where, "invalid JSON line (nested too deeply)")
     if not isinstance(record, dict):
         return LoadError(where, "expected a JSON object with _id, title and text")
     doc_id, title, text = record.get("_id"), record.get("title", ""), record.get("text")
