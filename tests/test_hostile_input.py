@@ -214,6 +214,24 @@ def test_a_beir_line_nested_too_deeply_is_one_error_and_the_file_goes_on(tmp_pat
     assert stored_sources(tmp_path / "c.db") == ["beir:1", "beir:3"]
 
 
+@pytest.mark.parametrize("number", ["NaN", "-Infinity", "1e400"])
+def test_a_beir_number_json_cannot_hold_is_that_lines_error(tmp_path: Path, number: str) -> None:
+    """Python's parser reads NaN, Infinity and 1e400 as floats that JSON has no words for: kept
+    as metadata they failed the corpus's JSON check when written, stopping the whole run."""
+    corpus_file = tmp_path / "corpus.jsonl"
+    corpus_file.write_text(
+        '{"_id": "1", "text": "Bees dance."}\n'
+        f'{{"_id": "2", "text": "Odd.", "metadata": {{"score": {number}}}}}\n'
+        '{"_id": "3", "text": "Ants march."}\n'
+    )
+    code, report = ingest_json(tmp_path / "c.db", corpus_file)
+    assert code == 0 and report["added"] == 2, report
+    assert reasons(report) == {
+        "corpus.jsonl:2": f"invalid JSON line ({number} is not a finite number)"
+    }
+    assert stored_sources(tmp_path / "c.db") == ["beir:1", "beir:3"]
+
+
 # -- 4. data loss on --prune -----------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -159,8 +160,8 @@ _HTML_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]
 
 def _beir_document(line: bytes, where: str) -> LoadedDocument | LoadError:
     try:
-        record = json.loads(line)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        record = json.loads(line, parse_float=_finite, parse_constant=_finite)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError and `_finite`'s
         return LoadError(where, f"invalid JSON line ({exc})")
     except RecursionError:  # the parser recurses once per nested array or object
         return LoadError(where, "invalid JSON line (nested too deeply)")
@@ -178,6 +179,16 @@ def _beir_document(line: bytes, where: str) -> LoadedDocument | LoadError:
         _clean(text),
         metadata if isinstance(metadata, dict) else {},
     )
+
+
+def _finite(literal: str) -> float:
+    """A JSON number as a float. NaN, Infinity and numbers beyond a float's range (1e400) are
+    refused: Python reads them, but they are no JSON, and the corpus stores metadata as JSON
+    it checks."""
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal} is not a finite number")
+    return value
 
 
 def _decode(raw: bytes, source: str, declared: str | None = None) -> str:
