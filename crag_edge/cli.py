@@ -619,12 +619,13 @@ def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
         ),
         highlight=False,
     )
-    for source, message in report.skipped:
-        err.print(f"[yellow]skipped[/] {source}: {message}", highlight=False)
-    for source, message in report.warnings:
-        err.print(f"[yellow]warning[/] {source}: {message}", highlight=False)
-    for source, message in report.errors:
-        err.print(f"[red]failed[/] {source}: {message}", highlight=False)
+    for label, items in (
+        ("[yellow]skipped[/]", report.skipped),
+        ("[yellow]warning[/]", report.warnings),
+        ("[red]failed[/]", report.errors),
+    ):
+        for source, message in items:  # names and reasons are shown as they are, not markup
+            err.print(f"{label} {escape(f'{source}: {message}')}", highlight=False, emoji=False)
 
 
 def print_result(result: CragResult) -> None:

@@ -232,6 +232,18 @@ def test_a_beir_number_json_cannot_hold_is_that_lines_error(tmp_path: Path, numb
     assert stored_sources(tmp_path / "c.db") == ["beir:1", "beir:3"]
 
 
+def test_the_ingest_report_prints_names_as_they_are(tmp_path: Path) -> None:
+    """A name is shown verbatim, never read as terminal markup: `[/x]` in a path would end
+    the run in a traceback, and the `:a:` of `beir:a: reason` would be an emoji."""
+    corpus_file = tmp_path / "corpus.jsonl"
+    corpus_file.write_text('{"_id": "a", "text": "Bees."}\n{"_id": "a", "text": "Ants."}\n')
+    gone = tmp_path / "gone[/x].txt"
+    result = invoke("ingest", "--db", str(tmp_path / "c.db"), str(corpus_file), str(gone))
+    assert result.exit_code == 0
+    assert f"failed {gone}: no such file or directory" in result.stderr
+    assert f"failed beir:a: duplicate _id in {corpus_file}" in result.stderr
+
+
 # -- 4. data loss on --prune -----------------------------------------------------------------
 
 
