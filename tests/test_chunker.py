@@ -176,3 +176,26 @@ def test_invalid_sizes(minilm_tokenizer: Tokenizer) -> None:
         Chunker(minilm_tokenizer, 10, 10)
     with pytest.raises(ValueError):
         Chunker(minilm_tokenizer, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        pytest.param("ACGT" * 250_000, id="dna-without-spaces"),
+        pytest.param("\U0001f41d\U0001f338" * 20_000, id="emoji"),
+        pytest.param("Z" + "\u0301\u0302\u0303" * 30_000 + "algo", id="combining-marks"),
+        pytest.param("a" + "\u200d" * 100_000 + "b", id="zero-width-joiners"),
+    ],
+)
+def test_a_run_the_tokenizer_reads_as_one_token_is_still_cut_into_chunks(
+    minilm_tokenizer: Tokenizer, run: str
+) -> None:
+    """WordPiece reads a word of over 100 characters as one unknown token, a letter under
+    thousands of combining marks as that letter, and skips zero-width characters: counted as
+    one token or none, such a run made one chunk of a megabyte, which no answer's context
+    could hold. Every character still lands in a chunk, none longer than one of plain words."""
+    text = f"Bees dance. {run} The end."
+    spans = Chunker(minilm_tokenizer, 200, 0).split(text)
+    assert max(len(s.text) for s in spans) <= 200 * 10
+    assert "".join(s.text for s in spans).replace(" ", "") == text.replace(" ", "")
+    assert all(text[s.start : s.end] == s.text for s in spans)

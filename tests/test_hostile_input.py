@@ -198,6 +198,52 @@ def test_file_contents_with_escaped_surrogates_are_repaired(tmp_path: Path) -> N
     assert stored_sources(tmp_path / "c.db") == ["beir:d\ufffd"]
 
 
+def test_a_beir_line_nested_too_deeply_is_one_error_and_the_file_goes_on(tmp_path: Path) -> None:
+    """JSON's parser recurses once per nested array: a line of 100,000 `[` is that line's
+    error, not a traceback that stops the whole corpus."""
+    nested = "[" * 100_000 + "]" * 100_000
+    corpus_file = tmp_path / "corpus.jsonl"
+    corpus_file.write_text(
+        '{"_id": "1", "text": "Bees dance."}\n'
+        f'{{"_id": "2", "text": "Deep.", "metadata": {{"x": {nested}}}}}\n'
+        '{"_id": "3", "text": "Ants march."}\n'
+    )
+    code, report = ingest_json(tmp_path / "c.db", corpus_file)
+    assert code == 0 and report["added"] == 2, report
+    assert reasons(report) == {"corpus.jsonl:2": "invalid JSON line (nested too deeply)"}
+    assert stored_sources(tmp_path / "c.db") == ["beir:1", "beir:3"]
+
+
+@pytest.mark.parametrize("number", ["NaN", "-Infinity", "1e400"])
+def test_a_beir_number_json_cannot_hold_is_that_lines_error(tmp_path: Path, number: str) -> None:
+    """Python's parser reads NaN, Infinity and 1e400 as floats that JSON has no words for: kept
+    as metadata they failed the corpus's JSON check when written, stopping the whole run."""
+    corpus_file = tmp_path / "corpus.jsonl"
+    corpus_file.write_text(
+        '{"_id": "1", "text": "Bees dance."}\n'
+        f'{{"_id": "2", "text": "Odd.", "metadata": {{"score": {number}}}}}\n'
+        '{"_id": "3", "text": "Ants march."}\n'
+    )
+    code, report = ingest_json(tmp_path / "c.db", corpus_file)
+    assert code == 0 and report["added"] == 2, report
+    assert reasons(report) == {
+        "corpus.jsonl:2": f"invalid JSON line ({number} is not a finite number)"
+    }
+    assert stored_sources(tmp_path / "c.db") == ["beir:1", "beir:3"]
+
+
+def test_the_ingest_report_prints_names_as_they_are(tmp_path: Path) -> None:
+    """A name is shown verbatim, never read as terminal markup: `[/x]` in a path would end
+    the run in a traceback, and the `:a:` of `beir:a: reason` would be an emoji."""
+    corpus_file = tmp_path / "corpus.jsonl"
+    corpus_file.write_text('{"_id": "a", "text": "Bees."}\n{"_id": "a", "text": "Ants."}\n')
+    gone = tmp_path / "gone[/x].txt"
+    result = invoke("ingest", "--db", str(tmp_path / "c.db"), str(corpus_file), str(gone))
+    assert result.exit_code == 0
+    assert f"failed {gone}: no such file or directory" in result.stderr
+    assert f"failed beir:a: duplicate _id in {corpus_file}" in result.stderr
+
+
 # -- 4. data loss on --prune -----------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pypdf
@@ -17,7 +18,8 @@ from crag_edge.ingest import (
     load_text,
     loader_for,
 )
-from crag_edge.ingest.outline import Heading, outline_places
+from crag_edge.ingest.loaders import LoadedDocument
+from crag_edge.ingest.outline import MAX_TITLE_CHARS, Heading, outline_places
 from tests.documents import make_pdf
 
 
@@ -95,6 +97,55 @@ def test_markdown_headings_nest_outside_code_and_front_matter(tmp_path: Path) ->
         "C#",
     ]
     assert doc.title == "Guide"
+
+
+def test_markdown_heading_lines_of_any_length_are_read_in_one_pass(tmp_path: Path) -> None:
+    """A heading line of a megabyte (a long run of blanks, unclosed links) is read once,
+    not retried from every blank or bracket: the loader returns, with the usual titles."""
+    blanks, links = " \t" * 500_000, "[a](" * 250_000
+    text = f"# Bees{blanks}dance ##\n## Ants{blanks}#\n### {links}\n"
+    headings = load_markdown(*parts(write(tmp_path / "long.md", text))).outline.headings
+    assert [(h.level, h.title[:12]) for h in headings] == [
+        (1, "Bees dance"),
+        (2, "Ants"),
+        (3, "[a]([a]([a]("),
+    ]
+
+
+WORDS = " ".join(f"word{i}" for i in range(20_000))
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        pytest.param("setext.md", f"{WORDS}\n---\n\nBees dance.\n", id="markdown-setext"),
+        pytest.param("atx.md", f"# {WORDS}\n\nBees dance.\n", id="markdown-atx"),
+        pytest.param("title.html", f"<title>{WORDS}</title><p>Bees dance.</p>", id="html-title"),
+        pytest.param("h1.html", f"<h1>{WORDS}</h1><p>Bees dance.</p>", id="html-h1"),
+        pytest.param("info.pdf", make_pdf(["Bees dance."], title=WORDS), id="pdf-info"),
+    ],
+)
+def test_a_title_is_a_label_of_bounded_length(
+    tmp_path: Path, name: str, content: str | bytes
+) -> None:
+    """A paragraph taken for a heading (a long line above `---`) or a huge <title> is cut
+    to a label: a title is embedded with every chunk of its document and a heading stored
+    with every chunk of its section, so a long one would be copied thousands of times."""
+    path = write(tmp_path / name, content)
+    loader = loader_for(path)
+    assert loader is not None
+    doc = loader(*parts(path))
+    titles = [doc.title] + [h.title for h in doc.outline.headings]
+    assert all(t.startswith("word0 word1 ") and t.endswith("\u2026") for t in titles), titles
+    assert max(map(len, titles)) <= MAX_TITLE_CHARS + 1
+    assert "Bees dance." in doc.text
+
+
+def test_a_beir_title_is_a_label_of_bounded_length(tmp_path: Path) -> None:
+    path = write(tmp_path / "corpus.jsonl", json.dumps({"_id": "1", "title": WORDS, "text": "x"}))
+    with path.open("rb") as fh:
+        (doc,) = iter_beir(path, fh)
+    assert isinstance(doc, LoadedDocument) and len(doc.title) <= MAX_TITLE_CHARS + 1
 
 
 def test_html_headings_are_found_in_the_extracted_text(tmp_path: Path) -> None:

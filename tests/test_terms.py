@@ -82,3 +82,11 @@ def test_batch_items_are_sorted_unique_and_match_query_terms(texts: list[str]) -
         item = ids[offsets[i] : offsets[i + 1]]
         assert np.all(item[1:] > item[:-1])  # np.diff would overflow
         assert item.tolist() == query_terms(text).tolist()
+
+
+@pytest.mark.parametrize("length", [4, 5000])
+def test_a_word_of_any_length_is_stemmed_by_the_same_rules(length: int) -> None:
+    """A document may hold a word of thousands of letters (a run of "y", whose kind depends
+    on the letter before it): it is stemmed like a short one, and the passage still graded."""
+    assert stem("y" * length + "ing") == "y" * (length - 1) + "i"
+    assert coverage("bees", f"Bees dance. {'y' * length}ing") == [1.0]

@@ -45,20 +45,20 @@ _STOPWORD_LIST = """
 STOPWORDS: frozenset[str] = frozenset(_STOPWORD_LIST.split())
 
 
-def _is_consonant(word: str, i: int) -> bool:
-    char = word[i]
-    if char in _VOWELS:
-        return False
-    if char == "y":
-        return i == 0 or not _is_consonant(word, i - 1)
-    return True
+def _consonants(word: str) -> list[bool]:
+    """Which letters of `word` are consonants; a "y" is one at the start or after a vowel.
+    One pass from the left: a "y" depends on the letter before it, and asking letter by
+    letter would recurse once per "y" of a long run (a hostile word of thousands of them)."""
+    kinds: list[bool] = []
+    for char in word:
+        kinds.append((not kinds or not kinds[-1]) if char == "y" else char not in _VOWELS)
+    return kinds
 
 
 def _measure(stem: str) -> int:
     """Porter's m: the number of vowel→consonant transitions in the stem."""
     m, previous_vowel = 0, False
-    for i in range(len(stem)):
-        consonant = _is_consonant(stem, i)
+    for consonant in _consonants(stem):
         if consonant and previous_vowel:
             m += 1
         previous_vowel = not consonant
@@ -66,23 +66,17 @@ def _measure(stem: str) -> int:
 
 
 def _has_vowel(stem: str) -> bool:
-    return any(not _is_consonant(stem, i) for i in range(len(stem)))
+    return not all(_consonants(stem))
 
 
 def _ends_double_consonant(word: str) -> bool:
-    return len(word) >= 2 and word[-1] == word[-2] and _is_consonant(word, len(word) - 1)
+    return len(word) >= 2 and word[-1] == word[-2] and _consonants(word)[-1]
 
 
 def _ends_cvc(word: str) -> bool:
     """Consonant-vowel-consonant ending, last letter not w/x/y (Porter's *o)."""
-    n = len(word)
-    return (
-        n >= 3
-        and _is_consonant(word, n - 3)
-        and not _is_consonant(word, n - 2)
-        and _is_consonant(word, n - 1)
-        and word[-1] not in "wxy"
-    )
+    kinds = _consonants(word)
+    return len(word) >= 3 and kinds[-3:] == [True, False, True] and word[-1] not in "wxy"
 
 
 def _step_1a(word: str) -> str:

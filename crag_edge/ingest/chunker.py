@@ -17,6 +17,14 @@ from crag_edge.sentences import sentence_spans
 # Long texts are tokenized in pieces cut at whitespace: one huge `encode` is slower than
 # linear and single-threaded, `encode_batch` over pieces is linear and uses every core.
 _SEGMENT_CHARS = 16384
+# A stretch of text the tokenizer reads as one token or as none is no word when it is longer
+# than this: WordPiece reads a word of over 100 characters (a base64 blob, a DNA sequence, a
+# line without spaces) as one unknown token, a letter under thousands of combining marks as
+# that letter, and drops a run of zero-width characters. Counted as one token or as none, such
+# a run made a chunk of megabytes that no answer's context holds; it counts as one token per
+# `_RUN_PIECE_CHARS` characters instead (about a token of prose), and a chunk may end between.
+_LONGEST_TOKEN_CHARS = 32
+_RUN_PIECE_CHARS = 8
 _HEADING_LINE = re.compile(r"#{1,6}\s")
 
 # Boundary quality between two tokens: the chunker cuts at the best one near the window end.
@@ -27,7 +35,8 @@ _INSIDE_CHAR, _INSIDE_WORD, _WORD, _LINE, _SENTENCE, _HEADING, _PARAGRAPH = rang
 
 @dataclass(frozen=True)
 class TextSpan:
-    """A chunk: `text == document[start:end]`, `token_count` tokens of the embedder."""
+    """A chunk: `text == document[start:end]`, `token_count` tokens of the embedder (a run it
+    reads as one token or none counts as its pieces: `_with_runs_in_pieces`)."""
 
     text: str
     start: int
@@ -80,12 +89,13 @@ class Chunker:
         encodings = self._tokenizer.encode_batch(
             [text[start:end] for start, end in segments], add_special_tokens=False
         )
-        return [
+        tokens = [
             (base + start, base + end)
             for (base, _), encoding in zip(segments, encodings, strict=True)
             for start, end in encoding.offsets
             if end > start
         ]
+        return _with_runs_in_pieces(text, tokens)
 
     def _next_first(self, tokens: _Tokens, first: int, stop: int) -> int:
         """Where the chunk after [first, stop) starts: a chunk that ends with a sentence shares
@@ -136,6 +146,28 @@ def _segments(text: str) -> list[tuple[int, int]]:
         pieces.append((start, end))
         start = end
     return pieces
+
+
+def _with_runs_in_pieces(text: str, tokens: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`tokens`, each run over `_LONGEST_TOKEN_CHARS` characters that the tokenizer read as one
+    token, or skipped (the text between two tokens, trimmed of whitespace), as its pieces."""
+    readable: list[tuple[int, int]] = []
+    previous_end = 0
+    for start, end in [*tokens, (len(text), len(text))]:
+        skipped = text[previous_end:start]
+        lead, trail = len(skipped) - len(skipped.lstrip()), len(skipped) - len(skipped.rstrip())
+        readable.extend(_pieces(previous_end + lead, start - trail, skipped=True))
+        readable.extend(_pieces(start, end, skipped=False))
+        previous_end = max(previous_end, end)
+    return readable
+
+
+def _pieces(start: int, end: int, *, skipped: bool) -> list[tuple[int, int]]:
+    """[start, end) as pieces of `_RUN_PIECE_CHARS` when it is a run too long for one token;
+    else the token itself, or nothing for skipped text."""
+    if end - start > _LONGEST_TOKEN_CHARS:
+        return [(at, min(at + _RUN_PIECE_CHARS, end)) for at in range(start, end, _RUN_PIECE_CHARS)]
+    return [] if skipped or end <= start else [(start, end)]
 
 
 def _best_cut(tokens: _Tokens, lowest: int, highest: int) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any, BinaryIO, cast
 
 from pypdf import PasswordType, PdfReader
 
-from crag_edge.ingest.outline import Heading, Outline, markdown_headings
+from crag_edge.ingest.outline import Heading, Outline, markdown_headings, short_title
 from crag_edge.text_boundary import repair
 
 
@@ -89,7 +90,7 @@ def load_pdf(path: Path, raw: bytes) -> LoadedDocument:
     for page in pages:
         starts.append(offset)
         offset += len(page) + 2
-    title = _clean(info_title).strip() if isinstance(info_title, str) else ""
+    title = short_title(_clean(info_title).strip()) if isinstance(info_title, str) else ""
     return LoadedDocument(
         source,
         title or path.stem,
@@ -159,9 +160,11 @@ _HTML_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]
 
 def _beir_document(line: bytes, where: str) -> LoadedDocument | LoadError:
     try:
-        record = json.loads(line)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        record = json.loads(line, parse_float=_finite, parse_constant=_finite)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError and `_finite`'s
         return LoadError(where, f"invalid JSON line ({exc})")
+    except RecursionError:  # the parser recurses once per nested array or object
+        return LoadError(where, "invalid JSON line (nested too deeply)")
     if not isinstance(record, dict):
         return LoadError(where, "expected a JSON object with _id, title and text")
     doc_id, title, text = record.get("_id"), record.get("title", ""), record.get("text")
@@ -172,10 +175,20 @@ def _beir_document(line: bytes, where: str) -> LoadedDocument | LoadError:
     metadata = record.get("metadata")
     return LoadedDocument(
         _clean(f"beir:{doc_id}"),
-        _clean(title or "").strip(),
+        short_title(_clean(title or "").strip()),
         _clean(text),
         metadata if isinstance(metadata, dict) else {},
     )
+
+
+def _finite(literal: str) -> float:
+    """A JSON number as a float. NaN, Infinity and numbers beyond a float's range (1e400) are
+    refused: Python reads them, but they are no JSON, and the corpus stores metadata as JSON
+    it checks."""
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal} is not a finite number")
+    return value
 
 
 def _decode(raw: bytes, source: str, declared: str | None = None) -> str:
@@ -342,11 +355,11 @@ class _HtmlText(HTMLParser):
 
     def _close_title(self) -> None:
         if self._title is not None:
-            self._titles.append(" ".join("".join(self._title).split()))
+            self._titles.append(short_title(" ".join("".join(self._title).split())))
             self._title = None
 
     def _close_heading(self) -> None:
         heading, self._heading = self._heading, None
         if heading is not None and heading.offset is not None:
-            title = " ".join("".join(heading.parts).split())
+            title = short_title(" ".join("".join(heading.parts).split()))
             self._headings.append(Heading(heading.offset, heading.level, title))

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from crag_edge.citations import SECTION_SEPARATOR
 from crag_edge.types import Place
 
+# A title is a label: longer ones are cut after a whole word (`short_title`).
+MAX_TITLE_CHARS = 300
+
 
 @dataclass(frozen=True)
 class Heading:
@@ -73,7 +76,7 @@ def markdown_headings(text: str) -> tuple[Heading, ...]:
         if opening := _FENCE.match(stripped):
             fence, previous = opening.group(1), None
         elif atx := _ATX.match(stripped):
-            title = _inline_text(_CLOSING_HASHES.sub("", atx.group(2)))
+            title = _inline_text(_without_closing_hashes(atx.group(2)))
             if title:
                 headings.append(Heading(start + atx.start(1), len(atx.group(1)), title))
             previous = None
@@ -86,12 +89,14 @@ def markdown_headings(text: str) -> tuple[Heading, ...]:
     return tuple(headings)
 
 
-_ATX = re.compile(r" {0,3}(#{1,6})[ \t]+(.+?)[ \t]*$")
-_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
+# Each pattern is tried from every start on a line of any length (a minified paragraph, a
+# hostile file), so none may scan past where the next attempt would start: `(.*)` takes the
+# rest of the line at once, and a link's text and target stop at the next bracket.
+_ATX = re.compile(r" {0,3}(#{1,6})[ \t]+(.*)")
 _SETEXT = re.compile(r" {0,3}(=+|-{2,})[ \t]*$")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _NOT_PARAGRAPH = re.compile(r" {0,3}(?:[-*+>|]|\d+[.)])(?:\s|$)| {4}|\t")
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_LINK = re.compile(r"!?\[([^\[\]]*)\]\([^()]*\)")
 _MARKUP = re.compile(r"`|\*\*|__")
 
 
@@ -115,6 +120,25 @@ def _paragraph_line(start: int, line: str) -> tuple[int, str] | None:
     return start + len(line) - len(line.lstrip()), line.strip()
 
 
+def _without_closing_hashes(title: str) -> str:
+    """An ATX heading's text without its optional closing `#`s (`## Install ##`), which
+    close it only after a blank or alone (`# C#` keeps its `#`)."""
+    title = title.rstrip(" \t")
+    bare = title.rstrip("#")
+    return bare if not bare or bare[-1] in " \t" else title
+
+
 def _inline_text(title: str) -> str:
-    """A heading's words without link targets, code ticks or bold markers."""
-    return " ".join(_MARKUP.sub("", _LINK.sub(r"\1", title)).split())
+    """A heading's words without link targets, code ticks or bold markers, as a short title."""
+    return short_title(" ".join(_MARKUP.sub("", _LINK.sub(r"\1", title)).split()))
+
+
+def short_title(title: str) -> str:
+    """`title` up to its last whole word within `MAX_TITLE_CHARS`, marked as cut with "…".
+    A title is a label: a document's is embedded with each of its chunks, a heading's stored
+    with each chunk of its section, so a paragraph taken for one (a long line above `---`,
+    a page-long <title>) would be copied thousands of times and crowd out the chunk's text."""
+    if len(title) <= MAX_TITLE_CHARS:
+        return title
+    cut = title.rfind(" ", 0, MAX_TITLE_CHARS)
+    return title[: cut if cut > 0 else MAX_TITLE_CHARS].rstrip() + "\u2026"
