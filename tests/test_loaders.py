@@ -69,7 +69,7 @@ def test_markdown_kept_verbatim_and_titled_by_first_heading(tmp_path: Path) -> N
 
 def test_markdown_headings_nest_outside_code_and_front_matter(tmp_path: Path) -> None:
     text = (
-        "---\ntitle: # not a heading\n---\n"
+        "---\nsummary: # not a heading\n---\n"
         "# Guide\n\nIntro.\n\n## Install ##\n\n```bash\n# a shell comment\n```\n\n"
         "### [Linux](linux.md) and `apt`\nSteps.\n\nWindows\n-------\nClick.\n\n# C#\nEnd.\n"
     )
@@ -82,7 +82,7 @@ def test_markdown_headings_nest_outside_code_and_front_matter(tmp_path: Path) ->
         (2, "Windows"),
         (1, "C#"),
     ]
-    assert [text[h.offset : h.offset + 4] for h in headings] == [
+    assert [doc.text[h.offset : h.offset + 4] for h in headings] == [
         "# Gu",
         "## I",
         "### ",
@@ -97,6 +97,20 @@ def test_markdown_headings_nest_outside_code_and_front_matter(tmp_path: Path) ->
         "C#",
     ]
     assert doc.title == "Guide"
+
+
+def test_front_matter_is_not_text_and_its_title_names_the_page(tmp_path: Path) -> None:
+    """A site generator's settings block is not the page's text: neither indexed nor shown as
+    evidence; its `title:` names a page that has no heading of its own."""
+    body = "Run the installer twice.\n\n## Options\n\nNone.\n"
+    front = '---\ntitle: "Installing the *widget*"\nlayout: post\ntags: [setup]\n---\n'
+    doc = load_markdown(*parts(write(tmp_path / "install.md", front + body)))
+    assert (doc.title, doc.text) == ("Installing the *widget*", body)
+    assert [(h.title, doc.text[h.offset : h.offset + 10]) for h in doc.outline.headings] == [
+        ("Options", "## Options")
+    ]
+    only = load_markdown(*parts(write(tmp_path / "empty.md", "---\nlayout: post\n---\n")))
+    assert (only.title, only.text) == ("empty", "")
 
 
 def test_markdown_heading_lines_of_any_length_are_read_in_one_pass(tmp_path: Path) -> None:

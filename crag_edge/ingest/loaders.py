@@ -20,7 +20,14 @@ from typing import Any, BinaryIO, cast
 
 from pypdf import PasswordType, PdfReader
 
-from crag_edge.ingest.outline import Heading, Outline, markdown_headings, short_title
+from crag_edge.ingest.outline import (
+    Heading,
+    Outline,
+    front_matter_title,
+    markdown_headings,
+    short_title,
+    split_front_matter,
+)
 from crag_edge.text_boundary import repair
 
 
@@ -54,10 +61,11 @@ def load_text(path: Path, raw: bytes) -> LoadedDocument:
 
 
 def load_markdown(path: Path, raw: bytes) -> LoadedDocument:
-    """Markdown kept verbatim (its markup is mostly readable text); titled by its first heading."""
-    text = _decode(raw, str(path))
+    """Markdown kept verbatim (its markup is mostly readable text) without its front matter;
+    titled by the front matter's `title:`, else its first heading, else its file name."""
+    front_matter, text = split_front_matter(_decode(raw, str(path)))
     headings = markdown_headings(text)
-    title = headings[0].title if headings else path.stem
+    title = front_matter_title(front_matter) or (headings[0].title if headings else path.stem)
     return LoadedDocument(str(path), title, text, outline=Outline(headings=headings))
 
 

@@ -62,12 +62,13 @@ def outline_places(outline: Outline) -> list[Place]:
 
 def markdown_headings(text: str) -> tuple[Heading, ...]:
     """ATX (`## Title`) and setext (a line underlined with === or ---) headings, outside
-    fenced code (a `# comment` in a shell example is not a heading) and front matter."""
+    fenced code (a `# comment` in a shell example is not a heading). `text` has no front
+    matter (`split_front_matter`)."""
     headings: list[Heading] = []
     fence: str | None = None
     previous: tuple[int, str] | None = None  # the last paragraph line: a setext candidate
-    offset = _front_matter_end(text)
-    for line in text[offset:].splitlines(keepends=True):
+    offset = 0
+    for line in text.splitlines(keepends=True):
         start, stripped = offset, line.rstrip("\n")
         offset += len(line)
         if fence is not None:
@@ -100,12 +101,27 @@ _LINK = re.compile(r"!?\[([^\[\]]*)\]\([^()]*\)")
 _MARKUP = re.compile(r"`|\*\*|__")
 
 
-def _front_matter_end(text: str) -> int:
-    """Where the text after a leading `---` YAML block starts (0 without one)."""
+def split_front_matter(text: str) -> tuple[str, str]:
+    """(front matter, the rest) of a Markdown text: the leading `---` YAML block of a site
+    generator (Jekyll, Hugo, MkDocs) holds its settings (`layout: post`, tags, dates), not
+    the page's text, so it is neither indexed nor shown as evidence. ("", text) without one."""
     if not text.startswith("---\n"):
-        return 0
+        return "", text
     end = re.search(r"^(?:---|\.\.\.)[ \t]*$", text[4:], re.MULTILINE)
-    return 0 if end is None else min(len(text), 4 + end.end() + 1)
+    if end is None:
+        return "", text
+    cut = min(len(text), 4 + end.end() + 1)
+    return text[:cut], text[cut:]
+
+
+def front_matter_title(front_matter: str) -> str | None:
+    """The page's `title:` in its front matter (quotes removed), if it has one."""
+    found = _FRONT_MATTER_TITLE.search(front_matter)
+    title = _inline_text(found.group(1).strip().strip("\"'")) if found else ""
+    return title or None
+
+
+_FRONT_MATTER_TITLE = re.compile(r"^title:[ \t]*(.*)$", re.MULTILINE)
 
 
 def _closes(line: str, fence: str) -> bool:
