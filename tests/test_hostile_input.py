@@ -232,6 +232,25 @@ def test_a_beir_number_json_cannot_hold_is_that_lines_error(tmp_path: Path, numb
     assert stored_sources(tmp_path / "c.db") == ["beir:1", "beir:3"]
 
 
+def test_a_beir_id_is_a_name_like_a_files(tmp_path: Path) -> None:
+    """A record's `_id` becomes its source, stored and shown like a file name: one holding a
+    line break or an escape is refused as such a file name is, and `true` is no id."""
+    corpus_file = tmp_path / "corpus.jsonl"
+    corpus_file.write_text(
+        '{"_id": "1", "text": "Bees dance."}\n'
+        '{"_id": "j\\n\\u001b[2Jx", "text": "Escapes."}\n'
+        '{"_id": true, "text": "A flag."}\n'
+        '{"_id": 7, "text": "Ants march."}\n'
+    )
+    code, report = ingest_json(tmp_path / "c.db", corpus_file)
+    assert code == 0 and report["added"] == 2, report
+    assert reasons(report) == {
+        "corpus.jsonl:2": "_id 'j\\n\\x1b[2Jx' holds control characters",
+        "corpus.jsonl:3": "missing or empty _id (a string or an integer)",
+    }
+    assert stored_sources(tmp_path / "c.db") == ["beir:1", "beir:7"]
+
+
 def test_the_ingest_report_prints_names_as_they_are(tmp_path: Path) -> None:
     """A name is shown verbatim, never read as terminal markup: `[/x]` in a path would end
     the run in a traceback, and the `:a:` of `beir:a: reason` would be an emoji."""

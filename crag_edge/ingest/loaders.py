@@ -28,7 +28,7 @@ from crag_edge.ingest.outline import (
     short_title,
     split_front_matter,
 )
-from crag_edge.text_boundary import repair
+from crag_edge.text_boundary import has_no_controls, repair
 
 
 @dataclass(frozen=True)
@@ -176,8 +176,10 @@ def _beir_document(line: bytes, where: str) -> LoadedDocument | LoadError:
     if not isinstance(record, dict):
         return LoadError(where, "expected a JSON object with _id, title and text")
     doc_id, title, text = record.get("_id"), record.get("title", ""), record.get("text")
-    if not isinstance(doc_id, str | int) or str(doc_id) == "":
-        return LoadError(where, "missing or empty _id")
+    if isinstance(doc_id, bool) or not isinstance(doc_id, str | int) or str(doc_id) == "":
+        return LoadError(where, "missing or empty _id (a string or an integer)")
+    if not has_no_controls(str(doc_id)):  # the id is the source, stored and shown, as a name
+        return LoadError(where, f"_id {str(doc_id)!r} holds control characters")
     if not isinstance(text, str) or not isinstance(title, str | None):
         return LoadError(where, f"_id {doc_id}: text and title must be strings")
     metadata = record.get("metadata")
