@@ -199,3 +199,15 @@ def test_a_run_the_tokenizer_reads_as_one_token_is_still_cut_into_chunks(
     assert max(len(s.text) for s in spans) <= 200 * 10
     assert "".join(s.text for s in spans).replace(" ", "") == text.replace(" ", "")
     assert all(text[s.start : s.end] == s.text for s in spans)
+
+
+def test_a_long_blank_stretch_ends_a_chunk(minilm_tokenizer: Tokenizer) -> None:
+    """The tokenizer skips blanks, so a megabyte of spaces between two words was no token and
+    one chunk held it whole. A blank stretch over a kilobyte ends the chunk, and no chunk
+    reaches across it; shorter blanks (indentation, aligned columns) still count as nothing."""
+    text = "Bees dance to find flowers." + " " * 1_000_000 + "\n\nAnts march in lines."
+    spans = Chunker(minilm_tokenizer, 200, 20).split(text)
+    assert [s.text for s in spans] == ["Bees dance to find flowers.", "Ants march in lines."]
+    assert all(text[s.start : s.end] == s.text for s in spans)
+    padded = "Bees dance." + " " * 1000 + "Ants march."
+    assert [s.text for s in Chunker(minilm_tokenizer, 200, 20).split(padded)] == [padded]

@@ -7,6 +7,7 @@ positions in the document text (`text[start:end] == chunk.text`).
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -25,6 +26,10 @@ _SEGMENT_CHARS = 16384
 # `_RUN_PIECE_CHARS` characters instead (about a token of prose), and a chunk may end between.
 _LONGEST_TOKEN_CHARS = 32
 _RUN_PIECE_CHARS = 8
+# A blank stretch the tokenizer skips, longer than this, ends a chunk: counted as no token, a
+# megabyte of spaces between two words made one chunk of a megabyte. No prose or code holds a
+# kilobyte of blanks in a row; a padded export or a hostile file does.
+_LONGEST_BLANK_CHARS = 1024
 _HEADING_LINE = re.compile(r"#{1,6}\s")
 
 # Boundary quality between two tokens: the chunker cuts at the best one near the window end.
@@ -69,18 +74,20 @@ class Chunker:
         starts = frozenset(start for start, _ in sentence_spans(text))
         tokens = _Tokens(text, self._token_offsets(text), starts)
         offsets = tokens.offsets
+        walls = _blank_walls(offsets)
         spans: list[TextSpan] = []
         first, count = 0, len(offsets)
         while first < count:
-            stop = min(first + self.chunk_tokens, count)
-            if stop < count:
+            wall = walls[bisect.bisect_right(walls, first)]
+            stop = min(first + self.chunk_tokens, wall)
+            if stop < wall:
                 lowest = first + max(self.chunk_tokens // 2, self.overlap + 1)
                 stop = _best_cut(tokens, min(lowest, stop), stop)
             start, end = offsets[first][0], offsets[stop - 1][1]
             spans.append(TextSpan(text[start:end], start, end, stop - first))
             if stop == count:
                 break
-            first = self._next_first(tokens, first, stop)
+            first = stop if stop == wall else self._next_first(tokens, first, stop)
         return spans
 
     def _token_offsets(self, text: str) -> list[tuple[int, int]]:
@@ -168,6 +175,17 @@ def _pieces(start: int, end: int, *, skipped: bool) -> list[tuple[int, int]]:
     if end - start > _LONGEST_TOKEN_CHARS:
         return [(at, min(at + _RUN_PIECE_CHARS, end)) for at in range(start, end, _RUN_PIECE_CHARS)]
     return [] if skipped or end <= start else [(start, end)]
+
+
+def _blank_walls(offsets: list[tuple[int, int]]) -> list[int]:
+    """The token indices a chunk may not reach past: those after a blank stretch longer than
+    `_LONGEST_BLANK_CHARS`, then the end (`len(offsets)`)."""
+    walls = [
+        k
+        for k in range(1, len(offsets))
+        if offsets[k][0] - offsets[k - 1][1] > _LONGEST_BLANK_CHARS
+    ]
+    return [*walls, len(offsets)]
 
 
 def _best_cut(tokens: _Tokens, lowest: int, highest: int) -> int:
