@@ -24,7 +24,7 @@ from crag_edge.engine import Engine
 from crag_edge.grading.llm_judge import LlmJudge
 from crag_edge.models.chat_model import ChatModel, LlmCallError, LlmServerError
 from crag_edge.models.llm import LlamaRuntime, SharedLlm
-from crag_edge.models.llm_http import MAX_EVENT_CHARS, LlmHttp
+from crag_edge.models.llm_http import MAX_EVENT_CHARS, LlmHttp, retry_after_s
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.registry import installed_file
 from crag_edge.models.remote_llm import OpenAiLlm
@@ -480,3 +480,27 @@ def test_a_server_still_loading_at_the_first_judged_batch_scores_neutral() -> No
     with api_server(lambda request: (503, {"Content-Type": "application/json"}, loading)) as url:
         batch = LlmJudge(misbehaving(url)).score(QUERY, PASSAGES[:1])
     assert batch.scores == [0.5] and "HTTP 503: Loading model" in batch.warnings[0]
+
+
+def test_a_rate_limited_call_waits_as_long_as_the_server_asks() -> None:
+    """A 429 with `Retry-After: 1` is tried again after a second, not after the first
+    backoff's half second (which earns another refusal); a wait longer than the call may
+    take fails it at once, saying so."""
+    asked_at: list[float] = []
+
+    def limited(request: ApiRequest) -> ApiResponse:
+        asked_at.append(time.monotonic())
+        if len(asked_at) == 1:
+            return 429, {"Content-Type": "application/json", "Retry-After": "1"}, b"{}"
+        return 200, {"Content-Type": "application/json"}, b'{"ok": true}'
+
+    with api_server(limited) as url:
+        http = LlmHttp(url + "/v1", None, retries=1)
+        assert http.get("/models", time.monotonic() + 30) == {"ok": True}
+    assert asked_at[1] - asked_at[0] >= 1.0
+    forever = {"Content-Type": "application/json", "Retry-After": "3600"}
+    with api_server(lambda request: (429, forever, b"{}")) as url, pytest.raises(LlmCallError) as e:
+        LlmHttp(url + "/v1", None, retries=2).get("/models", time.monotonic() + 30)
+    assert "asks to wait 3600 s, longer than the call may take" in str(e.value)
+    assert retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date already past
+    assert retry_after_s("soon") == retry_after_s("-5") == retry_after_s("nan") == 0.0

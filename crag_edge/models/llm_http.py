@@ -2,8 +2,9 @@
 
 A failed call is retried with exponential backoff when trying again can help: the
 connection failed or broke, the server answered 5xx (overloaded, restarting) or 429 (rate
-limited). Any other 4xx is the request's own fault and fails at once; 401, 403 and 404 mean
-the URL or the key is wrong, which no retry fixes and which the user must be told about.
+limited), waiting at least as long as its `Retry-After` asks. Any other 4xx is the request's
+own fault and fails at once; 401, 403 and 404 mean the URL or the key is wrong, which no
+retry fixes and which the user must be told about.
 
 Time is bounded the way the in-process runtime bounds it: a short call (judge, rewrite) has
 a total deadline that covers connecting, every attempt and every backoff pause; a stream has
@@ -16,11 +17,14 @@ for fits many times over, an endless line or body does not.
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -119,6 +123,7 @@ class LlmHttp:
             request = self._client.build_request(
                 method, url, json=body, timeout=timeout, extensions=watchdog.extensions
             )
+            asked_wait_s = 0.0
             try:
                 response = self._client.send(request, stream=True)
             except httpx.TimeoutException:
@@ -135,10 +140,16 @@ class LlmHttp:
                         response.close()
                     return
                 problem = self._refusal(response, url)
+                asked_wait_s = retry_after_s(response.headers.get("Retry-After"))
             if attempt >= self._retries:
                 raise LlmCallError(f"{url}: {problem} (after {attempt + 1} attempts)")
-            pause = FIRST_BACKOFF_S * 2**attempt
+            pause = max(FIRST_BACKOFF_S * 2**attempt, asked_wait_s)
             if time.monotonic() + pause >= deadline:
+                if asked_wait_s:  # waiting as asked would outlast the call: say so, not "timeout"
+                    raise LlmCallError(
+                        f"{url}: {problem}; the server asks to wait {asked_wait_s:g} s, "
+                        "longer than the call may take"
+                    )
                 raise CallTimedOut
             time.sleep(pause)
             attempt += 1
@@ -166,6 +177,24 @@ class LlmHttp:
         if response.status_code not in RETRY_STATUSES:
             raise LlmCallError(f"{url}: {problem}")
         return problem
+
+
+def retry_after_s(header: str | None) -> float:
+    """The wait a 429 or 503 asks for in its `Retry-After` (seconds, or an HTTP date), 0 when
+    it asks none or says it unreadably: retrying sooner only earns another refusal."""
+    if not header:
+        return 0.0
+    try:
+        seconds = float(header)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError):
+            return 0.0
+        if when.tzinfo is None:
+            return 0.0
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
 
 
 def _json(response: httpx.Response, watchdog: Watchdog) -> Any:
