@@ -11,7 +11,7 @@ import pytest
 from crag_edge.config import Settings
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.models.manifest import ManifestError, load_manifest
-from crag_edge.models.provision import PullError, pull_model, verify_model
+from crag_edge.models.provision import Progress, PullError, pull_model, verify_model
 from crag_edge.models.registry import load_cross_encoder
 from tests.servers import build_wheel, file_server, socket_server
 
@@ -160,6 +160,23 @@ def test_a_source_with_wrong_bytes_is_discarded(tmp_path: Path) -> None:
     )
     assert report.files[0].source == str(good)
     assert "fails verification (hash-mismatch)" in report.files[0].failures[0]
+
+
+class InterruptedCopy(Progress):
+    """Ctrl+C as the first block of a copy lands."""
+
+    def advance(self, n: int) -> None:
+        raise KeyboardInterrupt
+
+
+def test_a_copy_cut_short_leaves_nothing_a_download_would_resume(tmp_path: Path) -> None:
+    """A URL source resumes after whatever `.part` holds: bytes a local copy left when Ctrl+C
+    stopped it may be another file's, so they are not kept."""
+    wrong = tmp_path / "wrong.bin"
+    wrong.write_bytes(bytes(len(PAYLOAD)))
+    with pytest.raises(KeyboardInterrupt):
+        pull(tmp_path, f'{{ kind = "local", path = "{wrong}" }}', progress=InterruptedCopy())
+    assert not pulled(tmp_path).with_name("toy.bin.part").exists()
 
 
 def test_a_source_that_sends_more_than_the_manifest_lists_is_cut_off(tmp_path: Path) -> None:

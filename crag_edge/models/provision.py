@@ -175,11 +175,15 @@ def _pull_file(
                 read_timeout=read_timeout,
                 wheel_cache=wheel_cache,
             )
-        except (SourceError, OSError) as exc:
+        except BaseException as exc:
+            # Only a URL's partial file is resumed (a Range request after it); a copy cut
+            # short (a failure, or Ctrl+C) may hold another file's bytes, so it goes.
+            if source.kind != "url":
+                part.unlink(missing_ok=True)
+            if not isinstance(exc, SourceError | OSError):
+                raise
             failures.append(f"{source.describe()}: {exc}")
             progress.note(f"{mf.name}: {source.describe()} failed: {exc}")
-            if source.kind != "url":  # a URL's partial file is kept for resuming
-                part.unlink(missing_ok=True)
             continue
         state = check_file(part, mf)
         if state == "ok":
