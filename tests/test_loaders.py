@@ -49,6 +49,15 @@ def test_text_with_utf16_bom(tmp_path: Path) -> None:
     assert doc.text == "Grüße"
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_text_in_utf16_without_a_bom(tmp_path: Path, encoding: str) -> None:
+    """Saved without a byte-order mark (some Windows tools do), UTF-16 is told by its NUL
+    bytes, one in every other byte of Latin text."""
+    text = "Grüße aus Köln.\nBees dance to find flowers."
+    doc = load_text(*parts(write(tmp_path / "w.txt", text.encode(encoding))))
+    assert doc.text == text
+
+
 def test_non_utf8_text_is_a_load_error(tmp_path: Path) -> None:
     path = write(tmp_path / "latin.txt", "café au lait".encode("latin-1"))
     with pytest.raises(LoadError, match=r"not valid utf-8 \(byte 3.*convert the file to UTF-8"):

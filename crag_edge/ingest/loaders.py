@@ -202,13 +202,14 @@ def _finite(literal: str) -> float:
 
 
 def _decode(raw: bytes, source: str, declared: str | None = None) -> str:
-    """UTF-8 (or a BOM-marked UTF-16, or a declared HTML charset); anything else is an error."""
+    """UTF-8 (or UTF-16, with a BOM or told by its NUL bytes, or a declared HTML charset);
+    anything else is an error."""
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         encoding = "utf-16"
     elif raw.startswith(codecs.BOM_UTF8):
         encoding = "utf-8-sig"
     else:
-        encoding = "utf-8"
+        encoding = _utf16_without_bom(raw) or "utf-8"
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as exc:
@@ -216,6 +217,21 @@ def _decode(raw: bytes, source: str, declared: str | None = None) -> str:
     if "\x00" in text:
         raise LoadError(source, "contains NUL characters; this looks like a binary file")
     return _clean(text)
+
+
+def _utf16_without_bom(raw: bytes) -> str | None:
+    """The byte order of UTF-16 text saved without a byte-order mark, told by where its NUL
+    bytes stand (text in a Latin script has one in every other byte); None for anything
+    else. Text that holds NUL bytes is no UTF-8, so this costs nothing for UTF-8 files."""
+    if b"\x00" not in raw or len(raw) % 2:
+        return None
+    half = len(raw) // 2
+    even, odd = raw[0::2].count(0), raw[1::2].count(0)
+    if odd >= 0.75 * half and even <= 0.05 * half:
+        return "utf-16-le"
+    if even >= 0.75 * half and odd <= 0.05 * half:
+        return "utf-16-be"
+    return None
 
 
 def _decode_declared(raw: bytes, source: str, declared: str | None, exc: UnicodeDecodeError) -> str:
