@@ -34,7 +34,8 @@ from crag_edge.types import Embedder, Hit
 
 
 class Engine:
-    """A corpus opened for ingest and search. Use `Engine.open`; close it (or use `with`)."""
+    """A corpus opened for ingest and search. Use `Engine.open`; close it (or use `with`).
+    Closing twice is harmless; any other use of a closed engine raises ValueError."""
 
     def __init__(
         self,
@@ -50,6 +51,7 @@ class Engine:
         self.embedder = embedder
         self.settings = settings
         self.metrics = metrics or Metrics()
+        self.closed = False
         retrieval = settings.retrieval
         self.retriever = Retriever(
             corpus,
@@ -130,6 +132,7 @@ class Engine:
         seen by all), an unchanged one retagged without being embedded again; without, stored
         documents keep theirs. `caller` is the ingesting caller's groups (as `groups` of
         `search`; None: the owner): a stored document it cannot see is left unchanged."""
+        self._check_open()
         return ingest(
             self.corpus if corpus is None else corpus,
             self.embedder,
@@ -155,6 +158,7 @@ class Engine:
     ) -> list[Hit]:
         """Retrieve the best chunks for `question` (repaired if it is not valid Unicode)
         among those a caller with `groups` may see (`crag_edge.groups`; None: all)."""
+        self._check_open()
         return self.retriever.search(
             repair(question),
             top_k=top_k or self.settings.retrieval.top_k,
@@ -179,6 +183,7 @@ class Engine:
         valid Unicode (lone surrogates) is repaired first (`text_boundary`). Only documents
         a caller with `groups` may see are searched (`crag_edge.groups`; None: all). A
         question with nothing to search for raises `QuestionError`."""
+        self._check_open()
         question = asked_question(question)
         history = [{key: repair(text) for key, text in message.items()} for message in history]
         result = self.loop.run(
@@ -228,6 +233,7 @@ class Engine:
         """Refit the signals' and the evaluator's calibration to this corpus without labels
         (`crag_edge.corpus_calibration`), store it in the corpus file and use it from now on;
         the before/after report."""
+        self._check_open()
         llm = self.llm()
         if llm is None:
             raise corpus_calibration.CalibrationError(
@@ -255,7 +261,16 @@ class Engine:
         self.settings = self.settings.model_copy(update={"grading": grading})
         self.grader.calibrations = Calibrations.from_settings(grading)
 
+    def _check_open(self) -> None:
+        """One clear error for a closed engine, not the store's own from deep inside."""
+        if self.closed:
+            raise ValueError("the engine is closed; open the corpus again with Engine.open")
+
     def close(self) -> None:
+        """Release the corpus and the fallback providers; a second call does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         for provider in self.fallbacks:
             provider.close()
         self.corpus.close()

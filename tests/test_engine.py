@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
@@ -61,3 +64,32 @@ def test_answer_times_the_wait_for_its_first_word(tmp_path: Path, embedder: Any)
     assert second.prompt_tokens is not None and second.evaluated_tokens is not None
     assert 0 < second.evaluated_tokens < second.prompt_tokens
     assert events[-1].ms == round(second.answer_s * 1000, 3)
+
+
+@pytest.fixture(scope="module")
+def sample_engine(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[Engine]:
+    """One engine over the sample corpus, shared by the tests that only read it."""
+    db = tmp_path_factory.mktemp("api") / "kb.db"
+    with Engine.open(db, Settings.load(**FAST), create=True, embedder=embedder) as engine:
+        engine.ingest([SAMPLE])
+        yield engine
+
+
+def test_a_closed_engine_says_so_and_closing_again_is_harmless(
+    tmp_path: Path, embedder: Any
+) -> None:
+    with Engine.open(
+        tmp_path / "kb.db", Settings.load(**FAST), create=True, embedder=embedder
+    ) as engine:
+        engine.ingest([SAMPLE])
+    engine.close()
+    calls: list[Callable[[], object]] = [
+        lambda: engine.query(BEES),
+        lambda: engine.search(BEES),
+        lambda: engine.answer(BEES),
+        lambda: engine.ingest([SAMPLE]),
+        lambda: engine.calibrate(),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match="the engine is closed"):
+            call()
