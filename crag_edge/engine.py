@@ -6,7 +6,8 @@ correct, refine), then optionally generation (`generation.stream_answer`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -114,7 +115,7 @@ class Engine:
 
     def ingest(
         self,
-        inputs: Sequence[Path | str],
+        inputs: Iterable[Path | str],
         *,
         fmt: Format = "auto",
         prune: bool = False,
@@ -131,13 +132,15 @@ class Engine:
         With `groups`, every document is tagged with them (`crag_edge.groups`; empty: untagged,
         seen by all), an unchanged one retagged without being embedded again; without, stored
         documents keep theirs. `caller` is the ingesting caller's groups (as `groups` of
-        `search`; None: the owner): a stored document it cannot see is left unchanged."""
+        `search`; None: the owner): a stored document it cannot see is left unchanged.
+        `inputs` is a list (any iterable) of paths: one path alone is a TypeError, since a
+        string read as a list would ingest each of its characters (`/` the whole disk)."""
         self._check_open()
         return ingest(
             self.corpus if corpus is None else corpus,
             self.embedder,
             self.embedder.tokenizer,
-            inputs,
+            _paths(inputs),
             settings=self.settings.ingest,
             fmt=fmt,
             prune=prune,
@@ -285,3 +288,14 @@ class Engine:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _paths(inputs: Iterable[Path | str]) -> list[Path | str]:
+    """The inputs as a list of paths, or a TypeError naming what is not one."""
+    if isinstance(inputs, str | bytes | os.PathLike) or not isinstance(inputs, Iterable):
+        raise TypeError(f"inputs must be a list of paths, not {inputs!r}: pass [path]")
+    paths = list(inputs)
+    for path in paths:
+        if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
+            raise TypeError(f"input {path!r} is not a path (a str or pathlib.Path)")
+    return paths

@@ -93,3 +93,21 @@ def test_a_closed_engine_says_so_and_closing_again_is_harmless(
     for call in calls:
         with pytest.raises(ValueError, match="the engine is closed"):
             call()
+
+
+@pytest.mark.parametrize("inputs", [str(SAMPLE), SAMPLE, bytes(SAMPLE), None, 3])
+def test_ingest_wants_a_list_of_paths_not_one_path(sample_engine: Engine, inputs: Any) -> None:
+    """A lone path is not read as a list of its characters (which adds nothing, silently)."""
+    with pytest.raises(TypeError, match="a list of paths"):
+        sample_engine.ingest(inputs)
+
+
+@pytest.mark.parametrize("item", [None, bytes(SAMPLE), 3])
+def test_ingest_refuses_an_item_that_is_not_a_path(sample_engine: Engine, item: Any) -> None:
+    with pytest.raises(TypeError, match="not a path"):
+        sample_engine.ingest([SAMPLE, item])
+
+
+def test_ingest_takes_any_iterable_of_paths(sample_engine: Engine) -> None:
+    report = sample_engine.ingest(path for path in [SAMPLE])
+    assert report.unchanged == 6 and not report.errors
