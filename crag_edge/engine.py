@@ -14,7 +14,7 @@ from typing import Any
 
 from crag_edge import corpus_calibration
 from crag_edge.answer_timing import AnswerClock, TimedAnswer
-from crag_edge.config import Settings
+from crag_edge.config import Settings, field_range
 from crag_edge.correction.fallback import build_providers
 from crag_edge.crag import CragLoop
 from crag_edge.generation import stream_answer
@@ -160,11 +160,13 @@ class Engine:
         groups: Groups = None,
     ) -> list[Hit]:
         """Retrieve the best chunks for `question` (repaired if it is not valid Unicode)
-        among those a caller with `groups` may see (`crag_edge.groups`; None: all)."""
+        among those a caller with `groups` may see (`crag_edge.groups`; None: all).
+        `top_k` (here and in `query`, `answer`) is an int in the `top_k` setting's range,
+        None for the setting's value; anything else is a TypeError or ValueError."""
         self._check_open()
         return self.retriever.search(
             repair(question),
-            top_k=top_k or self.settings.retrieval.top_k,
+            top_k=_top_k(top_k) or self.settings.retrieval.top_k,
             mode=mode or self.settings.retrieval.retrieval_mode,
             groups=groups,
         )
@@ -188,6 +190,7 @@ class Engine:
         question with nothing to search for raises `QuestionError`."""
         self._check_open()
         question = asked_question(question)
+        top_k = _top_k(top_k)
         history = [{key: repair(text) for key, text in message.items()} for message in history]
         result = self.loop.run(
             question, mode=mode, top_k=top_k, progress=progress, history=history, groups=groups
@@ -299,3 +302,16 @@ def _paths(inputs: Iterable[Path | str]) -> list[Path | str]:
         if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
             raise TypeError(f"input {path!r} is not a path (a str or pathlib.Path)")
     return paths
+
+
+def _top_k(top_k: int | None) -> int | None:
+    """`top_k` if it is an int in the `top_k` setting's range (None: the setting's value);
+    else the error, before retrieval would slice by it."""
+    if top_k is None:
+        return None
+    if not isinstance(top_k, int) or isinstance(top_k, bool):
+        raise TypeError(f"top_k must be an int, not {top_k!r}")
+    low, high = field_range("top_k")
+    if not low <= top_k <= high:
+        raise ValueError(f"top_k must be from {low} to {high}, not {top_k}")
+    return top_k

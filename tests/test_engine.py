@@ -111,3 +111,12 @@ def test_ingest_refuses_an_item_that_is_not_a_path(sample_engine: Engine, item: 
 def test_ingest_takes_any_iterable_of_paths(sample_engine: Engine) -> None:
     report = sample_engine.ingest(path for path in [SAMPLE])
     assert report.unchanged == 6 and not report.errors
+
+
+@pytest.mark.parametrize("top_k", [0, -1, 10**9, 2.5, True, "5"])
+def test_top_k_outside_the_settings_range_is_refused(sample_engine: Engine, top_k: Any) -> None:
+    """0 was the default depth, -1 cut the fused list from its end, a float or str failed
+    deep in retrieval: each is now refused where it enters."""
+    for call in (sample_engine.search, sample_engine.query):
+        with pytest.raises((TypeError, ValueError), match="top_k"):
+            call(BEES, top_k=top_k)
