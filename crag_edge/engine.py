@@ -7,7 +7,7 @@ correct, refine), then optionally generation (`generation.stream_answer`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -20,7 +20,7 @@ from crag_edge.crag import CragLoop
 from crag_edge.generation import stream_answer
 from crag_edge.grading import Calibrations, Grader
 from crag_edge.grading.factory import build_grader
-from crag_edge.groups import Groups
+from crag_edge.groups import Groups, checked_groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.models.registry import load_embedder
@@ -147,8 +147,8 @@ class Engine:
             progress=progress,
             passage_index=self.grader.passage_index(),
             roots=roots,
-            groups=groups,
-            caller=caller,
+            groups=_groups(groups),
+            caller=_groups(caller),
         )
 
     def search(
@@ -168,7 +168,7 @@ class Engine:
             repair(question),
             top_k=_top_k(top_k) or self.settings.retrieval.top_k,
             mode=mode or self.settings.retrieval.retrieval_mode,
-            groups=groups,
+            groups=_groups(groups),
         )
 
     def query(
@@ -191,6 +191,7 @@ class Engine:
         self._check_open()
         question = asked_question(question)
         top_k = _top_k(top_k)
+        groups = _groups(groups)
         history = [{key: repair(text) for key, text in message.items()} for message in history]
         result = self.loop.run(
             question, mode=mode, top_k=top_k, progress=progress, history=history, groups=groups
@@ -315,3 +316,13 @@ def _top_k(top_k: int | None) -> int | None:
     if not low <= top_k <= high:
         raise ValueError(f"top_k must be from {low} to {high}, not {top_k}")
     return top_k
+
+
+def _groups(groups: Groups) -> Groups:
+    """Groups as a set of names that follow `groups.NAME_RULE` (None: the owner); a str is a
+    TypeError, not the set of its letters, and a bad name a ValueError, not a silent miss."""
+    if groups is None:
+        return None
+    if not isinstance(groups, Set) or not all(isinstance(name, str) for name in groups):
+        raise TypeError(f"groups must be a set of group names (str), not {groups!r}")
+    return checked_groups(groups)

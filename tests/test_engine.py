@@ -120,3 +120,22 @@ def test_top_k_outside_the_settings_range_is_refused(sample_engine: Engine, top_
     for call in (sample_engine.search, sample_engine.query):
         with pytest.raises((TypeError, ValueError), match="top_k"):
             call(BEES, top_k=top_k)
+
+
+@pytest.mark.parametrize(
+    ("groups", "error"),
+    [("finance", TypeError), ({1}, TypeError), ({""}, ValueError), ({"a b"}, ValueError)],
+)
+def test_groups_must_be_a_set_of_valid_names(
+    sample_engine: Engine, groups: Any, error: type[Exception]
+) -> None:
+    """A str was read as a set of its letters; a bad name matched nothing, silently, or
+    failed in the store's CHECK constraint at ingest."""
+    with pytest.raises(error, match="group"):
+        sample_engine.search(BEES, groups=groups)
+    with pytest.raises(error, match="group"):
+        sample_engine.query(BEES, groups=groups)
+    with pytest.raises(error, match="group"):
+        sample_engine.ingest([SAMPLE], groups=groups)
+    with pytest.raises(error, match="group"):
+        sample_engine.ingest([SAMPLE], caller=groups)
