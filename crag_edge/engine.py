@@ -7,7 +7,7 @@ correct, refine), then optionally generation (`generation.stream_answer`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -165,7 +165,7 @@ class Engine:
         None for the setting's value; anything else is a TypeError or ValueError."""
         self._check_open()
         return self.retriever.search(
-            repair(question),
+            repair(_question(question)),
             top_k=_top_k(top_k) or self.settings.retrieval.top_k,
             mode=mode or self.settings.retrieval.retrieval_mode,
             groups=_groups(groups),
@@ -184,15 +184,19 @@ class Engine:
         """The corrective loop: retrieve, grade, correct; the final context and every reason.
         `progress` hears each stage as it happens (`crag_edge.progress`). `history` is the
         conversation so far (`{"role": "user" | "assistant", "content": ...}`, oldest first):
-        a follow-up question is made standalone from it before retrieval. Text that is not
+        a follow-up question is made standalone from it before retrieval (turns of another
+        role, a chat's system turn, are ignored); a history of another shape is a TypeError
+        or ValueError. Text that is not
         valid Unicode (lone surrogates) is repaired first (`text_boundary`). Only documents
         a caller with `groups` may see are searched (`crag_edge.groups`; None: all). A
         question with nothing to search for raises `QuestionError`."""
         self._check_open()
-        question = asked_question(question)
+        question = asked_question(_question(question))
         top_k = _top_k(top_k)
         groups = _groups(groups)
-        history = [{key: repair(text) for key, text in message.items()} for message in history]
+        history = [
+            {key: repair(text) for key, text in message.items()} for message in _history(history)
+        ]
         result = self.loop.run(
             question, mode=mode, top_k=top_k, progress=progress, history=history, groups=groups
         )
@@ -326,3 +330,25 @@ def _groups(groups: Groups) -> Groups:
     if not isinstance(groups, Set) or not all(isinstance(name, str) for name in groups):
         raise TypeError(f"groups must be a set of group names (str), not {groups!r}")
     return checked_groups(groups)
+
+
+def _question(question: str) -> str:
+    """The question, if it is text: bytes or None would fail deep inside the text repair."""
+    if not isinstance(question, str):
+        raise TypeError(f"the question must be a str, not {type(question).__name__}")
+    return question
+
+
+def _history(history: Sequence[Message]) -> Sequence[Message]:
+    """The turns, if each is a dict of a `role` and a `content`, both text; else the error,
+    not one from inside the text repair."""
+    if isinstance(history, str) or not isinstance(history, Sequence):
+        raise TypeError(f"history must be a list of turns, not {type(history).__name__}")
+    for turn in history:
+        if not isinstance(turn, Mapping):
+            raise TypeError(f"history turn {turn!r} is not a dict with role and content")
+        if set(turn) != {"role", "content"}:
+            raise ValueError(f"history turn {turn!r} needs exactly a role and a content")
+        if not all(isinstance(text, str) for text in turn.values()):
+            raise TypeError(f"history turn {turn!r} has a role or content that is not a str")
+    return history

@@ -139,3 +139,30 @@ def test_groups_must_be_a_set_of_valid_names(
         sample_engine.ingest([SAMPLE], groups=groups)
     with pytest.raises(error, match="group"):
         sample_engine.ingest([SAMPLE], caller=groups)
+
+
+@pytest.mark.parametrize("question", [None, b"bees", 3])
+def test_a_question_that_is_not_text_is_a_type_error(sample_engine: Engine, question: Any) -> None:
+    for call in (sample_engine.search, sample_engine.query):
+        with pytest.raises(TypeError, match="question must be a str"):
+            call(question)
+
+
+@pytest.mark.parametrize(
+    ("history", "error"),
+    [
+        (None, TypeError),
+        ("user: hi", TypeError),
+        (["hi", "there"], TypeError),
+        ([{"a": "b"}], ValueError),
+        ([{"role": "user", "content": 5}], TypeError),
+        ([{"role": "user"}], ValueError),
+        ([{"role": None, "content": "hi"}], TypeError),
+    ],
+)
+def test_history_must_be_turns_of_role_and_content_text(
+    sample_engine: Engine, history: Any, error: type[Exception]
+) -> None:
+    """A wrong shape failed inside the text repair."""
+    with pytest.raises(error, match="history"):
+        sample_engine.query(BEES, history=history)
