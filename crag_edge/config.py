@@ -107,7 +107,7 @@ def default_model_dir() -> Path:
 class _Section(BaseModel):
     """The fields of one component. Env and `.env` values arrive as text, checked here."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
 
     @classmethod
     def defaults(cls) -> Self:
@@ -476,10 +476,16 @@ class ServerSettings(_Section):
 
 
 class Settings(BaseSettings):
-    """Every tunable number of crag-edge, validated once at start, one section per component."""
+    """Every tunable number of crag-edge, validated once at start, one section per component.
+    Frozen, sections included: `replace` makes a validated copy, where an assignment would
+    slip an unchecked value past validation."""
 
     model_config = SettingsConfigDict(
-        env_file=ENV_FILE, env_file_encoding="utf-8", extra="forbid", validate_default=True
+        env_file=ENV_FILE,
+        env_file_encoding="utf-8",
+        extra="forbid",
+        validate_default=True,
+        frozen=True,
     )
 
     models: ModelSettings = Field(default_factory=ModelSettings.defaults)

@@ -196,3 +196,13 @@ def test_replace_validates_and_keeps_what_was_set_explicitly() -> None:
     with pytest.raises(SettingsError, match="judge_focus_tokens"):
         s.replace(judge_focus_tokens=8)
     assert s.value("top_k") == 10 and s.value("llm") == s.models.llm
+
+
+def test_settings_are_frozen_so_no_change_skips_validation() -> None:
+    """`replace` is the way to change a setting: it validates, an assignment would not."""
+    settings = Settings.load()
+    with pytest.raises(ValueError, match="frozen"):
+        settings.retrieval.top_k = 0
+    with pytest.raises(ValueError, match="frozen"):
+        settings.retrieval = settings.retrieval.model_copy()
+    assert settings.retrieval.top_k == Settings.load().retrieval.top_k
