@@ -243,8 +243,9 @@ class Engine:
     ) -> dict[str, Any]:
         """Refit the signals' and the evaluator's calibration to this corpus without labels
         (`crag_edge.corpus_calibration`), store it in the corpus file and use it from now on;
-        the before/after report."""
+        the before/after report. `questions` is an int of at least 2 (a fit needs them)."""
         self._check_open()
+        questions = _count("questions", questions, 2)
         llm = self.llm()
         if llm is None:
             raise corpus_calibration.CalibrationError(
@@ -310,16 +311,20 @@ def _paths(inputs: Iterable[Path | str]) -> list[Path | str]:
 
 
 def _top_k(top_k: int | None) -> int | None:
-    """`top_k` if it is an int in the `top_k` setting's range (None: the setting's value);
-    else the error, before retrieval would slice by it."""
-    if top_k is None:
-        return None
-    if not isinstance(top_k, int) or isinstance(top_k, bool):
-        raise TypeError(f"top_k must be an int, not {top_k!r}")
-    low, high = field_range("top_k")
-    if not low <= top_k <= high:
-        raise ValueError(f"top_k must be from {low} to {high}, not {top_k}")
-    return top_k
+    """`top_k` if it is in the `top_k` setting's range (None: the setting's value); else the
+    error, before retrieval would slice by it."""
+    return None if top_k is None else _count("top_k", top_k, *field_range("top_k"))
+
+
+def _count(name: str, value: int, low: int, high: int | None = None) -> int:
+    """`value` if it is an int (not a bool) from `low` to `high`; else a TypeError or
+    ValueError naming the argument."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not {value!r}")
+    if value < low or (high is not None and value > high):
+        allowed = f"at least {low}" if high is None else f"from {low} to {high}"
+        raise ValueError(f"{name} must be {allowed}, not {value}")
+    return value
 
 
 def _groups(groups: Groups) -> Groups:

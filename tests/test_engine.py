@@ -166,3 +166,10 @@ def test_history_must_be_turns_of_role_and_content_text(
     """A wrong shape failed inside the text repair."""
     with pytest.raises(error, match="history"):
         sample_engine.query(BEES, history=history)
+
+
+@pytest.mark.parametrize("questions", [0, 1, 2.5, "5", True])
+def test_calibrate_wants_at_least_two_questions(sample_engine: Engine, questions: Any) -> None:
+    """As `corpus calibrate --questions` does; a str or float failed inside the sampling."""
+    with pytest.raises((TypeError, ValueError), match="questions"):
+        sample_engine.calibrate(questions)
