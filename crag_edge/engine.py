@@ -22,6 +22,7 @@ from crag_edge.grading import Calibrations, Grader
 from crag_edge.grading.factory import build_grader
 from crag_edge.groups import Groups, checked_groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
+from crag_edge.locations import parse_location
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
@@ -97,9 +98,11 @@ class Engine:
 
         The corpus is opened first, so a wrong path, a foreign or corrupt file fails before
         any model loads; a corpus built by another embedder is refused. `embedder` and `llm`
-        reuse models already loaded (another engine's, with the same settings).
+        reuse models already loaded (another engine's, with the same settings). A location
+        that names no corpus (`locations.parse_location`) is refused before anything opens.
         """
-        settings = settings or Settings.load()
+        db = parse_location(db)
+        settings = _settings(settings)
         if create and (is_database_url(db) or not Path(db).exists()):
             embedder = embedder or load_embedder(settings.models)
             corpus = open_or_create_corpus(db, embedder.model_id, embedder.dim)
@@ -357,3 +360,13 @@ def _history(history: Sequence[Message]) -> Sequence[Message]:
         if not all(isinstance(text, str) for text in turn.values()):
             raise TypeError(f"history turn {turn!r} has a role or content that is not a str")
     return history
+
+
+def _settings(settings: Settings | None) -> Settings:
+    """`settings`, or the loaded ones for None; a dict of settings is a TypeError that says
+    how to make them, not an AttributeError from the first section read."""
+    if settings is None:
+        return Settings.load()
+    if not isinstance(settings, Settings):
+        raise TypeError(f"settings must be a Settings (Settings.load(...)), not {settings!r}")
+    return settings

@@ -27,10 +27,15 @@ def parse_location(value: str | Path) -> Path | str:
     """A corpus location as typed: a database URL stays text (as a `Path`,
     `postgresql://host/db` would lose a slash), anything else is a file path. Empty text (the
     working directory) and a URL of another scheme (`http://`, which as a path would name a
-    folder `http:`) are a `ValueError`."""
+    folder `http:`) are a `ValueError`; so are a NUL, which no file name holds, and SQLite's
+    `:memory:`, which would keep nothing (as a file name it would make a file so named).
+    Anything but text or a path is a `TypeError`."""
+    if not isinstance(value, str | Path):
+        raise TypeError(f"a corpus location is a str or Path, not {value!r}")
     if is_database_url(value):
         return value
-    if isinstance(value, str) and (not value.strip() or _SCHEME.match(value)):
+    text = str(value)
+    if not text.strip() or _SCHEME.match(text) or "\0" in text or text == ":memory:":
         raise ValueError(f"not a corpus file or a postgresql:// URL: {value!r}")
     return Path(value)
 

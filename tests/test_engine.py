@@ -173,3 +173,30 @@ def test_calibrate_wants_at_least_two_questions(sample_engine: Engine, questions
     """As `corpus calibrate --questions` does; a str or float failed inside the sampling."""
     with pytest.raises((TypeError, ValueError), match="questions"):
         sample_engine.calibrate(questions)
+
+
+@pytest.mark.parametrize(
+    ("db", "error"),
+    [
+        ("", ValueError),
+        ("http://host/corpus.db", ValueError),
+        (":memory:", ValueError),
+        ("kb\0.db", ValueError),
+        (None, TypeError),
+        (b"kb.db", TypeError),
+    ],
+)
+def test_open_refuses_a_location_that_names_no_corpus_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: Any, db: Any, error: type[Exception]
+) -> None:
+    """As `--db` does: ':memory:' would have made a file of that name, '' meant the working
+    directory, and None or a NUL failed inside pathlib."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error, match="corpus"):
+        Engine.open(db, Settings.load(**FAST), create=True, embedder=embedder)
+    assert not list(tmp_path.iterdir())
+
+
+def test_open_wants_settings_not_a_dict(tmp_path: Path, embedder: Any) -> None:
+    with pytest.raises(TypeError, match=r"Settings\.load"):
+        Engine.open(tmp_path / "kb.db", {"top_k": 3}, create=True, embedder=embedder)  # type: ignore[arg-type]
