@@ -6,21 +6,20 @@ correct, refine), then optionally generation (`generation.stream_answer`).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from crag_edge import corpus_calibration
+from crag_edge import arguments, corpus_calibration
 from crag_edge.answer_timing import AnswerClock, TimedAnswer
-from crag_edge.config import Settings, field_range
+from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
 from crag_edge.crag import CragLoop
 from crag_edge.generation import stream_answer
 from crag_edge.grading import Calibrations, Grader
 from crag_edge.grading.factory import build_grader
-from crag_edge.groups import Groups, checked_groups
+from crag_edge.groups import Groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.locations import parse_location
 from crag_edge.models.llm import Message, SharedLlm
@@ -102,7 +101,7 @@ class Engine:
         that names no corpus (`locations.parse_location`) is refused before anything opens.
         """
         db = parse_location(db)
-        settings = _settings(settings)
+        settings = arguments.settings(settings)
         if create and (is_database_url(db) or not Path(db).exists()):
             embedder = embedder or load_embedder(settings.models)
             corpus = open_or_create_corpus(db, embedder.model_id, embedder.dim)
@@ -143,15 +142,15 @@ class Engine:
             self.corpus if corpus is None else corpus,
             self.embedder,
             self.embedder.tokenizer,
-            _paths(inputs),
+            arguments.paths(inputs),
             settings=self.settings.ingest,
             fmt=fmt,
             prune=prune,
             progress=progress,
             passage_index=self.grader.passage_index(),
             roots=roots,
-            groups=_groups(groups),
-            caller=_groups(caller),
+            groups=arguments.groups(groups),
+            caller=arguments.groups(caller),
         )
 
     def search(
@@ -168,10 +167,10 @@ class Engine:
         None for the setting's value; anything else is a TypeError or ValueError."""
         self._check_open()
         return self.retriever.search(
-            repair(_question(question)),
-            top_k=_top_k(top_k) or self.settings.retrieval.top_k,
+            repair(arguments.question(question)),
+            top_k=arguments.top_k(top_k) or self.settings.retrieval.top_k,
             mode=mode or self.settings.retrieval.retrieval_mode,
-            groups=_groups(groups),
+            groups=arguments.groups(groups),
         )
 
     def query(
@@ -194,11 +193,12 @@ class Engine:
         a caller with `groups` may see are searched (`crag_edge.groups`; None: all). A
         question with nothing to search for raises `QuestionError`."""
         self._check_open()
-        question = asked_question(_question(question))
-        top_k = _top_k(top_k)
-        groups = _groups(groups)
+        question = asked_question(arguments.question(question))
+        top_k = arguments.top_k(top_k)
+        groups = arguments.groups(groups)
         history = [
-            {key: repair(text) for key, text in message.items()} for message in _history(history)
+            {key: repair(text) for key, text in message.items()}
+            for message in arguments.history(history)
         ]
         result = self.loop.run(
             question, mode=mode, top_k=top_k, progress=progress, history=history, groups=groups
@@ -248,7 +248,7 @@ class Engine:
         (`crag_edge.corpus_calibration`), store it in the corpus file and use it from now on;
         the before/after report. `questions` is an int of at least 2 (a fit needs them)."""
         self._check_open()
-        questions = _count("questions", questions, 2)
+        questions = arguments.count("questions", questions, 2)
         llm = self.llm()
         if llm is None:
             raise corpus_calibration.CalibrationError(
@@ -300,73 +300,3 @@ class Engine:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _paths(inputs: Iterable[Path | str]) -> list[Path | str]:
-    """The inputs as a list of paths, or a TypeError naming what is not one."""
-    if isinstance(inputs, str | bytes | os.PathLike) or not isinstance(inputs, Iterable):
-        raise TypeError(f"inputs must be a list of paths, not {inputs!r}: pass [path]")
-    paths = list(inputs)
-    for path in paths:
-        if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
-            raise TypeError(f"input {path!r} is not a path (a str or pathlib.Path)")
-    return paths
-
-
-def _top_k(top_k: int | None) -> int | None:
-    """`top_k` if it is in the `top_k` setting's range (None: the setting's value); else the
-    error, before retrieval would slice by it."""
-    return None if top_k is None else _count("top_k", top_k, *field_range("top_k"))
-
-
-def _count(name: str, value: int, low: int, high: int | None = None) -> int:
-    """`value` if it is an int (not a bool) from `low` to `high`; else a TypeError or
-    ValueError naming the argument."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not {value!r}")
-    if value < low or (high is not None and value > high):
-        allowed = f"at least {low}" if high is None else f"from {low} to {high}"
-        raise ValueError(f"{name} must be {allowed}, not {value}")
-    return value
-
-
-def _groups(groups: Groups) -> Groups:
-    """Groups as a set of names that follow `groups.NAME_RULE` (None: the owner); a str is a
-    TypeError, not the set of its letters, and a bad name a ValueError, not a silent miss."""
-    if groups is None:
-        return None
-    if not isinstance(groups, Set) or not all(isinstance(name, str) for name in groups):
-        raise TypeError(f"groups must be a set of group names (str), not {groups!r}")
-    return checked_groups(groups)
-
-
-def _question(question: str) -> str:
-    """The question, if it is text: bytes or None would fail deep inside the text repair."""
-    if not isinstance(question, str):
-        raise TypeError(f"the question must be a str, not {type(question).__name__}")
-    return question
-
-
-def _history(history: Sequence[Message]) -> Sequence[Message]:
-    """The turns, if each is a dict of a `role` and a `content`, both text; else the error,
-    not one from inside the text repair."""
-    if isinstance(history, str) or not isinstance(history, Sequence):
-        raise TypeError(f"history must be a list of turns, not {type(history).__name__}")
-    for turn in history:
-        if not isinstance(turn, Mapping):
-            raise TypeError(f"history turn {turn!r} is not a dict with role and content")
-        if set(turn) != {"role", "content"}:
-            raise ValueError(f"history turn {turn!r} needs exactly a role and a content")
-        if not all(isinstance(text, str) for text in turn.values()):
-            raise TypeError(f"history turn {turn!r} has a role or content that is not a str")
-    return history
-
-
-def _settings(settings: Settings | None) -> Settings:
-    """`settings`, or the loaded ones for None; a dict of settings is a TypeError that says
-    how to make them, not an AttributeError from the first section read."""
-    if settings is None:
-        return Settings.load()
-    if not isinstance(settings, Settings):
-        raise TypeError(f"settings must be a Settings (Settings.load(...)), not {settings!r}")
-    return settings

@@ -32,6 +32,18 @@ import httpx
 
 
 @contextmanager
+def serving(server: socketserver.BaseServer) -> Iterator[int]:
+    """Run `server` (bound to a free port on 127.0.0.1) in a daemon thread; yield its port,
+    then shut it down and close its socket."""
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]  # type: ignore[index]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
 def file_server(files: dict[str, bytes], *, fail_after: int | None = None) -> Iterator[str]:
     """Serve `files` by path on 127.0.0.1; yield the base URL.
 
@@ -62,14 +74,8 @@ def file_server(files: dict[str, bytes], *, fail_after: int | None = None) -> It
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @dataclass(frozen=True)
@@ -129,14 +135,8 @@ def api_server(respond: Callable[[ApiRequest], ApiResponse]) -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = _QuietServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_QuietServer(("127.0.0.1", 0), Handler)) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @dataclass(frozen=True)
@@ -196,15 +196,11 @@ def endless_llm_server() -> Iterator[EndlessLlm]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = _QuietServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield replace(llm, url=f"http://127.0.0.1:{server.server_address[1]}/v1")
-    finally:
-        llm.stop.set()
-        server.shutdown()
-        server.server_close()
+    with serving(_QuietServer(("127.0.0.1", 0), Handler)) as port:
+        try:
+            yield replace(llm, url=f"http://127.0.0.1:{port}/v1")
+        finally:
+            llm.stop.set()  # before the shutdown: a handler still streaming words ends
 
 
 def trickle(connection: socket.socket, data: bytes, pause_s: float) -> None:
@@ -254,14 +250,8 @@ def socket_server(
         daemon_threads = True
         allow_reuse_address = True
 
-    server = Server(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Server(("127.0.0.1", 0), Handler)) as port:
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}"
 
 
 def build_wheel(folder: Path, package: str, version: str, members: dict[str, bytes]) -> Path:

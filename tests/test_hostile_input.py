@@ -198,37 +198,31 @@ def test_file_contents_with_escaped_surrogates_are_repaired(tmp_path: Path) -> N
     assert stored_sources(tmp_path / "c.db") == ["beir:d\ufffd"]
 
 
-def test_a_beir_line_nested_too_deeply_is_one_error_and_the_file_goes_on(tmp_path: Path) -> None:
-    """JSON's parser recurses once per nested array: a line of 100,000 `[` is that line's
-    error, not a traceback that stops the whole corpus."""
-    nested = "[" * 100_000 + "]" * 100_000
+@pytest.mark.parametrize(
+    ("metadata", "reason"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ("NaN", "NaN is not a finite number"),
+        ("-Infinity", "-Infinity is not a finite number"),
+        ("1e400", "1e400 is not a finite number"),
+    ],
+    ids=["nested-100k", "nan", "-infinity", "1e400"],
+)
+def test_a_beir_line_json_cannot_hold_is_that_lines_error(
+    tmp_path: Path, metadata: str, reason: str
+) -> None:
+    """JSON's parser recurses once per nested array, and Python's reads NaN, Infinity and
+    1e400 as floats JSON has no words for (kept as metadata, they failed the corpus's JSON
+    check when written): each is that line's error, not a traceback that stops the run."""
     corpus_file = tmp_path / "corpus.jsonl"
     corpus_file.write_text(
         '{"_id": "1", "text": "Bees dance."}\n'
-        f'{{"_id": "2", "text": "Deep.", "metadata": {{"x": {nested}}}}}\n'
+        f'{{"_id": "2", "text": "Odd.", "metadata": {{"x": {metadata}}}}}\n'
         '{"_id": "3", "text": "Ants march."}\n'
     )
     code, report = ingest_json(tmp_path / "c.db", corpus_file)
     assert code == 0 and report["added"] == 2, report
-    assert reasons(report) == {"corpus.jsonl:2": "invalid JSON line (nested too deeply)"}
-    assert stored_sources(tmp_path / "c.db") == ["beir:1", "beir:3"]
-
-
-@pytest.mark.parametrize("number", ["NaN", "-Infinity", "1e400"])
-def test_a_beir_number_json_cannot_hold_is_that_lines_error(tmp_path: Path, number: str) -> None:
-    """Python's parser reads NaN, Infinity and 1e400 as floats that JSON has no words for: kept
-    as metadata they failed the corpus's JSON check when written, stopping the whole run."""
-    corpus_file = tmp_path / "corpus.jsonl"
-    corpus_file.write_text(
-        '{"_id": "1", "text": "Bees dance."}\n'
-        f'{{"_id": "2", "text": "Odd.", "metadata": {{"score": {number}}}}}\n'
-        '{"_id": "3", "text": "Ants march."}\n'
-    )
-    code, report = ingest_json(tmp_path / "c.db", corpus_file)
-    assert code == 0 and report["added"] == 2, report
-    assert reasons(report) == {
-        "corpus.jsonl:2": f"invalid JSON line ({number} is not a finite number)"
-    }
+    assert reasons(report) == {"corpus.jsonl:2": f"invalid JSON line ({reason})"}
     assert stored_sources(tmp_path / "c.db") == ["beir:1", "beir:3"]
 
 

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,20 @@ def test_json_the_parser_cannot_read_is_a_400_saying_why(corpus_db: Path, embedd
         assert answer.json()["message"] == f"the body is not valid JSON: {reason}", answer.text
 
 
+@contextmanager
+def slow_connection(corpus_db: Path, embedder: Any) -> Iterator[socket.socket]:
+    """A raw connection to a service that waits 0.5 s for a request's head or body; once the
+    test is done with it, the service must still answer a question."""
+    config = ServerConfig(db=corpus_db, read_timeout_s=0.5)
+    with running(config, factory_for(corpus_db, embedder)) as srv:
+        port = int(srv.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as slow:
+            yield slow
+        with srv.client() as client:
+            served = client.post("/v1/query", json={"question": "What is a honeybee?"})
+    assert served.status_code == 200
+
+
 @pytest.mark.parametrize(
     "sent",
     [
@@ -90,20 +105,14 @@ def test_json_the_parser_cannot_read_is_a_400_saying_why(corpus_db: Path, embedd
 def test_a_body_that_stops_arriving_is_a_408_and_the_service_goes_on(
     corpus_db: Path, embedder: Any, sent: bytes
 ) -> None:
-    config = ServerConfig(db=corpus_db, read_timeout_s=0.5)
-    with running(config, factory_for(corpus_db, embedder)) as srv:
-        port = int(srv.url.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port), timeout=60) as slow:
-            head = b"POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            slow.sendall(head + sent)
-            answer = slow.makefile("rb").read()  # the server answers, then closes
-        with srv.client() as client:
-            served = client.post("/v1/query", json={"question": "What is a honeybee?"})
+    with slow_connection(corpus_db, embedder) as slow:
+        head = b"POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        slow.sendall(head + sent)
+        answer = slow.makefile("rb").read()  # the server answers, then closes
     status, _, rest = answer.partition(b"\r\n")
     assert status == b"HTTP/1.1 408 Request Timeout", answer
     body = json.loads(rest.partition(b"\r\n\r\n")[2])
     assert body["error"] == "request_timeout" and "0.5 s" in body["message"]
-    assert served.status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -113,16 +122,9 @@ def test_a_body_that_stops_arriving_is_a_408_and_the_service_goes_on(
 def test_a_connection_whose_request_head_never_arrives_is_closed(
     corpus_db: Path, embedder: Any, sent: bytes
 ) -> None:
-    config = ServerConfig(db=corpus_db, read_timeout_s=0.5)
-    with running(config, factory_for(corpus_db, embedder)) as srv:
-        port = int(srv.url.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port), timeout=60) as slow:
-            slow.sendall(sent)
-            closed = slow.recv(1024) == b""  # the server hangs up; a timeout here would raise
-        with srv.client() as client:
-            served = client.post("/v1/query", json={"question": "What is a honeybee?"})
-    assert closed
-    assert served.status_code == 200
+    with slow_connection(corpus_db, embedder) as slow:
+        slow.sendall(sent)
+        assert slow.recv(1024) == b""  # the server hangs up; a timeout here would raise
 
 
 # -- start-up --------------------------------------------------------------------------------

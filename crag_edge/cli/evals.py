@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from crag_edge.config import Settings
 from crag_edge.console.errors import friendly_errors
 from crag_edge.console.options import (
     TOP_K_MAX,
@@ -56,13 +57,21 @@ from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.retrieval import MODES, Mode
 from crag_edge.text_boundary import printable_path
 
+QueriesOption = Annotated[Path, typer.Option("--queries", help="BEIR queries.jsonl.")]
+QrelsOption = Annotated[Path, typer.Option("--qrels", help="BEIR qrels .tsv (or TREC qrels).")]
+
+
+def _with_fallback(settings: Settings, fallback_db: Path | None) -> Settings:
+    """The settings with `--fallback-db` as the `local` fallback's corpus, when given."""
+    return settings if fallback_db is None else settings.replace(fallback_db=fallback_db)
+
 
 @friendly_errors
 def eval_retrieval(
     ctx: typer.Context,
     db: DbOption,
-    queries: Annotated[Path, typer.Option("--queries", help="BEIR queries.jsonl.")],
-    qrels: Annotated[Path, typer.Option("--qrels", help="BEIR qrels .tsv (or TREC qrels).")],
+    queries: QueriesOption,
+    qrels: QrelsOption,
     mode: Annotated[Mode, typer.Option("--mode", help=f"One of {', '.join(MODES)}.")] = "hybrid",
     as_json: JsonOption = False,
 ) -> None:
@@ -83,8 +92,8 @@ def eval_retrieval(
 def eval_crag(
     ctx: typer.Context,
     db: DbOption,
-    queries: Annotated[Path, typer.Option("--queries", help="BEIR queries.jsonl.")],
-    qrels: Annotated[Path, typer.Option("--qrels", help="BEIR qrels .tsv (or TREC qrels).")],
+    queries: QueriesOption,
+    qrels: QrelsOption,
     fallback_db: FallbackDbOption = None,
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Only the first N judged queries.")
@@ -93,9 +102,7 @@ def eval_crag(
 ) -> None:
     """The full loop per query vs plain top-k RAG: decisions, fallback rate, evidence recall,
     noise rate and latency per path."""
-    settings = settings_of(ctx)
-    if fallback_db is not None:
-        settings = settings.replace(fallback_db=fallback_db)
+    settings = _with_fallback(settings_of(ctx), fallback_db)
     texts, judgements = judged_queries(queries, qrels)
     if limit is not None:
         texts = dict(list(texts.items())[:limit])
@@ -140,9 +147,7 @@ def eval_answers(
 ) -> None:
     """Claim verification end to end with one LLM: closed book, plain top-k RAG and CRAG;
     accuracy, macro-F1, NOT ENOUGH INFO refusals, citation precision and time per claim."""
-    settings = settings_of(ctx)
-    if fallback_db is not None:
-        settings = settings.replace(fallback_db=fallback_db)
+    settings = _with_fallback(settings_of(ctx), fallback_db)
     chosen = choices_option(systems, SYSTEMS, "--systems")
     claim_list = read_claims(claims)[:limit]
     with (

@@ -1,0 +1,85 @@
+"""What a caller of the Python API passes to `Engine`, checked where it enters: a wrong
+type or value is a TypeError or ValueError naming the argument, never an error from deep
+inside (a str read as a list of paths ingested each of its characters; `top_k=-1` cut the
+hits from their end). The service, the CLI and MCP check their own input before it gets here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence, Set
+from pathlib import Path
+
+from crag_edge.config import Settings, field_range
+from crag_edge.groups import Groups, checked_groups
+from crag_edge.models.llm import Message
+
+
+def paths(inputs: Iterable[Path | str]) -> list[Path | str]:
+    """The inputs as a list of paths, or a TypeError naming what is not one."""
+    if isinstance(inputs, str | bytes | os.PathLike) or not isinstance(inputs, Iterable):
+        raise TypeError(f"inputs must be a list of paths, not {inputs!r}: pass [path]")
+    paths = list(inputs)
+    for path in paths:
+        if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
+            raise TypeError(f"input {path!r} is not a path (a str or pathlib.Path)")
+    return paths
+
+
+def top_k(top_k: int | None) -> int | None:
+    """`top_k` if it is in the `top_k` setting's range (None: the setting's value); else the
+    error, before retrieval would slice by it."""
+    return None if top_k is None else count("top_k", top_k, *field_range("top_k"))
+
+
+def count(name: str, value: int, low: int, high: int | None = None) -> int:
+    """`value` if it is an int (not a bool) from `low` to `high`; else a TypeError or
+    ValueError naming the argument."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not {value!r}")
+    if value < low or (high is not None and value > high):
+        allowed = f"at least {low}" if high is None else f"from {low} to {high}"
+        raise ValueError(f"{name} must be {allowed}, not {value}")
+    return value
+
+
+def groups(groups: Groups) -> Groups:
+    """Groups as a set of names that follow `groups.NAME_RULE` (None: the owner); a str is a
+    TypeError, not the set of its letters, and a bad name a ValueError, not a silent miss."""
+    if groups is None:
+        return None
+    if not isinstance(groups, Set) or not all(isinstance(name, str) for name in groups):
+        raise TypeError(f"groups must be a set of group names (str), not {groups!r}")
+    return checked_groups(groups)
+
+
+def question(question: str) -> str:
+    """The question, if it is text: bytes or None would fail deep inside the text repair."""
+    if not isinstance(question, str):
+        raise TypeError(f"the question must be a str, not {type(question).__name__}")
+    return question
+
+
+def history(history: Sequence[Message]) -> Sequence[Message]:
+    """The turns, if each is a dict of a `role` and a `content`, both text; else the error,
+    not one from inside the text repair."""
+    if isinstance(history, str) or not isinstance(history, Sequence):
+        raise TypeError(f"history must be a list of turns, not {type(history).__name__}")
+    for turn in history:
+        if not isinstance(turn, Mapping):
+            raise TypeError(f"history turn {turn!r} is not a dict with role and content")
+        if set(turn) != {"role", "content"}:
+            raise ValueError(f"history turn {turn!r} needs exactly a role and a content")
+        if not all(isinstance(text, str) for text in turn.values()):
+            raise TypeError(f"history turn {turn!r} has a role or content that is not a str")
+    return history
+
+
+def settings(settings: Settings | None) -> Settings:
+    """`settings`, or the loaded ones for None; a dict of settings is a TypeError that says
+    how to make them, not an AttributeError from the first section read."""
+    if settings is None:
+        return Settings.load()
+    if not isinstance(settings, Settings):
+        raise TypeError(f"settings must be a Settings (Settings.load(...)), not {settings!r}")
+    return settings
