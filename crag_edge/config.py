@@ -320,6 +320,12 @@ class GradingSettings(_Section):
         description="An item's score: the mean probability of the tiers that scored it, the "
         "signals included (`mean`: the model tiers only), or the last tier's.",
     )
+    judge_floor: bool = Field(
+        True,
+        description="A passage the LLM judge read scores at least the judge's calibrated "
+        "score: the cheaper tiers may raise it, never push it below (a table row the judge "
+        "found relevant is not discarded for the signals' disagreement).",
+    )
     grading_tiers: list[Tier] = Field(
         default_factory=lambda: list(TIERS),
         description="Model tiers of the cascade, cheapest first; remove one to skip it.",
@@ -443,6 +449,43 @@ class CorrectionSettings(_Section):
         return self
 
 
+SupportMode = Literal["remove", "flag", "keep"]
+
+
+class AnswerSettings(_Section):
+    """The answer a reader sees: every sentence checked against its evidence first
+    (`answer.checked`); docs/answer-quality.md has the measurements behind the defaults."""
+
+    support_check: SupportMode = Field(
+        "remove",
+        description="What becomes of an answer sentence the passages do not state: `remove` "
+        "(left out, listed in the result), `flag` (shown, marked unsupported) or `keep` "
+        "(shown as written; still checked and listed).",
+    )
+    support_threshold: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="The LLM's P(yes) that a passage states a sentence, from which it counts "
+        "as supported.",
+    )
+    support_terms_accept: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of a sentence's content terms one passage must hold for the "
+        "sentence to count as supported when the LLM could not check it within "
+        "`support_budget_s` (or failed).",
+    )
+    support_budget_s: float = Field(
+        4.0,
+        ge=0.0,
+        le=600.0,
+        description="Seconds the LLM may spend checking one answer; sentences left unchecked "
+        "are decided by `support_terms_accept` alone.",
+    )
+
+
 class ServerSettings(_Section):
     """The HTTP service (`crag-edge serve`): auth, ingest roots, limits and admission."""
 
@@ -494,6 +537,7 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings.defaults)
     grading: GradingSettings = Field(default_factory=GradingSettings.defaults)
     correction: CorrectionSettings = Field(default_factory=CorrectionSettings.defaults)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings.defaults)
     server: ServerSettings = Field(default_factory=ServerSettings.defaults)
 
     @classmethod

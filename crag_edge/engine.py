@@ -12,13 +12,13 @@ from types import TracebackType
 from typing import Any
 
 from crag_edge import arguments
-from crag_edge.grading import corpus_calibration
+from crag_edge.answer.checked import check_answer
+from crag_edge.answer.generation import stream_answer
 from crag_edge.answer.timing import AnswerClock, TimedAnswer
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
 from crag_edge.crag import CragLoop
-from crag_edge.answer.generation import stream_answer
-from crag_edge.grading import Calibrations, Grader
+from crag_edge.grading import Calibrations, Grader, corpus_calibration
 from crag_edge.grading.factory import build_grader
 from crag_edge.groups import Groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
@@ -225,8 +225,10 @@ class Engine:
         groups: Groups = None,
     ) -> tuple[CragResult, TimedAnswer]:
         """The loop's result and the answer as a stream (generated lazily): iterate it for
-        the text, then read its `finish_reason` (`generation.AnswerFinish`) and `timings`
-        (`answer.timing.AnswerTimings`). `history` as for `query`; the answer is written for
+        the text, then read its `finish_reason` (`generation.AnswerFinish`), `timings`
+        (`answer.timing.AnswerTimings`) and `support` (`answer.checked.SupportReport`: every
+        sentence the model wrote, checked against the context; what fails is not shown
+        under the default `support_check`). `history` as for `query`; the answer is written for
         the standalone question. `progress` hears the loop's stages as for `query`, then
         `answer`: its start before the model loads, its end when the stream is exhausted.
         `groups` as for `query`: the answer is written from the evidence such a caller may
@@ -240,13 +242,14 @@ class Engine:
             progress(StageEvent("answer", "start"))
         needs_model = bool(result.context) and not result.insufficient_evidence
         llm = self.llm() if needs_model else None
-        return result, clock.time(stream_answer(llm, result), progress)
+        checked = check_answer(stream_answer(llm, result), result, llm, self.settings.answer)
+        return result, clock.time(checked, progress)
 
     def calibrate(
         self, questions: int = 20, *, on_question: Callable[[int], None] | None = None
     ) -> dict[str, Any]:
         """Refit the signals' and the evaluator's calibration to this corpus without labels
-        (`crag_edge.grading.corpus_calibration`), store it in the corpus file and use it from now on;
+        (`grading.corpus_calibration`), store it in the corpus file and use it from now on;
         the before/after report. `questions` is an int of at least 2 (a fit needs them)."""
         self._check_open()
         questions = arguments.count("questions", questions, 2)

@@ -195,11 +195,16 @@ def test_the_judge_spends_its_share_of_the_list_on_the_best_items_not_yet_truste
 
 
 def _fused_grades(
-    fusion: str, signal_scores: dict[str, float], cross: ScriptedScorer, judge: ScriptedScorer
+    fusion: str,
+    signal_scores: dict[str, float],
+    cross: ScriptedScorer,
+    judge: ScriptedScorer,
+    *,
+    judge_floor: bool = False,
 ) -> dict[str, ItemGrade]:
     """Grade the texts of `signal_scores` (in order) with these scripted tiers and fusion."""
     grader = Grader(
-        settings(**BANDED, tier_fusion=fusion, escalate_top=0),
+        settings(**BANDED, tier_fusion=fusion, escalate_top=0, judge_floor=judge_floor),
         cross_encoder=cross,
         llm_judge=judge,
     )
@@ -233,6 +238,29 @@ def test_mean_with_signals_fusion_counts_the_signals_among_the_tiers() -> None:
     assert by_text["unsure one"].score == pytest.approx((0.45 + 0.3 + 0.9) / 3)
     assert by_text["unsure two"].score == pytest.approx((0.35 + 0.35) / 2)
     assert by_text["lower"].score == 0.05  # settled by the signals: no model saw it
+
+
+def test_with_the_judge_floor_the_cheaper_tiers_cannot_push_a_judged_item_under_the_cut() -> None:
+    """The table-row case: the judge finds the row relevant, the signals and the evaluator
+    (which read a run of cells as noise) do not. Their mean would drop it under
+    `discard_below`; the judge's own score keeps it, and the cheaper tiers still order the
+    items it did not read."""
+    signal_scores = {"money 8 bytes currency amount": 0.1, "prose": 0.08, "low": 0.06, "x": 0.05}
+    cross = ScriptedScorer("ce", {})
+    judge = ScriptedScorer("llm", {"money 8 bytes currency amount": 0.4})
+    fused = _fused_grades("mean_with_signals", signal_scores, cross, judge)
+    floored = _fused_grades("mean_with_signals", signal_scores, cross, judge, judge_floor=True)
+    row = "money 8 bytes currency amount"
+    assert judge.calls[0] == [row]
+    assert fused[row].score < 0.3 and not fused[row].kept
+    assert floored[row].score == pytest.approx(0.4) and floored[row].kept
+    assert floored["prose"].score == fused["prose"].score  # unjudged: the mean, as before
+    # A judge that says no does not sink what the cheaper tiers trust either.
+    doubted = _fused_grades(
+        "mean_with_signals", signal_scores, cross, ScriptedScorer("llm", {row: 0.05}),
+        judge_floor=True,
+    )  # fmt: skip
+    assert doubted[row].score == pytest.approx((0.1 + 0.05) / 2)
 
 
 def _fixed_signals(scores: dict[str, float]):  # type: ignore[no-untyped-def]

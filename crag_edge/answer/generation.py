@@ -3,8 +3,8 @@
 The prompt forbids knowledge outside the context and asks for "[n]" citations; when the
 loop found no trustworthy evidence, no model is called: the answer says so. Every answer
 stream ends with its finish reason, so no interface can pass off a cut-off or stalled
-answer (or an empty one) as complete. An answer that ends on its own without a citation
-gets the passages it was drawn from named after it (`attribution`).
+answer (or an empty one) as complete. What the reader sees of the model's answer is decided
+sentence by sentence by the support check (`answer.checked`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import re
 from collections.abc import Generator, Sequence
 from typing import Literal
 
-from crag_edge.answer.attribution import drawn_from, drawn_from_note
 from crag_edge.citations import locator
 from crag_edge.config import ModelSettings, env_name
 from crag_edge.models.chat_model import (
@@ -26,13 +25,19 @@ from crag_edge.models.chat_model import (
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import ContextItem, CragResult
 
-# `insufficient_evidence`: no model was called, the answer is the sentence saying so.
-AnswerFinish = FinishReason | Literal["insufficient_evidence"]
+# `insufficient_evidence`: no model was called, the answer is the sentence saying so;
+# `unsupported`: the model answered, but the support check found no sentence of it that the
+# passages state (`answer.checked`), so the reader gets `UNSUPPORTED` instead.
+AnswerFinish = FinishReason | Literal["insufficient_evidence", "unsupported"]
 AnswerStream = TextStream[AnswerFinish]
 
 INSUFFICIENT = (
     "The evidence is insufficient to answer this question: nothing trustworthy was found "
     "in the corpus{fallback}."
+)
+UNSUPPORTED = (
+    "The evidence is insufficient to answer this question: the passages found do not state "
+    "what the model wrote from them."
 )
 SYSTEM = (
     "You are a careful assistant. Answer the user's question in one to three sentences, "
@@ -119,10 +124,6 @@ def _answer_pieces(
     finally:
         usage.prompt_tokens = reply.usage.prompt_tokens
         usage.evaluated_tokens = reply.usage.evaluated_tokens
-    if reply.finish_reason == "stop" and not cited(reply.text, result.context):
-        note = drawn_from_note(drawn_from(reply.text, result.context))
-        if note:
-            yield note
     return reply.finish_reason
 
 

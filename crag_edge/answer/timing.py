@@ -14,6 +14,7 @@ from collections.abc import Generator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from crag_edge.answer.checked import CheckedAnswer, SupportReport
 from crag_edge.answer.generation import AnswerFinish
 from crag_edge.models.chat_model import FinishReason, TextStream
 from crag_edge.progress import Progress, StageEvent
@@ -109,6 +110,12 @@ class TimedAnswer(TextStream[AnswerFinish]):
             ms = round((self._end - self._ready) * 1000, 3)
             self._progress(StageEvent("answer", "end", ms=ms))
         return self._inner.finish_reason
+
+    @property
+    def support(self) -> SupportReport | None:
+        """The support check's report of a checked answer (`Engine.answer`'s), None for an
+        unchecked one (plain RAG's in the measurements)."""
+        return self._inner.support if isinstance(self._inner, CheckedAnswer) else None
 
     @property
     def timings(self) -> AnswerTimings:

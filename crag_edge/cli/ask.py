@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from crag_edge.answer.checked import SupportReport
+from crag_edge.answer.generation import cited, incomplete_note, source_line, uncited
 from crag_edge.answer.timing import timings_line
 from crag_edge.citations import location_fields, locator
 from crag_edge.console.errors import friendly_errors
@@ -30,7 +32,6 @@ from crag_edge.console.output import (
     tell,
 )
 from crag_edge.engine import Engine
-from crag_edge.answer.generation import cited, incomplete_note, source_line, uncited
 from crag_edge.result import ContextItem, CragResult
 
 
@@ -147,16 +148,26 @@ def answer(
                 "finish_reason": finish,
                 "citations": [asdict(c) | location_fields(c) for c in sources],
                 "timings": stream.timings.to_dict(),
+                "support": None if stream.support is None else stream.support.to_dict(),
                 "result": result.to_dict(),
             }
         )
     else:
         _print_answer_tail(text, result, sources, note)
+        if stream.support is not None and stream.support.sentences:
+            _print_support(stream.support)
         if text.strip():  # an empty answer is one error line, below
             tell((timings_line(stream.timings), "dim"))
     if not text.strip():
         tell(("error:", "bold red"), f" no answer: {note}")
         raise typer.Exit(1)
+
+
+def _print_support(report: SupportReport) -> None:
+    """The support check's summary, then each sentence it kept from the reader, and why."""
+    tell((report.summary(), "dim"))
+    for sentence in report.removed:
+        tell(("removed", "yellow"), f": {sentence.text} ", (f"({sentence.reason})", "dim"))
 
 
 def _print_answer_tail(

@@ -315,12 +315,16 @@ class Grader:
         the item, so the signals temper an evaluator whose scale does not fit the corpus (it
         was trained on biomedical sentences and ranks manual pages like cosine) and the
         evaluator tempers the judge; `mean`: the model tiers only (the signals count until a
-        model has seen the item); `last`: the latest tier's. docs/grading.md has the numbers."""
+        model has seen the item); `last`: the latest tier's. docs/grading.md has the numbers.
+        With `judge_floor`, the most accurate tier has the last word on keeping: an item the
+        judge read scores at least the judge's own score."""
         fusion = self.settings.tier_fusion
         if fusion == "last":
             return latest
         tiers = TIERS if fusion == "mean_with_signals" else MODEL_TIERS
-        return float(np.mean([item.tiers[t] for t in tiers if t in item.tiers]))
+        fused = float(np.mean([item.tiers[t] for t in tiers if t in item.tiers]))
+        judged = item.tiers.get("llm")
+        return max(fused, judged) if judged is not None and self.settings.judge_floor else fused
 
     def _signals_tier(self, query: str, evidence: Evidence, items: list[ItemGrade]) -> None:
         hits = evidence.hits

@@ -26,13 +26,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from crag_edge.answer.generation import cited, incomplete_note
+from crag_edge.answer.views import MEANINGS, graded_hits, sources, verdict
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
-from crag_edge.answer.generation import cited, incomplete_note
 from crag_edge.groups import Groups
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import CragResult
-from crag_edge.answer.views import MEANINGS, graded_hits, sources, verdict
 from crag_edge.server.scopes import Scope
 from crag_edge.text_boundary import QuestionError, asked_question
 
@@ -134,7 +134,8 @@ def _turns(history: Sequence[Turn] | None) -> list[dict[str, str]]:
 def _cited_answer(
     engine: Engine, question: str, history: list[dict[str, str]], groups: Groups
 ) -> dict[str, Any]:
-    """The whole answer with its citations and verdict (an MCP tool returns one message)."""
+    """The whole answer with its citations, verdict and the support check of every sentence
+    the model wrote (an MCP tool returns one message)."""
     try:
         result, stream = engine.answer(question, history=history, groups=groups)
         text = "".join(stream)
@@ -144,6 +145,7 @@ def _cited_answer(
         "answer": text,
         "finish_reason": stream.finish_reason,
         "citations": sources(cited(text, result.context)),
+        "support": None if stream.support is None else stream.support.to_dict(),
     }
     note = incomplete_note(stream.finish_reason, text, engine.settings.models)
     if note is not None:

@@ -22,9 +22,10 @@ from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from crag_edge.answer.checked import SupportReport
+from crag_edge.answer.generation import cited, incomplete_note
 from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
-from crag_edge.answer.generation import cited, incomplete_note
 from crag_edge.locations import is_database_url, parse_location, same_location, shown_location
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.progress import StageEvent
@@ -420,6 +421,8 @@ class CragApp(App[None]):
                 ui(self._append_answer, piece)
             note = incomplete_note(stream.finish_reason, stream.text, engine.settings.models)
             ui(self._finish_answer, result, note)
+            if note is None and stream.support is not None and stream.support.sentences:
+                ui(self._show_support, stream.support)
         except Exception as exc:
             ui(self._failed, f"{type(exc).__name__}: {exc}")
         finally:
@@ -467,6 +470,19 @@ class CragApp(App[None]):
         self.query_one("#answer-scroll").border_title = EMPTY_TITLE if empty else INCOMPLETE_TITLE
         shown = Text() if empty else Text(self.answer_text + "\n\n")
         shown.append(f"{'No answer' if empty else 'Note'}: {note}", style="bold yellow")
+        self.query_one("#answer", Static).update(shown)
+
+    def _show_support(self, report: SupportReport) -> None:
+        """The answer again, sentence by sentence: a shown sentence the passages do not state
+        (`support_check = "flag"` or `"keep"`) dimmed, then the check's summary and every
+        sentence it kept from the reader, with why."""
+        shown = Text()
+        for sentence in (s for s in report.sentences if s.shown):
+            style = "" if sentence.supported else "dim italic"
+            shown.append(("" if not shown.plain else " ") + sentence.text, style=style)
+        shown.append(f"\n\n{report.summary()}", style="dim")
+        for sentence in report.removed:
+            shown.append(f"\nremoved: {sentence.text} ({sentence.reason})", style="dim strike")
         self.query_one("#answer", Static).update(shown)
 
     def _failed(self, message: str) -> None:

@@ -22,9 +22,9 @@ from starlette.types import Scope as AsgiScope
 
 from crag_edge.engine import Engine
 from crag_edge.groups import Groups
-from crag_edge.server.mcp import EngineRunner, build_server
 from crag_edge.server.deps import admitted, authenticate, caller_var, require_scope
 from crag_edge.server.errors import MCP_PATH, ApiError
+from crag_edge.server.mcp import EngineRunner, build_server
 from crag_edge.server.scopes import Scope
 from crag_edge.server.state import ServerState
 

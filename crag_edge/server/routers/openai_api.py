@@ -29,13 +29,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from crag_edge.answer.checked import SupportReport
+from crag_edge.answer.generation import AnswerFinish, cited, incomplete_note, source_line
+from crag_edge.answer.timing import TimedAnswer
+from crag_edge.answer.views import sources, verdict
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
-from crag_edge.answer.generation import AnswerFinish, AnswerStream, cited, incomplete_note, source_line
 from crag_edge.groups import Groups
 from crag_edge.models.llm import Message
 from crag_edge.result import CragResult
-from crag_edge.answer.views import sources, verdict
 from crag_edge.server.deps import (
     CallerDep,
     ReleaseOnce,
@@ -122,7 +124,7 @@ async def chat_completions(
         text = await _whole_text(tokens, request)
     state.metrics.observe_result(result)
     reply = _Reply(model_id(state), result, engine.settings)
-    return JSONResponse(reply.completion(text, tokens.finish_reason))
+    return JSONResponse(reply.completion(text, tokens.finish_reason, tokens.support))
 
 
 def _conversation(body: ChatRequest, state: ServerState) -> tuple[str, list[Message]]:
@@ -148,11 +150,11 @@ class _Ask:
     history: list[Message]
     groups: Groups
 
-    def answer(self, engine: Engine) -> tuple[CragResult, AnswerStream]:
+    def answer(self, engine: Engine) -> tuple[CragResult, TimedAnswer]:
         return engine.answer(self.question, history=self.history, groups=self.groups)
 
 
-async def _whole_text(tokens: AnswerStream, request: Request) -> str:
+async def _whole_text(tokens: TimedAnswer, request: Request) -> str:
     """The whole answer, read as the model writes it; a client that has gone (timed out, as
     a whole answer may take long) stops the model there and frees its slot: 499, for the log."""
     try:
@@ -184,7 +186,7 @@ async def _streamed(state: ServerState, engine: Engine, ask: _Ask) -> StreamingR
 
 
 async def _chunks(
-    reply: _Reply, tokens: AnswerStream, release: Callable[[], None]
+    reply: _Reply, tokens: TimedAnswer, release: Callable[[], None]
 ) -> AsyncIterator[str]:
     try:
         yield _event(reply.chunk({"role": "assistant", "content": ""}))
@@ -194,7 +196,8 @@ async def _chunks(
         tail = reply.tail(text, finish)
         if tail:
             yield _event(reply.chunk({"content": tail}))
-        yield _event(reply.chunk({}, _finish(finish), crag=reply.crag(text, finish)))
+        crag = reply.crag(text, finish, tokens.support)
+        yield _event(reply.chunk({}, _finish(finish), crag=crag))
         yield "data: [DONE]\n\n"
     except Exception as exc:
         code, message = failed_generation(exc, reply.request_id)
@@ -230,11 +233,16 @@ class _Reply:
         note = incomplete_note(finish, text, self.settings.models)
         return f"{tail}\n\n({note})" if note else tail
 
-    def crag(self, text: str, finish: AnswerFinish) -> dict[str, Any]:
+    def crag(
+        self, text: str, finish: AnswerFinish, support: SupportReport | None
+    ) -> dict[str, Any]:
+        """crag-edge's own account of the answer: the decision, every source (cited or not),
+        and the support check of each sentence the model wrote (`support`)."""
         numbers = {item.n for item in cited(text, self.result.context)}
         return verdict(self.result) | {
             "finish_reason": finish,
             "sources": [s | {"cited": s["n"] in numbers} for s in sources(self.result.context)],
+            "support": None if support is None else support.to_dict(),
         }
 
     def chunk(
@@ -243,10 +251,13 @@ class _Reply:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
         return self._envelope("chat.completion.chunk", choice) | extra
 
-    def completion(self, text: str, finish: AnswerFinish) -> dict[str, Any]:
+    def completion(
+        self, text: str, finish: AnswerFinish, support: SupportReport | None
+    ) -> dict[str, Any]:
         message = {"role": "assistant", "content": text + self.tail(text, finish)}
         choice = {"index": 0, "message": message, "finish_reason": _finish(finish)}
-        return self._envelope("chat.completion", choice) | {"crag": self.crag(text, finish)}
+        crag = self.crag(text, finish, support)
+        return self._envelope("chat.completion", choice) | {"crag": crag}
 
     def _envelope(self, kind: str, choice: dict[str, Any]) -> dict[str, Any]:
         return {

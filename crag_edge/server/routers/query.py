@@ -18,9 +18,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from crag_edge.answer.generation import cited
 from crag_edge.answer.timing import TimedAnswer
 from crag_edge.config import RetrievalMode
-from crag_edge.answer.generation import cited
 from crag_edge.result import CragResult
 from crag_edge.server.config import ServerConfig
 from crag_edge.server.deps import (
@@ -109,10 +109,13 @@ async def query(body: QueryRequest, state: StateDep, caller: CallerDep) -> dict[
 )
 async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> StreamingResponse:
     """Server-sent events: `token` events ({"text"}), then one `result` event
-    ({"answer", "finish_reason", "cited", "timings", "result": CragResult}; `timings` as
-    `answer.timing.AnswerTimings`, in seconds); `error` instead if
-    generation fails. `finish_reason`: stop, length (cut at llm_max_tokens), timeout
-    (stalled past llm_stall_timeout_s) or insufficient_evidence (no model called)."""
+    ({"answer", "finish_reason", "cited", "timings", "support", "result": CragResult};
+    `timings` as `answer.timing.AnswerTimings`, in seconds; `support` the check of every
+    sentence the model wrote, `answer.checked.SupportReport`); `error` instead if generation
+    fails. Each `token` event is a whole sentence that passed the support check. `finish_reason`:
+    stop, length (cut at llm_max_tokens), timeout (stalled past llm_stall_timeout_s),
+    insufficient_evidence (no model called) or unsupported (no sentence of the model's answer
+    was stated by the passages: the answer is the insufficient-evidence reply)."""
     question = checked_question(body.question, state.config)
     engine = state.require_engine()
     await acquire(state)
@@ -163,6 +166,7 @@ async def _answer_events(
                 "finish_reason": tokens.finish_reason,
                 "cited": [item.n for item in cited(tokens.text, result.context)],
                 "timings": tokens.timings.to_dict(),
+                "support": None if tokens.support is None else tokens.support.to_dict(),
                 "result": result.to_dict(),
             },
         )

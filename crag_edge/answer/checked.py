@@ -1,0 +1,311 @@
+"""The answer a reader sees: each sentence released only once the support check has passed it.
+
+The model's pieces are gathered into sentences. The cheap tier decides what it can as each
+sentence completes (a number no passage holds fails; a repeat is dropped; "Yes." follows the
+sentence before it); the rest waits for the LLM tier, which runs once the model has finished
+writing (one model, one KV cache), within `support_budget_s`. Term coverage alone never
+accepts a sentence while the LLM can read it: "If not, X" holds every term of a passage that
+says "if so, X". What a sentence that fails becomes depends
+on `support_check`: `remove` (default) leaves it out and lists it in the report, `flag` shows
+it marked "(unsupported)", `keep` shows every sentence as written. A shown sentence's
+citation is corrected to the passage that supports it. An answer none of whose sentences is
+supported is not an answer: the reader gets the insufficient-evidence reply and the finish
+reason `unsupported`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field, replace
+
+from crag_edge.answer.attribution import drawn_from, drawn_from_note
+from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish, AnswerStream, cited
+from crag_edge.answer.support import (
+    CITATION,
+    LlmSupport,
+    SentenceSupport,
+    TermSupport,
+    candidates,
+    cited_numbers,
+    claim_text,
+    term_support,
+)
+from crag_edge.config import AnswerSettings
+from crag_edge.models.chat_model import ChatModel, TextStream
+from crag_edge.result import CragResult
+from crag_edge.sentences import sentence_spans
+
+FLAG = " (unsupported)"
+_LEADING_CITATIONS = re.compile(r"(?:\[\d+\]\s*)*\[\d+\]")
+
+
+@dataclass
+class SupportReport:
+    """Every sentence of the model's answer with its check, in order; `seconds` spent
+    checking (model calls included), `mode` the `support_check` setting it ran under,
+    `held_s` from the model's first word to the first shown sentence (None: none shown)."""
+
+    mode: str
+    sentences: list[SentenceSupport] = field(default_factory=list)
+    seconds: float = 0.0
+    held_s: float | None = None
+
+    @property
+    def supported_share(self) -> float | None:
+        """The share of shown sentences the check passed; None when none was shown."""
+        shown = [s for s in self.sentences if s.shown]
+        return sum(s.supported for s in shown) / len(shown) if shown else None
+
+    @property
+    def removed(self) -> list[SentenceSupport]:
+        return [s for s in self.sentences if not s.shown]
+
+    def summary(self) -> str:
+        """One line for people: `support: 2 of 3 sentences stated by their passages, 1
+        removed`."""
+        total = len(self.sentences)
+        stated = sum(s.supported for s in self.sentences)
+        line = f"support: {stated} of {total} sentences stated by their passages"
+        if self.removed:
+            line += f", {len(self.removed)} removed"
+        flagged = [s for s in self.sentences if s.shown and not s.supported]
+        if flagged:
+            line += f", {len(flagged)} shown unsupported ({self.mode})"
+        return line
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "mode": self.mode,
+            "supported_share": self.supported_share,
+            "seconds": round(self.seconds, 3),
+            "held_s": None if self.held_s is None else round(self.held_s, 3),
+            "sentences": [s.to_dict() for s in self.sentences],
+        }
+
+
+@dataclass
+class _Pending:
+    """A complete sentence waiting for its verdict; `gap` is the whitespace before it."""
+
+    gap: str
+    text: str
+    terms: TermSupport
+    verdict: SentenceSupport | None = None
+
+
+def complete_sentences(text: str, final: bool) -> list[tuple[int, int]]:
+    """Spans of the sentences of `text` that can no longer change: citations that open a
+    piece ("[2]" after the period) belong to the sentence before it, and until the answer is
+    final its last sentence may still grow."""
+    spans: list[tuple[int, int]] = []
+    for start, end in sentence_spans(text):
+        lead = _LEADING_CITATIONS.match(text, start)
+        if spans and lead is not None:
+            spans[-1] = (spans[-1][0], lead.end())
+            start = lead.end() + len(text[lead.end() : end]) - len(text[lead.end() : end].lstrip())
+        if start < end:
+            spans.append((start, end))
+    return spans if final else spans[:-1]
+
+
+class CheckedAnswer(TextStream[AnswerFinish]):
+    """The answer stream as the reader gets it; read `support` once it has ended."""
+
+    def __init__(
+        self,
+        stream: AnswerStream | TextStream[AnswerFinish],
+        result: CragResult,
+        llm: ChatModel | None,
+        settings: AnswerSettings,
+    ) -> None:
+        self._inner = stream
+        self._context = result.context
+        self._llm = llm
+        self._settings = settings
+        self.support = SupportReport(settings.support_check)
+        self._first_word: float | None = None
+        self._seen_sentences: list[_Pending] = []
+        super().__init__(self._checked(), stream.usage)
+
+    def _checked(self) -> Generator[str, None, AnswerFinish]:
+        if not self._context or self._llm is None:
+            yield from self._inner
+            return self._inner.finish_reason
+        buffer, taken = "", 0
+        pending: list[_Pending] = []
+        try:
+            for piece in self._inner:
+                self._first_word = self._first_word or time.monotonic()
+                buffer += piece
+                taken = self._take(buffer, taken, pending, final=False)
+                yield from self._release(pending)
+        finally:
+            self._inner.close()
+        self._take(buffer, taken, pending, final=True)
+        yield from self._conclude(pending, buffer)
+        return self._finish_reason()
+
+    def _take(self, buffer: str, taken: int, pending: list[_Pending], *, final: bool) -> int:
+        """Queue the sentences completed since `taken` (an offset into `buffer`); each is
+        read by the cheap tier as it completes."""
+        for start, end in complete_sentences(buffer, final):
+            if end <= taken:
+                continue
+            text, gap, taken = buffer[start:end], buffer[taken:start], end
+            if not any(c.isalnum() for c in claim_text(text)):
+                continue  # a stray citation or punctuation: nothing to show or check
+            sentence = _Pending(gap, text, term_support(text, self._context))
+            self._read_by_terms(sentence, [*self._seen_sentences, *pending])
+            pending.append(sentence)
+        return taken
+
+    def _read_by_terms(self, sentence: _Pending, before: Sequence[_Pending]) -> None:
+        """The cheap tier's verdicts: a number no passage holds fails at once, a repeat of
+        an earlier sentence is dropped, and a piece with no content terms of its own ("Yes.")
+        follows the sentence before it; the rest waits for the LLM."""
+        terms = sentence.terms
+        if self._settings.support_check == "keep":
+            return
+        if any(p.text == sentence.text for p in before):
+            sentence.verdict = _verdict(sentence, None, 0.0, "repeat", supported=False)
+        elif not terms.terms:
+            sentence.verdict = _verdict(sentence, None, 0.0, "follows", supported=True)
+        elif terms.missing_numbers:
+            n, share = terms.best()
+            sentence.verdict = _verdict(sentence, n, share, "terms", supported=False)
+
+    def _release(self, pending: list[_Pending]) -> Generator[str, None, None]:
+        """Yield the decided sentences at the head of the queue, in order."""
+        while pending and pending[0].verdict is not None:
+            self._seen_sentences.append(pending[0])
+            yield from self._show(pending.pop(0))
+
+    def _conclude(self, pending: list[_Pending], buffer: str) -> Generator[str, None, None]:
+        """Decide what waits (the LLM tier, within the budget), release it, and stand in the
+        insufficient-evidence reply for an answer with nothing left to show."""
+        started = time.monotonic()
+        self._judge([p for p in pending if p.verdict is None])
+        self.support.seconds += time.monotonic() - started
+        for sentence in pending:
+            self._seen_sentences.append(sentence)
+            yield from self._show(sentence)
+        note = drawn_from_note(drawn_from(buffer, self._context))
+        if self._settings.support_check == "keep" and note and not cited(buffer, self._context):
+            yield note
+        if not any(s.shown for s in self.support.sentences) and self._answered():
+            yield UNSUPPORTED
+
+    def _answered(self) -> bool:
+        return self._inner.finish_reason == "stop" or bool(self.support.sentences)
+
+    def _judge(self, waiting: Sequence[_Pending]) -> None:
+        """The LLM tier for every waiting sentence: its best candidate first, the next one
+        for those that failed; what the deadline leaves unchecked is decided by terms."""
+        deadline = time.monotonic() + self._settings.support_budget_s
+        assert self._llm is not None
+        tier = LlmSupport(self._llm)
+        threshold = self._settings.support_threshold
+        best: dict[int, tuple[int, float]] = {}
+        for round_ in range(2):
+            asks = [
+                (i, claim_text(s.text), c[round_])
+                for i, s in enumerate(waiting)
+                if len(c := candidates(s.terms, cited_numbers(s.text))) > round_
+                and best.get(i, (0, 0.0))[1] < threshold
+            ]
+            scores = tier.scores(self._context, [(t, n) for _, t, n in asks], deadline)
+            for (i, _, n), score in zip(asks, scores, strict=True):
+                if score is not None and score > best.get(i, (0, -1.0))[1]:
+                    best[i] = (n, score)
+        for i, sentence in enumerate(waiting):
+            sentence.verdict = self._llm_verdict(sentence, best.get(i), threshold)
+
+    def _llm_verdict(
+        self, sentence: _Pending, scored: tuple[int, float] | None, threshold: float
+    ) -> SentenceSupport:
+        if scored is None:  # the budget ran out first: the terms decide, strictly
+            n, share = sentence.terms.best()
+            ok = share >= self._settings.support_terms_accept and not sentence.terms.missing_numbers
+            return _verdict(sentence, n, share, "budget", supported=ok)
+        n, score = scored
+        ok = score >= threshold and not sentence.terms.missing_numbers
+        return _verdict(sentence, n, score, "llm", supported=ok)
+
+    def _show(self, sentence: _Pending) -> Generator[str, None, None]:
+        verdict = sentence.verdict
+        assert verdict is not None
+        mode = self._settings.support_check
+        if verdict.checked_by == "follows":  # shown with the sentence before it, or not at all
+            before = self.support.sentences[-1:]
+            ok = bool(before) and before[0].shown
+            verdict = replace(
+                verdict, supported=ok, reason="" if ok else _why(sentence, None, 0, "follows")
+            )
+        shown = verdict.supported or (mode != "remove" and verdict.checked_by != "repeat")
+        text = sentence.text
+        passage = verdict.passage
+        if mode != "keep" and verdict.supported and passage is not None:
+            text = text if passage in verdict.cited else with_citation(text, passage)
+        elif mode == "flag" and not verdict.supported:
+            text += FLAG
+        record = replace(verdict, text=text, shown=shown)
+        self.support.sentences.append(record)
+        if not shown:
+            return
+        if self.support.held_s is None and self._first_word is not None:
+            self.support.held_s = time.monotonic() - self._first_word
+        yield (sentence.gap if any(s.shown for s in self.support.sentences[:-1]) else "") + text
+
+    def _finish_reason(self) -> AnswerFinish:
+        inner = self._inner.finish_reason
+        if inner == "stop" and not any(s.shown for s in self.support.sentences):
+            return "unsupported"
+        return inner
+
+
+def _verdict(
+    sentence: _Pending, n: int | None, score: float, tier: str, *, supported: bool
+) -> SentenceSupport:
+    reason = "" if supported else _why(sentence, n, score, tier)
+    return SentenceSupport(
+        text=sentence.text,
+        supported=supported,
+        score=round(score, 4),
+        passage=n,
+        cited=cited_numbers(sentence.text),
+        checked_by=tier,
+        shown=supported,
+        reason=reason,
+    )
+
+
+def _why(sentence: _Pending, n: int | None, score: float, tier: str) -> str:
+    if tier == "repeat":
+        return "repeats an earlier sentence"
+    if tier == "follows":
+        return "follows a sentence that was not shown"
+    if sentence.terms.missing_numbers:
+        return f"no passage holds {', '.join(sentence.terms.missing_numbers)}"
+    if n is None:
+        return "no passage to check it against"
+    if tier == "llm":
+        return f"no passage states it (best [{n}], support {score:.2f})"
+    return f"not checked in time; passage [{n}] holds {score:.0%} of its terms"
+
+
+def with_citation(sentence: str, n: int) -> str:
+    """The sentence citing passage `n`: its own citations replaced, or `[n]` added before
+    its closing punctuation."""
+    bare = CITATION.sub("", sentence).rstrip()
+    if bare and bare[-1] in ".!?":
+        return f"{bare[:-1]} [{n}]{bare[-1]}"
+    return f"{bare} [{n}]"
+
+
+def check_answer(
+    stream: AnswerStream, result: CragResult, llm: ChatModel | None, settings: AnswerSettings
+) -> CheckedAnswer:
+    """The support-checked stream of `stream`, written from `result.context` by `llm`."""
+    return CheckedAnswer(stream, result, llm, settings)

@@ -1,0 +1,153 @@
+"""Whether the context states an answer's sentence: the support check's scores.
+
+A small generator adds facts from its own memory, explains one product with another's
+passage, or cites a passage that says something else. So every sentence of an answer is
+checked against the passages before a reader sees it, cheapest signal first:
+
+- **terms**: the share of the sentence's content terms (stemmed, stopwords dropped, as
+  keyword coverage counts them) that one passage holds, and whether every number the
+  sentence names appears in the context. A number no passage holds makes it unsupported at
+  once; the share decides alone only for a sentence the LLM could not check in time
+  (`support_terms_accept`), since a sentence can hold every term of a passage and still say
+  the opposite ("If not, X" of a passage saying "if so, X").
+- **llm**: the local LLM asked whether one passage states the sentence, scored as the
+  judge scores relevance, P(yes) / (P(yes) + P(no)) over its first token, no generation.
+  The prompt opens with the answer prompt's own system turn and context passages, so the
+  KV cache the answer left behind is reused and each check evaluates only the statement and
+  the question (~50 tokens). The cited passage is asked first, then the passage holding most
+  of the sentence's terms.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from crag_edge.answer.generation import SYSTEM, passages_text
+from crag_edge.grading.terms import tokenize
+from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
+from crag_edge.result import ContextItem
+
+CHECK_USER = (
+    "Context passages:\n\n{passages}\n\nStatement: {statement}\n\n"
+    "Does passage [{n}] state what this statement says? Answer Yes or No."
+)
+ANSWERS = ("yes", "no")
+CITATION = re.compile(r"\s*\[(\d+)\]")
+# A number (with its decimals) or a version: the facts a model most often gets wrong from memory.
+NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+# Two passages at most per sentence: its cited one (or the one with most of its terms), then
+# the best other; each costs ~0.5 s of prompt on two cores.
+MAX_CANDIDATES = 2
+
+
+@dataclass(frozen=True)
+class SentenceSupport:
+    """One sentence of an answer and its check: `score` is the best passage's support
+    score, `passage` that passage's number (None when no passage is near), `cited` the
+    numbers the model wrote after it, `checked_by` the tier that decided (`terms`, `llm`, or
+    `budget`: the LLM's time ran out and the terms decided), `shown` whether the reader sees
+    it, `reason` why it was removed or flagged (empty when supported)."""
+
+    text: str
+    supported: bool
+    score: float
+    passage: int | None
+    cited: tuple[int, ...]
+    checked_by: str
+    shown: bool
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self) | {"cited": list(self.cited)}
+
+
+@dataclass(frozen=True)
+class TermSupport:
+    """The cheap tier's reading of one sentence: each passage's share of its terms, and the
+    numbers it names that no passage holds."""
+
+    shares: dict[int, float]
+    missing_numbers: tuple[str, ...]
+    terms: int
+
+    def best(self) -> tuple[int | None, float]:
+        if not self.shares:
+            return None, 0.0
+        n = max(self.shares, key=lambda k: self.shares[k])
+        return n, self.shares[n]
+
+
+def claim_text(sentence: str) -> str:
+    """The sentence without its citation markers: what is checked."""
+    return CITATION.sub("", sentence).strip()
+
+
+def cited_numbers(sentence: str) -> tuple[int, ...]:
+    return tuple(dict.fromkeys(int(m.group(1)) for m in CITATION.finditer(sentence)))
+
+
+def term_support(sentence: str, context: Sequence[ContextItem]) -> TermSupport:
+    """Per passage, the share of the sentence's content terms it holds; and the sentence's
+    numbers that appear in no passage (a version, a size, a year the model supplied)."""
+    claim = claim_text(sentence)
+    terms = set(tokenize(claim))
+    shares = {
+        item.n: (len(terms & set(tokenize(item.text))) / len(terms) if terms else 0.0)
+        for item in context
+    }
+    everywhere = " ".join(item.text for item in context)
+    known = {m.group() for m in NUMBER.finditer(everywhere)}
+    missing = tuple(m.group() for m in NUMBER.finditer(claim) if m.group() not in known)
+    return TermSupport(shares, missing, len(terms))
+
+
+def candidates(terms: TermSupport, cited: Sequence[int]) -> list[int]:
+    """The passages to ask about, in order: the cited ones that exist, then the rest by
+    their share of the sentence's terms; at most `MAX_CANDIDATES`."""
+    ranked = sorted(terms.shares, key=lambda n: -terms.shares[n])
+    ordered = [n for n in cited if n in terms.shares] + ranked
+    return list(dict.fromkeys(ordered))[:MAX_CANDIDATES]
+
+
+def check_messages(
+    question_context: Sequence[ContextItem], statement: str, n: int
+) -> list[Message]:
+    """The support question for passage `n`, opening as the answer prompt does."""
+    user = CHECK_USER.format(passages=passages_text(question_context), statement=statement, n=n)
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+class LlmSupport:
+    """The LLM tier: P(yes) that passage n states a statement, for many (statement, n) at
+    once, within a deadline; None for a pair not scored in time or when the call failed."""
+
+    def __init__(self, runtime: ChatModel) -> None:
+        self._runtime = runtime
+
+    def scores(
+        self,
+        context: Sequence[ContextItem],
+        pairs: Sequence[tuple[str, int]],
+        deadline: float,
+    ) -> list[float | None]:
+        if not pairs:
+            return []
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return [None] * len(pairs)
+        prompts = [check_messages(context, statement, n) for statement, n in pairs]
+        try:
+            result = self._runtime.answer_logprobs(prompts, ANSWERS, timeout_s=left)
+        except LlmCallError:
+            return [None] * len(pairs)
+        return [None if row is None else _yes_share(*row) for row in result.rows]
+
+
+def _yes_share(log_yes: float, log_no: float) -> float | None:
+    if log_yes == log_no == -math.inf:
+        return None
+    return 1.0 / (1.0 + math.exp(log_no - log_yes))

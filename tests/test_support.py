@@ -1,0 +1,166 @@
+"""The support check: every shown sentence of an answer is one the context states.
+
+The model's text is given as a stream of pieces, so each test knows what the generator
+wrote; the LLM tier is the real small model (SmolLM2-135M), which answers "no" to nearly
+every support question: whatever it decides, a test here relies only on what holds for any
+judge (the cheap tier's decisions, the budget, the shape of the report).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import pytest
+
+from crag_edge.answer.checked import CheckedAnswer, complete_sentences, with_citation
+from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish
+from crag_edge.answer.support import candidates, cited_numbers, claim_text, term_support
+from crag_edge.config import AnswerSettings, SupportMode
+from crag_edge.models.chat_model import TextStream
+from crag_edge.models.llm import LlamaRuntime
+from crag_edge.result import ContextItem, CragResult
+from crag_edge.types import Action, Decision
+
+PASSAGES = [
+    "The write-ahead log lets readers continue while a writer appends changes to the log.",
+    "A checkpoint copies the pages of the write-ahead log back into the database file. "
+    "By default a checkpoint runs when the log reaches 1000 pages.",
+]
+
+
+def context() -> list[ContextItem]:
+    return [
+        ContextItem(n, n, n, f"doc{n}.md", "", 0, len(text), text, "corpus", 0.9)
+        for n, text in enumerate(PASSAGES, start=1)
+    ]
+
+
+def result() -> CragResult:
+    return CragResult(
+        "How does the write-ahead log work?",
+        Decision.CORRECT,
+        Action.REFINE,
+        0.9,
+        "kept evidence",
+        context(),
+        [],
+    )
+
+
+def stream_of(pieces: list[str]) -> TextStream[AnswerFinish]:
+    def generate() -> Generator[str, None, AnswerFinish]:
+        yield from pieces
+        return "stop"
+
+    return TextStream(generate())
+
+
+@pytest.fixture(scope="module")
+def smollm(smollm_path: Path) -> Iterator[LlamaRuntime]:
+    yield LlamaRuntime(smollm_path, model_id="smollm", n_ctx=2048, n_threads=1, timeout_s=120)
+
+
+def checked(
+    llm: LlamaRuntime, words: str, mode: SupportMode = "remove", budget: float = 60.0
+) -> tuple[list[str], CheckedAnswer]:
+    settings = AnswerSettings(support_check=mode, support_budget_s=budget)
+    first, *rest = words.split(" ")
+    answer = CheckedAnswer(stream_of([first, *(" " + w for w in rest)]), result(), llm, settings)
+    return list(answer), answer
+
+
+def test_citations_are_read_and_stripped() -> None:
+    sentence = "Readers continue while a writer appends [1][2]."
+    assert cited_numbers(sentence) == (1, 2)
+    assert claim_text(sentence) == "Readers continue while a writer appends."
+
+
+def test_a_sentence_is_complete_once_the_next_one_starts_and_keeps_its_trailing_citation() -> None:
+    text = "Readers continue. [1] A checkpoint copies pages"
+    spans = complete_sentences(text, final=False)
+    assert [text[a:b] for a, b in spans] == ["Readers continue. [1]"]
+    final = complete_sentences(text, final=True)
+    assert [text[a:b] for a, b in final][-1] == "A checkpoint copies pages"
+
+
+def test_term_support_names_each_passage_share_and_numbers_no_passage_holds() -> None:
+    terms = term_support("A checkpoint runs when the log reaches 2000 pages [1].", context())
+    assert terms.shares[2] > terms.shares[1]
+    assert terms.missing_numbers == ("2000",)
+    assert term_support("It runs at 1000 pages.", context()).missing_numbers == ()
+
+
+def test_the_cited_passage_is_asked_first_then_the_best_other() -> None:
+    terms = term_support("A checkpoint copies the log's pages into the database file.", context())
+    assert candidates(terms, [1]) == [1, 2]
+    assert candidates(terms, []) == [2, 1]
+    assert candidates(terms, [7]) == [2, 1]  # a number the context does not have is ignored
+
+
+def test_a_citation_is_placed_before_the_closing_punctuation() -> None:
+    assert with_citation("Readers continue [2].", 1) == "Readers continue [1]."
+    assert with_citation("Readers continue", 1) == "Readers continue [1]"
+
+
+@pytest.mark.models
+def test_a_sentence_is_checked_against_the_passage_holding_its_terms_and_cites_it(
+    smollm: LlamaRuntime,
+) -> None:
+    words = "A checkpoint copies the pages of the log into the database file."
+    pieces, answer = checked(smollm, words)
+    (sentence,) = answer.support.sentences
+    assert sentence.checked_by == "llm" and sentence.passage == 2
+    if sentence.supported:  # the small judge's call; the citation follows it either way
+        assert "".join(pieces) == words[:-1] + " [2]." and answer.finish_reason == "stop"
+    else:
+        assert "".join(pieces) == UNSUPPORTED and answer.finish_reason == "unsupported"
+
+
+@pytest.mark.models
+def test_a_wrong_number_is_removed_and_listed_with_why(smollm: LlamaRuntime) -> None:
+    words = "A checkpoint copies the pages of the log into the database file [2]. " \
+        "By default a checkpoint runs when the log reaches 5000 pages [2]."  # fmt: skip
+    pieces, answer = checked(smollm, words)
+    assert "5000" not in "".join(pieces)
+    removed = answer.support.removed
+    assert len(removed) == 1 and "5000" in removed[0].text and "5000" in removed[0].reason
+
+
+@pytest.mark.models
+def test_flag_shows_the_failing_sentence_marked_and_keep_shows_it_as_written(
+    smollm: LlamaRuntime,
+) -> None:
+    words = "A checkpoint runs when the log reaches 5000 pages [2]."
+    flagged, _ = checked(smollm, words, mode="flag")
+    assert "".join(flagged).endswith("(unsupported)") and "5000" in "".join(flagged)
+    kept, answer = checked(smollm, words, mode="keep")
+    assert "".join(kept) == words
+    assert answer.support.sentences[0].supported is False
+
+
+@pytest.mark.models
+def test_an_answer_with_no_supported_sentence_is_the_insufficient_evidence_reply(
+    smollm: LlamaRuntime,
+) -> None:
+    pieces, answer = checked(smollm, "Brazil won the 2018 World Cup, as stated in [1].")
+    assert "".join(pieces) == UNSUPPORTED
+    assert answer.finish_reason == "unsupported"
+    assert answer.support.supported_share is None
+
+
+@pytest.mark.models
+def test_with_no_time_left_the_terms_decide_and_say_so(smollm: LlamaRuntime) -> None:
+    _, answer = checked(smollm, "Readers of the log wait for nothing at all.", budget=0.0)
+    (sentence,) = answer.support.sentences
+    assert sentence.checked_by == "budget" and not sentence.supported
+    assert "not checked in time" in sentence.reason
+
+
+@pytest.mark.models
+def test_a_repeated_sentence_and_a_stray_citation_are_not_shown_twice(smollm: LlamaRuntime) -> None:
+    words = "A checkpoint runs at 1000 pages [2]. A checkpoint runs at 1000 pages [2]. , [2]"
+    _, answer = checked(smollm, words)
+    first, second = answer.support.sentences
+    assert first.text.startswith("A checkpoint") and first.checked_by == "llm"
+    assert second.checked_by == "repeat" and not second.shown
