@@ -64,6 +64,14 @@ from crag_edge.text_boundary import printable_path
 
 QueriesOption = Annotated[Path, typer.Option("--queries", help="BEIR queries.jsonl.")]
 QrelsOption = Annotated[Path, typer.Option("--qrels", help="BEIR qrels .tsv (or TREC qrels).")]
+RecordsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--records",
+        help="JSON Lines of every answer; what is already answered there is not asked again.",
+        callback=writable_output,
+    ),
+]
 
 
 def _with_fallback(settings: Settings, fallback_db: Path | None) -> Settings:
@@ -140,14 +148,7 @@ def eval_answers(
     systems: Annotated[
         str, typer.Option("--systems", help="Comma-separated subset of " + ",".join(SYSTEMS))
     ] = ",".join(SYSTEMS),
-    records: Annotated[
-        Path | None,
-        typer.Option(
-            "--records",
-            help="JSON Lines of every answer; claims already in it are not re-asked.",
-            callback=writable_output,
-        ),
-    ] = None,
+    records: RecordsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Claim verification end to end with one LLM: closed book, plain top-k RAG and CRAG;
@@ -203,14 +204,7 @@ def eval_qa(
     systems: Annotated[
         str, typer.Option("--systems", help="Comma-separated subset of " + ",".join(QA_SYSTEMS))
     ] = ",".join(QA_SYSTEMS),
-    records: Annotated[
-        Path | None,
-        typer.Option(
-            "--records",
-            help="JSON Lines of every answer; questions already in it are not re-asked.",
-            callback=writable_output,
-        ),
-    ] = None,
+    records: RecordsOption = None,
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Only the first N questions.")
     ] = None,
