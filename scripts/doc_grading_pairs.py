@@ -1,10 +1,9 @@
 """Grading pairs from a documentation corpus: each question's retrieved chunks, labelled.
 
-A question line of `measure_doc_answers.py`'s file may carry `"evidence"`: a regular
-expression matching the sentence of the pages that states its answer. Each question's top-k
-hybrid hits become `{"query", "passage", "label"}` lines, label 1 when the chunk matches its
-question's evidence; the hits of a question the corpus cannot answer (`"answers": null`) are
-all 0. `crag-edge eval grading --pairs` then tells which tier ranks this corpus's chunks.
+A question line of an `eval qa` question file may carry `"evidence"`: a regular expression
+matching the sentence of the pages that states its answer. Each question's top-k hybrid hits
+become `{"query", "passage", "label"}` lines, label 1 when the chunk matches its question's
+evidence; the hits of a question the corpus cannot answer (`"in_corpus": false`) are all 0. `crag-edge eval grading --pairs` then tells which tier ranks this corpus's chunks.
 
     python scripts/doc_grading_pairs.py --db git-doc.db \
         --questions docs/data/git-doc-questions.jsonl --out git-doc-pairs.jsonl
@@ -33,9 +32,9 @@ def main() -> int:
     relevant = 0
     with Engine.open(args.db, readonly=True) as engine, args.out.open("w") as out:
         for item in questions:
-            if item["answers"] is not None and "evidence" not in item:
+            if item["in_corpus"] and "evidence" not in item:
                 continue  # answerable, but nothing says which chunk states the answer
-            evidence = re.compile(item["evidence"]) if item["answers"] is not None else None
+            evidence = re.compile(item["evidence"]) if item["in_corpus"] else None
             for hit in engine.search(item["question"], top_k=args.top_k):
                 label = int(evidence is not None and evidence.search(hit.chunk.text) is not None)
                 relevant += label

@@ -64,6 +64,8 @@ def beir_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["eval", "crag"],
         ["eval", "pairs"],
         ["eval", "grading"],
+        ["eval", "answers"],
+        ["eval", "qa"],
         ["answer"],
         ["serve"],
         ["tui"],

@@ -17,7 +17,6 @@ from crag_edge.config import Settings
 from crag_edge.evaluation.answers import (
     SYSTEMS,
     Record,
-    RecordLog,
     accuracy,
     citation_precision,
     macro_f1,
@@ -26,7 +25,8 @@ from crag_edge.evaluation.answers import (
 )
 from crag_edge.evaluation.beir import EvalDataError
 from crag_edge.evaluation.choices import parse_choices
-from crag_edge.evaluation.claims import Claim, read_claims
+from crag_edge.evaluation.claims import read_claims
+from crag_edge.evaluation.records import RecordLog
 from crag_edge.evaluation.verdict import (
     CLOSED_BOOK_GRAMMAR,
     VERDICTS,
@@ -180,20 +180,19 @@ def test_read_claims_errors_name_the_problem(tmp_path: Path, body: str, complain
 
 def test_record_log_reloads_and_refuses_foreign_records(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    log = RecordLog(path, "m")
+    log = RecordLog(path, "m", Record)
     made = record(S, C, cited=("a",), evidence=("a",))
     log.add(made)
-    claim = Claim(made.claim_id, made.claim, S, {"a"})
-    assert RecordLog(path, "m").get(claim, "plain") == made
-    assert RecordLog(path, "m").get(claim, "crag") is None
-    assert RecordLog(None, "m").get(claim, "plain") is None
+    assert RecordLog(path, "m", Record).get(made.claim_id, made.claim, "plain") == made
+    assert RecordLog(path, "m", Record).get(made.claim_id, made.claim, "crag") is None
+    assert RecordLog(None, "m", Record).get(made.claim_id, made.claim, "plain") is None
     with pytest.raises(EvalDataError, match="answered by m, not other"):
-        RecordLog(path, "other")
+        RecordLog(path, "other", Record)
     with pytest.raises(EvalDataError, match="use another --records file"):
-        RecordLog(path, "m").get(Claim(made.claim_id, "another claim"), "plain")
+        RecordLog(path, "m", Record).get(made.claim_id, "another claim", "plain")
     path.write_text('{"claim_id": "1"}\n', encoding="utf-8")
     with pytest.raises(EvalDataError, match=r"records\.jsonl:1: not an answer record"):
-        RecordLog(path, "m")
+        RecordLog(path, "m", Record)
 
 
 # -- the verdict prompt on the real small LLM -------------------------------------------------

@@ -32,7 +32,7 @@ from crag_edge.engine import Engine
 from crag_edge.evaluation import evaluate_retrieval, judged_queries, read_qrels, read_queries
 from crag_edge.evaluation.answers import (
     SYSTEMS,
-    RecordLog,
+    Record,
     answer_systems,
     run_answers,
     summarise,
@@ -52,13 +52,26 @@ from crag_edge.evaluation.pairs import (
     read_pairs,
     write_pairs,
 )
+from crag_edge.evaluation.qa import SYSTEMS as QA_SYSTEMS
+from crag_edge.evaluation.qa import QaRecord, qa_systems, read_questions, run_qa
+from crag_edge.evaluation.qa import summarise as summarise_qa
+from crag_edge.evaluation.records import RecordLog
 from crag_edge.locations import parse_location
+from crag_edge.models.chat_model import ChatModel
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.retrieval import MODES, Mode
 from crag_edge.text_boundary import printable_path
 
 QueriesOption = Annotated[Path, typer.Option("--queries", help="BEIR queries.jsonl.")]
 QrelsOption = Annotated[Path, typer.Option("--qrels", help="BEIR qrels .tsv (or TREC qrels).")]
+RecordsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--records",
+        help="JSON Lines of every answer; what is already answered there is not asked again.",
+        callback=writable_output,
+    ),
+]
 
 
 def _with_fallback(settings: Settings, fallback_db: Path | None) -> Settings:
@@ -135,14 +148,7 @@ def eval_answers(
     systems: Annotated[
         str, typer.Option("--systems", help="Comma-separated subset of " + ",".join(SYSTEMS))
     ] = ",".join(SYSTEMS),
-    records: Annotated[
-        Path | None,
-        typer.Option(
-            "--records",
-            help="JSON Lines of every answer; claims already in it are not re-asked.",
-            callback=writable_output,
-        ),
-    ] = None,
+    records: RecordsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Claim verification end to end with one LLM: closed book, plain top-k RAG and CRAG;
@@ -154,12 +160,7 @@ def eval_answers(
         Engine.open(db, settings, readonly=True) as engine,
         counting_bar("eval answers", as_json) as bar,
     ):
-        llm = engine.llm()
-        if llm is None:
-            raise ModelNotInstalledError(
-                f"the LLM {settings.models.llm} is not available: run `crag-edge models pull "
-                f"{settings.models.llm}` (and install llama-cpp-python)"
-            )
+        llm = _llm_of(engine)
         every = answer_systems(
             llm, lambda q: engine.search(q), engine.query, timeout_s=settings.models.llm_timeout_s
         )
@@ -167,26 +168,99 @@ def eval_answers(
         answered = run_answers(
             claim_list,
             {name: every[name] for name in chosen},
-            RecordLog(records, llm.model_id),
+            RecordLog(records, llm.model_id, Record),
             on_claim=lambda: bar.advance(task),
         )
     report = summarise(answered, chosen)
     if as_json:
         print_json(report)
         return
-    _print_answer_report(report)
+    _print_table(report, [*ANSWER_METRICS])
 
 
-def _print_answer_report(report: dict[str, dict[str, Any]]) -> None:
-    metrics = [
-        "questions",
-        "accuracy",
-        "macro_f1",
-        "nei_refused",
-        "citation_precision",
-        "seconds_per_question",
-        "predicted",
-    ]
+def _llm_of(engine: Engine) -> ChatModel:
+    """The engine's LLM; an answer evaluation without one is an error naming the fix."""
+    llm = engine.llm()
+    if llm is None:
+        name = engine.settings.models.llm
+        raise ModelNotInstalledError(
+            f"the LLM {name} is not available: run `crag-edge models pull {name}` "
+            "(and install llama-cpp-python)"
+        )
+    return llm
+
+
+@friendly_errors
+def eval_qa(
+    ctx: typer.Context,
+    db: DbOption,
+    questions: Annotated[
+        Path,
+        typer.Option(
+            "--questions",
+            help='JSON Lines of {"id", "question", "in_corpus": true|false, "must": [[...]]}.',
+        ),
+    ],
+    systems: Annotated[
+        str, typer.Option("--systems", help="Comma-separated subset of " + ",".join(QA_SYSTEMS))
+    ] = ",".join(QA_SYSTEMS),
+    records: RecordsOption = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Only the first N questions.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Free-form answers to questions your corpus answers and questions it cannot: right,
+    wrong, refused, invented, truthfulness (+1 right, 0 refused, -1 wrong) and time per
+    question, for plain top-k RAG and CRAG with the same LLM."""
+    chosen = choices_option(systems, QA_SYSTEMS, "--systems")
+    question_list = read_questions(questions)[:limit]
+    with (
+        Engine.open(db, settings_of(ctx), readonly=True) as engine,
+        counting_bar("eval qa", as_json) as bar,
+    ):
+        llm = _llm_of(engine)
+        every = qa_systems(llm, lambda q: engine.search(q), engine.answer)
+        task = bar.add_task("questions", total=len(question_list))
+        answered = run_qa(
+            question_list,
+            {name: every[name] for name in chosen},
+            RecordLog(records, llm.model_id, QaRecord),
+            on_question=lambda: bar.advance(task),
+        )
+    report = summarise_qa(answered, chosen)
+    if as_json:
+        print_json(report)
+        return
+    _print_table(report, [*QA_METRICS])
+
+
+ANSWER_METRICS = (
+    "questions",
+    "accuracy",
+    "macro_f1",
+    "nei_refused",
+    "citation_precision",
+    "seconds_per_question",
+    "predicted",
+)
+QA_METRICS = (
+    "questions",
+    "right",
+    "wrong",
+    "refused",
+    "off_corpus_refused",
+    "off_corpus_invented",
+    "truthfulness",
+    "truthfulness_by_kind",
+    "supported_share",
+    "seconds_per_question",
+    "cut_off",
+)
+
+
+def _print_table(report: dict[str, dict[str, Any]], metrics: list[str]) -> None:
+    """One row per metric, one column per system."""
     table = Table("metric", *report)
     for metric in metrics:
         table.add_row(metric, *(_fmt_cell(row[metric]) for row in report.values()))

@@ -15,17 +15,15 @@ as they are made, so a long run can be read while it goes and resumed after a st
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from crag_edge.answer.generation import cited
-from crag_edge.evaluation.beir import EvalDataError
 from crag_edge.evaluation.claims import Claim
+from crag_edge.evaluation.records import RecordLog, run_logged
 from crag_edge.evaluation.retrieval import document_key
 from crag_edge.evaluation.verdict import VERDICTS, Verdict, VerdictReply, ask_verdict
 from crag_edge.models.chat_model import ChatModel
@@ -71,6 +69,14 @@ class Record:
     seconds: float
     finish_reason: str
     decision: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.claim_id, self.system)
+
+    @property
+    def asked(self) -> str:
+        return self.claim
 
 
 def answer_systems(
@@ -123,75 +129,23 @@ def context_of_hits(hits: Sequence[Hit]) -> list[ContextItem]:
     ]
 
 
-class RecordLog:
-    """The records made so far, kept in a JSON Lines file when given one: a run that stops
-    part-way resumes where it left off. Records of another model are refused (mixing two
-    models would measure neither), and so is a claim id whose text changed."""
-
-    def __init__(self, path: Path | None, model: str) -> None:
-        self._path = path
-        self._model = model
-        self._records: dict[tuple[str, str], Record] = {}
-        if path is not None and path.exists():
-            self._load(path)
-
-    def _load(self, path: Path) -> None:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = Record(**json.loads(line))
-            except (json.JSONDecodeError, TypeError) as exc:
-                raise EvalDataError(f"{path}:{number}: not an answer record ({exc})") from None
-            if record.model != self._model:
-                raise EvalDataError(
-                    f"{path}:{number}: answered by {record.model}, not {self._model}; "
-                    "use another --records file"
-                )
-            self._records[(record.claim_id, record.system)] = record
-
-    @property
-    def model(self) -> str:
-        """The model every record of this log was answered by."""
-        return self._model
-
-    def get(self, claim: Claim, system: str) -> Record | None:
-        record = self._records.get((claim.claim_id, system))
-        if record is not None and record.claim != claim.text:
-            raise EvalDataError(
-                f"{self._path}: claim {claim.claim_id} reads {record.claim!r} there, "
-                f"not {claim.text!r}; use another --records file"
-            )
-        return record
-
-    def add(self, record: Record) -> None:
-        self._records[(record.claim_id, record.system)] = record
-        if self._path is not None:
-            with self._path.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
-
-
 def run_answers(
     claims: Sequence[Claim],
     systems: dict[str, System],
-    log: RecordLog,
+    log: RecordLog[Record],
     *,
     on_claim: Callable[[], None] | None = None,
 ) -> list[Record]:
-    """Every claim through every system, claim by claim (so a partial run still compares
-    the systems on the same claims); answers already in `log` are reused."""
-    records = []
-    for claim in claims:
-        for name, system in systems.items():
-            record = log.get(claim, name)
-            if record is None:
-                record = _answer(claim, name, system, log.model)
-                log.add(record)
-            records.append(record)
-        if on_claim:
-            on_claim()
-    return records
+    """Every claim through every system (`records.run_logged`): answers already in `log`
+    are reused."""
+    return run_logged(
+        claims,
+        list(systems),
+        log,
+        lambda claim: (claim.claim_id, claim.text),
+        lambda claim, name: _answer(claim, name, systems[name], log.model),
+        on_claim,
+    )
 
 
 def _answer(claim: Claim, name: str, system: System, model: str) -> Record:

@@ -23,7 +23,7 @@ def judged_queries(queries: Path, qrels: Path) -> tuple[dict[str, str], dict[str
 def read_queries(path: Path) -> dict[str, str]:
     """Query id → text, from lines of {"_id": ..., "text": ...}."""
     queries: dict[str, str] = {}
-    for number, line in _lines(path):
+    for number, line in data_lines(path):
         try:
             record = json.loads(line)
             queries[str(record["_id"])] = str(record["text"])
@@ -35,7 +35,7 @@ def read_queries(path: Path) -> dict[str, str]:
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     """Query id → {doc id: relevance}; accepts BEIR tsv (with header) and TREC 4-column qrels."""
     qrels: dict[str, dict[str, int]] = {}
-    for number, line in _lines(path):
+    for number, line in data_lines(path):
         fields = line.split()
         if number == 1 and fields[:2] == ["query-id", "corpus-id"]:
             continue
@@ -53,7 +53,9 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def _lines(path: Path) -> list[tuple[int, str]]:
+def data_lines(path: Path) -> list[tuple[int, str]]:
+    """The non-blank lines of a UTF-8 evaluation file with their line numbers; a missing or
+    undecodable file is an `EvalDataError` naming it."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
