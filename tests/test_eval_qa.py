@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -19,6 +20,7 @@ from crag_edge.evaluation.qa import (
     QaRecord,
     Question,
     Reply,
+    check_seconds,
     contains,
     matches,
     outcome,
@@ -122,7 +124,7 @@ def record(
     *,
     system: str = "plain",
     kind: str | None = None,
-    support: dict[str, int] | None = None,
+    support: dict[str, Any] | None = None,
     seconds: float = 2.0,
 ) -> QaRecord:
     return QaRecord(
@@ -170,14 +172,26 @@ def test_truthfulness_and_the_report_hand_computed() -> None:
     assert report["crag"]["truthfulness"] == 1.0 and report["crag"]["truthfulness_by_kind"] == {}
 
 
-def test_supported_share_pools_the_shown_sentences() -> None:
+def report_of(*sentences: tuple[bool, bool], seconds: float = 1.0) -> dict[str, Any]:
+    """A support report as `SupportReport.to_dict` writes it: (shown, supported) per sentence."""
+    return {
+        "mode": "flag",
+        "seconds": seconds,
+        "held_s": seconds + 1,
+        "sentences": [{"shown": shown, "supported": ok} for shown, ok in sentences],
+    }
+
+
+def test_supported_share_pools_the_shown_sentences_and_check_times_are_medians() -> None:
     records = [
-        record("right", support={"shown": 3, "supported": 2}),
-        record("wrong", support={"shown": 1, "supported": 0}),
+        record("right", support=report_of((True, True), (True, True), (True, False), seconds=1)),
+        record("wrong", support=report_of((True, False), (False, False), seconds=3)),
         record("right"),  # no support report: not counted
     ]
     assert supported_share(records) == 0.5
-    assert supported_share([record("right", support={"shown": 0, "supported": 0})]) is None
+    assert supported_share([record("right", support=report_of((False, False)))]) is None
+    assert check_seconds(records, "seconds") == 2.0
+    assert check_seconds(records, "held_s") == 3.0
 
 
 def test_reused_records_are_scored_against_the_questions_as_they_are_now(

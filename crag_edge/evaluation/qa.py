@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -25,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from crag_edge.answer.checked import SupportReport
 from crag_edge.answer.generation import answer_reply, cited
 from crag_edge.evaluation.answers import context_of_hits
 from crag_edge.evaluation.beir import EvalDataError, data_lines
@@ -167,12 +169,16 @@ System = Callable[[str], Reply]
 
 
 class Streamed(Protocol):
-    """An answer stream as `Engine.answer` returns it: text pieces, then a finish reason."""
+    """An answer stream as `Engine.answer` returns it: text pieces, then a finish reason and
+    the support check's report."""
 
     def __iter__(self) -> Iterator[str]: ...
 
     @property
     def finish_reason(self) -> str | None: ...
+
+    @property
+    def support(self) -> SupportReport | None: ...
 
 
 def qa_systems(
@@ -191,7 +197,8 @@ def qa_systems(
     def crag(question: str) -> Reply:
         result, stream = answer(question)
         text = "".join(stream).strip()
-        return Reply(text, str(stream.finish_reason), result.context, str(result.decision))
+        support = None if stream.support is None else stream.support.to_dict()
+        return Reply(text, str(stream.finish_reason), result.context, str(result.decision), support)
 
     return {"plain": plain, "crag": crag}
 
@@ -286,12 +293,19 @@ def truthfulness(records: Sequence[QaRecord]) -> float | None:
 
 def supported_share(records: Sequence[QaRecord]) -> float | None:
     """Share of shown sentences the support check passed, over the records that carry its
-    report (`support: {"shown": n, "supported": m}`); None when none does."""
-    reports = [r.support for r in records if r.support is not None]
-    shown = sum(int(s["shown"]) for s in reports)
+    report (`answer.checked.SupportReport.to_dict`); None when none showed a sentence."""
+    shown = [s for r in records if r.support for s in r.support["sentences"] if s["shown"]]
     if not shown:
         return None
-    return sum(int(s["supported"]) for s in reports) / shown
+    return sum(bool(s["supported"]) for s in shown) / len(shown)
+
+
+def check_seconds(records: Sequence[QaRecord], key: str) -> float | None:
+    """The median over answers the check read of `key` in its report: `seconds` (what the
+    check cost) or `held_s` (from the model's first word to the first shown sentence)."""
+    values = [float(r.support[key]) for r in records if r.support and r.support.get(key) is not None
+              and r.support["sentences"]]  # fmt: skip
+    return statistics.median(values) if values else None
 
 
 def summarise(records: Sequence[QaRecord], systems: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -312,6 +326,8 @@ def summarise(records: Sequence[QaRecord], systems: Sequence[str]) -> dict[str, 
                 k: _rounded(truthfulness([r for r in mine if r.kind == k])) for k in kinds
             },
             "supported_share": _rounded(supported_share(mine)),
+            "check_s_median": _rounded(check_seconds(mine, "seconds"), 2),
+            "first_sentence_held_s_median": _rounded(check_seconds(mine, "held_s"), 2),
             "seconds_per_question": _rounded(
                 sum(r.seconds for r in mine) / len(mine) if mine else None, 1
             ),
