@@ -1,0 +1,91 @@
+"""What the reader would see at each support threshold, from one recorded run.
+
+Run `eval qa --systems crag` once with `support_check = "keep"` and `support_threshold = 1.0`:
+every answer is shown as written, and every sentence's check is recorded with both of its
+candidate passages asked (none reaches 1.0), so its score is its best passage's P(yes). For
+each threshold t this script applies the `remove` rule to those records, as `answer.checked`
+does (a sentence shows when its score is at least t and no number in it is missing from
+the passages; a repeat never shows; a sentence without content terms follows the one before;
+an answer left with nothing is refused as `unsupported`), and scores the shown text with
+`eval qa`'s own outcome rule. The model's text does not depend on the threshold (greedy
+decoding, the check runs after it), so this is what a run at t would show.
+
+    python scripts/support_thresholds.py --questions docs/data/git-doc-qa.jsonl \
+        --records git-doc-crag-keep.jsonl --thresholds 0.5,0.6,0.7,0.8,0.9
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from crag_edge.answer.support import term_support
+from crag_edge.evaluation.qa import OUTCOMES, SCORES, outcome, read_questions
+from crag_edge.result import ContextItem
+
+
+def shown_text(record: dict[str, Any], threshold: float) -> tuple[str, int, int]:
+    """The answer the `remove` rule shows at `threshold`; with the count of sentences shown
+    and of sentences removed."""
+    context = [ContextItem(n, n, 0, source, "", 0, 0, text, "corpus", 1.0)
+               for n, source, text in record["passages"]]  # fmt: skip
+    shown: list[str] = []
+    seen: list[str] = []
+    removed = 0
+    previous_shown = False
+    for sentence in record["support"]["sentences"]:
+        text = sentence["text"]
+        terms = term_support(text, context)
+        if text in seen:
+            ok = False
+        elif not terms.terms:
+            ok = previous_shown
+        else:
+            ok = sentence["score"] >= threshold and not terms.missing_numbers
+        seen.append(text)
+        previous_shown = ok
+        if ok:
+            shown.append(text)
+        else:
+            removed += 1
+    return " ".join(shown), len(shown), removed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=Path, required=True)
+    parser.add_argument("--records", type=Path, required=True)
+    parser.add_argument("--thresholds", default="0.5,0.6,0.7,0.8,0.9,0.95")
+    args = parser.parse_args()
+    questions = {q.question_id: q for q in read_questions(args.questions)}
+    records = [json.loads(line) for line in args.records.open(encoding="utf-8")]
+    records = [r for r in records if r["system"] == "crag"]
+    table = {}
+    for threshold in (float(t) for t in args.thresholds.split(",")):
+        counts = dict.fromkeys(OUTCOMES, 0)
+        shown_total = removed_total = 0
+        for record in records:
+            question = questions[record["question_id"]]
+            if record["support"] and record["support"]["sentences"]:
+                text, shown, removed = shown_text(record, threshold)
+                finish = record["finish_reason"] if shown else "unsupported"
+            else:
+                text, shown, removed = record["answer"], 0, 0
+                finish = record["finish_reason"]
+            counts[outcome(question, text, finish)] += 1
+            shown_total += shown
+            removed_total += removed
+        score = sum(SCORES[o] * n for o, n in counts.items()) / max(1, len(records))
+        table[threshold] = counts | {
+            "truthfulness": round(score, 3),
+            "sentences_shown": shown_total,
+            "sentences_removed": removed_total,
+        }
+    print(json.dumps({"questions": len(records), "by_threshold": table}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
