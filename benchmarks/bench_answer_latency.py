@@ -19,10 +19,14 @@ from typing import Any
 
 import pytest
 
+from crag_edge.answer.checked import CheckedAnswer, check_answer
+from crag_edge.answer.generation import AnswerFinish, stream_answer
 from crag_edge.config import ModelSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.evaluation.latency import SAMPLE_QUESTIONS, TimedReply, crag_answer, plain_answer
+from crag_edge.models.chat_model import TextStream
 from crag_edge.models.embedder import OnnxEmbedder
+from crag_edge.result import CragResult
 
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
 DEFAULT_LLM = os.environ.get("CRAG_EDGE_BENCH_DEFAULT_LLM") == "1"
@@ -65,3 +69,34 @@ def test_question_to_complete_answer(
     benchmark.extra_info["mean_evaluated_tokens"] = statistics.fmean(
         r.timings.evaluated_tokens or 0 for r in replies
     )
+
+
+@pytest.fixture(scope="module")
+def graded(engine: Engine) -> CragResult:
+    """The loop's result for the demo question, so both cases below write from one context."""
+    result = engine.query(SAMPLE_QUESTIONS[0])
+    assert result.context, "the demo question found no context"
+    return result
+
+
+@pytest.mark.benchmark(group="support-check")
+@pytest.mark.parametrize("checked", [False, True], ids=["answer", "answer-checked"])
+def test_the_support_check_against_the_answer_without_it(
+    benchmark: Any, engine: Engine, graded: CragResult, checked: bool
+) -> None:
+    """The check's cost as a ratio: the same answer written from the same context, read
+    whole, with and without every sentence checked (`answer.checked`)."""
+    llm = engine.llm()
+
+    def answer() -> TextStream[AnswerFinish]:
+        stream = stream_answer(llm, graded)
+        if checked:
+            stream = check_answer(stream, graded, llm, engine.settings.answer)
+        "".join(stream)
+        return stream
+
+    stream = benchmark.pedantic(answer, rounds=ROUNDS, iterations=1)
+    assert stream.finish_reason in ("stop", "length", "unsupported")
+    if isinstance(stream, CheckedAnswer):
+        benchmark.extra_info["check_s"] = round(stream.support.seconds, 3)
+        benchmark.extra_info["sentences"] = len(stream.support.sentences)

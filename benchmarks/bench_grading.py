@@ -3,7 +3,7 @@ evaluator on every hit, or on the signals' uncertain band only), against the fas
 plain retrieval in the same run, and the LLM tier's cost per item. The evaluator reads the
 passage readings ingest stored (`store.PassageVectors`) unless the case says `unstored`.
 
-DESIGN §8 targets on 2 cores: grading 20 hits (rules + signals + cross-encoder) < 300 ms;
+The targets on 2 cores: grading 20 hits (rules + signals + cross-encoder) < 300 ms;
 fast path end to end < 70 ms. These are compared as ratios here, never asserted.
 """
 

@@ -198,7 +198,9 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             yield UNSUPPORTED
 
     def _answered(self) -> bool:
-        return self._inner.finish_reason == "stop" or bool(self.support.sentences)
+        """Whether the model wrote anything to check: an empty or stalled answer keeps its
+        own finish reason, so its note says why."""
+        return bool(self.support.sentences)
 
     def _judge(self, waiting: Sequence[_Pending]) -> None:
         """The LLM tier for every waiting sentence: its best candidate first, the next one
@@ -259,10 +261,11 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         yield (sentence.gap if any(s.shown for s in self.support.sentences[:-1]) else "") + text
 
     def _finish_reason(self) -> AnswerFinish:
-        inner = self._inner.finish_reason
-        if inner == "stop" and not any(s.shown for s in self.support.sentences):
+        """`unsupported` when the model wrote sentences and none was shown, even if it was cut
+        off: the reader got the insufficient-evidence reply, not a partial answer."""
+        if self.support.sentences and not any(s.shown for s in self.support.sentences):
             return "unsupported"
-        return inner
+        return self._inner.finish_reason
 
 
 def _verdict(
