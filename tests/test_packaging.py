@@ -5,10 +5,12 @@ scripts/check_offline_bundle.sh (minutes, root, a built bundle: not part of this
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -159,3 +161,20 @@ def test_the_service_gets_its_token_file_as_a_credential() -> None:
     text = (ROOT / "packaging" / "systemd" / "crag-edge-serve.service").read_text()
     assert "\nLoadCredential=tokens.db:/etc/crag-edge/tokens.db\n" in text
     assert "\nEnvironment=CRAG_EDGE_TOKENS_FILE=%d/tokens.db\n" in text
+
+
+def test_every_data_file_of_the_package_goes_into_its_wheel() -> None:
+    """A file the package reads at run time but the wheel leaves out works in a checkout and
+    fails in every real install (the model manifest once did): each non-Python file under
+    crag_edge/ must match a `package-data` pattern."""
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        patterns = tomllib.load(handle)["tool"]["setuptools"]["package-data"]["crag_edge"]
+    package = ROOT / "crag_edge"
+    data = [
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*")
+        if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
+    ]
+    assert data, "no data files found under crag_edge/"
+    left_out = [f for f in data if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)]
+    assert not left_out, f"not in [tool.setuptools.package-data]: {left_out}"
