@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tomllib
 import types
 from collections.abc import Mapping
@@ -93,14 +94,23 @@ class SettingsError(ValueError):
 
 
 # The TOML path is per call, not state that outlives it: a ContextVar scoped by `Settings.load`.
+# Models installed with the environment itself, relative to its prefix (`sys.prefix`).
+PREFIX_MODEL_DIR = Path("share") / "crag-edge" / "models"
+
 _CONFIG_PATH: ContextVar[Path | None] = ContextVar("crag_edge_config_path", default=None)
 
 
-def default_model_dir() -> Path:
-    """`models/` beside the source checkout when run from one, else a per-user cache folder."""
-    checkout = Path(__file__).resolve().parent.parent
+def default_model_dir(package: Path | None = None, prefix: Path | None = None) -> Path:
+    """`models/` beside the source checkout when run from one; else the models installed with
+    this environment (`<prefix>/share/crag-edge/models`, where the offline bundle's install.sh
+    puts them, so that install needs no setting); else a per-user cache folder. `package`
+    (this package's folder) and `prefix` (the environment's) are for tests."""
+    checkout = (package or Path(__file__).resolve().parent).parent
     if (checkout / "pyproject.toml").is_file():
         return checkout / "models"
+    installed = (prefix or Path(sys.prefix)) / PREFIX_MODEL_DIR
+    if installed.is_dir():
+        return installed
     return Path.home() / ".cache" / "crag-edge" / "models"
 
 

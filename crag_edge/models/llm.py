@@ -51,6 +51,7 @@ from crag_edge.models.chat_model import (
 )
 from crag_edge.models.citation_placement import CitationPlacement
 from crag_edge.models.errors import ModelFileError
+from crag_edge.models.llama_backends import load_cpu_backends
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.prefix_states import PrefixStates, StateFiles
 from crag_edge.models.registry import ModelNotInstalledError, installed_file
@@ -591,6 +592,8 @@ class SharedLlm:
 def _import_llama_cpp() -> Any:
     try:
         import llama_cpp
+
+        load_cpu_backends(llama_cpp)
     except ImportError as exc:  # also raised when the compiled library fails to load
         raise LlmUnavailableError(
             f"the LLM runtime needs llama-cpp-python ({exc}): run `{INSTALL_HINT}` "
