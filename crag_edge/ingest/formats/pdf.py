@@ -1,0 +1,114 @@
+"""PDFs: each page's text layer (`loaders.pdf_pages`), tables as rows, scanned pages by OCR.
+
+A page without a text layer (a scan) is recognised with Tesseract when it is installed (the
+`ocr` extra and Debian's `tesseract-ocr`), rendered at `OCR_DPI`; its citation says so:
+`scan.pdf p. 4 (OCR)`. Without Tesseract, the report says once per file how many pages have
+no text and how to read them; never a silently empty document. With `pdfplumber` (the
+`office` extra), a page holding ruled tables is read by it instead: the text around the
+tables, then each row as a record named by the header row, so one row is one unit.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+from typing import Any
+
+from crag_edge.citations import RECOGNISED
+from crag_edge.ingest.formats.builder import DocumentText, rows_as_records
+from crag_edge.ingest.formats.extras import MissingExtra, require
+from crag_edge.ingest.loaders import LoadedDocument, LoadError, pdf_pages
+
+# Scans are rendered at this resolution for Tesseract (its accuracy drops below ~200 dpi).
+OCR_DPI = 300
+OCR_HOW = "install Tesseract (apt-get install tesseract-ocr) and pip install 'crag-edge[ocr]'"
+
+
+def load_pdf_file(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
+    source = str(path)
+    pages, title = pdf_pages(source, raw)
+    pages = _with_tables(source, raw, pages)
+    blank = [i for i, page in enumerate(pages) if not page]
+    recognised = _recognise(source, raw, blank) if blank else {}
+    text = DocumentText(source, max_bytes)
+    for number, page in enumerate(pages, start=1):
+        text.page(number)
+        if number - 1 in recognised:
+            text.section(1, RECOGNISED)
+        elif number - 2 in recognised:  # the page after a scan has its own text layer
+            text.section(1, "")
+        text.block(recognised.get(number - 1, page))
+    unread = len(blank) - sum(1 for t in recognised.values() if t)
+    if blank and not recognised:
+        text.warnings.append(
+            f"{len(blank)} of {len(pages)} pages have no text layer (scanned?); to read "
+            f"them, {OCR_HOW}, then re-ingest the file (touch it)"
+        )
+    elif unread:
+        text.warnings.append(f"{unread} of {len(pages)} pages have no text, even by OCR")
+    metadata = {"page_count": len(pages), "ocr_pages": len(recognised)}
+    return text.document(title or path.stem, metadata)
+
+
+def ocr_available() -> bool:
+    """Tesseract and the libraries that feed it pages are installed."""
+    try:
+        require("pytesseract", "scans", "")
+        require("pypdfium2", "scans", "")
+    except MissingExtra:
+        return False
+    return shutil.which("tesseract") is not None
+
+
+def _recognise(source: str, raw: bytes, indexes: list[int]) -> dict[int, str]:
+    """The OCR text of the pages at `indexes` (0-based); {} when OCR is not installed."""
+    if not ocr_available():
+        return {}
+    pdfium, pytesseract = require("pypdfium2", "scans", source), require("pytesseract", "", "")
+    try:
+        document = pdfium.PdfDocument(raw)
+    except pdfium.PdfiumError as exc:
+        raise LoadError(source, f"unreadable PDF for OCR ({exc})") from None
+    recognised = {}
+    try:
+        for index in indexes:
+            image = document[index].render(scale=OCR_DPI / 72).to_pil()
+            recognised[index] = pytesseract.image_to_string(image).strip()
+    finally:
+        document.close()
+    return recognised
+
+
+def _with_tables(source: str, raw: bytes, pages: list[str]) -> list[str]:
+    """`pages` with each page that holds tables read again by pdfplumber (if installed)."""
+    try:
+        pdfplumber = require("pdfplumber", "PDF tables", source)
+    except MissingExtra:
+        return pages
+    try:
+        with pdfplumber.open(io.BytesIO(raw)) as pdf:
+            return [
+                _page_with_tables(page) or text
+                for page, text in zip(pdf.pages, pages, strict=False)
+            ]
+    except Exception:  # pypdf read it; pdfplumber's failure only loses the table layout
+        return pages
+
+
+def _page_with_tables(page: Any) -> str | None:
+    """The page's text around its tables, then their rows as records; None without tables."""
+    if not page.rects and not page.lines:  # the default finder needs ruling lines
+        return None
+    tables = page.find_tables()
+    if not tables:
+        return None
+    outside = page
+    for table in tables:
+        outside = outside.outside_bbox(table.bbox)
+    rows = [
+        record
+        for table in tables
+        for record in rows_as_records([[cell or "" for cell in row] for row in table.extract()])
+    ]
+    return "\n\n".join([outside.extract_text() or "", *rows]).strip()
