@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,6 +121,22 @@ class IngestReport:
     @property
     def chunks_per_second(self) -> float:
         return self.chunks_written / self.seconds if self.seconds > 0 else 0.0
+
+    def skipped_by_reason(self) -> dict[str, int]:
+        """How many files were skipped for each reason (one per unsupported type)."""
+        return dict(Counter(reason for _, reason in self.skipped))
+
+    def nothing_indexed(self) -> str | None:
+        """Why nothing is in the corpus for these inputs, when every file was skipped or
+        failed (and none was found unchanged); None when something was indexed or there was
+        nothing to read."""
+        if self.added or self.updated or self.unchanged or self.retagged:
+            return None
+        if not (self.skipped or self.errors):
+            return None
+        why = [f"{len(self.skipped)} skipped as unsupported"] if self.skipped else []
+        why += [f"{len(self.errors)} could not be read"] if self.errors else []
+        return f"nothing was indexed: {' and '.join(why)} (each named above)"
 
 
 def ingest(

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from crag_edge.ingest.formats import workbook
 from crag_edge.ingest.formats.archive import Package, iterparse
 from crag_edge.ingest.formats.builder import DocumentText, record
-from crag_edge.ingest.formats.extras import require
 from crag_edge.ingest.formats.opendocument import OFFICE, TABLE, TEXT, inline_text, open_package
 from crag_edge.ingest.loaders import LoadedDocument, LoadError, decode_text
 
@@ -62,24 +62,13 @@ def write_sheet(text: DocumentText, name: str, rows: Iterable[Row]) -> None:
 
 
 def load_xlsx(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
-    openpyxl = require("openpyxl", ".xlsx", str(path))
-    Package(str(path), raw, max_bytes)  # bounds the container before openpyxl opens it
-    try:
-        workbook = openpyxl.load_workbook(io.BytesIO(raw), read_only=True, data_only=True)
-    except LoadError:
-        raise
-    except Exception as exc:  # openpyxl raises many types on damaged workbooks
-        raise LoadError(str(path), f"unreadable workbook ({type(exc).__name__}: {exc})") from None
+    package = Package(str(path), raw, max_bytes)
+    strings, dates = workbook.shared_strings(package), workbook.date_styles(package)
     text = DocumentText(str(path), max_bytes)
-    try:
-        for sheet in workbook.worksheets:
-            rows = sheet.iter_rows(values_only=True)
-            numbered = ((n, [cell_text(v) for v in row]) for n, row in enumerate(rows, start=1))
-            write_sheet(text, sheet.title, numbered)
-    finally:
-        workbook.close()
-    title = workbook.properties.title if workbook.properties else None
-    return text.document(title or path.stem, {"sheet_count": len(workbook.worksheets)})
+    found = workbook.sheets(package)
+    for name, member in found:
+        write_sheet(text, name, workbook.rows(package, member, strings, dates))
+    return text.document(path.stem, {"sheet_count": len(found)})
 
 
 def cell_text(value: object) -> str:
