@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from crag_edge.ingest.formats.epub import load_epub
@@ -47,6 +48,11 @@ def _unbounded(loader: Loader) -> Read:
     return lambda path, raw, _max_bytes: loader(path, raw)
 
 
+def _attachment(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument | None:
+    """An e-mail attachment read as a file of its name would be; None if unsupported."""
+    return load_file(path, raw, max_bytes) if is_supported(path) else None
+
+
 FORMATS: dict[str, Format] = {
     ".txt": Format("text", _unbounded(load_text)),
     ".text": Format("text", _unbounded(load_text)),
@@ -55,8 +61,8 @@ FORMATS: dict[str, Format] = {
     ".html": Format("text", _unbounded(load_html)),
     ".htm": Format("text", _unbounded(load_html)),
     ".csv": Format("text", load_csv),
-    ".eml": Format("text", load_eml),
-    ".mbox": Format("text", load_mbox),
+    ".eml": Format("text", partial(load_eml, attachments=_attachment)),
+    ".mbox": Format("text", partial(load_mbox, attachments=_attachment)),
     ".pdf": Format("pdf", load_pdf_file),
     ".rtf": Format("rtf", load_rtf),
     ".docx": Format("docx", load_docx),
