@@ -107,13 +107,30 @@ def parse_xml(source: str, data: bytes, name: str) -> Element:
         raise LoadError(source, f"damaged XML in {name} ({exc})") from None
 
 
-def iterparse(source: str, stream: IO[bytes]) -> Iterator[tuple[str, Element]]:
-    """(event, element) of a large XML member, read as it streams (`start` and `end`)."""
+def iterparse(
+    source: str, stream: IO[bytes], events: tuple[str, ...] = ("end",)
+) -> Iterator[tuple[str, Element]]:
+    """(event, element) of a large XML member, read as it streams."""
     try:
-        yield from SafeXml.iterparse(stream, events=("start", "end"), forbid_dtd=False)
+        yield from SafeXml.iterparse(stream, events=events, forbid_dtd=False)
     except defusedxml.DefusedXmlException:
         raise LoadError(source, XML_BOMB) from None
     except ParseError as exc:
         raise LoadError(source, f"damaged XML ({exc})") from None
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         raise LoadError(source, f"damaged or truncated ZIP container ({exc})") from None
+
+
+def streamed(source: str, stream: IO[bytes], tag: str) -> Iterator[Element]:
+    """Each `tag` element of a large XML member once it is whole; it is then dropped from
+    the tree with its siblings before it (so a million rows are never held at once)."""
+    open_elements: list[Element] = []
+    for event, element in iterparse(source, stream, ("start", "end")):
+        if event == "start":
+            open_elements.append(element)
+            continue
+        open_elements.pop()
+        if element.tag == tag:
+            yield element
+            if open_elements:
+                open_elements[-1].clear()

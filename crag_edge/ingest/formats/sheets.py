@@ -90,16 +90,16 @@ def load_ods(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
     text = DocumentText(str(path), max_bytes)
     sheets = 0
     with package.open("content.xml") as stream:
-        events = iterparse(str(path), stream)
+        events = iterparse(str(path), stream, ("start", "end"))
         for event, element in events:
             if event == "start" and element.tag == f"{TABLE}table":
                 sheets += 1
-                write_sheet(text, element.get(f"{TABLE}name", ""), _ods_rows(events))
+                write_sheet(text, element.get(f"{TABLE}name", ""), _ods_rows(events, element))
     return text.document(path.stem, {"sheet_count": sheets})
 
 
-def _ods_rows(events: Iterator[tuple[str, Any]]) -> Iterator[Row]:
-    """The rows of the sheet just opened, each cleared once read (bounded memory)."""
+def _ods_rows(events: Iterator[tuple[str, Any]], table: Any) -> Iterator[Row]:
+    """The rows of the sheet `table` just opened, each dropped once read (bounded memory)."""
     number = 1
     for event, element in events:
         if event != "end":
@@ -113,7 +113,7 @@ def _ods_rows(events: Iterator[tuple[str, Any]]) -> Iterator[Row]:
         for copy in range(min(repeat, _MAX_REPEAT) if any(cells) else 0):
             yield number + copy, cells
         number += repeat
-        element.clear()
+        table.clear()  # the rows read so far (the sheet's name was read at its start)
 
 
 def _ods_cells(row: Any) -> list[str]:

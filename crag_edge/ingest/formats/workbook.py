@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from xml.etree.ElementTree import Element
 
-from crag_edge.ingest.formats.archive import Package, iterparse
+from crag_edge.ingest.formats.archive import Package, streamed
 
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
@@ -41,13 +41,8 @@ def sheets(package: Package) -> list[tuple[str, str]]:
 def shared_strings(package: Package) -> list[str]:
     if "xl/sharedStrings.xml" not in package.names:
         return []
-    strings: list[str] = []
     with package.open("xl/sharedStrings.xml") as stream:
-        for event, element in iterparse(package.source, stream):
-            if event == "end" and element.tag == f"{S}si":
-                strings.append(_string(element))
-                element.clear()
-    return strings
+        return [_string(item) for item in streamed(package.source, stream, f"{S}si")]
 
 
 def date_styles(package: Package) -> frozenset[int]:
@@ -74,12 +69,9 @@ def rows(
     """(row number, cell texts by column) of a sheet, streamed."""
     with package.open(member) as stream:
         number = 0
-        for event, element in iterparse(package.source, stream):
-            if event != "end" or element.tag != f"{S}row":
-                continue
-            number = int(element.get("r", number + 1) or number + 1)
-            yield number, _cells(element, strings, dates)
-            element.clear()
+        for row in streamed(package.source, stream, f"{S}row"):
+            number = int(row.get("r", number + 1) or number + 1)
+            yield number, _cells(row, strings, dates)
 
 
 def _cells(row: Element, strings: list[str], dates: frozenset[int]) -> list[str]:
