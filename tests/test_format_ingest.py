@@ -192,3 +192,16 @@ def test_reingest_and_watch_treat_new_formats_as_the_old(
         assert (last.updated, last.pruned, last.unchanged) == (1, 1, first.added - 2)
         [hit] = engine.search("lead time for anchor chain", top_k=1)
         assert "Nordic Chain" in hit.chunk.text
+
+
+def test_a_scan_without_ocr_is_one_warning_saying_how_to_read_it(
+    embedder: OnnxEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "")  # no tesseract to be found
+    scan = tmp_path.resolve() / "scan.pdf"
+    shutil.copy(FIXTURES / "scan.pdf", scan)
+    with Engine.open(tmp_path / "kb.db", SETTINGS, create=True, embedder=embedder) as engine:
+        report = engine.ingest([scan])
+    [(source, warning)] = report.warnings
+    assert source == str(scan) and warning.startswith("2 of 2 pages have no text layer")
+    assert "apt-get install tesseract-ocr" in warning and "crag-edge[ocr]" in warning

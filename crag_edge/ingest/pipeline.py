@@ -499,7 +499,7 @@ class _Run:
             self._keep(stored)
             return
         spans = self.chunker.split(doc.text)
-        if not spans:
+        if not spans and not doc.warnings:  # the loader's warning already says why
             self.report.warnings.append((doc.source, _no_text(doc, size)))
         tags = self.tagging.tags_for(None if stored is None else stored.groups)
         record = DocumentRecord(
@@ -572,8 +572,6 @@ def _no_text(doc: LoadedDocument, size: int | None) -> str:
     """Why a document gave no chunks, in the words a user can act on."""
     if size == 0:
         return "empty file"
-    if "page_count" in doc.metadata:
-        return "no extractable text (a scanned PDF needs OCR first)"
     return "no text to index"
 
 
