@@ -1,8 +1,8 @@
 """PDFs: each page's text layer (`loaders.pdf_pages`), tables as rows, scanned pages by OCR.
 
-A page without a text layer (a scan) is recognised with Tesseract when it is installed (the
-`ocr` extra and Debian's `tesseract-ocr`), rendered at `OCR_DPI`; its citation says so:
-`scan.pdf p. 4 (OCR)`. Without Tesseract, the report says once per file how many pages have
+A page without a text layer (a scan) is rendered at `OCR_DPI` (pypdfium2, the `ocr` extra)
+and read by the `tesseract` program (Debian's `tesseract-ocr`) when both are installed; its
+citation says so: `scan.pdf p. 4 (OCR)`. Without Tesseract, the report says once per file how many pages have
 no text and how to read them; never a silently empty document. With `pdfplumber` (the
 `office` extra), a page holding ruled tables is read by it instead: the text around the
 tables, then each row as a record named by the header row, so one row is one unit.
@@ -11,8 +11,10 @@ tables, then each row as a record named by the header row, so one row is one uni
 from __future__ import annotations
 
 import io
+import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,8 @@ from crag_edge.ingest.loaders import LoadedDocument, LoadError, pdf_pages
 
 # Scans are rendered at this resolution for Tesseract (its accuracy drops below ~200 dpi).
 OCR_DPI = 300
+# A page Tesseract has not read in this long is left unread (a pathological scan).
+OCR_TIMEOUT_S = 300
 # Path operators that draw a table's rules: `re` (a rectangle) and `l` (a line), and how many
 # a page needs before its tables are looked for (a 2x2 table has at least 6 rules).
 _PATH_OPERATORS = re.compile(rb"\s(?:re|l)\s")
@@ -59,9 +63,8 @@ def load_pdf_file(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
 
 
 def ocr_available() -> bool:
-    """Tesseract and the libraries that feed it pages are installed."""
+    """Tesseract and the library that renders pages for it are installed."""
     try:
-        require("pytesseract", "scans", "")
         require("pypdfium2", "scans", "")
     except MissingExtra:
         return False
@@ -72,19 +75,41 @@ def _recognise(source: str, raw: bytes, indexes: list[int]) -> dict[int, str]:
     """The OCR text of the pages at `indexes` (0-based); {} when OCR is not installed."""
     if not ocr_available():
         return {}
-    pdfium, pytesseract = require("pypdfium2", "scans", source), require("pytesseract", "", "")
+    pdfium = require("pypdfium2", "scans", source)
     try:
         document = pdfium.PdfDocument(raw)
     except pdfium.PdfiumError as exc:
         raise LoadError(source, f"unreadable PDF for OCR ({exc})") from None
-    recognised = {}
     try:
-        for index in indexes:
-            image = document[index].render(scale=OCR_DPI / 72).to_pil()
-            recognised[index] = pytesseract.image_to_string(image).strip()
+        return {index: _tesseract(_page_image(document[index])) for index in indexes}
     finally:
         document.close()
-    return recognised
+
+
+def _page_image(page: Any) -> bytes:
+    """The page rendered in gray at `OCR_DPI`, as a PGM image (Tesseract reads it on stdin)."""
+    bitmap = page.render(scale=OCR_DPI / 72, grayscale=True)
+    width, height, stride, pixels = bitmap.width, bitmap.height, bitmap.stride, bytes(bitmap.buffer)
+    if stride != width:  # rows padded to an alignment
+        pixels = b"".join(pixels[row * stride : row * stride + width] for row in range(height))
+    return f"P5\n{width} {height}\n255\n".encode() + pixels
+
+
+def _tesseract(image: bytes) -> str:
+    """Tesseract's reading of one page image; "" when it fails or takes too long. One thread:
+    its OpenMP threads spin on a busy machine (4x the CPU time per page on 2 cores)."""
+    try:
+        done = subprocess.run(
+            ["tesseract", "stdin", "stdout"],
+            input=image,
+            capture_output=True,
+            env=os.environ | {"OMP_THREAD_LIMIT": "1"},
+            timeout=OCR_TIMEOUT_S,
+            check=True,
+        )
+    except (subprocess.SubprocessError, OSError):
+        return ""
+    return done.stdout.decode("utf-8", "replace").strip()
 
 
 def _with_tables(source: str, raw: bytes, pages: list[str]) -> list[str]:
