@@ -2,10 +2,11 @@
 
 A page without a text layer (a scan) is rendered at `OCR_DPI` (pypdfium2, the `ocr` extra)
 and read by the `tesseract` program (Debian's `tesseract-ocr`) when both are installed; its
-citation says so: `scan.pdf p. 4 (OCR)`. Without Tesseract, the report says once per file how many pages have
-no text and how to read them; never a silently empty document. With `pdfplumber` (the
-`office` extra), a page holding ruled tables is read by it instead: the text around the
-tables, then each row as a record named by the header row, so one row is one unit.
+citation says so: `scan.pdf p. 4 (OCR)`. Without Tesseract, the report says once per file
+how many pages have no text and how to read them; never a silently empty document. With
+`pdfplumber` (the `office` extra), a page holding ruled tables is read by it instead: the
+text around the tables, then each row as a record named by the header row, so one row is
+one unit.
 """
 
 from __future__ import annotations
