@@ -21,6 +21,16 @@ from typing import Any, Protocol
 from crag_edge.types import Chunk, Place
 
 SECTION_SEPARATOR = " \u203a "  # "A > B" with a single angle quotation mark
+# The section of a page read by OCR: a note on how its text was got, shown after the page.
+RECOGNISED = "(OCR)"
+# What a document's numbered places are, by file suffix (pages otherwise): (one, several).
+_UNITS = {
+    ".pptx": ("slide", "slides"),
+    ".odp": ("slide", "slides"),
+    ".xlsx": ("row", "rows"),
+    ".ods": ("row", "rows"),
+    ".csv": ("row", "rows"),
+}
 
 
 class Locatable(Protocol):
@@ -83,14 +93,17 @@ def document_places(chunks: Iterable[Chunk]) -> tuple[Place, ...]:
 
 
 def place_label(item: Locatable, *, whole_path: bool = False) -> str:
-    """`p. 12`, `pp. 12-13` (en dash) or `§ <deepest heading>`: what a reader searches for in
-    the opened page (`whole_path` gives every heading, for a view with room for it); empty
-    when the item has neither."""
+    """`p. 12`, `pp. 12-13` (en dash; `slide 7`, `rows 40-42` in decks and sheets) or
+    `§ <deepest heading>`: what a reader searches for in the opened page (`whole_path` gives
+    every heading, for a view with room for it); empty when the item has neither."""
     parts = []
     if item.pages is not None:
         first, last = item.pages
-        parts.append(f"p. {first}" if first == last else f"pp. {first}\u2013{last}")
-    if item.section:
+        one, several = _UNITS.get(Path(item.source).suffix.lower(), ("p.", "pp."))
+        parts.append(f"{one} {first}" if first == last else f"{several} {first}\u2013{last}")
+    if item.section == RECOGNISED:
+        parts.append(RECOGNISED)
+    elif item.section:
         heading = item.section if whole_path else item.section.rsplit(SECTION_SEPARATOR, 1)[-1]
         parts.append(f"§ {heading}")
     return " ".join(parts)

@@ -156,7 +156,8 @@ def test_first_ingest_adds_supported_files_and_reports_the_rest(
     report = run(corpus, embedder, [docs], progress=events.append)
     assert (report.added, report.updated, report.unchanged, report.pruned) == (5, 0, 0, 0)
     assert report.errors == []
-    assert report.skipped == [(str(docs / "image.png"), "unsupported file type .png")]
+    route = "put scans in a PDF (e.g. img2pdf) to have them read by OCR"
+    assert report.skipped == [(str(docs / "image.png"), f"unsupported file type .png; {route}")]
     assert report.chunks_written == corpus.stats().chunks > report.added  # multi-chunk docs
     assert report.chunks_per_second > 0
     assert sorted(corpus.list_sources()) == sorted(

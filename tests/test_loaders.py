@@ -11,12 +11,13 @@ import pytest
 
 from crag_edge.ingest import (
     LoadError,
+    is_supported,
     iter_beir,
+    load_file,
     load_html,
     load_markdown,
     load_pdf,
     load_text,
-    loader_for,
 )
 from crag_edge.ingest.loaders import LoadedDocument
 from crag_edge.ingest.outline import MAX_TITLE_CHARS, Heading, outline_places
@@ -155,9 +156,7 @@ def test_a_title_is_a_label_of_bounded_length(
     to a label: a title is embedded with every chunk of its document and a heading stored
     with every chunk of its section, so a long one would be copied thousands of times."""
     path = write(tmp_path / name, content)
-    loader = loader_for(path)
-    assert loader is not None
-    doc = loader(*parts(path))
+    doc = load_file(*parts(path), 10_000_000)
     titles = [doc.title] + [h.title for h in doc.outline.headings]
     assert all(t.startswith("word0 word1 ") and t.endswith("\u2026") for t in titles), titles
     assert max(map(len, titles)) <= MAX_TITLE_CHARS + 1
@@ -290,10 +289,7 @@ def test_beir_lines_load_and_bad_lines_are_reported(tmp_path: Path) -> None:
     assert "_id" in errors[2].reason
 
 
-def test_loader_dispatch_by_suffix() -> None:
-    assert loader_for(Path("A.TXT")) is load_text
-    assert loader_for(Path("b.markdown")) is load_markdown
-    assert loader_for(Path("c.htm")) is load_html
-    assert loader_for(Path("d.pdf")) is load_pdf
-    assert loader_for(Path("e.png")) is None
-    assert loader_for(Path("Makefile")) is None
+def test_supported_by_suffix_in_any_case() -> None:
+    supported = ["A.TXT", "b.markdown", "c.htm", "d.pdf", "e.Docx", "f.epub", "g.mbox"]
+    assert all(is_supported(Path(name)) for name in supported)
+    assert not any(is_supported(Path(name)) for name in ["e.png", "Makefile", "old.doc"])

@@ -41,7 +41,10 @@ def ingest(
     ctx: typer.Context,
     inputs: Annotated[
         list[Path],
-        typer.Argument(help="Files and folders (txt, md, html, pdf), or BEIR corpus.jsonl files."),
+        typer.Argument(
+            help="Files and folders (txt, md, html, pdf, docx, pptx, xlsx, ods, csv, odt, "
+            "odp, epub, eml, mbox, rtf), or BEIR corpus.jsonl files."
+        ),
     ],
     db: DbOption,
     fmt: Annotated[
@@ -100,9 +103,9 @@ def ingest(
 
         report = engine.ingest(inputs, fmt=fmt, prune=prune, progress=on_progress, groups=tags)
     _print_ingest_report(report, as_json)
-    if report.errors and not (
-        report.added or report.updated or report.unchanged or report.retagged
-    ):
+    if nothing := report.nothing_indexed():
+        if not as_json:
+            tell(("error:", "red"), f" {nothing}")
         raise typer.Exit(1)
 
 
@@ -264,6 +267,9 @@ def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
     )
     for source, message in report.skipped:
         tell(("skipped", "yellow"), f" {source}: {message}")
+    for reason, count in report.skipped_by_reason().items():
+        if count > 1:
+            tell(("skipped", "yellow"), f" {count} files: {reason}")
     for source, message in report.warnings:
         tell(("warning", "yellow"), f" {source}: {message}")
     for source, message in report.errors:

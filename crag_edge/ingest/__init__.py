@@ -1,6 +1,7 @@
 """Ingest: load files into text, chunk it by embedder tokens, embed, store incrementally."""
 
 from crag_edge.ingest.chunker import Chunker, TextSpan
+from crag_edge.ingest.formats import is_supported, load_file
 from crag_edge.ingest.loaders import (
     LoadedDocument,
     LoadError,
@@ -9,7 +10,6 @@ from crag_edge.ingest.loaders import (
     load_markdown,
     load_pdf,
     load_text,
-    loader_for,
 )
 from crag_edge.ingest.pipeline import (
     EMBED_GROUP,
@@ -33,10 +33,11 @@ __all__ = [
     "TextSpan",
     "embedding_text",
     "ingest",
+    "is_supported",
     "iter_beir",
+    "load_file",
     "load_html",
     "load_markdown",
     "load_pdf",
     "load_text",
-    "loader_for",
 ]

@@ -33,14 +33,16 @@ from crag_edge.text_boundary import has_no_controls, repair
 
 @dataclass(frozen=True)
 class LoadedDocument:
-    """Extracted text of one document; `source` is its stable identity in the corpus, and
-    `outline` where its pages start and its headings stand (for citations)."""
+    """Extracted text of one document; `source` is its stable identity in the corpus,
+    `outline` where its pages start and its headings stand (for citations), and `warnings`
+    what of it could not be read (the ingest report carries them)."""
 
     source: str
     title: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
     outline: Outline = field(default_factory=Outline)
+    warnings: tuple[str, ...] = ()
 
 
 class LoadError(Exception):
@@ -57,13 +59,13 @@ Loader = Callable[[Path, bytes], LoadedDocument]
 
 def load_text(path: Path, raw: bytes) -> LoadedDocument:
     """A plain-text file, titled by its file name."""
-    return LoadedDocument(str(path), path.stem, _decode(raw, str(path)))
+    return LoadedDocument(str(path), path.stem, decode_text(raw, str(path)))
 
 
 def load_markdown(path: Path, raw: bytes) -> LoadedDocument:
     """Markdown kept verbatim (its markup is mostly readable text) without its front matter;
     titled by the front matter's `title:`, else its first heading, else its file name."""
-    front_matter, text = split_front_matter(_decode(raw, str(path)))
+    front_matter, text = split_front_matter(decode_text(raw, str(path)))
     headings = markdown_headings(text)
     title = front_matter_title(front_matter) or (headings[0].title if headings else path.stem)
     return LoadedDocument(str(path), title, text, outline=Outline(headings=headings))
@@ -72,33 +74,28 @@ def load_markdown(path: Path, raw: bytes) -> LoadedDocument:
 def load_html(path: Path, raw: bytes) -> LoadedDocument:
     """Visible HTML text: scripts and styles dropped, block elements turned into line breaks."""
     declared = _HTML_CHARSET.search(raw[:4096])
-    text = _decode(raw, str(path), declared.group(1).decode("ascii") if declared else None)
+    text = decode_text(raw, str(path), declared.group(1).decode("ascii") if declared else None)
+    title, body, headings = read_html(text)
+    return LoadedDocument(str(path), title or path.stem, body, outline=Outline(headings=headings))
+
+
+def read_html(text: str) -> tuple[str, str, tuple[Heading, ...]]:
+    """(title, visible text, headings) of an HTML page (an EPUB chapter, an e-mail body)."""
     parser = _HtmlText()
     parser.feed(text)
     parser.close()
     body, headings = parser.text()
-    outline = Outline(headings=headings)
-    return LoadedDocument(str(path), parser.title() or path.stem, body, outline=outline)
+    return parser.title(), body, headings
 
 
 def load_pdf(path: Path, raw: bytes) -> LoadedDocument:
     """PDF text page by page, its outline holding each page's offset in the text."""
     source = str(path)
-    try:
-        reader = PdfReader(io.BytesIO(raw))
-        if reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED:
-            raise LoadError(source, "encrypted PDF; a password is needed to read it")
-        pages = [_clean(page.extract_text() or "").strip() for page in reader.pages]
-        info_title = reader.metadata.title if reader.metadata else None
-    except LoadError:
-        raise
-    except Exception as exc:  # pypdf raises many unrelated types on damaged files
-        raise LoadError(source, f"unreadable PDF ({type(exc).__name__}: {exc})") from None
+    pages, title = pdf_pages(source, raw)
     starts, offset = [], 0
     for page in pages:
         starts.append(offset)
         offset += len(page) + 2
-    title = short_title(_clean(info_title).strip()) if isinstance(info_title, str) else ""
     return LoadedDocument(
         source,
         title or path.stem,
@@ -106,6 +103,23 @@ def load_pdf(path: Path, raw: bytes) -> LoadedDocument:
         {"page_count": len(pages)},
         Outline(page_starts=tuple(starts)),
     )
+
+
+def pdf_pages(source: str, raw: bytes) -> tuple[list[str], str]:
+    """(each page's text layer, the /Info title or "") of a PDF; LoadError if it cannot be
+    read or needs a password."""
+    try:
+        reader = PdfReader(io.BytesIO(raw))
+        if reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED:
+            raise LoadError(source, "encrypted PDF; a password is needed to read it")
+        pages = [clean_text(page.extract_text() or "").strip() for page in reader.pages]
+        info_title = reader.metadata.title if reader.metadata else None
+    except LoadError:
+        raise
+    except Exception as exc:  # pypdf raises many unrelated types on damaged files
+        raise LoadError(source, f"unreadable PDF ({type(exc).__name__}: {exc})") from None
+    title = short_title(clean_text(info_title).strip()) if isinstance(info_title, str) else ""
+    return pages, title
 
 
 def iter_beir(
@@ -148,21 +162,6 @@ def too_large(size: int, max_bytes: int) -> str:
     )
 
 
-def loader_for(path: Path) -> Loader | None:
-    """The loader for a file suffix, or None when the format is not supported."""
-    return LOADERS.get(path.suffix.lower())
-
-
-LOADERS: dict[str, Loader] = {
-    ".txt": load_text,
-    ".text": load_text,
-    ".md": load_markdown,
-    ".markdown": load_markdown,
-    ".html": load_html,
-    ".htm": load_html,
-    ".pdf": load_pdf,
-}
-
 _HTML_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 
 
@@ -184,9 +183,9 @@ def _beir_document(line: bytes, where: str) -> LoadedDocument | LoadError:
         return LoadError(where, f"_id {doc_id}: text and title must be strings")
     metadata = record.get("metadata")
     return LoadedDocument(
-        _clean(f"beir:{doc_id}"),
-        short_title(_clean(title or "").strip()),
-        _clean(text),
+        clean_text(f"beir:{doc_id}"),
+        short_title(clean_text(title or "").strip()),
+        clean_text(text),
         metadata if isinstance(metadata, dict) else {},
     )
 
@@ -201,7 +200,7 @@ def _finite(literal: str) -> float:
     return value
 
 
-def _decode(raw: bytes, source: str, declared: str | None = None) -> str:
+def decode_text(raw: bytes, source: str, declared: str | None = None) -> str:
     """UTF-8 (or UTF-16, with a BOM or told by its NUL bytes, or a declared HTML charset);
     anything else is an error."""
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
@@ -216,7 +215,7 @@ def _decode(raw: bytes, source: str, declared: str | None = None) -> str:
         text = _decode_declared(raw, source, declared, exc)
     if "\x00" in text:
         raise LoadError(source, "contains NUL characters; this looks like a binary file")
-    return _clean(text)
+    return clean_text(text)
 
 
 def _utf16_without_bom(raw: bytes) -> str | None:
@@ -250,7 +249,7 @@ def _normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _clean(text: str) -> str:
+def clean_text(text: str) -> str:
     """Newlines normalised, lone surrogates (JSON escapes, PDF text) repaired and control
     characters (terminal escape sequences, form feeds) dropped: `text_boundary.repair`."""
     return _normalise_newlines(repair(text))

@@ -29,17 +29,22 @@ class Heading:
 
 @dataclass(frozen=True)
 class Outline:
-    """Offsets of each page's first character (PDF) and the headings (HTML, Markdown)."""
+    """Offsets of each page's first character (PDF) and the headings (HTML, Markdown).
+    A page is whatever a reader turns to by number: a PDF page, a slide, a spreadsheet row.
+    Pages are numbered 1, 2, ... in order, or by `page_numbers` (one per start) when the
+    numbers skip (a sheet's empty rows) or restart (each sheet's rows)."""
 
     page_starts: tuple[int, ...] = ()
     headings: tuple[Heading, ...] = ()
+    page_numbers: tuple[int, ...] = ()
 
 
 def outline_places(outline: Outline) -> list[Place]:
     """One place per offset where the page or the heading path changes, in text order; a
     heading closes every open heading of its level or deeper."""
+    numbers = outline.page_numbers or range(1, len(outline.page_starts) + 1)
     events = sorted(
-        [(offset, 0, page, None) for page, offset in enumerate(outline.page_starts, start=1)]
+        [(offset, 0, page, None) for page, offset in zip(numbers, outline.page_starts, strict=True)]
         + [(h.offset, 1, 0, h) for h in outline.headings],
         key=lambda event: (event[0], event[1]),
     )

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,13 +45,12 @@ from crag_edge.groups import Groups, Tagging
 from crag_edge.ingest.chunker import Chunker
 from crag_edge.ingest.embed_ahead import EmbedAhead
 from crag_edge.ingest.files import canonical, open_source
+from crag_edge.ingest.formats import is_supported, load_file, unsupported
 from crag_edge.ingest.loaders import (
     LoadedDocument,
-    Loader,
     LoadError,
     count_beir_lines,
     iter_beir,
-    loader_for,
     too_large,
 )
 from crag_edge.ingest.outline import outline_places
@@ -121,6 +121,22 @@ class IngestReport:
     @property
     def chunks_per_second(self) -> float:
         return self.chunks_written / self.seconds if self.seconds > 0 else 0.0
+
+    def skipped_by_reason(self) -> dict[str, int]:
+        """How many files were skipped for each reason (one per unsupported type)."""
+        return dict(Counter(reason for _, reason in self.skipped))
+
+    def nothing_indexed(self) -> str | None:
+        """Why nothing is in the corpus for these inputs, when every file was skipped or
+        failed (and none was found unchanged); None when something was indexed or there was
+        nothing to read."""
+        if self.added or self.updated or self.unchanged or self.retagged:
+            return None
+        if not (self.skipped or self.errors):
+            return None
+        why = [f"{len(self.skipped)} skipped as unsupported"] if self.skipped else []
+        why += [f"{len(self.errors)} could not be read"] if self.errors else []
+        return f"nothing was indexed: {' and '.join(why)} (each named above)"
 
 
 def ingest(
@@ -208,8 +224,8 @@ def _check_before_writing(corpus: CorpusBackend, embedder: Embedder) -> None:
 def _index(run: _Run, plan: _Plan, prune: bool) -> None:
     run.report.skipped.extend(plan.skipped)
     run.report.errors.extend(plan.errors)
-    for path, loader in plan.files:
-        run.add_file(path, loader)
+    for path in plan.files:
+        run.add_file(path)
     for path in plan.beir:
         run.add_beir(path)
     run.finish()
@@ -222,7 +238,7 @@ class _Plan:
     """What to read, and the prune scope: only inputs that were found and listed completely
     (a missing input, e.g. an unmounted share, must never look like deleted files)."""
 
-    files: list[tuple[Path, Loader]] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
     beir: list[Path] = field(default_factory=list)
     scope_dirs: list[Path] = field(default_factory=list)
     scope_files: set[str] = field(default_factory=set)
@@ -266,10 +282,10 @@ def _discover(inputs: list[Path], fmt: Format, roots: Sequence[Path] | None) -> 
         elif path.suffix.lower() == ".jsonl":
             reason = f"in a folder only {BEIR_CORPUS} is read; name this file to ingest it"
             plan.skipped.append((str(path), reason))
-        elif loader := loader_for(path):
-            plan.files.append((path, loader))
+        elif is_supported(path):
+            plan.files.append(path)
         else:
-            plan.skipped.append((str(path), f"unsupported file type {path.suffix or '(none)'}"))
+            plan.skipped.append((str(path), unsupported(path)))
     return plan
 
 
@@ -341,7 +357,7 @@ class _Run:
             sort_keys=True,
         )
 
-    def add_file(self, path: Path, loader: Loader) -> None:
+    def add_file(self, path: Path) -> None:
         source = str(path)
         self.seen.add(source)
         stored = self.corpus.document(source)
@@ -349,7 +365,7 @@ class _Run:
             self._fail(source, REFUSED)
             return
         try:
-            loaded = self._load(path, loader, stored)
+            loaded = self._load(path, stored)
         except LoadError as exc:
             self._fail(source, exc.reason)
             return
@@ -359,7 +375,7 @@ class _Run:
             self._keep(stored)
 
     def _load(
-        self, path: Path, loader: Loader, stored: StoredDocument | None
+        self, path: Path, stored: StoredDocument | None
     ) -> tuple[LoadedDocument, StoredDocument | None, int, float] | None:
         """The file's document, or None when its size and mtime say it is unchanged."""
         try:
@@ -370,7 +386,7 @@ class _Run:
         except OSError as exc:  # the read itself failed (a disk or network error)
             raise LoadError(str(path), exc.strerror or str(exc)) from None
         try:
-            return loader(path, raw), stored, file.size, file.mtime
+            return load_file(path, raw, self.limits.max_bytes), stored, file.size, file.mtime
         except LoadError:
             raise
         except Exception as exc:  # a loader bug on one odd file must not abort the batch
@@ -475,6 +491,7 @@ class _Run:
         if text_bytes > self.limits.max_bytes:
             self._fail(doc.source, "its text has " + too_large(text_bytes, self.limits.max_bytes))
             return
+        self.report.warnings.extend((doc.source, warning) for warning in doc.warnings)
         content_hash = self._hash(doc.title, doc.text)
         if stored is not None and stored.content_hash == content_hash:
             if size is not None and mtime is not None:
@@ -482,7 +499,7 @@ class _Run:
             self._keep(stored)
             return
         spans = self.chunker.split(doc.text)
-        if not spans:
+        if not spans and not doc.warnings:  # the loader's warning already says why
             self.report.warnings.append((doc.source, _no_text(doc, size)))
         tags = self.tagging.tags_for(None if stored is None else stored.groups)
         record = DocumentRecord(
@@ -555,8 +572,6 @@ def _no_text(doc: LoadedDocument, size: int | None) -> str:
     """Why a document gave no chunks, in the words a user can act on."""
     if size == 0:
         return "empty file"
-    if "page_count" in doc.metadata:
-        return "no extractable text (a scanned PDF needs OCR first)"
     return "no text to index"
 
 

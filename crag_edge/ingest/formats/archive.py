@@ -1,0 +1,136 @@
+"""ZIP containers (Office Open XML, OpenDocument, EPUB) opened from bytes, bounded before
+anything is decompressed, and their XML parsed without entities.
+
+A zip bomb (a kilobyte that unpacks to gigabytes, or a million members) is refused from the
+central directory's sizes, and no member is ever read past its recorded size (`zipfile`
+stops there and checks its CRC). XML is parsed with `defusedxml`: a document type that
+declares entities (billion laughs, quadratic blow-up) or reaches outside (external entities)
+is refused, never expanded or fetched.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from typing import IO, TypeVar
+from xml.etree.ElementTree import Element, ParseError
+
+import defusedxml
+import defusedxml.ElementTree as SafeXml
+
+from crag_edge.ingest.loaders import LoadError
+
+# At most this many members: real documents hold tens to a few thousand (an EPUB's images).
+MAX_MEMBERS = 10_000
+# Unpacked, a container may hold this many times `max_document_bytes` (XML is verbose: a
+# sheet's XML is ~10x its text); more is refused as a zip bomb.
+EXPANSION = 20
+_RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+T = TypeVar("T")
+XML_BOMB = "its XML declares entities or external references; refused (an XML bomb or XXE)"
+
+
+class Package:
+    """A ZIP container whose members are read by name; every failure is a `LoadError`."""
+
+    def __init__(self, source: str, raw: bytes, max_bytes: int) -> None:
+        self.source = source
+        try:
+            self._zip = zipfile.ZipFile(io.BytesIO(raw))
+            members = self._zip.infolist()
+        except (zipfile.BadZipFile, EOFError, ValueError, OSError) as exc:
+            raise LoadError(source, f"damaged or truncated ZIP container ({exc})") from None
+        if len(members) > MAX_MEMBERS:
+            raise LoadError(
+                source,
+                f"{len(members):,} files inside, over {MAX_MEMBERS:,}; refused (a zip bomb?)",
+            )
+        unpacked, limit = sum(m.file_size for m in members), EXPANSION * max_bytes
+        if unpacked > limit:
+            raise LoadError(
+                source,
+                f"unpacks to {unpacked:,} bytes, over {limit:,} ({EXPANSION} x "
+                "max_document_bytes); refused (a zip bomb?)",
+            )
+        self.names = frozenset(m.filename for m in members)
+
+    def read(self, name: str) -> bytes:
+        with self.open(name) as member:
+            return self._guarded(member.read)
+
+    def open(self, name: str) -> IO[bytes]:
+        """A member to stream (a large sheet); reading it may raise `LoadError` too."""
+        if name not in self.names:
+            raise LoadError(self.source, f"damaged document: {name} is missing")
+        return self._guarded(lambda: self._zip.open(name))
+
+    def xml(self, name: str) -> Element:
+        return parse_xml(self.source, self.read(name), name)
+
+    def relations(self, part: str) -> dict[str, str]:
+        """Relationship id -> member name of an Office part (`ppt/slides/slide1.xml`)."""
+        folder, name = posixpath.split(part)
+        rels = posixpath.join(folder, "_rels", name + ".rels")
+        if rels not in self.names:
+            return {}
+        return {
+            rel.get("Id", ""): member_path(folder, rel.get("Target", ""))
+            for rel in self.xml(rels).iter(f"{_RELS}Relationship")
+        }
+
+    def _guarded(self, read: Callable[[], T]) -> T:
+        try:
+            return read()
+        except RuntimeError as exc:  # zipfile: "File is encrypted, password required"
+            raise LoadError(self.source, f"password-protected ({exc})") from None
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+            raise LoadError(self.source, f"damaged or truncated ZIP container ({exc})") from None
+
+
+def member_path(folder: str, target: str) -> str:
+    """A relationship's target as a member name: relative to `folder`, or from the root."""
+    if target.startswith("/"):
+        return target.lstrip("/")
+    return posixpath.normpath(posixpath.join(folder, target))
+
+
+def parse_xml(source: str, data: bytes, name: str) -> Element:
+    """`data` parsed with no entity expansion and no external references."""
+    try:
+        return SafeXml.fromstring(data, forbid_dtd=False)
+    except defusedxml.DefusedXmlException:
+        raise LoadError(source, XML_BOMB) from None
+    except ParseError as exc:
+        raise LoadError(source, f"damaged XML in {name} ({exc})") from None
+
+
+def iterparse(
+    source: str, stream: IO[bytes], events: tuple[str, ...] = ("end",)
+) -> Iterator[tuple[str, Element]]:
+    """(event, element) of a large XML member, read as it streams."""
+    try:
+        yield from SafeXml.iterparse(stream, events=events, forbid_dtd=False)
+    except defusedxml.DefusedXmlException:
+        raise LoadError(source, XML_BOMB) from None
+    except ParseError as exc:
+        raise LoadError(source, f"damaged XML ({exc})") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise LoadError(source, f"damaged or truncated ZIP container ({exc})") from None
+
+
+def streamed(source: str, stream: IO[bytes], tag: str) -> Iterator[Element]:
+    """Each `tag` element of a large XML member once it is whole; it is then dropped from
+    the tree with its siblings before it (so a million rows are never held at once)."""
+    open_elements: list[Element] = []
+    for event, element in iterparse(source, stream, ("start", "end")):
+        if event == "start":
+            open_elements.append(element)
+            continue
+        open_elements.pop()
+        if element.tag == tag:
+            yield element
+            if open_elements:
+                open_elements[-1].clear()

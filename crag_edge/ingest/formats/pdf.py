@@ -1,0 +1,160 @@
+"""PDFs: each page's text layer (`loaders.pdf_pages`), tables as rows, scanned pages by OCR.
+
+A page without a text layer (a scan) is rendered at `OCR_DPI` (pypdfium2, the `ocr` extra)
+and read by the `tesseract` program (Debian's `tesseract-ocr`) when both are installed; its
+citation says so: `scan.pdf p. 4 (OCR)`. Without Tesseract, the report says once per file
+how many pages have no text and how to read them; never a silently empty document. With
+`pdfplumber` (the `office` extra), a page holding ruled tables is read by it instead: the
+text around the tables, then each row as a record named by the header row, so one row is
+one unit.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from pypdf import PdfReader
+
+from crag_edge.citations import RECOGNISED
+from crag_edge.ingest.formats.builder import DocumentText, rows_as_records
+from crag_edge.ingest.formats.extras import MissingExtra, require
+from crag_edge.ingest.loaders import LoadedDocument, LoadError, pdf_pages
+
+# Scans are rendered at this resolution for Tesseract (its accuracy drops below ~200 dpi).
+OCR_DPI = 300
+# A page Tesseract has not read in this long is left unread (a pathological scan).
+OCR_TIMEOUT_S = 300
+# Path operators that draw a table's rules: `re` (a rectangle) and `l` (a line), and how many
+# a page needs before its tables are looked for (a 2x2 table has at least 6 rules).
+_PATH_OPERATORS = re.compile(rb"\s(?:re|l)\s")
+_MIN_RULES = 6
+OCR_HOW = "install Tesseract (apt-get install tesseract-ocr) and pip install 'crag-edge[ocr]'"
+
+
+def load_pdf_file(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
+    source = str(path)
+    pages, title = pdf_pages(source, raw)
+    pages = _with_tables(source, raw, pages)
+    blank = [i for i, page in enumerate(pages) if not page]
+    recognised = _recognise(source, raw, blank) if blank else {}
+    text = DocumentText(source, max_bytes)
+    for number, page in enumerate(pages, start=1):
+        text.page(number)
+        if number - 1 in recognised:
+            text.section(1, RECOGNISED)
+        elif number - 2 in recognised:  # the page after a scan has its own text layer
+            text.section(1, "")
+        text.block(recognised.get(number - 1, page))
+    unread = len(blank) - sum(1 for t in recognised.values() if t)
+    if blank and not recognised:
+        text.warnings.append(
+            f"{len(blank)} of {len(pages)} pages have no text layer (scanned?); to read "
+            f"them, {OCR_HOW}, then re-ingest the file (touch it)"
+        )
+    elif unread:
+        text.warnings.append(f"{unread} of {len(pages)} pages have no text, even by OCR")
+    metadata = {"page_count": len(pages), "ocr_pages": len(recognised)}
+    return text.document(title or path.stem, metadata)
+
+
+def ocr_available() -> bool:
+    """Tesseract and the library that renders pages for it are installed."""
+    try:
+        require("pypdfium2", "scans", "")
+    except MissingExtra:
+        return False
+    return shutil.which("tesseract") is not None
+
+
+def _recognise(source: str, raw: bytes, indexes: list[int]) -> dict[int, str]:
+    """The OCR text of the pages at `indexes` (0-based); {} when OCR is not installed."""
+    if not ocr_available():
+        return {}
+    pdfium = require("pypdfium2", "scans", source)
+    try:
+        document = pdfium.PdfDocument(raw)
+    except pdfium.PdfiumError as exc:
+        raise LoadError(source, f"unreadable PDF for OCR ({exc})") from None
+    try:
+        return {index: _tesseract(_page_image(document[index])) for index in indexes}
+    finally:
+        document.close()
+
+
+def _page_image(page: Any) -> bytes:
+    """The page rendered in gray at `OCR_DPI`, as a PGM image (Tesseract reads it on stdin)."""
+    bitmap = page.render(scale=OCR_DPI / 72, grayscale=True)
+    width, height, stride, pixels = bitmap.width, bitmap.height, bitmap.stride, bytes(bitmap.buffer)
+    if stride != width:  # rows padded to an alignment
+        pixels = b"".join(pixels[row * stride : row * stride + width] for row in range(height))
+    return f"P5\n{width} {height}\n255\n".encode() + pixels
+
+
+def _tesseract(image: bytes) -> str:
+    """Tesseract's reading of one page image; "" when it fails or takes too long. One thread:
+    its OpenMP threads spin on a busy machine (4x the CPU time per page on 2 cores)."""
+    try:
+        done = subprocess.run(
+            ["tesseract", "stdin", "stdout"],
+            input=image,
+            capture_output=True,
+            env=os.environ | {"OMP_THREAD_LIMIT": "1"},
+            timeout=OCR_TIMEOUT_S,
+            check=True,
+        )
+    except (subprocess.SubprocessError, OSError):
+        return ""
+    return done.stdout.decode("utf-8", "replace").strip()
+
+
+def _with_tables(source: str, raw: bytes, pages: list[str]) -> list[str]:
+    """`pages` with each page that holds tables read again by pdfplumber (if installed)."""
+    try:
+        pdfplumber = require("pdfplumber", "PDF tables", source)
+    except MissingExtra:
+        return pages
+    ruled = _ruled_pages(raw)
+    if not ruled:
+        return pages
+    try:
+        with pdfplumber.open(io.BytesIO(raw)) as pdf:
+            return [
+                (index in ruled and _page_with_tables(page)) or text
+                for index, (page, text) in enumerate(zip(pdf.pages, pages, strict=False))
+            ]
+    except Exception:  # pypdf read it; pdfplumber's failure only loses the table layout
+        return pages
+
+
+def _ruled_pages(raw: bytes) -> set[int]:
+    """Pages that draw enough lines or rectangles to hold a ruled table: only those are laid
+    out by pdfplumber (its layout analysis made a text-only PDF ~15x slower to read)."""
+    ruled = set()
+    for index, page in enumerate(PdfReader(io.BytesIO(raw)).pages):
+        contents = page.get_contents()
+        data = contents.get_data() if contents is not None else b""
+        if len(_PATH_OPERATORS.findall(data)) >= _MIN_RULES:
+            ruled.add(index)
+    return ruled
+
+
+def _page_with_tables(page: Any) -> str | None:
+    """The page's text around its tables, then their rows as records; None without tables."""
+    tables = page.find_tables()
+    if not tables:
+        return None
+    outside = page
+    for table in tables:
+        outside = outside.outside_bbox(table.bbox)
+    rows = [
+        record
+        for table in tables
+        for record in rows_as_records([[cell or "" for cell in row] for row in table.extract()])
+    ]
+    return "\n\n".join([outside.extract_text() or "", *rows]).strip()

@@ -1,0 +1,136 @@
+"""Spreadsheets (.xlsx, .ods, .csv): each sheet's rows as records named by the header row.
+
+A row reads `Region: North; Quarter: Q3; Revenue: 1200`, so a row retrieved alone says what
+each value is. Each row is a page numbered as the spreadsheet numbers it (the header is row
+1), each sheet a section: a citation reads `budget.xlsx row 42 § Q3`. Rows stream from the
+file and stop at the document's text budget (`DocumentText`), so a sheet of a million rows
+is refused after reading about `max_document_bytes` of it, in bounded memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from crag_edge.ingest.formats import workbook
+from crag_edge.ingest.formats.archive import Package, iterparse
+from crag_edge.ingest.formats.builder import DocumentText, record
+from crag_edge.ingest.formats.opendocument import OFFICE, TABLE, TEXT, inline_text, open_package
+from crag_edge.ingest.loaders import LoadedDocument, LoadError, decode_text
+
+Row = tuple[int, list[str]]  # (row number, cell texts)
+# An OpenDocument row or cell repeated more than this is an empty filler (LibreOffice pads
+# sheets to their full size this way); its copies carry nothing to index.
+_MAX_REPEAT = 1000
+
+
+def load_csv(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
+    text = decode_text(raw, str(path))
+    try:
+        dialect: Any = csv.Sniffer().sniff(text[:8192], delimiters=",;\t|")
+    except csv.Error:  # one column, or no delimiter it can tell: the default
+        dialect = csv.excel
+    reader = csv.reader(io.StringIO(text), dialect)
+    try:
+        rows = ((number, row) for number, row in enumerate(reader, start=1))
+        document = DocumentText(str(path), max_bytes)
+        write_sheet(document, "", rows)
+    except csv.Error as exc:
+        raise LoadError(str(path), f"malformed CSV at line {reader.line_num} ({exc})") from None
+    return document.document(path.stem)
+
+
+def write_sheet(text: DocumentText, name: str, rows: Iterable[Row]) -> None:
+    """A sheet: its name as the section, its first non-empty row as the header, then each
+    row as a record on its own page."""
+    text.section(1, name)
+    header: list[str] | None = None
+    for number, cells in rows:
+        cells = [" ".join(cell.split()) for cell in cells]
+        if not any(cells):
+            continue
+        text.page(number)
+        if header is None:
+            header = cells
+            text.block(" | ".join(cell for cell in cells if cell))
+        else:
+            text.block(record(header, cells))
+
+
+def load_xlsx(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
+    package = Package(str(path), raw, max_bytes)
+    strings, dates = workbook.shared_strings(package), workbook.date_styles(package)
+    text = DocumentText(str(path), max_bytes)
+    found = workbook.sheets(package)
+    for name, member in found:
+        write_sheet(text, name, workbook.rows(package, member, strings, dates))
+    return text.document(path.stem, {"sheet_count": len(found)})
+
+
+def cell_text(value: object) -> str:
+    """A cell's value as a reader sees it: whole numbers without `.0`, dates without a
+    midnight time."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, datetime.datetime) and value.time() == datetime.time():
+        return value.date().isoformat()
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    return str(value)
+
+
+def load_ods(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
+    package = open_package(path, raw, max_bytes)
+    text = DocumentText(str(path), max_bytes)
+    sheets = 0
+    with package.open("content.xml") as stream:
+        events = iterparse(str(path), stream, ("start", "end"))
+        for event, element in events:
+            if event == "start" and element.tag == f"{TABLE}table":
+                sheets += 1
+                write_sheet(text, element.get(f"{TABLE}name", ""), _ods_rows(events, element))
+    return text.document(path.stem, {"sheet_count": sheets})
+
+
+def _ods_rows(events: Iterator[tuple[str, Any]], table: Any) -> Iterator[Row]:
+    """The rows of the sheet `table` just opened, each dropped once read (bounded memory)."""
+    number = 1
+    for event, element in events:
+        if event != "end":
+            continue
+        if element.tag == f"{TABLE}table":
+            return
+        if element.tag != f"{TABLE}table-row":
+            continue
+        cells = _ods_cells(element)
+        repeat = int(element.get(f"{TABLE}number-rows-repeated", "1") or 1)
+        for copy in range(min(repeat, _MAX_REPEAT) if any(cells) else 0):
+            yield number + copy, cells
+        number += repeat
+        table.clear()  # the rows read so far (the sheet's name was read at its start)
+
+
+def _ods_cells(row: Any) -> list[str]:
+    cells: list[str] = []
+    for cell in row:
+        value = _ods_value(cell)
+        repeat = int(cell.get(f"{TABLE}number-columns-repeated", "1") or 1)
+        cells.extend([value] * (min(repeat, _MAX_REPEAT) if value else min(repeat, 1)))
+    while cells and not cells[-1]:
+        cells.pop()
+    return cells
+
+
+def _ods_value(cell: Any) -> str:
+    kind = cell.get(f"{OFFICE}value-type")
+    if kind in ("float", "percentage", "currency"):
+        return cell_text(float(cell.get(f"{OFFICE}value", "0") or 0))
+    if kind == "date":
+        return (cell.get(f"{OFFICE}date-value") or "").removesuffix("T00:00:00")
+    return "\n".join(inline_text(p) for p in cell.iter(f"{TEXT}p"))

@@ -1,0 +1,292 @@
+"""Every document format on files made by the real tools (tests/data/formats/make.sh): text
+fidelity, structure for citations, and the hostile files users and attackers send."""
+
+from __future__ import annotations
+
+import io
+import mailbox
+import shutil
+import zipfile
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+
+from crag_edge.citations import locate, locator
+from crag_edge.ingest import LoadError, load_file
+from crag_edge.ingest.formats.archive import EXPANSION, MAX_MEMBERS
+from crag_edge.ingest.loaders import LoadedDocument
+from crag_edge.ingest.outline import outline_places
+from crag_edge.types import Chunk
+
+FIXTURES = Path(__file__).parent / "data" / "formats"
+MAX_BYTES = 10_000_000
+OCR = shutil.which("tesseract") is not None
+
+
+def load(name: str, max_bytes: int = MAX_BYTES) -> LoadedDocument:
+    path = FIXTURES / name
+    return load_file(path, path.read_bytes(), max_bytes)
+
+
+def cite(doc: LoadedDocument, phrase: str) -> str:
+    """The locator of the span of `doc` holding `phrase`, as a chunk of it would be cited."""
+    start = doc.text.index(phrase)
+    where = locate(outline_places(doc.outline), start, start + len(phrase))
+    chunk = Chunk(0, 0, 0, phrase, start, start + len(phrase), doc.source)
+    return locator(Chunk(**{**chunk.__dict__, "pages": where.pages, "section": where.section}))
+
+
+def test_docx_headings_lists_tables_footnotes_and_accepted_changes() -> None:
+    doc = load("handbook.docx")
+    assert doc.title == "Harbour Handbook"
+    assert "- Check the tide table before mooring" in doc.text
+    assert "Berth: B7; Length: 18 m; Depth: 4.4 m" in doc.text  # a row names its columns
+    assert "Fuel for it is kept in the locked shed" in doc.text  # a tracked insertion
+    assert "runs on petrol" not in doc.text  # a tracked deletion
+    assert "Power posts supply 16 amp shore power." in doc.text  # the footnote
+    assert cite(doc, "tested every second Tuesday") == "handbook.docx § Power"
+
+
+def test_odt_as_libreoffice_wrote_it_keeps_the_same_text() -> None:
+    doc = load("handbook.odt")
+    assert "Fuel for it is kept in the locked shed" in doc.text
+    assert "runs on petrol" not in doc.text  # kept apart in text:tracked-changes
+    assert "Berth: A1; Length: 12 m; Depth: 3.1 m" in doc.text
+    assert "[1] Power posts supply 16 amp shore power." in doc.text
+    assert cite(doc, "tested every second Tuesday") == "handbook.odt § Power"
+
+
+@pytest.mark.parametrize("name", ["deck.pptx", "deck.odp"])
+def test_slides_with_titles_tables_and_speaker_notes(name: str) -> None:
+    doc = load(name)
+    assert doc.metadata["slide_count"] == 4
+    notes = "code signing certificate expired in March"
+    assert f"Speaker notes: The offline installer slipped because the {notes}" in doc.text
+    assert cite(doc, notes) == f"{name} slide 2 § Roadmap"
+    assert cite(doc, "Item: Servers; Cost: 1200") == f"{name} slide 3 § Costs"
+    assert "<number>" not in doc.text  # a notes page's slide-number field is no text
+
+
+@pytest.mark.parametrize(
+    ("name", "row", "where"),
+    [
+        (
+            "suppliers.xlsx",
+            "Item: Anchor chain; Supplier: Baltic Steel; Lead time: 3 weeks; Unit price: 95; "
+            "Next delivery: 2026-03-30",  # a date cell reads as a date, not a day number
+            3,
+        ),
+        ("crew.ods", "Name: Tom Reyes; Role: Engineer; Watch: Night", 3),
+        ("crew.csv", "Name: Lena Park; Role: Deckhand; Watch: Afternoon", 4),
+    ],
+)
+def test_sheet_rows_read_as_records_cited_by_row(name: str, row: str, where: int) -> None:
+    doc = load(name)
+    assert row in doc.text
+    sheet = "" if name.endswith(".csv") else f" § {Path(name).stem}"
+    assert cite(doc, row) == f"{name} row {where}{sheet}"
+
+
+def test_epub_chapters_in_reading_order_with_their_headings() -> None:
+    doc = load("book.epub")
+    assert doc.title == "Small Boat Seamanship"
+    assert doc.text.index("bowline") < doc.text.index("Barometric") < doc.text.index("In fog")
+    assert cite(doc, "one prolonged blast") == "book.epub § Fog"
+    start = doc.text.index("one prolonged blast")
+    assert locate(outline_places(doc.outline), start, start + 5).section == "Weather \u203a Fog"
+
+
+def test_rtf_text() -> None:
+    doc = load("handbook.rtf")
+    assert "emergency generator runs on biodiesel" in doc.text
+    assert "{\\" not in doc.text
+
+
+def mail(
+    subject: str, body: str, day: int, attachment: tuple[str, bytes] | None = None
+) -> EmailMessage:
+    message = EmailMessage()
+    message["From"] = "Ana <ana@example.org>"
+    message["To"] = "ops@example.org"
+    message["Subject"] = subject
+    message["Date"] = f"Mon, {day:02d} Mar 2026 09:30:00 +0000"
+    message.set_content(body)
+    if attachment:
+        name, data = attachment
+        message.add_attachment(data, maintype="application", subtype="octet-stream", filename=name)
+    return message
+
+
+def write_mbox(path: Path, messages: list[EmailMessage]) -> Path:
+    box = mailbox.mbox(path)
+    try:
+        for message in messages:
+            box.add(message)
+        box.flush()
+    finally:
+        box.close()
+    return path
+
+
+def test_mbox_messages_are_sections_named_by_subject_and_day(tmp_path: Path) -> None:
+    path = write_mbox(
+        tmp_path / "thread.mbox",
+        [
+            mail("migration plan", "We move the database next month.", 1),
+            mail("Re: migration plan", "The rollback window is two hours.\nFrom now on, ask.", 2),
+        ],
+    )
+    doc = load_file(path, path.read_bytes(), MAX_BYTES)
+    assert doc.metadata["message_count"] == 2
+    assert "From now on, ask." in doc.text  # a body line starting "From " is no separator
+    assert cite(doc, "rollback window") == "thread.mbox § Re: migration plan (2026-03-02)"
+    assert "Subject: Re: migration plan" in doc.text
+
+
+def test_eml_headers_body_and_readable_attachments(tmp_path: Path) -> None:
+    docx = (FIXTURES / "handbook.docx").read_bytes()
+    message = mail("Harbour rules", "See the attached handbook.", 3, ("handbook.docx", docx))
+    message.add_attachment(b"\x89PNG\r\n", maintype="image", subtype="png", filename="x.png")
+    path = tmp_path / "rules.eml"
+    path.write_bytes(bytes(message))
+    doc = load_file(path, path.read_bytes(), MAX_BYTES)
+    assert doc.title == "Harbour rules"
+    assert doc.metadata["from"] == "Ana <ana@example.org>"
+    assert "See the attached handbook." in doc.text
+    assert "emergency generator runs on biodiesel" in doc.text
+    assert cite(doc, "biodiesel") == "rules.eml § attachment handbook.docx"
+    assert "PNG" not in doc.text
+
+
+@pytest.mark.skipif(not OCR, reason="Tesseract is not installed (apt-get install tesseract-ocr)")
+def test_scanned_pdf_pages_are_read_by_ocr_and_cited_as_such() -> None:
+    doc = load("scan.pdf")
+    assert doc.metadata == {"page_count": 2, "ocr_pages": 2}
+    assert "replaced after four thousand hours" in doc.text
+    assert cite(doc, "four thousand hours") == "scan.pdf p. 2 (OCR)"
+
+
+def test_scanned_pdf_without_ocr_says_how_to_read_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "")  # no tesseract to be found
+    doc = load("scan.pdf")
+    assert doc.text == ""
+    [warning] = doc.warnings
+    assert warning.startswith("2 of 2 pages have no text layer") and "tesseract-ocr" in warning
+
+
+def test_pdf_table_rows_keep_their_column_names() -> None:
+    doc = load("tables.pdf")
+    row = "Service: Crane lift; Default: 2 tonnes; Limit: 5 tonnes"
+    assert row in doc.text
+    assert cite(doc, row) == "tables.pdf p. 2"  # LibreOffice's export leaves page 1 blank
+
+
+# Hostile files: each is one LoadError naming what is wrong.
+
+
+def zipped(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def with_member(name: str, member: str, data: bytes) -> bytes:
+    """The fixture `name` with one member replaced."""
+    with zipfile.ZipFile(FIXTURES / name) as source:
+        members = {n: source.read(n) for n in source.namelist()}
+    return zipped(members | {member: data})
+
+
+def refused(tmp_path: Path, name: str, raw: bytes, max_bytes: int = MAX_BYTES) -> str:
+    path = tmp_path / name
+    path.write_bytes(raw)
+    with pytest.raises(LoadError) as caught:
+        load_file(path, raw, max_bytes)
+    assert caught.value.source == str(path)
+    return caught.value.reason
+
+
+@pytest.mark.parametrize(
+    ("fixture", "member"),
+    [
+        ("handbook.docx", "word/document.xml"),
+        ("suppliers.xlsx", "xl/worksheets/sheet1.xml"),
+        ("book.epub", "EPUB/text/ch001.xhtml"),
+    ],
+)
+def test_zip_bomb_is_refused_before_unpacking(tmp_path: Path, fixture: str, member: str) -> None:
+    max_bytes = 100_000
+    bomb = with_member(fixture, member, b" " * (EXPANSION * max_bytes + 1))
+    assert len(bomb) < 50_000  # a few kB that unpack to 2 MB: 20 x max_bytes
+    assert "refused (a zip bomb?)" in refused(tmp_path, fixture, bomb, max_bytes)
+
+
+def test_a_container_of_too_many_files_is_refused(tmp_path: Path) -> None:
+    many = {f"m{i}.xml": b"" for i in range(MAX_MEMBERS)}
+    raw = zipped({**many, "word/document.xml": b"<x/>"})
+    assert "files inside, over 10,000" in refused(tmp_path, "many.docx", raw)
+
+
+@pytest.mark.parametrize(
+    "xml",
+    [
+        b'<?xml version="1.0"?><!DOCTYPE w [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]>'
+        b"<w:document xmlns:w='http://schemas.openxmlformats.org/wordprocessingml/2006/main'>"
+        b"<w:body><w:p><w:r><w:t>&b;</w:t></w:r></w:p></w:body></w:document>",
+        b'<?xml version="1.0"?><!DOCTYPE w [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+        b"<w:document xmlns:w='http://schemas.openxmlformats.org/wordprocessingml/2006/main'>"
+        b"<w:body><w:p><w:r><w:t>&x;</w:t></w:r></w:p></w:body></w:document>",
+    ],
+    ids=["billion-laughs", "external-entity"],
+)
+def test_xml_entities_are_refused_never_expanded(tmp_path: Path, xml: bytes) -> None:
+    raw = with_member("handbook.docx", "word/document.xml", xml)
+    assert "XML bomb or XXE" in refused(tmp_path, "evil.docx", raw)
+
+
+def test_password_protected_office_file_is_named_as_such(tmp_path: Path) -> None:
+    raw = (FIXTURES / "locked.docx").read_bytes()
+    assert "password-protected" in refused(tmp_path, "locked.docx", raw)
+
+
+@pytest.mark.parametrize(
+    "name", ["handbook.docx", "deck.pptx", "suppliers.xlsx", "book.epub", "crew.ods", "scan.pdf"]
+)
+def test_truncated_files_are_errors(tmp_path: Path, name: str) -> None:
+    raw = (FIXTURES / name).read_bytes()
+    reason = refused(tmp_path, name, raw[: len(raw) // 2])
+    assert "damaged or truncated" in reason or "unreadable" in reason, reason
+
+
+@pytest.mark.parametrize(
+    ("fixture", "named", "says"),
+    [
+        ("scan.pdf", "report.docx", "its content is a PDF, not what .docx says; rename it to .pdf"),
+        ("handbook.docx", "notes.txt", "a Word document (.docx), not what .txt says"),
+        ("deck.pptx", "deck.xlsx", "a PowerPoint deck (.pptx), not what .xlsx says"),
+        ("book.epub", "book.odt", "an EPUB book (.epub), not what .odt says"),
+    ],
+)
+def test_a_file_whose_extension_lies_is_told_what_it_holds(
+    tmp_path: Path, fixture: str, named: str, says: str
+) -> None:
+    assert says in refused(tmp_path, named, (FIXTURES / fixture).read_bytes())
+
+
+def test_a_sheet_of_a_million_rows_stops_at_the_text_budget(tmp_path: Path) -> None:
+    """Long column names make each record long, so the budget is reached in a few thousand
+    rows: what matters is that reading stops there, not how long a million rows take."""
+    names = "".join(f'<c r="{c}1" t="inlineStr"><is><t>{c * 1000}</t></is></c>' for c in "AB")
+    rows = f'<row r="1">{names}</row>' + "".join(
+        f'<row r="{n}"><c r="A{n}"><v>{n}</v></c><c r="B{n}"><v>{n * 7}</v></c></row>'
+        for n in range(2, 1_000_001)
+    )
+    sheet = (
+        '<?xml version="1.0"?><worksheet xmlns="http://schemas.openxmlformats.org/'
+        f'spreadsheetml/2006/main"><sheetData>{rows}</sheetData></worksheet>'
+    ).encode()
+    raw = with_member("suppliers.xlsx", "xl/worksheets/sheet1.xml", sheet)
+    assert "over max_document_bytes (5,000,000)" in refused(tmp_path, "big.xlsx", raw, 5_000_000)
