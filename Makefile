@@ -52,7 +52,7 @@ clean-venv:
 	rm -rf $(VENV)
 
 # --- The user install: what `make demo` runs (USER_EXTRAS), no test or training tools. ---
-USER_EXTRAS ?= llm,server,tui
+USER_EXTRAS ?= llm,server,tui,office
 USER_STAMP  := $(VENV)/.installed-user
 
 .PHONY: user-install

@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dist", type=Path, default=ROOT / "dist")
     parser.add_argument("--llama-wheels", type=Path, required=True, help="folder of the wheel")
     parser.add_argument("--model-dir", type=Path, default=ROOT / "models")
-    parser.add_argument("--extras", default="llm,server,tui")
+    parser.add_argument("--extras", default="llm,server,tui,office")
     args = parser.parse_args(argv)
     try:
         out = build(args.dist, args.llama_wheels, args.model_dir, args.extras)
