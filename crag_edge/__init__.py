@@ -7,23 +7,26 @@
         result = engine.query("How does the loop decide what to trust?")
         print(result.decision, [item.source for item in result.context])
 
-The layers, bottom to top; each imports only the ones below it:
+The layers, bottom to top; each imports only from its own layer and those below it
+(`tests/test_layers.py` holds the order and checks it):
 
+- foundation: `types`, `config` (the one `Settings`, a section per component), `citations`,
+  `sentences`, `text_boundary`, `version`; then `models/` (model runtimes, provisioning).
 - `store/`: the `CorpusBackend` protocol; one SQLite file per corpus (FTS5, sqlite-vec:
   `store.Corpus`) or PostgreSQL + pgvector (`store/postgres/`).
-- `ingest/` (files → chunks → vectors) and `retrieval/` (dense, lexical, RRF fusion).
-- `grading/`: the cascade rules → signals → cross-encoder → LLM judge, and the decision
+- `ingest/` (files → chunks → vectors), `retrieval/` (dense, lexical, RRF fusion) and
+  `grading/`: the cascade rules → signals → cross-encoder → LLM judge, and the decision
   CORRECT / AMBIGUOUS / INCORRECT.
 - `correction/`: refine good evidence into strips, expand or rewrite the query, fall back to
   another source.
-- `crag.py`: the corrective loop that runs those per question (`CragLoop`).
-- `engine.py`: `Engine`, one corpus with its models and settings; `generation.py` writes
-  the cited answer.
-- interfaces: `cli/`, `tui/`, `server/` (HTTP), each a thin face over `Engine`.
+- `crag.py`: the corrective loop that runs those per question (`CragLoop`), returning the
+  `CragResult` of `result.py` that every interface shows.
+- `answer/`: the cited answer written from the loop's context.
+- `engine.py`: `Engine`, one corpus with its models and settings, the top of the core.
+- tools (`evaluation/`, `training/`) and interfaces (`cli/`, `tui/`, `server/`), each a
+  thin face over `Engine`.
 
-`models/` holds the model runtimes and their provisioning, `kernels/` the Numba kernels,
-`config.py` the one `Settings` (a section per component: `settings.retrieval`, ...),
-`result.py` the `CragResult` every interface shows.
+`kernels/` holds the Numba kernels.
 
 Where to add:
 
@@ -43,11 +46,10 @@ stays cheap (the engine pulls in numpy, SQLite and the tokenizer).
 
 import typing as _typing
 from importlib import import_module as _import_module
-from importlib import metadata as _metadata
 
 if _typing.TYPE_CHECKING:
     from crag_edge.config import Settings, SettingsError
-    from crag_edge.corpus_calibration import CalibrationError
+    from crag_edge.grading.corpus_calibration import CalibrationError
     from crag_edge.engine import Engine
     from crag_edge.models.llm import LlmCallError
     from crag_edge.models.registry import ModelNotInstalledError
@@ -56,10 +58,7 @@ if _typing.TYPE_CHECKING:
     from crag_edge.text_boundary import QuestionError
     from crag_edge.types import Decision
 
-try:
-    __version__ = _metadata.version("crag-edge")
-except _metadata.PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
+from crag_edge.version import __version__ as __version__
 
 __all__ = [
     "CalibrationError",
@@ -78,7 +77,7 @@ __all__ = [
 # meets: bad settings, an unusable corpus file, a model not pulled, a generation that failed
 # mid-answer, a calibration without its LLM, a question with nothing to search for.
 _HOMES = {
-    "CalibrationError": "crag_edge.corpus_calibration",
+    "CalibrationError": "crag_edge.grading.corpus_calibration",
     "CorpusError": "crag_edge.store.errors",
     "CragResult": "crag_edge.result",
     "Decision": "crag_edge.types",

@@ -11,12 +11,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from crag_edge import arguments, corpus_calibration
-from crag_edge.answer_timing import AnswerClock, TimedAnswer
+from crag_edge import arguments
+from crag_edge.grading import corpus_calibration
+from crag_edge.answer.timing import AnswerClock, TimedAnswer
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
 from crag_edge.crag import CragLoop
-from crag_edge.generation import stream_answer
+from crag_edge.answer.generation import stream_answer
 from crag_edge.grading import Calibrations, Grader
 from crag_edge.grading.factory import build_grader
 from crag_edge.groups import Groups
@@ -229,7 +230,7 @@ class Engine:
     ) -> tuple[CragResult, TimedAnswer]:
         """The loop's result and the answer as a stream (generated lazily): iterate it for
         the text, then read its `finish_reason` (`generation.AnswerFinish`) and `timings`
-        (`answer_timing.AnswerTimings`). `history` as for `query`; the answer is written for
+        (`answer.timing.AnswerTimings`). `history` as for `query`; the answer is written for
         the standalone question. `progress` hears the loop's stages as for `query`, then
         `answer`: its start before the model loads, its end when the stream is exhausted.
         `groups` as for `query`: the answer is written from the evidence such a caller may
@@ -249,7 +250,7 @@ class Engine:
         self, questions: int = 20, *, on_question: Callable[[int], None] | None = None
     ) -> dict[str, Any]:
         """Refit the signals' and the evaluator's calibration to this corpus without labels
-        (`crag_edge.corpus_calibration`), store it in the corpus file and use it from now on;
+        (`crag_edge.grading.corpus_calibration`), store it in the corpus file and use it from now on;
         the before/after report. `questions` is an int of at least 2 (a fit needs them)."""
         self._check_open()
         questions = arguments.count("questions", questions, 2)

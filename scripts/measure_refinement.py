@@ -24,7 +24,7 @@ import numpy as np
 
 from crag_edge.config import Settings
 from crag_edge.correction.refine import Strip, StripScorer, decompose, score_strips
-from crag_edge.evaluation.metrics import roc_auc
+from crag_edge.grading.auc import roc_auc
 from crag_edge.models.registry import load_embedder
 from crag_edge.sentences import sentence_spans
 from crag_edge.types import Chunk

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from crag_edge.attribution import drawn_from, drawn_from_note
-from crag_edge.generation import cited
+from crag_edge.answer.attribution import drawn_from, drawn_from_note
+from crag_edge.answer.generation import cited
 from crag_edge.result import ContextItem
 
 PASSAGES = [

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from crag_edge import corpus_calibration
+from crag_edge.grading import corpus_calibration
 from crag_edge.cli import app
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
-from crag_edge.evaluation.metrics import roc_auc
+from crag_edge.grading.auc import roc_auc
 from crag_edge.grading import Platt, fit_platt
 from crag_edge.store import Corpus
 

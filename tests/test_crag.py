@@ -21,7 +21,7 @@ from crag_edge.correction.expand import (
     shares_a_term,
 )
 from crag_edge.engine import Engine
-from crag_edge.generation import cited, stream_answer, uncited
+from crag_edge.answer.generation import cited, stream_answer, uncited
 from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem
 from crag_edge.types import Decision

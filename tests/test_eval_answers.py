@@ -34,7 +34,7 @@ from crag_edge.evaluation.verdict import (
     parse_verdict,
     verdict_grammar,
 )
-from crag_edge.generation import cited
+from crag_edge.answer.generation import cited
 from crag_edge.models.llm import LlamaRuntime, load_llm
 from crag_edge.result import ContextItem
 

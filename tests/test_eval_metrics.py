@@ -15,7 +15,7 @@ from crag_edge.evaluation import (
     read_queries,
     recall_at,
 )
-from crag_edge.evaluation.metrics import roc_auc
+from crag_edge.grading.auc import roc_auc
 from crag_edge.evaluation.retrieval import document_key
 
 

@@ -342,7 +342,7 @@ def test_everything_dropped_is_incorrect_and_re_retrieves() -> None:
 def test_calibration_is_applied_before_thresholds() -> None:
     texts = ["a", "b", "c"]
     judge = ScriptedScorer("llm", {"a": 0.99, "b": 0.95, "c": 0.90})
-    steep = Calibrations(llm=Platt(a=40.0, b=-38.0))  # the "yes for everything" skew of DESIGN §4
+    steep = Calibrations(llm=Platt(a=40.0, b=-38.0))  # the judge's "yes for everything" skew
     grader = Grader(
         settings(**NO_RULES, grading_tiers=["llm"], judge_share=1.0),
         llm_judge=judge,

@@ -17,7 +17,7 @@ pytest.importorskip("openai")
 import httpx
 import openai
 
-from crag_edge.generation import INSUFFICIENT
+from crag_edge.answer.generation import INSUFFICIENT
 from crag_edge.server import ServerConfig
 from tests.live_service import FOLLOW_UP, NONSENSE, TOKEN, WAL, live_service, sample_corpus
 from tests.servers import endless_llm_server

@@ -345,7 +345,7 @@ def test_llm_labeller_writes_questions_and_soft_labels(
     from crag_edge.grading.llm_judge import LlmJudge
     from crag_edge.models.llm import LlamaRuntime
     from crag_edge.models.registry import installed_file
-    from crag_edge.training.llm_labels import LlmLabeller
+    from crag_edge.grading.labeller import LlmLabeller
 
     smol = "smollm2-135m-instruct"
     real = Settings.load().models

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from crag_edge import corpus_calibration
+from crag_edge.grading import corpus_calibration
 from crag_edge.console.errors import friendly_errors
 from crag_edge.console.options import (
     DbOption,

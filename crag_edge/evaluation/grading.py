@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from crag_edge.config import Settings
-from crag_edge.evaluation.metrics import roc_auc
+from crag_edge.grading.auc import roc_auc
 from crag_edge.evaluation.pairs import Pair
 from crag_edge.grading import Evidence, Grader, fit_platt
 from crag_edge.grading.factory import build_grader

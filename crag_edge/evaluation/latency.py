@@ -2,7 +2,7 @@
 
 Plain RAG is the baseline the CRAG paper compares against: the top-k whole chunks, no
 grading, no correction, the same generator call (`generation.answer_reply`) and the same
-LLM. Both paths are timed by `answer_timing` (evidence ready, first word, last word), so
+LLM. Both paths are timed by `answer.timing` (evidence ready, first word, last word), so
 their ratio compares like with like. Used by `benchmarks/bench_answer_latency.py` and
 `scripts/measure_answer_latency.py`.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crag_edge.answer_timing import AnswerClock, AnswerTimings
+from crag_edge.answer.timing import AnswerClock, AnswerTimings
 from crag_edge.engine import Engine
 from crag_edge.evaluation.answers import context_of_hits
-from crag_edge.generation import answer_reply
+from crag_edge.answer.generation import answer_reply
 from crag_edge.models.registry import ModelNotInstalledError
 
 PLAIN_TOP_K = 10  # the CRAG paper's plain RAG reads the top 10 documents

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from importlib.util import find_spec
 
-from crag_edge import __version__
+from crag_edge.version import __version__
 from crag_edge.config import GradingSettings, ModelSettings
 from crag_edge.grading.cascade import Grader
 from crag_edge.grading.llm_judge import DEFAULT_MODE, LlmJudge

@@ -13,7 +13,7 @@ Two modes:
 
 Both give 0.5 plus a warning for items not scored before the timeout. Scores are raw: the
 logprob score is the uncalibrated yes-probability, skewed upwards (irrelevant pairs averaged
-0.52-0.63 below, relevant ones 0.66-0.70; DESIGN §4), so calibrate before thresholding.
+0.52-0.63 below, relevant ones 0.66-0.70), so calibrate before thresholding.
 
 Measured with benchmarks/measure_llm_judge.py (Qwen2.5-Coder-1.5B Q4_K_M, 1 thread, 2-core
 machine at load ~7 from other jobs: absolute speeds are pessimistic, the modes ran

@@ -202,7 +202,7 @@ def mcp(
     """Serve the corpus to MCP-speaking assistants over stdio: tools search, ask, answer."""
     settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings.load()
     try:
-        from crag_edge.mcp_server import serve_stdio
+        from crag_edge.server.mcp import serve_stdio
     except ImportError as exc:
         _needs_server_extra("the MCP server", exc)
     serve_stdio(db, settings)

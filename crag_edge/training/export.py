@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Encoding
 
-from crag_edge.evaluation.metrics import roc_auc
+from crag_edge.grading.auc import roc_auc
 from crag_edge.models.bert_onnx import convert_bert
 from crag_edge.models.manifest import LOCAL_MANIFEST, ModelSpec, load_manifest
 from crag_edge.models.onnx_session import create_session, pad_batch

@@ -109,7 +109,7 @@ def default_model_id(db: Path | str) -> str:
 
 
 def _llm_labeller(settings: Settings, events: Events) -> Labeller | None:
-    from crag_edge.training.llm_labels import LlmLabeller
+    from crag_edge.grading.labeller import LlmLabeller
 
     try:
         return LlmLabeller.from_settings(settings)

@@ -1,4 +1,4 @@
-"""MCP over streamable HTTP at `/mcp`: the tools of `crag_edge.mcp_server`, behind the same
+"""MCP over streamable HTTP at `/mcp`: the tools of `crag_edge.server.mcp`, behind the same
 tokens and model-slot admission as every other route that reaches the models. Reaching `/mcp`
 needs the `query` scope; a tool that needs more (`answer`) refuses a weaker token with a tool
 error, and every tool searches only the documents the caller's groups may see.
@@ -22,7 +22,7 @@ from starlette.types import Scope as AsgiScope
 
 from crag_edge.engine import Engine
 from crag_edge.groups import Groups
-from crag_edge.mcp_server import EngineRunner, build_server
+from crag_edge.server.mcp import EngineRunner, build_server
 from crag_edge.server.deps import admitted, authenticate, caller_var, require_scope
 from crag_edge.server.errors import MCP_PATH, ApiError
 from crag_edge.server.scopes import Scope

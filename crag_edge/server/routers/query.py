@@ -18,9 +18,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from crag_edge.answer_timing import TimedAnswer
+from crag_edge.answer.timing import TimedAnswer
 from crag_edge.config import RetrievalMode
-from crag_edge.generation import cited
+from crag_edge.answer.generation import cited
 from crag_edge.result import CragResult
 from crag_edge.server.config import ServerConfig
 from crag_edge.server.deps import (
@@ -111,7 +111,7 @@ async def query(body: QueryRequest, state: StateDep, caller: CallerDep) -> dict[
 async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> StreamingResponse:
     """Server-sent events: `token` events ({"text"}), then one `result` event
     ({"answer", "finish_reason", "cited", "timings", "result": CragResult}; `timings` as
-    `answer_timing.AnswerTimings`, in seconds); `error` instead if
+    `answer.timing.AnswerTimings`, in seconds); `error` instead if
     generation fails. `finish_reason`: stop, length (cut at llm_max_tokens), timeout
     (stalled past llm_stall_timeout_s) or insufficient_evidence (no model called)."""
     question = checked_question(body.question, state.config)

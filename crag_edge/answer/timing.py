@@ -14,7 +14,7 @@ from collections.abc import Generator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from crag_edge.generation import AnswerFinish
+from crag_edge.answer.generation import AnswerFinish
 from crag_edge.models.chat_model import FinishReason, TextStream
 from crag_edge.progress import Progress, StageEvent
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Generator, Sequence
 from typing import Literal
 
-from crag_edge.attribution import drawn_from, drawn_from_note
+from crag_edge.answer.attribution import drawn_from, drawn_from_note
 from crag_edge.citations import locator
 from crag_edge.config import ModelSettings, env_name
 from crag_edge.models.chat_model import (

@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 
 from crag_edge.config import GradingSettings
-from crag_edge.evaluation.metrics import roc_auc
+from crag_edge.grading.auc import roc_auc
 from crag_edge.grading import Grader, Platt, fit_platt
 from crag_edge.grading.calibration import Calibration, calibration
 from crag_edge.grading.llm_judge import LlmJudge
 from crag_edge.grading.signals import combine, compute_signals
 from crag_edge.models.chat_model import ChatModel
 from crag_edge.store import CorpusBackend
-from crag_edge.training.llm_labels import LlmLabeller
+from crag_edge.grading.labeller import LlmLabeller
 from crag_edge.types import Chunk, Embedder
 
 META_KEY = "calibration"

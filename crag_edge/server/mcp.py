@@ -28,11 +28,11 @@ from pydantic import BaseModel, Field
 
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
-from crag_edge.generation import cited, incomplete_note
+from crag_edge.answer.generation import cited, incomplete_note
 from crag_edge.groups import Groups
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import CragResult
-from crag_edge.result_views import MEANINGS, graded_hits, sources, verdict
+from crag_edge.answer.views import MEANINGS, graded_hits, sources, verdict
 from crag_edge.server.scopes import Scope
 from crag_edge.text_boundary import QuestionError, asked_question
 
