@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,21 @@ import httpx2
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
-from tests.live_service import FOLLOW_UP, NONSENSE, TOKEN, WAL, live_service, sample_corpus
+from crag_edge.config import Settings
+from crag_edge.engine import Engine
+from crag_edge.server.mcp import _cited_answer
+from tests.live_service import (
+    FOLLOW_UP,
+    NONSENSE,
+    SETTINGS,
+    TOKEN,
+    WAL,
+    live_service,
+    sample_corpus,
+)
 from tests.test_server import Running
 
 ROOT = Path(__file__).parent.parent
@@ -248,3 +261,15 @@ def test_the_transports_refusals_come_in_the_services_error_shape(
     body = r.json()
     assert body["error"]["message"].startswith("Invalid") and body["request_id"]
     assert body["error"]["data"]["code"] and body["jsonrpc"] == "2.0"
+
+
+def test_an_answer_stops_at_the_next_token_once_its_client_is_gone(
+    corpus: Path, embedder: Any
+) -> None:
+    settings = Settings.load(**(SETTINGS | {"llm_max_tokens": 48}))
+    gone = threading.Event()
+    with Engine.open(corpus, settings, embedder=embedder) as engine:
+        assert _cited_answer(engine, WAL, [], None, gone)["answer"]
+        gone.set()
+        with pytest.raises(ToolError, match="client went away"):
+            _cited_answer(engine, WAL, [], None, gone)  # stopped after its first token

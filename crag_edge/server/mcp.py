@@ -178,8 +178,8 @@ def _cited_answer(
         result, stream = engine.answer(question, history=history, groups=groups)
         for _piece in stream:
             if gone is not None and gone.is_set():
-                break
-        stream.close()
+                stream.close()
+                raise ToolError("the client went away; the answer was stopped")
         text = stream.text
     except ModelNotInstalledError as exc:
         raise ToolError(str(exc)) from None
