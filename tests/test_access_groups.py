@@ -501,3 +501,16 @@ def test_cli_ingest_keeps_groups_without_the_option_and_untags_with_an_empty_one
     assert (plain["unchanged"], plain["retagged"], seen_by_b()) == (1, 0, 0)
     untag = invoke("ingest", "--db", db, str(folders["a"]), "--groups", "", "--json")
     assert (json.loads(untag.stdout)["retagged"], seen_by_b()) == (1, 1)
+
+
+def test_serve_takes_groups_only_for_its_watch_roots_in_one_line(
+    tmp_path: Path, folders: dict[str, Path]
+) -> None:
+    db = str(tmp_path / "serve.db")
+    assert invoke("ingest", "--db", db, str(folders["open"])).exit_code == 0
+    alone = invoke("serve", "--db", db, "--groups", "finance")
+    bad = invoke("serve", "--db", db, "--watch-root", str(folders["a"]), "--groups", "fin ance")
+    assert alone.exit_code == bad.exit_code == 2
+    assert "--groups names the groups of the --watch-root folders" in alone.output
+    assert "invalid group name 'fin ance'" in bad.output
+    assert "Traceback" not in alone.output + bad.output
