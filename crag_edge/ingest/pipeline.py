@@ -456,25 +456,29 @@ class _Run:
             self._finish(pending.doc.source, pending.status)
 
     def prune(self, plan: _Plan) -> None:
+        """Delete the documents of the run's scope it did not find; their groups are stored
+        for their text first (`ingest.moves`), so no interruption can lose them."""
         prefixes = tuple(f"{d}{os.sep}" for d in plan.scope_dirs)
+        complete = plan.complete and self.beir_complete
+        doomed = []
         for source in self.corpus.list_sources():
             if source in self.seen:
                 continue
             in_scope = source in plan.scope_files or source.startswith(prefixes)
-            complete = plan.complete and self.beir_complete
             is_beir = source.startswith(BEIR_PREFIX) and bool(plan.beir) and complete
-            if (in_scope or is_beir) and self._prune_one(source):
-                self.report.pruned += 1
+            if (in_scope or is_beir) and (stored := self._prunable(source)) is not None:
+                self.departed.remember(stored)
+                doomed.append(source)
         self.departed.save()
+        self.report.pruned += sum(self.corpus.delete_document(source) for source in doomed)
 
-    def _prune_one(self, source: str) -> bool:
-        """Delete `source`'s document, keeping its groups for its text (`ingest.moves`). The
-        owner prunes anything; another caller only documents it can see."""
+    def _prunable(self, source: str) -> StoredDocument | None:
+        """The stored document, if this run may prune it: the owner prunes anything, another
+        caller only documents it can see."""
         stored = self.corpus.document(source)
         if stored is None or not self.tagging.may_change(stored.groups):
-            return False
-        self.departed.remember(stored)
-        return self.corpus.delete_document(source)
+            return None
+        return stored
 
     def _same_file(self, stored: StoredDocument, size: int, mtime: float) -> bool:
         """Unchanged without reading the file: same size and mtime, and indexed the same way."""
