@@ -127,6 +127,7 @@ class Engine:
         roots: Sequence[Path] | None = None,
         groups: frozenset[str] | None = None,
         caller: Groups = None,
+        default_groups: frozenset[str] | None = None,
     ) -> IngestReport:
         """Add or update files (incremental by content hash); see `crag_edge.ingest`.
         `corpus` is another connection to the same file to write through (a writer thread's
@@ -134,8 +135,10 @@ class Engine:
         file read to these folders, links never followed (the service's ingest roots).
         With `groups`, every document is tagged with them (`crag_edge.groups`; empty: untagged,
         seen by all), an unchanged one retagged without being embedded again; without, stored
-        documents keep theirs. `caller` is the ingesting caller's groups (as `groups` of
-        `search`; None: the owner): a stored document it cannot see is left unchanged.
+        documents keep theirs and a new one gets `default_groups` (a watched folder's; None:
+        `caller`'s), unless it is a moved tagged document, which keeps its groups. `caller` is
+        the ingesting caller's groups (as `groups` of `search`; None: the owner): a stored
+        document it cannot see is left unchanged.
         `inputs` is a list (any iterable) of paths: one path alone is a TypeError, since a
         string read as a list would ingest each of its characters (`/` the whole disk)."""
         self._check_open()
@@ -152,6 +155,7 @@ class Engine:
             roots=roots,
             groups=arguments.groups(groups),
             caller=arguments.groups(caller),
+            default_groups=arguments.groups(default_groups),
         )
 
     def search(

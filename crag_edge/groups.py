@@ -4,8 +4,12 @@ An ingest given groups (`ingest --groups finance,hr`, the `groups` of an API ing
 set included) tags every document it touches with exactly those: ingesting a document again
 with other groups retags it, without re-embedding it. An ingest given none (a plain `ingest`,
 a folder watcher's sync) leaves every stored document's groups as they are, so a sync never
-undoes a tagging, and gives a new document the groups of whoever ingests it (`Tagging`). An
-untagged document is visible to everyone.
+undoes a tagging, and gives a new document the groups of whoever ingests it (`Tagging`), or
+the default groups of its watched folder (`serve --watch-root DIR --groups`, `ingest --watch
+--groups`). A new document whose text is that of a tagged document whose file is gone (a
+rename or a move, `ingest.moves`) takes that document's groups instead: groups follow the
+document, not its path, and a tagged document never reappears untagged. An untagged document
+is visible to everyone.
 
 A caller is described by `groups`: None for the owner (the local CLI and TUI, an admin token),
 who sees every document; a set for anyone else, who sees the untagged documents plus those
@@ -65,28 +69,37 @@ class Tagging:
     it cannot see, since that would pull the document into its own view or destroy it).
     `groups`: when given, exactly the groups of every document the ingest touches (an empty
     set untags); when None, a stored document keeps its groups and a new one gets the
-    caller's (the owner's: none)."""
+    caller's (the owner's: none), or `default` when given (a watched folder's groups)."""
 
     caller: Groups = None
     groups: frozenset[str] | None = None
+    default: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         """A non-admin caller may only tag with groups it has: any other tag would hand its
         documents to readers it does not speak for."""
-        if self.caller is not None and self.groups is not None and not self.groups <= self.caller:
-            missing = ", ".join(sorted(self.groups - self.caller))
-            raise ValueError(f"this caller may not tag documents with {missing}")
+        for given in (self.groups, self.default):
+            if self.caller is not None and given is not None and not given <= self.caller:
+                missing = ", ".join(sorted(given - self.caller))
+                raise ValueError(f"this caller may not tag documents with {missing}")
 
     def may_change(self, tags: frozenset[str]) -> bool:
         """Whether this ingest may replace, retag or prune a document stored with `tags`."""
         return may_see(self.caller, tags)
 
-    def tags_for(self, stored: frozenset[str] | None) -> frozenset[str]:
-        """The groups a document gets: `stored` is its current groups, None if it is new."""
+    def tags_for(
+        self, stored: frozenset[str] | None, *, moved: frozenset[str] | None = None
+    ) -> frozenset[str]:
+        """The groups a document gets: `stored` is its current groups, None if it is new;
+        `moved` those of the gone documents whose text a new one has (`ingest.moves`)."""
         if self.groups is not None:
             return self.groups
         if stored is not None:
             return stored
+        if moved is not None:
+            return moved
+        if self.default is not None:
+            return self.default
         return self.caller or frozenset()
 
 

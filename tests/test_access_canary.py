@@ -142,8 +142,10 @@ def test_mcp_tools_give_alpha_its_own_canary_and_never_bravos(canary: Canary) ->
         assert '"isError":false' in replies[tool, ASK_BRAVO].replace(" ", "")
 
 
-async def mcp_replies(url: str, secret: str) -> dict[tuple[str, str], str]:
-    """Each tool's whole result (as JSON) for both questions, over the service's /mcp."""
+async def mcp_replies(
+    url: str, secret: str, questions: tuple[str, ...] | list[str] = (ASK_ALPHA, ASK_BRAVO)
+) -> dict[tuple[str, str], str]:
+    """Each tool's whole result (as JSON) for each question, over the service's /mcp."""
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -156,7 +158,7 @@ async def mcp_replies(url: str, secret: str) -> dict[tuple[str, str], str]:
     ):
         await session.initialize()
         for tool in ("search", "ask", "answer"):
-            for question in (ASK_ALPHA, ASK_BRAVO):
+            for question in questions:
                 result = await session.call_tool(tool, {"question": question})
                 replies[tool, question] = result.model_dump_json(by_alias=True)
     return replies

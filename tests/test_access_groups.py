@@ -6,6 +6,8 @@ Real corpus files, the real MiniLM embedder and the real ingest pipeline through
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -234,6 +236,143 @@ def test_a_callers_ingest_leaves_documents_it_cannot_see_unchanged(
         Tagging(A, B)
 
 
+def test_a_renamed_or_moved_document_keeps_its_groups(
+    tmp_path: Path, embedder: OnnxEmbedder, folders: dict[str, Path]
+) -> None:
+    """A rename inside a synced folder (one pruning ingest) and a move to a folder ingested
+    later: the file is new under its new name, yet its document stays group A's."""
+    with Corpus.create(tmp_path / "moves.db", embedder.model_id, embedder.dim) as corpus:
+        run(corpus, embedder, folders["a"], A)
+        note = folders["a"] / "a-notes.txt"
+        renamed = note.rename(folders["a"] / "renamed.txt")
+        report = run(corpus, embedder, folders["a"], None, prune=True)  # a watcher's sync
+        assert (report.added, report.pruned) == (1, 1)
+        assert groups_of(corpus, renamed) == A
+        elsewhere = write(tmp_path / "elsewhere", {})
+        moved = renamed.rename(elsewhere / "moved.txt")
+        assert run(corpus, embedder, elsewhere, None).added == 1  # no prune: both stored
+        assert groups_of(corpus, moved) == A
+        assert names(corpus.list_sources()) == {"renamed.txt", "moved.txt"}
+        assert Retriever(corpus, embedder).search(QUESTION, 5, groups=B) == []
+
+
+def test_a_document_moved_out_of_a_synced_folder_gets_its_groups_back_where_it_lands(
+    tmp_path: Path, embedder: OnnxEmbedder, folders: dict[str, Path]
+) -> None:
+    """Its folder's sync prunes it before anything sees it arrive elsewhere; the corpus keeps
+    the groups of its text, and an ingest of where it landed gives them back."""
+    with Corpus.create(tmp_path / "out.db", embedder.model_id, embedder.dim) as corpus:
+        run(corpus, embedder, folders["a"], A)
+        run(corpus, embedder, folders["open"], frozenset())
+        moved = (folders["a"] / "a-notes.txt").rename(folders["open"] / "landed.txt")
+        assert run(corpus, embedder, folders["a"], None, prune=True).pruned == 1
+        assert names(corpus.list_sources()) == {"bread.txt"}
+        report = run(corpus, embedder, folders["open"], None, prune=True)
+        assert (report.added, report.unchanged) == (1, 1)
+        assert groups_of(corpus, moved) == A
+
+
+def test_a_caller_cannot_take_in_the_moved_text_of_a_document_it_cannot_see(
+    tmp_path: Path, embedder: OnnxEmbedder, folders: dict[str, Path]
+) -> None:
+    with Corpus.create(tmp_path / "taken.db", embedder.model_id, embedder.dim) as corpus:
+        run(corpus, embedder, folders["a"], A)
+        elsewhere = write(tmp_path / "elsewhere", {})
+        taken = (folders["a"] / "a-notes.txt").rename(elsewhere / "taken.txt")
+        for asked in (None, B):
+            report = run(corpus, embedder, elsewhere, asked, caller=B)
+            assert (report.errors, report.added) == ([(str(taken), REFUSED)], 0)
+        assert str(taken) not in corpus.list_sources()
+        assert run(corpus, embedder, elsewhere, None, caller=A).added == 1
+        assert groups_of(corpus, taken) == A
+
+
+def test_a_watched_folders_default_groups_tag_new_files_only(
+    tmp_path: Path, embedder: OnnxEmbedder, folders: dict[str, Path]
+) -> None:
+    with Corpus.create(tmp_path / "default.db", embedder.model_id, embedder.dim) as corpus:
+        run(corpus, embedder, folders["a"], A)
+        (folders["a"] / "a-notes.txt").rename(folders["open"] / "moved.txt")
+        report = ingest(
+            corpus,
+            embedder,
+            embedder.tokenizer,
+            [folders["open"]],
+            settings=SETTINGS.ingest,
+            prune=True,
+            default_groups=frozenset({"team"}),
+        )
+        assert (report.added, report.retagged) == (2, 0)
+        assert groups_of(corpus, folders["open"] / "bread.txt") == {"team"}
+        assert groups_of(corpus, folders["open"] / "moved.txt") == A  # moved: keeps A
+        stored = ingest(
+            corpus,
+            embedder,
+            embedder.tokenizer,
+            [folders["open"]],
+            settings=SETTINGS.ingest,
+            default_groups=frozenset({"other"}),
+        )
+        assert stored.unchanged == 2 and groups_of(corpus, folders["open"] / "bread.txt") == {
+            "team"
+        }
+
+
+def test_a_link_out_of_a_synced_folder_is_refused_in_one_line(
+    tmp_path: Path, embedder: OnnxEmbedder, folders: dict[str, Path]
+) -> None:
+    outside = write(tmp_path / "outside", {"secret.txt": "Outside the watched folder."})
+    (folders["open"] / "link.txt").symlink_to(outside / "secret.txt")
+    with Corpus.create(tmp_path / "links.db", embedder.model_id, embedder.dim) as corpus:
+        report = run(corpus, embedder, folders["open"], None, prune=True)
+        [(source, reason)] = report.errors
+        assert source == str(folders["open"] / "link.txt") and "\n" not in reason
+        assert reason.startswith("a symbolic link out of the folder")
+        assert names(corpus.list_sources()) == {"bread.txt"}
+
+
+@pytest.mark.parametrize("replacement", ["fifo", "link out", "broken link", "folder"])
+def test_an_indexed_file_replaced_by_no_regular_file_is_pruned_at_the_next_sync(
+    tmp_path: Path, embedder: OnnxEmbedder, folders: dict[str, Path], replacement: str
+) -> None:
+    """A link, a pipe or a folder where the file was is not the file that was indexed: its
+    document goes at that sync, confined to roots (the service) or not (`ingest --watch`)."""
+    outside = write(tmp_path / "outside", {"secret.txt": "Outside the watched folder."})
+    bread = folders["open"] / "bread.txt"
+    for roots in (None, [folders["open"]]):
+        with Corpus.create(tmp_path / f"{roots is None}.db", embedder.model_id, embedder.dim) as c:
+            run(c, embedder, folders["open"], None)
+            bread.unlink()
+            if replacement == "fifo":
+                os.mkfifo(bread)
+            elif replacement == "folder":
+                write(bread, {"inner.txt": "A note in a folder named like the file."})
+            else:
+                target = outside / "secret.txt" if replacement == "link out" else bread.parent
+                bread.symlink_to(target / "x.txt" if replacement == "broken link" else target)
+            report = ingest(
+                c,
+                embedder,
+                embedder.tokenizer,
+                [folders["open"]],
+                settings=SETTINGS.ingest,
+                prune=True,
+                roots=roots,
+            )
+            assert report.pruned == 1, report
+            assert str(bread) not in c.list_sources()
+            assert str(outside / "secret.txt") not in c.list_sources()
+        restore(bread)
+
+
+def restore(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+    write(path.parent, UNTAGGED)
+
+
 def groups_of(corpus: Corpus, path: Path) -> frozenset[str]:
     stored = corpus.document(str(path))
     assert stored is not None, path
@@ -362,3 +501,16 @@ def test_cli_ingest_keeps_groups_without_the_option_and_untags_with_an_empty_one
     assert (plain["unchanged"], plain["retagged"], seen_by_b()) == (1, 0, 0)
     untag = invoke("ingest", "--db", db, str(folders["a"]), "--groups", "", "--json")
     assert (json.loads(untag.stdout)["retagged"], seen_by_b()) == (1, 1)
+
+
+def test_serve_takes_groups_only_for_its_watch_roots_in_one_line(
+    tmp_path: Path, folders: dict[str, Path]
+) -> None:
+    db = str(tmp_path / "serve.db")
+    assert invoke("ingest", "--db", db, str(folders["open"])).exit_code == 0
+    alone = invoke("serve", "--db", db, "--groups", "finance")
+    bad = invoke("serve", "--db", db, "--watch-root", str(folders["a"]), "--groups", "fin ance")
+    assert alone.exit_code == bad.exit_code == 2
+    assert "--groups names the groups of the --watch-root folders" in alone.output
+    assert "invalid group name 'fin ance'" in bad.output
+    assert "Traceback" not in alone.output + bad.output

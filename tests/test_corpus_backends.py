@@ -163,6 +163,33 @@ def test_both_searches_filter_by_groups_before_their_top_k(corpus: CorpusBackend
     assert (corpus.stats(groups=frozenset()).documents, corpus.stats().documents) == (1, 7)
 
 
+def test_a_callers_bm25_scores_come_from_its_view_alone(corpus: CorpusBackend) -> None:
+    """Scores over the whole corpus would tell a caller which words hidden chunks hold: its
+    score for a word would move when a hidden chunk also holds it. A caller with groups is
+    scored as if the corpus held only what it may see."""
+    add_two_docs(corpus)
+    doc, chunks = make_doc("c.txt", ["A cat again.", "Qubits are cold."], "Lab")
+    corpus.replace_document(
+        DocumentRecord(doc.source, doc.title, doc.text, doc.content_hash, groups=frozenset({"hr"})),
+        chunks,
+        np.stack([unit(0, 1, 0, 0), unit(0, 0, 1, 1)]),
+    )
+    hr, query = frozenset({"hr"}), '"cat" OR "qubits"'
+    alone = corpus.search_fts(query, 10)  # the corpus is hr's view, nothing else yet
+    for i in range(4):  # hidden chunks holding both words
+        doc, chunks = make_doc(f"hidden{i}.txt", [f"Cat {i} and qubits and a cat."])
+        corpus.replace_document(
+            DocumentRecord(doc.source, "", doc.text, doc.content_hash, groups=frozenset({"x"})),
+            chunks,
+            np.stack([unit(1, 0.01 * i, 0, 0)]),
+        )
+    seen = corpus.search_fts(query, 10, groups=hr)
+    assert [c for c, _ in seen] == [c for c, _ in alone]
+    assert [s for _, s in seen] == pytest.approx([s for _, s in alone], rel=1e-6)
+    assert corpus.search_fts(query, 2, groups=hr) == seen[:2]
+    assert corpus.search_fts('"again"', 10, groups=frozenset()) == []
+
+
 def test_grading_caches_die_with_their_chunk(corpus: CorpusBackend) -> None:
     add_two_docs(corpus)
     cache, passages = corpus.score_cache(), corpus.passage_vectors()

@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,21 @@ import httpx2
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
-from tests.live_service import FOLLOW_UP, NONSENSE, TOKEN, WAL, live_service, sample_corpus
+from crag_edge.config import Settings
+from crag_edge.engine import Engine
+from crag_edge.server.mcp import _cited_answer
+from tests.live_service import (
+    FOLLOW_UP,
+    NONSENSE,
+    SETTINGS,
+    TOKEN,
+    WAL,
+    live_service,
+    sample_corpus,
+)
 from tests.test_server import Running
 
 ROOT = Path(__file__).parent.parent
@@ -182,3 +195,81 @@ def test_http_transport_has_no_stream_to_hold_open(service: Running) -> None:
     assert r.status_code == 405 and r.json()["error"]["data"]["code"] == "method_not_allowed"
     assert "POST" in r.headers["allow"]
     assert httpx.get(f"{service.url}/mcp", timeout=10).status_code == 401  # the token first
+
+
+# -- errors as clients expect them -------------------------------------------------------------
+
+MCP_HEADERS = {
+    "Authorization": f"Bearer {TOKEN}",
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+}
+
+
+def post_mcp(service: Running, message: Any, **headers: str) -> httpx.Response:
+    return httpx.post(f"{service.url}/mcp", json=message, headers=MCP_HEADERS | headers, timeout=60)
+
+
+def test_wrong_argument_types_get_a_short_error_naming_the_argument(service: Running) -> None:
+    async def misuse() -> list[str]:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+            streamable_http_client(f"{service.url}/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            texts = []
+            for arguments in ({"question": 12345}, {"question": WAL, "history": [{"x": "y"}]}):
+                result = await session.call_tool("search", arguments)
+                assert result.is_error
+                texts.append(result.content[0].text)  # type: ignore[union-attr]
+            return texts
+
+    number, history = asyncio.run(misuse())
+    assert number == "invalid arguments for search: question: Input should be a valid string"
+    assert history.startswith("invalid arguments for search: history.0.role: Field required")
+    for text in (number, history):
+        assert "pydantic" not in text and "input_value" not in text and "12345" not in text
+
+
+@pytest.mark.parametrize("given", [{}, None, True, 1.5, "missing"])
+def test_a_request_without_a_usable_id_gets_a_json_rpc_error(service: Running, given: Any) -> None:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": "tools/call"}
+    message["params"] = {"name": "search", "arguments": {"question": WAL}}
+    if given != "missing":
+        message["id"] = given
+    r = post_mcp(service, message)
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert body["error"]["code"] == -32600 and body["error"]["data"]["code"] == "invalid_request"
+    assert "id" in body["error"]["message"] and body["request_id"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"Content-Type": "text/plain"}, 400),
+        ({"Host": "elsewhere.example"}, 421),
+        ({"Origin": "http://evil.example"}, 403),
+    ],
+)
+def test_the_transports_refusals_come_in_the_services_error_shape(
+    service: Running, headers: dict[str, str], status: int
+) -> None:
+    r = post_mcp(service, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, **headers)
+    assert r.status_code == status and r.headers["content-type"] == "application/json"
+    body = r.json()
+    assert body["error"]["message"].startswith("Invalid") and body["request_id"]
+    assert body["error"]["data"]["code"] and body["jsonrpc"] == "2.0"
+
+
+def test_an_answer_stops_at_the_next_token_once_its_client_is_gone(
+    corpus: Path, embedder: Any
+) -> None:
+    settings = Settings.load(**(SETTINGS | {"llm_max_tokens": 48}))
+    gone = threading.Event()
+    with Engine.open(corpus, settings, embedder=embedder) as engine:
+        assert _cited_answer(engine, WAL, [], None, gone)["answer"]
+        gone.set()
+        with pytest.raises(ToolError, match="client went away"):
+            _cited_answer(engine, WAL, [], None, gone)  # stopped after its first token

@@ -11,10 +11,12 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+import apsw
 import httpx
 import pytest
 from typer.testing import CliRunner
@@ -23,7 +25,7 @@ pytest.importorskip("fastapi")
 
 from crag_edge.cli import app
 from crag_edge.server import ServerConfig
-from crag_edge.server.tokens import TokenFile
+from crag_edge.server.tokens import TokenError, TokenFile
 from tests.live_service import NONSENSE, TOKEN, sample_corpus
 from tests.test_server import Running, factory_for, running, wait_until
 
@@ -293,6 +295,72 @@ def test_an_unreadable_token_file_refuses_every_token(service: Service) -> None:
         moved.rename(service.file)
     for r in statuses:
         assert r.status_code == 503 and error_code(r) == "auth_unavailable", r.text
+
+
+def damage_past_the_header(file: Path) -> None:
+    """Garbage over the table's page: the header still says SQLite, reading the rows fails."""
+    data = bytearray(file.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page : 2 * page] = b"\xa5" * page
+    file.write_bytes(bytes(data))
+
+
+def drop_the_table(file: Path) -> None:
+    with closing(apsw.Connection(str(file))) as conn:
+        conn.execute("DROP TABLE tokens")
+
+
+@contextmanager
+def locked(file: Path) -> Iterator[None]:
+    """Another process's exclusive lock on the file, held past the service's busy wait."""
+    with closing(apsw.Connection(str(file))) as conn:
+        conn.execute("BEGIN EXCLUSIVE")
+        try:
+            yield
+        finally:
+            conn.execute("ROLLBACK")
+
+
+@contextmanager
+def damaged(file: Path, how: Callable[[Path], None]) -> Iterator[None]:
+    kept = file.read_bytes()
+    how(file)
+    try:
+        yield
+    finally:
+        file.write_bytes(kept)
+
+
+FAILURES: dict[str, Callable[[Path], AbstractContextManager[None]]] = {
+    "damaged": lambda file: damaged(file, damage_past_the_header),
+    "no table": lambda file: damaged(file, drop_the_table),
+    "locked": locked,
+}
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_a_token_file_failing_as_a_database_is_a_token_error(tmp_path: Path, failure: str) -> None:
+    file = tmp_path / "tokens.db"
+    secret = TokenFile(file).add("reader", "query")
+    with FAILURES[failure](file), pytest.raises(TokenError, match="token file") as caught:
+        TokenFile(file).lookup(secret)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("failure", FAILURES)
+def test_a_damaged_missing_table_or_locked_token_file_is_503_auth_unavailable(
+    service: Service, failure: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="crag_edge.server")
+    with FAILURES[failure](service.file), service.client("reader") as reader:
+        r = reader.get("/v1/models")
+    assert r.status_code == 503 and error_code(r) == "auth_unavailable", r.text
+    logged = [rec for rec in caplog.records if rec.getMessage() == "token file unreadable"]
+    assert logged and all(rec.exc_info is None for rec in logged)
+    assert "token file" in str(logged[-1].error)  # type: ignore[attr-defined]
+    with service.client("reader") as reader:  # the file restored: served again
+        assert reader.get("/v1/models").status_code == 200
 
 
 @pytest.mark.models

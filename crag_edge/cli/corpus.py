@@ -71,7 +71,9 @@ def ingest(
             "--groups",
             help="Tag every document of this ingest with these access groups (comma-separated; "
             "re-ingesting retags without re-embedding; '' untags). Without it, stored documents "
-            "keep their groups and new ones are untagged: visible to every caller.",
+            "keep their groups and new ones are untagged: visible to every caller. With "
+            "--watch: the folders' default groups, given to every new file (stored documents, "
+            "and files renamed or moved, keep theirs).",
         ),
     ] = None,
     as_json: JsonOption = False,
@@ -128,7 +130,7 @@ def _watch_folders(
 
         def sync(touched: list[Path]) -> None:
             nonlocal syncs
-            report = engine.ingest(touched, prune=True, groups=groups)
+            report = engine.ingest(touched, prune=True, default_groups=groups)
             syncs += 1
             totals.added += report.added
             totals.updated += report.updated

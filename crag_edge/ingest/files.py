@@ -21,6 +21,12 @@ from typing import BinaryIO
 from crag_edge.ingest.loaders import LoadError, too_large
 from crag_edge.text_boundary import has_no_controls, is_valid, printable_path
 
+
+class NotAFileError(LoadError):
+    """The path holds no regular file (a link where links are not followed, a pipe, a folder):
+    whatever was indexed under it is no longer there, so a pruning ingest removes it."""
+
+
 _FILE_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 _DIR_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY
 
@@ -40,6 +46,17 @@ class SourceFile:
         if self.size > max_bytes or len(data) > max_bytes:
             raise LoadError(str(self.path), too_large(max(self.size, len(data)), max_bytes))
         return data
+
+
+def within(path: Path, folder: Path, roots: Sequence[Path] | None) -> Path:
+    """`path`, found by walking `folder`, by the name ingest gives it (`canonical`); a link
+    leading out of `folder` is refused: what it reaches is nobody's to hand to this folder,
+    and no sync of the folder would ever see it go."""
+    found = canonical(path, roots)
+    if roots is None and not found.is_relative_to(folder):
+        shown = printable_path(found)
+        raise LoadError(str(path), f"a symbolic link out of the folder (to {shown}); not followed")
+    return found
 
 
 def canonical(path: Path, roots: Sequence[Path] | None) -> Path:
@@ -68,11 +85,12 @@ def open_source(path: Path, roots: Sequence[Path] | None = None) -> Iterator[Sou
     try:
         fd = _open_beneath(path, roots) if roots is not None else os.open(path, _FILE_FLAGS)
     except OSError as exc:
-        raise LoadError(str(path), _reason(exc, roots)) from None
+        failed = NotAFileError if exc.errno == errno.ELOOP and roots is not None else LoadError
+        raise failed(str(path), _reason(exc, roots)) from None
     with open(fd, "rb") as file:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise LoadError(str(path), "not a regular file (a pipe, device or socket)")
+            raise NotAFileError(str(path), "not a regular file (a pipe, device or socket)")
         yield SourceFile(path, file, info.st_size, info.st_mtime)
 
 

@@ -44,7 +44,7 @@ from crag_edge.config import IngestSettings
 from crag_edge.groups import Groups, Tagging
 from crag_edge.ingest.chunker import Chunker
 from crag_edge.ingest.embed_ahead import EmbedAhead
-from crag_edge.ingest.files import canonical, open_source
+from crag_edge.ingest.files import NotAFileError, canonical, open_source, within
 from crag_edge.ingest.formats import is_supported, load_file, unsupported
 from crag_edge.ingest.loaders import (
     LoadedDocument,
@@ -53,6 +53,7 @@ from crag_edge.ingest.loaders import (
     iter_beir,
     too_large,
 )
+from crag_edge.ingest.moves import Departed
 from crag_edge.ingest.outline import outline_places
 from crag_edge.ingest.passages import encode_missing_passages
 from crag_edge.store import (
@@ -154,6 +155,7 @@ def ingest(
     roots: Sequence[Path] | None = None,
     groups: frozenset[str] | None = None,
     caller: Groups = None,
+    default_groups: frozenset[str] | None = None,
     overlap: bool = True,
 ) -> IngestReport:
     """Bring `corpus` up to date with `inputs` (files and folders, or BEIR corpus files).
@@ -165,11 +167,12 @@ def ingest(
     folders), every file is opened through them without following links (`ingest.files`).
     With `groups`, every document of the run gets exactly those access groups (empty:
     untagged, visible to everyone); without, a stored document keeps its groups and a new one
-    gets `caller`'s. `caller` is the ingesting caller's groups (None: the owner); a stored
-    document it cannot see is refused, never replaced, retagged or pruned (`groups.Tagging`;
-    ValueError if `groups` holds one `caller` lacks). Each group is embedded on a worker
-    thread while the next one is read and chunked (`ingest.embed_ahead`); `overlap=False`
-    embeds on the calling thread instead.
+    gets those of a gone tagged document with its text (a rename or move: `ingest.moves`),
+    else `default_groups` (a watched folder's), else `caller`'s. `caller` is the ingesting
+    caller's groups (None: the owner); a stored document it cannot see is refused, never
+    replaced, retagged or pruned (`groups.Tagging`; ValueError if `groups` holds one `caller`
+    lacks). Each group is embedded on a worker thread while the next one is read and chunked
+    (`ingest.embed_ahead`); `overlap=False` embeds on the calling thread instead.
     Per-document problems, documents over `settings.max_document_bytes` included, are
     collected in the report. The corpus is checked before the first write (writing into a
     damaged file spreads the damage); embedder or database failures propagate, leaving every
@@ -179,7 +182,7 @@ def ingest(
         raise ValueError(f"unknown input format {fmt!r}; use 'auto' or 'beir'")
     if group_chunks < 1:
         raise ValueError(f"group_chunks must be at least 1, got {group_chunks}")
-    tagging = Tagging(caller, groups)
+    tagging = Tagging(caller, groups, default_groups)
     _check_before_writing(corpus, embedder)
     started = time.perf_counter()
     plan = _discover([Path(p) for p in inputs], fmt, roots)
@@ -202,15 +205,28 @@ def ingest(
         }
     )
     if passage_index is not None:
-
-        def on_passages(done: int, count: int) -> None:
-            if progress is not None:
-                name = passage_index.encoder.name
-                progress(ProgressEvent(done, count, name, "encoded", "passages"))
-
-        run.report.passages_encoded = encode_missing_passages(corpus, passage_index, on_passages)
+        run.report.passages_encoded = _encode_passages(corpus, passage_index, progress, caller)
     run.report.seconds = time.perf_counter() - started
     return run.report
+
+
+def _encode_passages(
+    corpus: CorpusBackend, index: PassageIndex, progress: Progress | None, caller: Groups
+) -> int:
+    """The evaluator's readings of every chunk lacking one (`ingest.passages`). The pass
+    covers the whole corpus, so for a caller with groups only the readings of chunks it may
+    see are counted, and it hears no progress of it: a count of the others' would tell it
+    how much hidden text there is."""
+    if caller is not None:
+        before = corpus.stats(groups=caller).stored_passages
+        encode_missing_passages(corpus, index)
+        return max(0, corpus.stats(groups=caller).stored_passages - before)
+
+    def on_passages(done: int, count: int) -> None:
+        if progress is not None:
+            progress(ProgressEvent(done, count, index.encoder.name, "encoded", "passages"))
+
+    return encode_missing_passages(corpus, index, on_passages)
 
 
 def _check_before_writing(corpus: CorpusBackend, embedder: Embedder) -> None:
@@ -297,7 +313,7 @@ def _walk(folder: Path, plan: _Plan, found: dict[Path, bool], roots: Sequence[Pa
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(n for n in names if n[0] != "."):
             try:
-                found[canonical(Path(root, name), roots)] = False
+                found[within(Path(root, name), folder, roots)] = False
             except LoadError as exc:
                 plan.errors.append((exc.source, exc.reason))
     plan.errors.extend(
@@ -339,6 +355,7 @@ class _Run:
         self.group_chunks = group_chunks
         self.limits = limits
         self.tagging = tagging
+        self.departed = Departed(corpus)
         self.done = 0
         self.embedded = 0  # written by the embedding thread only
         self.report = IngestReport()
@@ -367,6 +384,8 @@ class _Run:
         try:
             loaded = self._load(path, stored)
         except LoadError as exc:
+            if isinstance(exc, NotAFileError):  # not the file that was indexed: prune it
+                self.seen.discard(source)
             self._fail(source, exc.reason)
             return
         if loaded is not None:
@@ -453,26 +472,29 @@ class _Run:
             self._finish(pending.doc.source, pending.status)
 
     def prune(self, plan: _Plan) -> None:
+        """Delete the documents of the run's scope it did not find; their groups are stored
+        for their text first (`ingest.moves`), so no interruption can lose them."""
         prefixes = tuple(f"{d}{os.sep}" for d in plan.scope_dirs)
+        complete = plan.complete and self.beir_complete
+        doomed = []
         for source in self.corpus.list_sources():
             if source in self.seen:
                 continue
             in_scope = source in plan.scope_files or source.startswith(prefixes)
-            complete = plan.complete and self.beir_complete
             is_beir = source.startswith(BEIR_PREFIX) and bool(plan.beir) and complete
-            if (
-                (in_scope or is_beir)
-                and self._may_prune(source)
-                and self.corpus.delete_document(source)
-            ):
-                self.report.pruned += 1
+            if (in_scope or is_beir) and (stored := self._prunable(source)) is not None:
+                self.departed.remember(stored)
+                doomed.append(source)
+        self.departed.save()
+        self.report.pruned += sum(self.corpus.delete_document(source) for source in doomed)
 
-    def _may_prune(self, source: str) -> bool:
-        """The owner prunes anything; another caller only documents it can see."""
-        if self.tagging.caller is None:
-            return True
+    def _prunable(self, source: str) -> StoredDocument | None:
+        """The stored document, if this run may prune it: the owner prunes anything, another
+        caller only documents it can see."""
         stored = self.corpus.document(source)
-        return stored is not None and self.tagging.may_change(stored.groups)
+        if stored is None or not self.tagging.may_change(stored.groups):
+            return None
+        return stored
 
     def _same_file(self, stored: StoredDocument, size: int, mtime: float) -> bool:
         """Unchanged without reading the file: same size and mtime, and indexed the same way."""
@@ -498,10 +520,13 @@ class _Run:
                 self.corpus.update_file_stat(doc.source, size, mtime)
             self._keep(stored)
             return
+        tags = self._tags(doc, stored)
+        if tags is None:
+            self._fail(doc.source, REFUSED)
+            return
         spans = self.chunker.split(doc.text)
         if not spans and not doc.warnings:  # the loader's warning already says why
             self.report.warnings.append((doc.source, _no_text(doc, size)))
-        tags = self.tagging.tags_for(None if stored is None else stored.groups)
         record = DocumentRecord(
             doc.source, doc.title, doc.text, content_hash, doc.metadata, size, mtime, tags
         )
@@ -516,6 +541,16 @@ class _Run:
         self.pending_chunks += len(chunks)
         if self.pending_chunks >= self.group_chunks:
             self.flush()
+
+    def _tags(self, doc: LoadedDocument, stored: StoredDocument | None) -> frozenset[str] | None:
+        """The groups `doc` is written with; None when it is the moved text of a document
+        this caller may not see (taking it in would hand the caller that document)."""
+        if stored is not None:
+            return self.tagging.tags_for(stored.groups)
+        moved = self.departed.groups_of(doc.text)
+        if not all(self.tagging.may_change(tags) for tags in moved):
+            return None
+        return self.tagging.tags_for(None, moved=frozenset().union(*moved) if moved else None)
 
     def _keep(self, stored: StoredDocument) -> None:
         """An unchanged document: only retagged when this run gives it other groups."""

@@ -14,6 +14,7 @@ import typer
 
 from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.console.options import DbOption
+from crag_edge.groups import parse_groups
 from crag_edge.server.config import ServerConfig, ServerConfigError
 from crag_edge.server.tokens import TokenError, TokenFile
 from crag_edge.store import CorpusError
@@ -52,6 +53,14 @@ def serve(
             "ingested, deleted files pruned; each sync is an ingest job.",
         ),
     ] = None,
+    groups: Annotated[
+        str | None,
+        typer.Option(
+            "--groups",
+            help="Access groups of every new file in the --watch-root folders (comma-separated; "
+            "stored documents, and files renamed or moved, keep theirs).",
+        ),
+    ] = None,
     workers: Annotated[
         int | None,
         typer.Option(
@@ -81,6 +90,7 @@ def serve(
             port=port,
             ingest_roots=ingest_root or None,
             watch_roots=watch_root or None,
+            watch_groups=_watch_groups(groups, watch_root),
             workers=workers,
             max_waiting=max_waiting,
         )
@@ -91,6 +101,18 @@ def serve(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     _serve_http(config, settings, log_level)
+
+
+def _watch_groups(groups: str | None, watch_roots: list[Path] | None) -> frozenset[str] | None:
+    """`--groups`: the watch roots' default groups ('' : untagged), only beside a watch root."""
+    if groups is None:
+        return None
+    if not watch_roots:
+        raise ServerConfigError("--groups names the groups of the --watch-root folders; give one")
+    try:
+        return parse_groups(groups) if groups.strip() else frozenset()
+    except ValueError as exc:
+        raise ServerConfigError(f"--groups {exc}") from None
 
 
 def _serve_http(config: ServerConfig, settings: Settings, log_level: LogLevel) -> None:

@@ -48,6 +48,7 @@ class ServerConfig:
     tokens_file: Path | None = None  # named, scoped tokens (`server.tokens`)
     ingest_roots: tuple[Path, ...] = ()
     watch_roots: tuple[Path, ...] = ()  # folders kept in sync by the watcher (`ingest.watch`)
+    watch_groups: frozenset[str] | None = None  # the groups of new files in the watch roots
     max_body_bytes: int = 64 * 1024
     max_question_chars: int = 2000
     max_ingest_paths: int = 100

@@ -16,6 +16,7 @@ receives the caller's document groups to search with.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, TypeVar
@@ -24,7 +25,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from crag_edge.answer.generation import cited, incomplete_note
 from crag_edge.answer.views import MEANINGS, graded_hits, sources, verdict
@@ -85,11 +86,42 @@ class EngineRunner(Protocol):
     ) -> Awaitable[T]: ...
 
 
-def build_server(run: EngineRunner, *, max_question_chars: int = 4000) -> MCPServer:
+# The client is gone: the answer being written for it may stop (None: a client that cannot go
+# away on its own, as over stdio).
+ClientGone = Callable[[], threading.Event | None]
+
+
+class _Server(MCPServer):
+    """The SDK's server with short argument errors: the SDK reports a validation failure as
+    pydantic's whole text, with documentation links and the rejected input echoed back."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(invalid_arguments(name, cause)) from cause
+
+
+def invalid_arguments(tool: str, error: ValidationError) -> str:
+    """`invalid arguments for search: question: Input should be a valid string`, naming each
+    argument at fault and never its value."""
+    problems = [
+        f"{'.'.join(str(part) for part in e['loc']) or 'arguments'}: {e['msg']}"
+        for e in error.errors(include_url=False, include_input=False)
+    ]
+    return f"invalid arguments for {tool}: " + "; ".join(problems)
+
+
+def build_server(
+    run: EngineRunner, *, max_question_chars: int = 4000, client_gone: ClientGone = lambda: None
+) -> MCPServer:
     """The MCP server with the three tools, each running its engine work through `run`.
     Questions are bounded (the service passes its own limit; over stdio the default only
     stops an accidental paste of a whole document)."""
-    server = MCPServer("crag-edge", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _Server("crag-edge", instructions=INSTRUCTIONS, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def checked(question: str) -> str:
@@ -120,8 +152,10 @@ def build_server(run: EngineRunner, *, max_question_chars: int = 4000) -> MCPSer
     @server.tool(description=ANSWER_DESCRIPTION, annotations=read_only)
     async def answer(question: Question, history: History = None) -> dict[str, Any]:
         asked, turns = checked(question), _turns(history)
+        gone = client_gone()
         return await run(
-            lambda engine, groups: _cited_answer(engine, asked, turns, groups), needs="answer"
+            lambda engine, groups: _cited_answer(engine, asked, turns, groups, gone),
+            needs="answer",
         )
 
     return server
@@ -132,13 +166,22 @@ def _turns(history: Sequence[Turn] | None) -> list[dict[str, str]]:
 
 
 def _cited_answer(
-    engine: Engine, question: str, history: list[dict[str, str]], groups: Groups
+    engine: Engine,
+    question: str,
+    history: list[dict[str, str]],
+    groups: Groups,
+    gone: threading.Event | None,
 ) -> dict[str, Any]:
     """The whole answer with its citations, verdict and the support check of every sentence
-    the model wrote (an MCP tool returns one message)."""
+    the model wrote (an MCP tool returns one message); written up to the token at which the
+    client went away (`gone`), since nobody reads it."""
     try:
         result, stream = engine.answer(question, history=history, groups=groups)
-        text = "".join(stream)
+        for _piece in stream:
+            if gone is not None and gone.is_set():
+                stream.close()
+                raise ToolError("the client went away; the answer was stopped")
+        text = stream.text
     except ModelNotInstalledError as exc:
         raise ToolError(str(exc)) from None
     view = verdict(result) | {

@@ -25,6 +25,7 @@ from crag_edge.observability import LATENCY_BUCKETS
 from crag_edge.result import CragResult
 from crag_edge.server.admission import Admission
 from crag_edge.server.authenticate import Authenticator
+from crag_edge.server.caller_view import CallerView
 from crag_edge.server.config import ServerConfig
 from crag_edge.server.errors import ApiError
 from crag_edge.server.jobs import IngestFn, JobManager
@@ -107,6 +108,7 @@ class ServerState:
         self._job_corpus: CorpusBackend | None = None
         self.probe: DependencyProbe | None = None  # what /readyz asks, once loaded
         self.watch: ServiceWatch | None = None
+        self.view = CallerView()  # results as a caller with groups may see them
 
     def load(self) -> None:
         """Open the corpus and load the models (on a thread: liveness answers meanwhile)."""
@@ -131,7 +133,12 @@ class ServerState:
             self.probe = DependencyProbe(engine.corpus, engine.settings.models)
             self.jobs.attach(job_corpus.jobs())
             if self.config.watch_roots:
-                watched = functools.partial(self._ingest, prune=True, roots=self.config.watch_roots)
+                watched = functools.partial(
+                    self._ingest,
+                    prune=True,
+                    roots=self.config.watch_roots,
+                    tagging=Tagging(default=self.config.watch_groups),
+                )
                 self.watch = ServiceWatch(self.config.watch_roots, self.jobs, watched)
                 self.watch.start()
         self.metrics.ready.set(1)
@@ -174,6 +181,7 @@ class ServerState:
                 roots=self.config.ingest_roots if roots is None else roots,
                 groups=tagging.groups,
                 caller=tagging.caller,
+                default_groups=tagging.default,
             )
 
     def tagged_ingest(self, tagging: Tagging) -> IngestFn:

@@ -24,8 +24,8 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterable
-from contextlib import closing
+from collections.abc import Iterable, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -112,7 +112,7 @@ class TokenFile:
             raise TokenUsageError(str(exc)) from None
         secret = secrets.token_urlsafe(SECRET_BYTES)
         row = (name, scope, json.dumps(readable), digest(secret), time.time())
-        with closing(self._open(write=True)) as conn:
+        with self._connection(write=True) as conn:
             try:
                 conn.execute(
                     "INSERT INTO tokens (name, scope, groups, sha256, created_at) "
@@ -128,7 +128,7 @@ class TokenFile:
 
     def list(self) -> list[TokenInfo]:
         """Every token, revoked ones included, oldest first."""
-        with closing(self._open(write=False)) as conn:
+        with self._connection(write=False) as conn:
             rows = conn.execute(
                 "SELECT name, scope, groups, created_at, revoked_at FROM tokens "
                 "ORDER BY created_at, name"
@@ -146,7 +146,7 @@ class TokenFile:
 
     def revoke(self, name: str) -> bool:
         """Refuse the token from now on; False when it was already revoked."""
-        with closing(self._open(write=True)) as conn:
+        with self._connection(write=True) as conn:
             found = conn.execute("SELECT revoked_at FROM tokens WHERE name = ?", (name,)).fetchall()
             if not found:
                 raise TokenError(f"no token named {name!r} in {printable_path(self.path)}")
@@ -161,7 +161,7 @@ class TokenFile:
         Every live token's hash is compared, in constant time and without stopping at a match,
         so the time taken says nothing about which token, or how much of one, was guessed."""
         given = digest(secret)
-        with closing(self._open(write=False)) as conn:
+        with self._connection(write=False) as conn:
             rows = conn.execute(
                 "SELECT name, scope, groups, sha256 FROM tokens WHERE revoked_at IS NULL"
             ).fetchall()
@@ -173,7 +173,18 @@ class TokenFile:
 
     def check(self) -> None:
         """Fail now (TokenError) unless the file exists and is a token file."""
-        self._open(write=False).close()
+        with self._connection(write=False):
+            pass
+
+    @contextmanager
+    def _connection(self, *, write: bool) -> Iterator[apsw.Connection]:
+        """A connection for one command or lookup; any failure of the file as a database is a
+        TokenError saying what is wrong with it (the service answers 503 auth_unavailable)."""
+        try:
+            with closing(self._open(write=write)) as conn:
+                yield conn
+        except apsw.Error as exc:
+            raise TokenError(_failure(printable_path(self.path), exc)) from None
 
     def _open(self, *, write: bool) -> apsw.Connection:
         """A connection to the file (created, private to its owner, by the first `add`)."""
@@ -197,6 +208,17 @@ class TokenFile:
             conn.close()
             raise
         return conn
+
+
+def _failure(shown: str, exc: apsw.Error) -> str:
+    """What went wrong with the token file, in one line."""
+    if isinstance(exc, apsw.BusyError | apsw.LockedError):
+        return f"the token file {shown} stayed locked by another process past {BUSY_TIMEOUT_MS} ms"
+    if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
+        return f"the token file {shown} is damaged: {exc}"
+    if isinstance(exc, apsw.SQLError):
+        return f"the token file {shown} lacks its tokens table: {exc}"
+    return f"cannot read the token file {shown}: {type(exc).__name__}: {exc}"
 
 
 def _create_private(path: Path) -> None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from crag_edge.citations import locate
 from crag_edge.groups import Groups
+from crag_edge.store import lexical_view
 from crag_edge.store.connection import connect, has_pending_journal, write_transaction
 from crag_edge.store.document_groups import (
     count_rows,
@@ -65,6 +66,7 @@ from crag_edge.store.schema import (
 )
 from crag_edge.store.score_cache import ScoreCache
 from crag_edge.store.vector_bits import BitIndex, insert_bits
+from crag_edge.store.view_stats import TotalsCache
 from crag_edge.text_boundary import is_valid, printable_path
 from crag_edge.types import Chunk, Place, Vector
 
@@ -203,6 +205,8 @@ class Corpus(EmbedderIdentity):
         # Nor the sign bits of the pre-filter: its dense search stays exact.
         self._bits = BitIndex(conn, self.dim) if user_version(conn) >= BITS_VERSION else None
         self._jobs_lock = threading.Lock()
+        self._view_totals = TotalsCache()
+        lexical_view.register(conn)
         self._replaced = _replacement_check(path)
         if not readonly:
             conn.set_commit_hook(self._replaced)  # True: the commit becomes a rollback
@@ -563,15 +567,20 @@ class Corpus(EmbedderIdentity):
         self, match_expr: str, limit: int, *, groups: Groups = None
     ) -> list[tuple[int, float]]:
         """(chunk id, -bm25) for an FTS5 MATCH expression, best first (higher is better);
-        only chunks a caller with `groups` may see (`crag_edge.groups`)."""
+        only chunks a caller with `groups` may see (`crag_edge.groups`), scored by the
+        statistics of those chunks alone (`store.view_stats`)."""
         if limit <= 0:
             return []
-        visible, params = visible_chunks("rowid", groups, present=self._groups_present)
+        visible = visible_chunks("+rowid", groups, present=self._groups_present)
         try:
+            if visible[0]:
+                totals = self._view_totals.get(
+                    groups, lambda: lexical_view.read_totals(self._conn, visible)
+                )
+                return lexical_view.search_view(self._conn, match_expr, limit, visible, totals)
             rows = self._conn.execute(
-                f"SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?{visible} "
-                "ORDER BY rank LIMIT ?",
-                (match_expr, *params, limit),
+                "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+                (match_expr, limit),
             ).fetchall()
         except apsw.SQLError as exc:
             raise ValueError(f"invalid FTS5 query {match_expr!r}: {exc}") from None

@@ -25,6 +25,7 @@ from crag_edge.groups import Groups
 from crag_edge.server.deps import admitted, authenticate, caller_var, require_scope
 from crag_edge.server.errors import MCP_PATH, ApiError
 from crag_edge.server.mcp import EngineRunner, build_server
+from crag_edge.server.mcp_guard import client_gone, guarded
 from crag_edge.server.scopes import Scope
 from crag_edge.server.state import ServerState
 
@@ -33,7 +34,11 @@ T = TypeVar("T")
 
 def mcp_router(state: ServerState) -> APIRouter:
     """The `/mcp` route and the lifespan that runs its session manager."""
-    server = build_server(_runner(state), max_question_chars=state.config.max_question_chars)
+    server = build_server(
+        _runner(state),
+        max_question_chars=state.config.max_question_chars,
+        client_gone=client_gone.get,
+    )
     transport = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,
@@ -81,4 +86,4 @@ class _Authorized:
                 "this MCP endpoint is stateless: POST each JSON-RPC message; no stream to GET",
                 headers={"Allow": "POST"},
             )
-        await self.app(scope, receive, send)
+        await guarded(self.app, scope, receive, send)

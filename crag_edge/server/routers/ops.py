@@ -69,12 +69,16 @@ async def metrics(state: StateDep) -> Response:
     responses=PROTECTED,
 )
 async def stats(state: StateDep, caller: CallerDep) -> dict[str, Any]:
-    """Corpus counts and provenance (the counts of what the caller's groups may see), and the
-    server's queue and the jobs the caller may follow (an admin's: every job)."""
+    """Corpus counts and provenance (the counts of what the caller's groups may see; no
+    `last_ingest_at` or `db_bytes` for a caller with groups: other groups' ingests move
+    them), and the server's queue and the jobs the caller may follow (an admin's: every
+    job)."""
     engine = state.require_engine()
     view = caller.visible_groups
     corpus = asdict(await run_in_threadpool(lambda: engine.corpus.stats(groups=view)))
     corpus["path"] = str(corpus["path"])
+    if view is not None:  # they move when any group ingests: not the caller's to see
+        corpus["last_ingest_at"] = corpus["db_bytes"] = None
     config = state.config
     return {
         "corpus": corpus,

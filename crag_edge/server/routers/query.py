@@ -98,7 +98,8 @@ async def query(body: QueryRequest, state: StateDep, caller: CallerDep) -> dict[
             groups=caller.visible_groups,
         )
     state.metrics.observe_result(result)
-    return result.to_dict()
+    shown: dict[str, Any] = state.view.shown(result.to_dict(), caller.visible_groups)
+    return shown
 
 
 @router.post(
@@ -132,8 +133,9 @@ async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> Stre
         release()
         raise
     state.metrics.observe_result(result)
+    shown = state.view.shown(result.to_dict(), caller.visible_groups)
     return StreamingResponse(
-        _answer_events(result, tokens, release, request_id_var.get()),
+        _answer_events(result, shown, tokens, release, request_id_var.get()),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         background=BackgroundTask(release),
@@ -149,6 +151,7 @@ _END = object()
 
 async def _answer_events(
     result: CragResult,
+    shown: dict[str, Any],
     tokens: TimedAnswer,
     release: Callable[[], None],
     request_id: str | None,
@@ -167,7 +170,7 @@ async def _answer_events(
                 "cited": [item.n for item in cited(tokens.text, result.context)],
                 "timings": tokens.timings.to_dict(),
                 "support": None if tokens.support is None else tokens.support.to_dict(),
-                "result": result.to_dict(),
+                "result": shown,
             },
         )
     except Exception as exc:
@@ -178,7 +181,7 @@ async def _answer_events(
                 "error": code,
                 "message": message,
                 "request_id": request_id,
-                "result": result.to_dict(),
+                "result": shown,
             },
         )
     finally:

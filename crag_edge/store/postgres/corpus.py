@@ -73,7 +73,6 @@ from crag_edge.store.postgres.groups import (
 )
 from crag_edge.store.postgres.lexical import (
     TEXT_SEARCH_CONFIG,
-    Totals,
     read_totals,
     search_bm25,
     term_count,
@@ -85,6 +84,7 @@ from crag_edge.store.postgres.schema import (
     migrate,
     schema_version,
 )
+from crag_edge.store.view_stats import TotalsCache
 from crag_edge.types import Chunk, Place, Vector
 
 MAX_DIM = 16000  # pgvector's limit for a vector column (an HNSW index takes up to 2000)
@@ -120,7 +120,7 @@ class PostgresCorpus(EmbedderIdentity):
         self._shown = redacted(url)
         self._readonly = readonly
         self._pinned = threading.local()
-        self._totals: Totals | None = None  # bm25's corpus statistics, read when stale
+        self._totals = TotalsCache()  # bm25's statistics of each view, read when stale
         self._meta = self.meta()
 
     # -- opening -------------------------------------------------------------------------
@@ -477,11 +477,10 @@ class PostgresCorpus(EmbedderIdentity):
         OR, as `retrieval.lexical.fts_query` writes it), best first; only visible chunks."""
         if limit <= 0:
             return []
+        visible = visible_chunks("id", groups)
         with self._connection() as conn:
-            totals = self._totals
-            if totals is None or not totals.fresh():
-                totals = self._totals = read_totals(conn)
-            return search_bm25(conn, match_expr, limit, visible_chunks("id", groups), totals)
+            totals = self._totals.get(groups, lambda: read_totals(conn, visible))
+            return search_bm25(conn, match_expr, limit, visible, totals)
 
     def search_vec(
         self,

@@ -8,23 +8,22 @@ b = 0.75, FTS5's idf with its floor) scores them from each chunk's stored term f
 stopwords included, as FTS5 counts them). Each term's document frequency is read at query
 time from the index; the corpus size and mean length (a scan of every chunk) are read at most
 every `TOTALS_TTL_S` seconds, since bm25 barely moves with a few more chunks. Nothing is
-maintained at ingest, so concurrent ingests share no statistic to lock.
+maintained at ingest, so concurrent ingests share no statistic to lock. For a caller with
+groups, every statistic is of the chunks it may see (`store.view_stats`).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
 from crag_edge.store.document_groups import Filter
+from crag_edge.store.view_stats import Totals, phrases
 
-TOTALS_TTL_S = 30.0
 TEXT_SEARCH_CONFIG = "english"  # Snowball stemming and stopwords, as FTS5's porter tokenizer
-_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 _BM25 = """
@@ -38,7 +37,7 @@ rarity AS (
         greatest(ln((greatest(totals.n, df.n) - df.n + 0.5) / (df.n + 0.5)), 1e-6) AS idf
     FROM wanted CROSS JOIN totals
     CROSS JOIN LATERAL (
-        SELECT count(*)::float8 AS n FROM chunks AS c WHERE c.terms @@ wanted.query
+        SELECT count(*)::float8 AS n FROM chunks AS c WHERE c.terms @@ wanted.query{visible}
     ) AS df
 ),
 matches AS (
@@ -62,10 +61,7 @@ LIMIT %(limit)s
 def query_words(match_expr: str) -> str:
     """The words of an FTS5 expression as `retrieval.lexical.fts_query` writes it (quoted
     terms joined by OR); an unquoted expression gives its words, operators excepted."""
-    quoted = [term.replace('""', '"') for term in _QUOTED.findall(match_expr)]
-    if quoted:
-        return " ".join(quoted)
-    return " ".join(w for w in _WORD.findall(match_expr) if w not in {"OR", "AND", "NOT", "NEAR"})
+    return " ".join(phrases(match_expr))
 
 
 def term_count(title: str, text: str) -> int:
@@ -73,22 +69,13 @@ def term_count(title: str, text: str) -> int:
     return len(_WORD.findall(title)) + len(_WORD.findall(text))
 
 
-@dataclass(frozen=True)
-class Totals:
-    """What bm25 needs of the whole corpus, and when it was read (monotonic seconds)."""
-
-    chunks: float
-    mean_length: float
-    read_at: float
-
-    def fresh(self) -> bool:
-        return time.monotonic() - self.read_at < TOTALS_TTL_S
-
-
-def read_totals(conn: psycopg.Connection[Any]) -> Totals:
-    """The number of chunks and their mean length in words (at least 1)."""
+def read_totals(conn: psycopg.Connection[Any], visible: Filter) -> Totals:
+    """The number of visible chunks and their mean length in words (at least 1)."""
+    condition, params = visible
     row = conn.execute(
-        "SELECT count(*), greatest(coalesce(avg(term_count), 1), 1) FROM chunks"
+        f"SELECT count(*), greatest(coalesce(avg(term_count), 1), 1) FROM chunks "
+        f"WHERE true{condition}",
+        params,
     ).fetchone()
     assert row is not None  # an aggregate always returns one row
     return Totals(float(row[0]), float(row[1]), time.monotonic())
