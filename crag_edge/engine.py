@@ -12,13 +12,12 @@ from types import TracebackType
 from typing import Any
 
 from crag_edge import arguments
-from crag_edge.grading import corpus_calibration
+from crag_edge.answer.generation import stream_answer
 from crag_edge.answer.timing import AnswerClock, TimedAnswer
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
 from crag_edge.crag import CragLoop
-from crag_edge.answer.generation import stream_answer
-from crag_edge.grading import Calibrations, Grader
+from crag_edge.grading import Calibrations, Grader, corpus_calibration
 from crag_edge.grading.factory import build_grader
 from crag_edge.groups import Groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
@@ -52,6 +51,7 @@ class Engine:
         self.corpus = corpus
         self.embedder = embedder
         self.settings = settings
+        self._configured = settings  # as given: corpus calibration applies to these
         self.metrics = metrics or Metrics()
         self.closed = False
         retrieval = settings.retrieval
@@ -246,8 +246,8 @@ class Engine:
         self, questions: int = 20, *, on_question: Callable[[int], None] | None = None
     ) -> dict[str, Any]:
         """Refit the signals' and the evaluator's calibration to this corpus without labels
-        (`crag_edge.grading.corpus_calibration`), store it in the corpus file and use it from now on;
-        the before/after report. `questions` is an int of at least 2 (a fit needs them)."""
+        (`crag_edge.grading.corpus_calibration`), store it in the corpus file and use it from
+        now on; the before/after report. `questions` is an int of at least 2 (a fit needs them)."""
         self._check_open()
         questions = arguments.count("questions", questions, 2)
         llm = self.llm()
@@ -273,9 +273,10 @@ class Engine:
     def _use_corpus_calibration(self) -> None:
         """The corpus's stored calibration, where no calibration setting was given explicitly
         (`corpus_calibration.apply`), for the settings and the grader alike."""
-        grading = corpus_calibration.apply(self.settings.grading, self.corpus, self.grader.versions)
-        self.settings = self.settings.model_copy(update={"grading": grading})
-        self.grader.calibrations = Calibrations.from_settings(grading)
+        self.settings = corpus_calibration.apply(
+            self._configured, self.corpus, self.grader.versions
+        )
+        self.grader.calibrations = Calibrations.from_settings(self.settings.grading)
 
     def _check_open(self) -> None:
         """One clear error for a closed engine, not the store's own from deep inside."""

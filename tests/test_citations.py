@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from crag_edge.answer.generation import passages_text, source_line
 from crag_edge.citations import Location, locate, locator, place_label, places_within
 from crag_edge.cli import app
-from crag_edge.answer.generation import passages_text, source_line
 from crag_edge.grading import ItemGrade
 from crag_edge.result import ContextItem
 from crag_edge.tui.widgets import chunk_view, citation_label

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from crag_edge.answer.generation import cited, stream_answer, uncited
 from crag_edge.config import Settings
 from crag_edge.correction.expand import (
     DEFAULT_SYNONYMS,
@@ -21,7 +22,6 @@ from crag_edge.correction.expand import (
     shares_a_term,
 )
 from crag_edge.engine import Engine
-from crag_edge.answer.generation import cited, stream_answer, uncited
 from crag_edge.progress import StageEvent
 from crag_edge.result import ContextItem
 from crag_edge.types import Decision

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from crag_edge.answer.generation import cited
 from crag_edge.cli import app
 from crag_edge.config import Settings
 from crag_edge.evaluation.answers import (
@@ -34,7 +35,6 @@ from crag_edge.evaluation.verdict import (
     parse_verdict,
     verdict_grammar,
 )
-from crag_edge.answer.generation import cited
 from crag_edge.models.llm import LlamaRuntime, load_llm
 from crag_edge.result import ContextItem
 

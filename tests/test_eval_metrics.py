@@ -15,8 +15,8 @@ from crag_edge.evaluation import (
     read_queries,
     recall_at,
 )
-from crag_edge.grading.auc import roc_auc
 from crag_edge.evaluation.retrieval import document_key
+from crag_edge.grading.auc import roc_auc
 
 
 def test_ndcg_hand_computed() -> None:

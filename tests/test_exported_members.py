@@ -7,8 +7,8 @@ import sys
 
 import crag_edge
 from crag_edge.config import Settings, SettingsError
-from crag_edge.grading.corpus_calibration import CalibrationError
 from crag_edge.engine import Engine
+from crag_edge.grading.corpus_calibration import CalibrationError
 from crag_edge.models.llm import LlmCallError
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import CragResult

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from crag_edge.config import Settings
 from crag_edge.answer.generation import SYSTEM
+from crag_edge.config import Settings
 from crag_edge.grading.llm_judge import MODES, JudgeMode, LlmJudge, parse_ratings, rating_grammar
 from crag_edge.models.llm import LlamaRuntime, LlmUnavailableError, load_llm
 from crag_edge.models.registry import ModelNotInstalledError

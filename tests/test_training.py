@@ -342,10 +342,10 @@ def test_llm_labeller_writes_questions_and_soft_labels(
     judge-blended soft labels reach the labels file."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the llm extra)")
     from crag_edge.grading.calibration import Identity
+    from crag_edge.grading.labeller import LlmLabeller
     from crag_edge.grading.llm_judge import LlmJudge
     from crag_edge.models.llm import LlamaRuntime
     from crag_edge.models.registry import installed_file
-    from crag_edge.grading.labeller import LlmLabeller
 
     smol = "smollm2-135m-instruct"
     real = Settings.load().models

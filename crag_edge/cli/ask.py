@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from crag_edge.answer.generation import cited, incomplete_note, source_line, uncited
 from crag_edge.answer.timing import timings_line
 from crag_edge.citations import location_fields, locator
 from crag_edge.console.errors import friendly_errors
@@ -30,7 +31,6 @@ from crag_edge.console.output import (
     tell,
 )
 from crag_edge.engine import Engine
-from crag_edge.answer.generation import cited, incomplete_note, source_line, uncited
 from crag_edge.result import ContextItem, CragResult
 
 

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from crag_edge.grading import corpus_calibration
 from crag_edge.console.errors import friendly_errors
 from crag_edge.console.options import (
     DbOption,
@@ -29,6 +28,7 @@ from crag_edge.console.output import (
     tell,
 )
 from crag_edge.engine import Engine
+from crag_edge.grading import corpus_calibration
 from crag_edge.ingest import Format, IngestReport, ProgressEvent
 from crag_edge.ingest.rate import ChunkRate
 from crag_edge.ingest.watch import FolderWatcher

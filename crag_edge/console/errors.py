@@ -21,8 +21,8 @@ import typer
 
 from crag_edge.config import SettingsError
 from crag_edge.console.output import err, tell
-from crag_edge.grading.corpus_calibration import CalibrationError
 from crag_edge.evaluation import EvalDataError
+from crag_edge.grading.corpus_calibration import CalibrationError
 from crag_edge.models.chat_model import LlmServerError
 from crag_edge.models.errors import ModelFileError
 from crag_edge.models.llm import LlmCallError, LlmUnavailableError

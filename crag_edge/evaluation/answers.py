@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from crag_edge.answer.generation import cited
 from crag_edge.evaluation.beir import EvalDataError
 from crag_edge.evaluation.claims import Claim
 from crag_edge.evaluation.retrieval import document_key
 from crag_edge.evaluation.verdict import VERDICTS, Verdict, VerdictReply, ask_verdict
-from crag_edge.answer.generation import cited
 from crag_edge.models.chat_model import ChatModel
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.types import Hit

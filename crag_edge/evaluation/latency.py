@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from crag_edge.answer.generation import answer_reply
 from crag_edge.answer.timing import AnswerClock, AnswerTimings
 from crag_edge.engine import Engine
 from crag_edge.evaluation.answers import context_of_hits
-from crag_edge.answer.generation import answer_reply
 from crag_edge.models.registry import ModelNotInstalledError
 
 PLAIN_TOP_K = 10  # the CRAG paper's plain RAG reads the top 10 documents

@@ -7,7 +7,6 @@ import threading
 from collections.abc import Callable, Sequence
 from importlib.util import find_spec
 
-from crag_edge.version import __version__
 from crag_edge.config import GradingSettings, ModelSettings
 from crag_edge.grading.cascade import Grader
 from crag_edge.grading.llm_judge import DEFAULT_MODE, LlmJudge
@@ -17,6 +16,7 @@ from crag_edge.models.provision import model_path
 from crag_edge.models.registry import load_cross_encoder
 from crag_edge.observability import Metrics
 from crag_edge.types import Embedder, ScoredBatch
+from crag_edge.version import __version__
 
 
 class LazyLlmJudge:

@@ -26,13 +26,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from crag_edge.answer.generation import cited, incomplete_note
+from crag_edge.answer.views import MEANINGS, graded_hits, sources, verdict
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
-from crag_edge.answer.generation import cited, incomplete_note
 from crag_edge.groups import Groups
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import CragResult
-from crag_edge.answer.views import MEANINGS, graded_hits, sources, verdict
 from crag_edge.server.scopes import Scope
 from crag_edge.text_boundary import QuestionError, asked_question
 

@@ -22,9 +22,9 @@ from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from crag_edge.answer.generation import cited, incomplete_note
 from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
-from crag_edge.answer.generation import cited, incomplete_note
 from crag_edge.locations import is_database_url, parse_location, same_location, shown_location
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.progress import StageEvent

@@ -22,9 +22,9 @@ from starlette.types import Scope as AsgiScope
 
 from crag_edge.engine import Engine
 from crag_edge.groups import Groups
-from crag_edge.server.mcp import EngineRunner, build_server
 from crag_edge.server.deps import admitted, authenticate, caller_var, require_scope
 from crag_edge.server.errors import MCP_PATH, ApiError
+from crag_edge.server.mcp import EngineRunner, build_server
 from crag_edge.server.scopes import Scope
 from crag_edge.server.state import ServerState
 
@@ -33,7 +33,9 @@ T = TypeVar("T")
 
 def mcp_router(state: ServerState) -> APIRouter:
     """The `/mcp` route and the lifespan that runs its session manager."""
-    server = build_server(_runner(state), max_question_chars=state.config.max_question_chars)
+    server = build_server(
+        _runner(state), max_question_chars=state.config.settings.server_max_question_chars
+    )
     transport = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,

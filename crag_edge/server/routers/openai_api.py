@@ -29,13 +29,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from crag_edge.answer.generation import (
+    AnswerFinish,
+    AnswerStream,
+    cited,
+    incomplete_note,
+    source_line,
+)
+from crag_edge.answer.views import sources, verdict
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
-from crag_edge.answer.generation import AnswerFinish, AnswerStream, cited, incomplete_note, source_line
 from crag_edge.groups import Groups
 from crag_edge.models.llm import Message
 from crag_edge.result import CragResult
-from crag_edge.answer.views import sources, verdict
 from crag_edge.server.deps import (
     CallerDep,
     ReleaseOnce,

@@ -18,9 +18,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from crag_edge.answer.generation import cited
 from crag_edge.answer.timing import TimedAnswer
 from crag_edge.config import RetrievalMode
-from crag_edge.answer.generation import cited
 from crag_edge.result import CragResult
 from crag_edge.server.config import ServerConfig
 from crag_edge.server.deps import (
@@ -74,12 +74,13 @@ def checked_question(asked: str, config: ServerConfig) -> str:
         question = asked_question(asked)
     except QuestionError as exc:
         raise ApiError(422, "invalid_question", str(exc)) from None
-    if len(asked) > config.max_question_chars:
+    limit = config.settings.server_max_question_chars
+    if len(asked) > limit:
         raise ApiError(
             422,
             "question_too_long",
-            f"the question has {len(asked)} characters; the limit is {config.max_question_chars}",
-            max_question_chars=config.max_question_chars,
+            f"the question has {len(asked)} characters; the limit is {limit}",
+            max_question_chars=limit,
         )
     return question
 
