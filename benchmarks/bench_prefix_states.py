@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from crag_edge.config import ModelSettings, Settings
 from crag_edge.answer.generation import answer_messages
+from crag_edge.config import ModelSettings, Settings
 from crag_edge.models.llm import LlamaRuntime
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.registry import installed_file

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from crag_edge.config import Settings
-from crag_edge.grading.auc import roc_auc
 from crag_edge.evaluation.pairs import Pair, pairs_from
+from crag_edge.grading.auc import roc_auc
 from crag_edge.grading.llm_judge import MODES, LlmJudge
 from crag_edge.models.llm import load_llm
 

@@ -16,12 +16,12 @@ from crag_edge.answer.generation import stream_answer
 from crag_edge.answer.timing import AnswerClock, TimedAnswer
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
-from crag_edge.crag import CragLoop
 from crag_edge.grading import Calibrations, Grader, corpus_calibration
 from crag_edge.grading.factory import build_grader
 from crag_edge.groups import Groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.locations import parse_location
+from crag_edge.loop import CragLoop
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
