@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crag_edge.answer.generation import answer_messages
 from crag_edge.config import Settings
 from crag_edge.correction.refine import ContextBudget, Strip, embedder_tokens, refine
 from crag_edge.engine import Engine
-from crag_edge.answer.generation import answer_messages
 from crag_edge.models.llm import LlamaRuntime, load_llm
 from crag_edge.result import ContextItem
 from crag_edge.sentences import sentence_spans

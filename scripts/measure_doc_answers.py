@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crag_edge.engine import Engine
 from crag_edge.answer.generation import answer_reply
+from crag_edge.engine import Engine
 from crag_edge.result import ContextItem
 
 REFUSAL = re.compile(r"insufficient|not enough (information|evidence)", re.IGNORECASE)

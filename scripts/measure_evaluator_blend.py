@@ -23,8 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from crag_edge.config import Settings
-from crag_edge.grading.auc import roc_auc
 from crag_edge.evaluation.pairs import Pair, read_pairs
+from crag_edge.grading.auc import roc_auc
 from crag_edge.models.registry import load_cross_encoder, load_embedder
 from crag_edge.types import Embedder, PairScorer
 

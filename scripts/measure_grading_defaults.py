@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from crag_edge.config import Settings
-from crag_edge.grading.auc import roc_auc
 from crag_edge.evaluation.pairs import Pair, read_pairs
+from crag_edge.grading.auc import roc_auc
 from crag_edge.grading.calibration import fit_platt
 from crag_edge.grading.signals import SIGNALS, compute_signals
 from crag_edge.kernels import Aggregation, aggregate

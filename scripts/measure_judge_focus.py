@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from crag_edge.config import Settings
-from crag_edge.grading.auc import roc_auc
 from crag_edge.evaluation.pairs import Pair, read_pairs
+from crag_edge.grading.auc import roc_auc
 from crag_edge.grading.llm_judge import LlmJudge
 from crag_edge.models.llm import load_llm
 
