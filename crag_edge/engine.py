@@ -21,7 +21,7 @@ from crag_edge.grading.factory import build_grader
 from crag_edge.groups import Groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.locations import parse_location
-from crag_edge.loop import CragLoop
+from crag_edge.loop import CragLoop, Stages
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
@@ -62,26 +62,26 @@ class Engine:
             rrf_k=retrieval.rrf_k,
             prefilter_from=retrieval.binary_prefilter_chunks,
         )
-        self.llm = llm or SharedLlm(settings.models)
+        self.llm_factory = llm or SharedLlm(settings.models)  # the LLM, loaded when first called
         self.grader = grader or build_grader(
-            settings.grading, settings.models, self.metrics, llm=self.llm, embedder=embedder
+            settings.grading, settings.models, self.metrics, llm=self.llm_factory, embedder=embedder
         )
         if grader is None:
             self._use_corpus_calibration()
         audit_log = settings.correction.audit_log
         self.audit_sink = AuditSink(audit_log) if audit_log else None
         self.fallbacks = build_providers(settings.correction, retrieval, embedder)
-        self.loop = CragLoop(
+        stages = Stages(
             settings.correction,
             retrieval,
             corpus,
             embedder,
             self.retriever,
             self.grader,
-            self.metrics,
-            fallbacks=self.fallbacks,
-            llm=self.llm,
+            self.fallbacks,
+            self.llm_factory,
         )
+        self.loop = CragLoop(stages, self.metrics)
 
     @classmethod
     def open(
@@ -239,7 +239,7 @@ class Engine:
         if progress is not None:
             progress(StageEvent("answer", "start"))
         needs_model = bool(result.context) and not result.insufficient_evidence
-        llm = self.llm() if needs_model else None
+        llm = self.llm_factory() if needs_model else None
         return result, clock.time(stream_answer(llm, result), progress)
 
     def calibrate(
@@ -250,7 +250,7 @@ class Engine:
         now on; the before/after report. `questions` is an int of at least 2 (a fit needs them)."""
         self._check_open()
         questions = arguments.count("questions", questions, 2)
-        llm = self.llm()
+        llm = self.llm_factory()
         if llm is None:
             raise corpus_calibration.CalibrationError(
                 f"calibration needs the local LLM ({self.settings.models.llm}): run "

@@ -51,7 +51,7 @@ def plain_answer(engine: Engine, question: str) -> tuple[str, list[str]]:
                     h.chunk.start, h.chunk.end, h.chunk.text, "search", h.score)
         for n, h in enumerate(hits, start=1)
     ]  # fmt: skip
-    llm = engine.llm()
+    llm = engine.llm_factory()
     if llm is None:
         raise SystemExit("no LLM installed: run `crag-edge models pull`")
     reply = answer_reply(llm, question, context)  # as CRAG's: same prompt and bounds

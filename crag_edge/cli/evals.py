@@ -154,7 +154,7 @@ def eval_answers(
         Engine.open(db, settings, readonly=True) as engine,
         counting_bar("eval answers", as_json) as bar,
     ):
-        llm = engine.llm()
+        llm = engine.llm_factory()
         if llm is None:
             raise ModelNotInstalledError(
                 f"the LLM {settings.models.llm} is not available: run `crag-edge models pull "

@@ -170,7 +170,9 @@ def ingest(
     chunker = Chunker(tokenizer, settings.chunk_tokens, settings.chunk_overlap)
     limits = _Limits(settings.max_document_bytes, roots)
     total = len(plan.files) + sum(_count_lines(path, limits) for path in plan.beir)
-    run = _Run(corpus, embedder, chunker, progress, total, group_chunks, limits, tagging, overlap)
+    run = _IngestBatch(
+        corpus, embedder, chunker, progress, total, group_chunks, limits, tagging, overlap
+    )
     try:
         _index(run, plan, prune)
     except StorageError:
@@ -205,7 +207,7 @@ def _check_before_writing(corpus: CorpusBackend, embedder: Embedder) -> None:
     corpus.check()
 
 
-def _index(run: _Run, plan: _Plan, prune: bool) -> None:
+def _index(run: _IngestBatch, plan: _Plan, prune: bool) -> None:
     run.report.skipped.extend(plan.skipped)
     run.report.errors.extend(plan.errors)
     for path, loader in plan.files:
@@ -300,8 +302,8 @@ class _Pending:
     status: Status
 
 
-class _Run:
-    """State of one ingest run: the documents waiting to be embedded and the report."""
+class _IngestBatch:
+    """One ingest call's state: the documents waiting to be embedded and the report."""
 
     def __init__(
         self,

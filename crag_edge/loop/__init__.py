@@ -2,6 +2,7 @@
 (`machine.CragLoop`) and the work of each stage (`stages`)."""
 
 from crag_edge.loop.machine import CragLoop
+from crag_edge.loop.stages import Stages
 from crag_edge.loop.state import Event, Phase, StopReason
 
-__all__ = ["CragLoop", "Event", "Phase", "StopReason"]
+__all__ = ["CragLoop", "Event", "Phase", "Stages", "StopReason"]

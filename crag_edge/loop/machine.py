@@ -29,14 +29,11 @@ reason and a `stop` correction say why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from crag_edge.config import CorrectionSettings, RetrievalSettings
 from crag_edge.correction.expand import expand, load_synonyms
-from crag_edge.correction.fallback import FallbackProvider
 from crag_edge.correction.followup import standalone_question
-from crag_edge.grading import Grader
 from crag_edge.groups import Groups
 from crag_edge.loop.stages import Stages
 from crag_edge.loop.state import (
@@ -55,37 +52,23 @@ from crag_edge.models.chat_model import ChatModel, Message
 from crag_edge.observability import Metrics
 from crag_edge.progress import Progress, Stopwatch
 from crag_edge.result import ContextItem, Correction, CorrectionType, CragResult
-from crag_edge.retrieval import Mode, Retriever
-from crag_edge.store import CorpusBackend
-from crag_edge.types import Action, Decision, Embedder, Hit
+from crag_edge.retrieval import Mode
+from crag_edge.types import Action, Decision, Hit
 
 Widening = tuple[CorrectionType, str, str, str]  # (correction, query, strategy, how)
 
 
 class CragLoop:
-    """One corpus's corrective loop; the engine builds it once and calls `run` per question."""
+    """One corpus's corrective loop over its stages; the engine builds it once and calls
+    `run` per question."""
 
-    def __init__(
-        self,
-        correction: CorrectionSettings,
-        retrieval: RetrievalSettings,
-        corpus: CorpusBackend,
-        embedder: Embedder,
-        retriever: Retriever,
-        grader: Grader,
-        metrics: Metrics,
-        *,
-        fallbacks: Sequence[FallbackProvider] = (),
-        llm: Callable[[], ChatModel | None] = lambda: None,
-    ) -> None:
-        self.correction = correction
-        self.retrieval = retrieval
+    def __init__(self, stages: Stages, metrics: Metrics) -> None:
+        self.stages = stages
+        self.correction = stages.correction
+        self.retrieval = stages.retrieval
         self.metrics = metrics
-        self.llm = llm
-        self.synonyms = load_synonyms(correction.synonyms_file)
-        self.stages = Stages(
-            correction, retrieval, corpus, embedder, retriever, grader, fallbacks, llm
-        )
+        self.llm = stages.llm
+        self.synonyms = load_synonyms(self.correction.synonyms_file)
 
     def run(
         self,
