@@ -31,7 +31,7 @@ from crag_edge.models.llm import FinishReason, TextStream
 from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import ContextItem, Correction, CragResult, Round
 from crag_edge.store import Corpus
-from crag_edge.store.corpus import ChunkRecord, CorpusStats, DocumentRecord
+from crag_edge.store.records import ChunkRecord, CorpusStats, DocumentRecord
 from crag_edge.tui import CragApp
 from crag_edge.tui.corpora import CorpusScreen
 from crag_edge.tui.screens import HelpScreen, IngestScreen

@@ -62,7 +62,7 @@ from crag_edge.store import (
     StorageError,
     StoredDocument,
 )
-from crag_edge.store.corpus import META_CHUNK_OVERLAP, META_CHUNK_TOKENS, META_LAST_INGEST
+from crag_edge.store.records import META_CHUNK_OVERLAP, META_CHUNK_TOKENS, META_LAST_INGEST
 from crag_edge.text_boundary import printable_path
 from crag_edge.types import Embedder, PassageIndex, Vector, embedding_text
 
