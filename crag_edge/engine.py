@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from crag_edge import arguments
@@ -31,10 +30,10 @@ from crag_edge.retrieval import Mode, Retriever
 from crag_edge.store import CorpusBackend
 from crag_edge.store.factory import is_database_url, open_corpus, open_or_create_corpus
 from crag_edge.text_boundary import asked_question, repair
-from crag_edge.types import Embedder, Hit
+from crag_edge.types import Closing, Embedder, Hit
 
 
-class Engine:
+class Engine(Closing):
     """A corpus opened for ingest and search. Use `Engine.open`; close it (or use `with`).
     Closing twice is harmless; any other use of a closed engine raises ValueError."""
 
@@ -291,14 +290,3 @@ class Engine:
         for provider in self.fallbacks:
             provider.close()
         self.corpus.close()
-
-    def __enter__(self) -> Engine:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -64,11 +64,8 @@ class CragLoop:
 
     def __init__(self, stages: Stages, metrics: Metrics) -> None:
         self.stages = stages
-        self.correction = stages.correction
-        self.retrieval = stages.retrieval
         self.metrics = metrics
-        self.llm = stages.llm
-        self.synonyms = load_synonyms(self.correction.synonyms_file)
+        self.synonyms = load_synonyms(stages.correction.synonyms_file)
 
     def run(
         self,
@@ -92,8 +89,8 @@ class CragLoop:
             vector = self.stages.embed(question)
         run = Run(
             question,
-            mode or self.retrieval.retrieval_mode,
-            top_k or self.retrieval.top_k,
+            mode or self.stages.retrieval.retrieval_mode,
+            top_k or self.stages.retrieval.top_k,
             vector,
             clock,
             corrections,
@@ -126,7 +123,7 @@ class CragLoop:
         conversation (a `rewrite` correction for `follow-up`), any other as asked."""
         if not history:
             return question
-        llm = self.llm if self.correction.rewrite_with_llm else _no_llm
+        llm = self.stages.llm if self.stages.correction.rewrite_with_llm else _no_llm
         with clock.stage("follow-up"):
             rewritten = standalone_question(question, history, llm)
         if rewritten is None:
@@ -143,7 +140,7 @@ class CragLoop:
     def _grade(self, run: Run) -> Move:
         """GRADE: grade the round, then CORRECT, the last round, AMBIGUOUS or INCORRECT."""
         grading = self.stages.grade(run)
-        limit = self.correction.max_iterations
+        limit = self.stages.correction.max_iterations
         if grading.decision == Decision.CORRECT:
             return Move(Event.CORRECT, "the evidence was graded CORRECT", grading)
         if run.iteration + 1 >= limit:
@@ -193,9 +190,9 @@ class CragLoop:
         standing (docs/correction.md)."""
         if not self.stages.fallbacks or run.fallback.tried:
             return None
-        if self.correction.fallback_on_ambiguous:
+        if self.stages.correction.fallback_on_ambiguous:
             return "retrieval graded AMBIGUOUS"
-        if len(run.kept) < self.correction.min_kept_items:
+        if len(run.kept) < self.stages.correction.min_kept_items:
             return "too few items kept after grading"
         return None
 
@@ -203,7 +200,7 @@ class CragLoop:
         """The widenings in the order AMBIGUOUS tries them: synonyms, the keyword rewrite,
         the rewrite with the other strategy. Lazy: the LLM rewrites only when the expansion
         was run already."""
-        expanded = expand(run.question, self.synonyms, self.correction.synonyms_per_term)
+        expanded = expand(run.question, self.synonyms, self.stages.correction.synonyms_per_term)
         if expanded != run.question:
             yield "expand", expanded, run.mode, "synonyms"
         query, how = run.keywords()

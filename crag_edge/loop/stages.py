@@ -6,6 +6,7 @@ the run, times itself (`with clock.stage(name):`), writes what it did to the run
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,36 +21,30 @@ from crag_edge.loop.state import FallbackAsked, Run
 from crag_edge.models.chat_model import ChatModel
 from crag_edge.result import ContextItem, Correction
 from crag_edge.retrieval import Retriever
-from crag_edge.store import CorpusBackend
+from crag_edge.store import CorpusBackend, PassageVectorsBackend, ScoreCacheBackend
 from crag_edge.types import Chunk, Embedder, Hit, Vector
 
 Kept = list[tuple[Hit, ItemGrade]]
 
 
+@dataclass
 class Stages:
     """The work of each phase, with the corpus's models and the loop's settings."""
 
-    def __init__(
-        self,
-        correction: CorrectionSettings,
-        retrieval: RetrievalSettings,
-        corpus: CorpusBackend,
-        embedder: Embedder,
-        retriever: Retriever,
-        grader: Grader,
-        fallbacks: Sequence[FallbackProvider],
-        llm: Callable[[], ChatModel | None],
-    ) -> None:
-        self.correction = correction
-        self.retrieval = retrieval
-        self.corpus = corpus
-        self.embedder = embedder
-        self.retriever = retriever
-        self.grader = grader
-        self.fallbacks = list(fallbacks)
-        self.llm = llm
-        self.cache = corpus.score_cache() if grader.settings.score_cache else None
-        self.passages = corpus.passage_vectors()
+    correction: CorrectionSettings
+    retrieval: RetrievalSettings
+    corpus: CorpusBackend
+    embedder: Embedder
+    retriever: Retriever
+    grader: Grader
+    fallbacks: Sequence[FallbackProvider]
+    llm: Callable[[], ChatModel | None]
+    cache: ScoreCacheBackend | None = field(init=False)
+    passages: PassageVectorsBackend = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cache = self.corpus.score_cache() if self.grader.settings.score_cache else None
+        self.passages = self.corpus.passage_vectors()
 
     def embed(self, text: str) -> Vector | None:
         return self.retriever.embed_query(text) if text.strip() else None

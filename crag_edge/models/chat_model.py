@@ -136,6 +136,16 @@ class Call:
     cited: bool = False  # `stream_chat`'s citation placement
 
 
+@dataclass(frozen=True)
+class Prompts:
+    """The judge's prompts and the answers whose probabilities it reads, with the deadline
+    resolved (`ChatModel.call_seconds`)."""
+
+    prompts: Sequence[Sequence[Message]]
+    answers: Sequence[str]
+    seconds: float
+
+
 class ChatModel(ABC):
     """A chat model with bounded calls, the one code path of both runtimes: `max_tokens` and
     `timeout_s` are the defaults and upper bounds of each call, `stall_timeout_s` of each
@@ -151,27 +161,11 @@ class ChatModel(ABC):
         timeout_s: float,
         stall_timeout_s: float,
     ) -> None:
-        self._model_id = model_id
-        self._n_ctx = n_ctx
-        self._max_tokens = max_tokens
-        self._timeout_s = timeout_s
-        self._stall_timeout_s = stall_timeout_s
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def n_ctx(self) -> int:
-        return self._n_ctx
-
-    @property
-    def max_tokens(self) -> int:
-        return self._max_tokens
-
-    @property
-    def timeout_s(self) -> float:
-        return self._timeout_s
+        self.model_id = model_id
+        self.n_ctx = n_ctx
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+        self.stall_timeout_s = stall_timeout_s
 
     @abstractmethod
     def count_tokens(self, text: str) -> int:
@@ -214,12 +208,11 @@ class ChatModel(ABC):
         content in words rather than ending it on a passage number, where the runtime can.
         Lazy: nothing runs until the first piece is asked for."""
         limit = self.token_limit(max_tokens)
-        stall = self._stall_timeout_s
+        stall = self.stall_timeout_s
         if stall_timeout_s is not None:
             stall = max(0.0, min(stall_timeout_s, stall))
         return self._stream(Call(messages, limit, temperature, stall_s=stall, cited=cited))
 
-    @abstractmethod
     def answer_logprobs(
         self,
         prompts: Sequence[Sequence[Message]],
@@ -229,11 +222,12 @@ class ChatModel(ABC):
     ) -> NextTokenLogprobs:
         """Per prompt, log P(the assistant's first token is `answers[j]`) for each j, any
         case, with or without a leading space (the yes/no judge); -inf for an answer the
-        runtime saw no probability for."""
+        runtime saw no probability for. Prompts left when the deadline passes get None."""
+        return self._answer_logprobs(Prompts(prompts, answers, self.call_seconds(timeout_s)))
 
     def token_limit(self, max_tokens: int | None) -> int:
         """A call's token limit: `max_tokens` within the model's, the model's by default."""
-        limit = self._max_tokens if max_tokens is None else min(max_tokens, self._max_tokens)
+        limit = self.max_tokens if max_tokens is None else min(max_tokens, self.max_tokens)
         if limit < 1:
             raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
         return limit
@@ -242,8 +236,8 @@ class ChatModel(ABC):
         """A call's deadline in seconds: `timeout_s` within the model's, the model's by
         default."""
         if timeout_s is None:
-            return self._timeout_s
-        return max(0.0, min(timeout_s, self._timeout_s))
+            return self.timeout_s
+        return max(0.0, min(timeout_s, self.timeout_s))
 
     @abstractmethod
     def _complete(self, call: Call) -> Completion:
@@ -252,3 +246,7 @@ class ChatModel(ABC):
     @abstractmethod
     def _stream(self, call: Call) -> TextStream[FinishReason]:
         """`stream_chat` with its bounds resolved."""
+
+    @abstractmethod
+    def _answer_logprobs(self, asked: Prompts) -> NextTokenLogprobs:
+        """`answer_logprobs` with its deadline resolved."""

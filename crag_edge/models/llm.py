@@ -47,6 +47,7 @@ from crag_edge.models.chat_model import (
     LlmCallError,
     Message,
     NextTokenLogprobs,
+    Prompts,
     PromptUsage,
     TextStream,
 )
@@ -154,7 +155,7 @@ class LlamaRuntime(ChatModel):
             timeout_s=timeout_s,
             stall_timeout_s=stall_timeout_s,
         )
-        _check_gguf(path, self._model_id)
+        _check_gguf(path, self.model_id)
         llama_cpp = _import_llama_cpp()
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -173,7 +174,7 @@ class LlamaRuntime(ChatModel):
             raise ValueError(
                 f"{path} is not a loadable GGUF model ({exc}); the file may be corrupt or "
                 f"truncated: run `crag-edge models verify` and `crag-edge models pull "
-                f"{self._model_id}`"
+                f"{self.model_id}`"
             ) from None
         template = self._llm.metadata.get("tokenizer.chat_template")
         if not template:
@@ -272,7 +273,7 @@ class LlamaRuntime(ChatModel):
                 stop=[],
             )
         except RuntimeError as exc:
-            raise LlmCallError(f"{self._model_id}: generation failed: {exc}") from exc
+            raise LlmCallError(f"{self.model_id}: generation failed: {exc}") from exc
         finally:
             self._lock.release()
         choice = response["choices"][0]
@@ -325,7 +326,7 @@ class LlamaRuntime(ChatModel):
                     yield choice["text"]
                     deadline.restart()  # the reader's pace is not the model's
         except RuntimeError as exc:
-            raise LlmCallError(f"{self._model_id}: generation failed: {exc}") from exc
+            raise LlmCallError(f"{self.model_id}: generation failed: {exc}") from exc
         finally:
             self._lock.release()
         return "timeout" if deadline.fired else finish
@@ -369,26 +370,19 @@ class LlamaRuntime(ChatModel):
                 evaluated += count
                 rows[i] = self._last_logprobs(ids)
         except RuntimeError as exc:
-            raise LlmCallError(f"{self._model_id}: prompt evaluation failed: {exc}") from exc
+            raise LlmCallError(f"{self.model_id}: prompt evaluation failed: {exc}") from exc
         finally:
             self._lock.release()
         timed_out = any(row is None for row in rows)
         return NextTokenLogprobs(rows, timed_out, evaluated, time.monotonic() - started)
 
-    def answer_logprobs(
-        self,
-        prompts: Sequence[Sequence[Message]],
-        answers: Sequence[str],
-        *,
-        timeout_s: float | None = None,
-    ) -> NextTokenLogprobs:
-        """Per prompt, log P(first token spells `answers[j]`): the probabilities of the
-        answer's single-token spellings (capitalised, lower, upper; with or without a
-        leading space) summed, from one `next_token_logprobs` pass."""
-        groups = [self._spelling_ids(answer) for answer in answers]
-        result = self.next_token_logprobs(
-            prompts, [i for group in groups for i in group], timeout_s=timeout_s
-        )
+    def _answer_logprobs(self, asked: Prompts) -> NextTokenLogprobs:
+        """The probabilities of each answer's single-token spellings (capitalised, lower,
+        upper; with or without a leading space) summed, from one `next_token_logprobs`
+        pass."""
+        groups = [self._spelling_ids(answer) for answer in asked.answers]
+        ids = [i for group in groups for i in group]
+        result = self.next_token_logprobs(asked.prompts, ids, timeout_s=asked.seconds)
         bounds = np.cumsum([0] + [len(group) for group in groups])
         rows: list[list[float] | None] = [
             None if row is None else [_logsumexp(row[a:b]) for a, b in itertools.pairwise(bounds)]
@@ -401,7 +395,7 @@ class LlamaRuntime(ChatModel):
         forms = {capital, lower, f" {capital}", f" {lower}", answer.strip().upper()}
         ids = sorted({ids[0] for ids in map(self.tokenize, forms) if len(ids) == 1})
         if not ids:
-            raise ValueError(f"{self._model_id}: {answer!r} is not a single token in any spelling")
+            raise ValueError(f"{self.model_id}: {answer!r} is not a single token in any spelling")
         return ids
 
     def _prompt(self, messages: Sequence[Message]) -> tuple[list[int], int, bool]:
@@ -483,10 +477,10 @@ class LlamaRuntime(ChatModel):
     def _check_fits(self, n_tokens: int) -> None:
         """An over-long prompt is a failed call (one line at the CLI, the judge's neutral
         score, a keyword rewrite), not a bug."""
-        if n_tokens >= self._n_ctx:
+        if n_tokens >= self.n_ctx:
             raise LlmCallError(
-                f"prompt of {n_tokens} tokens does not fit the {self._n_ctx}-token context of "
-                f"{self._model_id}; shorten it or raise CRAG_EDGE_LLM_CONTEXT"
+                f"prompt of {n_tokens} tokens does not fit the {self.n_ctx}-token context of "
+                f"{self.model_id}; shorten it or raise CRAG_EDGE_LLM_CONTEXT"
             )
 
 

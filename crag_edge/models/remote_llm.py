@@ -43,6 +43,7 @@ from crag_edge.models.chat_model import (
     LlmServerError,
     Message,
     NextTokenLogprobs,
+    Prompts,
     TextStream,
 )
 from crag_edge.models.llm_http import CallTimedOut, LlmHttp
@@ -305,17 +306,11 @@ class OpenAiLlm(ChatModel):
 
     # -- the judge's probabilities ---------------------------------------------------------
 
-    def answer_logprobs(
-        self,
-        prompts: Sequence[Sequence[Message]],
-        answers: Sequence[str],
-        *,
-        timeout_s: float | None = None,
-    ) -> NextTokenLogprobs:
-        """One `max_tokens: 1` request per prompt with `top_logprobs`; prompts left when the
-        deadline passes get None."""
-        keys = [answer.strip().casefold() for answer in answers]
-        deadline = self._deadline(timeout_s)
+    def _answer_logprobs(self, asked: Prompts) -> NextTokenLogprobs:
+        """One `max_tokens: 1` request per prompt with `top_logprobs`."""
+        prompts = asked.prompts
+        keys = [answer.strip().casefold() for answer in asked.answers]
+        deadline = time.monotonic() + asked.seconds
         rows: list[list[float] | None] = [None] * len(prompts)
         started, evaluated = time.monotonic(), 0
         for i, prompt in enumerate(prompts):
@@ -369,8 +364,9 @@ class OpenAiLlm(ChatModel):
             "temperature": temperature,
         }
 
-    def _deadline(self, timeout_s: float | None = None) -> float:
-        return time.monotonic() + self.call_seconds(timeout_s)
+    def _deadline(self) -> float:
+        """The deadline of a short call (tokenizing) starting now."""
+        return time.monotonic() + self.timeout_s
 
 
 def _first_model(http: LlmHttp, deadline: float) -> str:

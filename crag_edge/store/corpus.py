@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar, cast
 
 import apsw
@@ -77,7 +76,7 @@ from crag_edge.store.schema import (
 from crag_edge.store.score_cache import ScoreCache
 from crag_edge.store.vector_bits import BitIndex, insert_bits
 from crag_edge.text_boundary import is_valid, printable_path
-from crag_edge.types import Chunk, Vector
+from crag_edge.types import Chunk, Closing, Vector
 
 MAX_DIM = 8192  # sqlite-vec's limit for a vec0 column
 # Later versions only added the evaluation cache, stored passage readings, chunk places and
@@ -96,7 +95,7 @@ SQLITE_JOBS = JobDialect("?", "((julianday('now') - 2440587.5) * 86400.0)")
 
 
 @reports_storage_faults  # each method of its own: the decorator does not reach subclasses' ones
-class Corpus(EmbedderIdentity):
+class Corpus(EmbedderIdentity, Closing):
     """A crag-edge corpus file. Build one with `create`, `open` or `open_or_create`."""
 
     def __init__(self, conn: apsw.Connection, path: Path, *, readonly: bool) -> None:
@@ -239,17 +238,6 @@ class Corpus(EmbedderIdentity):
         except apsw.Error:
             return False
         return busy == 0
-
-    def __enter__(self) -> Corpus:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- meta ----------------------------------------------------------------------------
 

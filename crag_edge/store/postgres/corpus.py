@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from types import TracebackType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -84,7 +83,7 @@ from crag_edge.store.records import (
     checked_chunks,
     chunk_from_row,
 )
-from crag_edge.types import Chunk, Vector
+from crag_edge.types import Chunk, Closing, Vector
 
 MAX_DIM = 16000  # pgvector's limit for a vector column (an HNSW index takes up to 2000)
 MAX_EF_SEARCH = 1000  # pgvector's limit
@@ -107,7 +106,7 @@ WRITES = {
 POSTGRES_JOBS = JobDialect("%s", "extract(epoch FROM clock_timestamp())::double precision")
 
 
-class PostgresCorpus(EmbedderIdentity):
+class PostgresCorpus(EmbedderIdentity, Closing):
     """A crag-edge corpus in a PostgreSQL database; build one with `create`, `open` or
     `open_or_create` and a `postgresql://` URL."""
 
@@ -197,17 +196,6 @@ class PostgresCorpus(EmbedderIdentity):
     def close(self) -> None:
         """Close every pooled connection."""
         self._pool.close()
-
-    def __enter__(self) -> PostgresCorpus:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
