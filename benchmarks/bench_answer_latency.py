@@ -86,7 +86,7 @@ def test_the_support_check_against_the_answer_without_it(
 ) -> None:
     """The check's cost as a ratio: the same answer written from the same context, read
     whole, with and without every sentence checked (`answer.checked`)."""
-    llm = engine.llm()
+    llm = engine.llm_factory()
 
     def answer() -> TextStream[AnswerFinish]:
         stream = stream_answer(llm, graded)

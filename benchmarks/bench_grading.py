@@ -3,7 +3,7 @@ evaluator on every hit, or on the signals' uncertain band only), against the fas
 plain retrieval in the same run, and the LLM tier's cost per item. The evaluator reads the
 passage readings ingest stored (`store.PassageVectors`) unless the case says `unstored`.
 
-The targets on 2 cores: grading 20 hits (rules + signals + cross-encoder) < 300 ms;
+Targets on 2 cores: grading 20 hits (rules + signals + cross-encoder) < 300 ms;
 fast path end to end < 70 ms. These are compared as ratios here, never asserted.
 """
 
@@ -60,7 +60,7 @@ def test_grade_20_hits_rules_and_signals(benchmark, engines: dict[str, Engine]) 
     engine = engines["cheap"]
     vector = engine.retriever.embed_query(QUESTION)
     hits = engine.retriever.search(QUESTION, top_k=20, query_vector=vector)
-    evidence = engine.loop._evidence(hits, vector)
+    evidence = engine.loop.stages.evidence(hits, vector)
     grading = benchmark(engine.grader.grade, QUESTION, evidence, AuditLog())
     assert len(grading.items) == len(hits)
 
@@ -82,7 +82,7 @@ def test_grade_20_hits_with_the_evaluator(
         pytest.skip("no cross-encoder installed (crag-edge models pull)")
     vector = engine.retriever.embed_query(QUESTION)
     hits = engine.retriever.search(QUESTION, top_k=20, query_vector=vector)
-    evidence = engine.loop._evidence(hits, vector)
+    evidence = engine.loop.stages.evidence(hits, vector)
     index = engine.grader.passage_index()
     assert index is not None, "the shipped evaluator reads passages alone"
     passages = engine.corpus.passage_vectors() if stored else None

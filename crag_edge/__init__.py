@@ -19,8 +19,8 @@ The layers, bottom to top; each imports only from its own layer and those below 
   CORRECT / AMBIGUOUS / INCORRECT.
 - `correction/`: refine good evidence into strips, expand or rewrite the query, fall back to
   another source.
-- `crag.py`: the corrective loop that runs those per question (`CragLoop`), returning the
-  `CragResult` of `result.py` that every interface shows.
+- `loop/`: the corrective loop that runs those per question (`CragLoop`), a state machine
+  returning the `CragResult` of `result.py` that every interface shows.
 - `answer/`: the cited answer written from the loop's context.
 - `engine.py`: `Engine`, one corpus with its models and settings, the top of the core.
 - tools (`evaluation/`, `training/`) and interfaces (`cli/`, `tui/`, `server/`), each a

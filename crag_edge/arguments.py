@@ -1,7 +1,8 @@
 """What a caller of the Python API passes to `Engine`, checked where it enters: a wrong
 type or value is a TypeError or ValueError naming the argument, never an error from deep
-inside (a str read as a list of paths ingested each of its characters; `top_k=-1` cut the
-hits from their end). The service, the CLI and MCP check their own input before it gets here.
+inside (a str read as a list of paths would ingest each of its characters; `top_k=-1`
+would cut the hits from their end). The service, the CLI and MCP check their own input
+before it gets here.
 """
 
 from __future__ import annotations

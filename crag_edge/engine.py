@@ -1,6 +1,6 @@
 """The engine: one corpus, its models and settings, and the order of the pipeline's stages.
 
-Stages: ingest; and per question, the corrective loop (`crag.CragLoop`: retrieve, grade,
+Stages: ingest; and per question, the corrective loop (`loop.CragLoop`: retrieve, grade,
 correct, refine), then optionally generation (`generation.stream_answer`).
 """
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from crag_edge import arguments
@@ -17,12 +16,12 @@ from crag_edge.answer.generation import stream_answer
 from crag_edge.answer.timing import AnswerClock, TimedAnswer
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
-from crag_edge.crag import CragLoop
 from crag_edge.grading import Calibrations, Grader, corpus_calibration
 from crag_edge.grading.factory import build_grader
 from crag_edge.groups import Groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.locations import parse_location
+from crag_edge.loop import CragLoop, Stages
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
@@ -32,10 +31,10 @@ from crag_edge.retrieval import Mode, Retriever
 from crag_edge.store import CorpusBackend
 from crag_edge.store.factory import is_database_url, open_corpus, open_or_create_corpus
 from crag_edge.text_boundary import asked_question, repair
-from crag_edge.types import Embedder, Hit
+from crag_edge.types import Closing, Embedder, Hit
 
 
-class Engine:
+class Engine(Closing):
     """A corpus opened for ingest and search. Use `Engine.open`; close it (or use `with`).
     Closing twice is harmless; any other use of a closed engine raises ValueError."""
 
@@ -52,6 +51,7 @@ class Engine:
         self.corpus = corpus
         self.embedder = embedder
         self.settings = settings
+        self._configured = settings  # as given: corpus calibration applies to these
         self.metrics = metrics or Metrics()
         self.closed = False
         retrieval = settings.retrieval
@@ -62,26 +62,26 @@ class Engine:
             rrf_k=retrieval.rrf_k,
             prefilter_from=retrieval.binary_prefilter_chunks,
         )
-        self.llm = llm or SharedLlm(settings.models)
+        self.llm_factory = llm or SharedLlm(settings.models)  # the LLM, loaded when first called
         self.grader = grader or build_grader(
-            settings.grading, settings.models, self.metrics, llm=self.llm, embedder=embedder
+            settings.grading, settings.models, self.metrics, llm=self.llm_factory, embedder=embedder
         )
         if grader is None:
             self._use_corpus_calibration()
         audit_log = settings.correction.audit_log
         self.audit_sink = AuditSink(audit_log) if audit_log else None
         self.fallbacks = build_providers(settings.correction, retrieval, embedder)
-        self.loop = CragLoop(
+        stages = Stages(
             settings.correction,
             retrieval,
             corpus,
             embedder,
             self.retriever,
             self.grader,
-            self.metrics,
-            fallbacks=self.fallbacks,
-            llm=self.llm,
+            self.fallbacks,
+            self.llm_factory,
         )
+        self.loop = CragLoop(stages, self.metrics)
 
     @classmethod
     def open(
@@ -245,7 +245,7 @@ class Engine:
         if progress is not None:
             progress(StageEvent("answer", "start"))
         needs_model = bool(result.context) and not result.insufficient_evidence
-        llm = self.llm() if needs_model else None
+        llm = self.llm_factory() if needs_model else None
         checked = check_answer(stream_answer(llm, result), result, llm, self.settings.answer)
         return result, clock.time(checked, progress)
 
@@ -253,11 +253,11 @@ class Engine:
         self, questions: int = 20, *, on_question: Callable[[int], None] | None = None
     ) -> dict[str, Any]:
         """Refit the signals' and the evaluator's calibration to this corpus without labels
-        (`grading.corpus_calibration`), store it in the corpus file and use it from now on;
-        the before/after report. `questions` is an int of at least 2 (a fit needs them)."""
+        (`crag_edge.grading.corpus_calibration`), store it in the corpus file and use it from
+        now on; the before/after report. `questions` is an int of at least 2 (a fit needs them)."""
         self._check_open()
         questions = arguments.count("questions", questions, 2)
-        llm = self.llm()
+        llm = self.llm_factory()
         if llm is None:
             raise corpus_calibration.CalibrationError(
                 f"calibration needs the local LLM ({self.settings.models.llm}): run "
@@ -280,9 +280,10 @@ class Engine:
     def _use_corpus_calibration(self) -> None:
         """The corpus's stored calibration, where no calibration setting was given explicitly
         (`corpus_calibration.apply`), for the settings and the grader alike."""
-        grading = corpus_calibration.apply(self.settings.grading, self.corpus, self.grader.versions)
-        self.settings = self.settings.model_copy(update={"grading": grading})
-        self.grader.calibrations = Calibrations.from_settings(grading)
+        self.settings = corpus_calibration.apply(
+            self._configured, self.corpus, self.grader.versions
+        )
+        self.grader.calibrations = Calibrations.from_settings(self.settings.grading)
 
     def _check_open(self) -> None:
         """One clear error for a closed engine, not the store's own from deep inside."""
@@ -297,14 +298,3 @@ class Engine:
         for provider in self.fallbacks:
             provider.close()
         self.corpus.close()
-
-    def __enter__(self) -> Engine:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

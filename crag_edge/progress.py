@@ -10,9 +10,10 @@ propagates.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from crag_edge.observability import Metrics
 
@@ -45,14 +46,15 @@ class Stopwatch:
         if self._progress is not None:
             self._progress(StageEvent(stage, status, detail, ms))
 
-    def __call__(self, stage: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run `fn(*args, **kwargs)` as `stage`."""
-        self.emit(stage, "start")
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the block as the stage `name`: `with clock.stage("retrieve"): ...`."""
+        self.emit(name, "start")
         started = time.perf_counter()
         try:
-            return fn(*args, **kwargs)
+            yield
         finally:
             seconds = time.perf_counter() - started
-            self.timings[stage] = round(self.timings.get(stage, 0.0) + seconds * 1000, 3)
-            self._metrics.stage_seconds.labels(stage=stage).observe(seconds)
-            self.emit(stage, "end", ms=round(seconds * 1000, 3))
+            self.timings[name] = round(self.timings.get(name, 0.0) + seconds * 1000, 3)
+            self._metrics.stage_seconds.labels(stage=name).observe(seconds)
+            self.emit(name, "end", ms=round(seconds * 1000, 3))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from types import TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -183,3 +184,21 @@ class Action(StrEnum):
     GENERATE = "GENERATE"
     REFINE = "REFINE"
     RE_RETRIEVE = "RE_RETRIEVE"
+
+
+class Closing:
+    """`with` for anything that has a `close()`: the block's end closes it, however it ends."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

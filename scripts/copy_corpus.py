@@ -16,8 +16,8 @@ import sys
 from collections import defaultdict
 
 from crag_edge.store import ChunkRecord, CorpusBackend, DocumentRecord
-from crag_edge.store.corpus import META_CHUNK_OVERLAP, META_CHUNK_TOKENS, META_LAST_INGEST
 from crag_edge.store.factory import open_corpus, open_or_create_corpus
+from crag_edge.store.records import META_CHUNK_OVERLAP, META_CHUNK_TOKENS, META_LAST_INGEST
 from crag_edge.types import Chunk
 
 BATCH = 1000  # chunks read at once

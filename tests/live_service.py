@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crag_edge.config import Settings
+from crag_edge.config import ServerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.server import ServerConfig
 
@@ -41,6 +41,6 @@ def live_service(db: Path, embedder: Any, token: str | None = TOKEN) -> Iterator
     """The service for `db` behind `token`, ready to answer."""
     from tests.test_server import factory_for, running  # needs the server extra; sample_corpus not
 
-    config = ServerConfig(db=db, api_token=token)
+    config = ServerConfig(db=db, settings=ServerSettings(api_token=token))
     with running(config, factory_for(db, embedder, **SETTINGS)) as handle:
         yield handle

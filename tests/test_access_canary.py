@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("mcp")
 
-from crag_edge.config import Settings
+from crag_edge.config import ServerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.ingest.pipeline import REFUSED
 from crag_edge.server import ServerConfig
@@ -87,7 +87,9 @@ def canary(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
         "alpha": TokenFile(file).add("alpha", "ingest", GROUPS["alpha"]),
         "bravo": TokenFile(file).add("bravo", "answer", GROUPS["bravo"]),
     }
-    config = ServerConfig(db=db, api_token=TOKEN, tokens_file=file, ingest_roots=(root,))
+    config = ServerConfig(
+        db=db, settings=ServerSettings(api_token=TOKEN, tokens_file=file), ingest_roots=(root,)
+    )
     with running(config, factory_for(db, embedder, **SETTINGS, audit_log=audit)) as handle:
         yield Canary(handle, root, audit, secrets, bravo_chunks)
 

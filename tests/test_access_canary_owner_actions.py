@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("mcp")
 
-from crag_edge.config import Settings
+from crag_edge.config import ServerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.ingest.pipeline import REFUSED
 from crag_edge.ingest.pipeline import ingest as pipeline_ingest
@@ -79,8 +79,7 @@ def site(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[Si
     secrets = {ENV_TOKEN_NAME: TOKEN, "hr": TokenFile(file).add("hr", "ingest", HR)}
     config = ServerConfig(
         db=db,
-        api_token=TOKEN,
-        tokens_file=file,
+        settings=ServerSettings(api_token=TOKEN, tokens_file=file),
         ingest_roots=(root,),
         watch_roots=(root / "finance",),
         watch_groups=FINANCE,

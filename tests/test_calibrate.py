@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from crag_edge.cli import app
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
-from crag_edge.grading import Platt, corpus_calibration, fit_platt
+from crag_edge.grading import Calibrations, Platt, corpus_calibration, fit_platt
 from crag_edge.grading.auc import roc_auc
 from crag_edge.store import Corpus
 
@@ -83,6 +83,25 @@ def test_engines_use_the_corpus_fit_unless_a_setting_is_explicit(calibrated, emb
     explicit = Settings.load(calibration_signals=(1.0, 0.0), **tiers)  # type: ignore[arg-type]
     with Engine.open(db, explicit, embedder=embedder) as engine:
         assert engine.grader.calibrations.signals == Platt(1.0, 0.0)
+
+
+def test_a_new_fit_is_used_at_once_by_an_engine_that_used_an_older_one(  # type: ignore[no-untyped-def]
+    calibrated, tmp_path: Path, embedder
+) -> None:
+    db, _ = calibrated
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(db.read_bytes())
+    with Corpus.open(copy) as corpus:
+        older = {"signals": {"a": 0.25, "b": -3.0}, "fitted_at": 0.0, "teacher": "older"}
+        corpus.set_meta({corpus_calibration.META_KEY: json.dumps(older)})
+    settings = Settings.load(grading_tiers=["signals", "cross_encoder"])  # type: ignore[arg-type]
+    with Engine.open(copy, settings, embedder=embedder) as engine:
+        assert engine.grader.calibrations.signals == Platt(0.25, -3.0)
+        engine.calibrate(3)
+        fresh = corpus_calibration.apply(settings, engine.corpus, engine.grader.versions)
+        assert engine.settings == fresh
+        assert engine.grader.calibrations == Calibrations.from_settings(fresh.grading)
+    assert engine.grader.calibrations.signals != Platt(0.25, -3.0)
 
 
 def test_reset_forgets_the_fit(calibrated, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

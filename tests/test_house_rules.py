@@ -19,9 +19,15 @@ HISTORY_REFERENCE = re.compile(
 )
 
 
-def scanned_files() -> list[Path]:
+# A document named in the code or the docs must be one a reader of the repository can open:
+# a file name in capitals (a project document) or a path under docs/.
+DOCUMENT_NAME = re.compile(r"(?<![\w/.-])((?:docs/)?[A-Z][A-Z0-9_-]*\.md|docs/[\w-]+\.md)\b")
+PROSE = ["crag_edge", "scripts", "benchmarks", "docs", "README.md"]  # tests name fixture files
+
+
+def scanned_files(names: list[str] = SCANNED) -> list[Path]:
     files = []
-    for name in SCANNED:
+    for name in names:
         path = ROOT / name
         candidates = path.rglob("*") if path.is_dir() else [path]
         files += [p for p in candidates if p.is_file() and p.suffix in TEXT_SUFFIXES]
@@ -33,6 +39,17 @@ def history_references(text: str) -> list[str]:
     return [
         f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group()!r}"
         for m in HISTORY_REFERENCE.finditer(text)
+    ]
+
+
+def missing_documents(text: str) -> list[str]:
+    """Each document `text` names that the repository does not hold, as 'line N: name' (a
+    path from the root, or a name that some file in it bears: `MODEL_CARD.md`)."""
+    held = {path.name for path in scanned_files(PROSE)}
+    return [
+        f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(1)!r}"
+        for m in DOCUMENT_NAME.finditer(text)
+        if not (ROOT / m.group(1)).is_file() and m.group(1) not in held
     ]
 
 
@@ -83,3 +100,28 @@ def test_no_text_speaks_of_design_notes_or_work_sessions() -> None:
         for where in history_references(path.read_text(encoding="utf-8", errors="replace"))
     ]
     assert not found, "name the rule or the reason instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("text", "missing"),
+    [
+        (f"as {_NOTE}.md says", True),
+        ("the table in docs/nowhere-at-all.md", True),
+        ("NOTES.md lists them", True),
+        ("see README.md and docs/settings.md", False),
+        ("a fixture file such as guide.md", False),
+    ],
+)
+def test_the_document_check_catches_names_the_repository_does_not_hold(
+    text: str, missing: bool
+) -> None:
+    assert bool(missing_documents(text)) == missing
+
+
+def test_no_text_names_a_document_outside_the_repository() -> None:
+    found = [
+        f"{path.relative_to(ROOT)} {where}"
+        for path in scanned_files(PROSE)
+        for where in missing_documents(path.read_text(encoding="utf-8", errors="replace"))
+    ]
+    assert not found, "name a document in the repository, or say what it says:\n" + "\n".join(found)

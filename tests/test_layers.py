@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("store", ["store"]),
     ("retrieval, ingest and grading", ["retrieval", "ingest", "grading"]),
     ("correction", ["correction"]),
-    ("loop", ["crag", "result"]),
+    ("loop", ["loop", "result"]),
     ("answer", ["answer"]),
     ("engine", ["engine", "arguments"]),
     ("tools", ["evaluation", "training"]),

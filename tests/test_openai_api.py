@@ -18,6 +18,7 @@ import httpx
 import openai
 
 from crag_edge.answer.generation import INSUFFICIENT
+from crag_edge.config import ServerSettings
 from crag_edge.server import ServerConfig
 from tests.live_service import FOLLOW_UP, NONSENSE, TOKEN, WAL, live_service, sample_corpus
 from tests.servers import endless_llm_server
@@ -163,7 +164,7 @@ def test_an_llm_failure_is_said_in_its_own_words_whole_and_streamed(
     db = sample_corpus(tmp_path, embedder)
     factory = factory_for(db, embedder, llm_context=512, context_budget_tokens=4096)
     question = WAL + " Explain the write-ahead log, its checkpoints and its readers." * 25
-    with running(ServerConfig(db=db, api_token=TOKEN), factory) as srv:
+    with running(ServerConfig(db=db, settings=ServerSettings(api_token=TOKEN)), factory) as srv:
         with pytest.raises(openai.InternalServerError) as whole:
             ask(srv, user(question))
         assert whole.value.code == "llm_call_failed"

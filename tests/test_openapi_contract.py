@@ -20,6 +20,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 
+from crag_edge.config import ServerSettings
 from crag_edge.server import ServerConfig
 from crag_edge.server.errors import OPENAI_PATHS
 from crag_edge.text_boundary import WORD_PATTERN
@@ -57,9 +58,8 @@ def server(
     db = sample_corpus(tmp_path_factory.mktemp("contract"), embedder)
     config = ServerConfig(
         db=db,
-        api_token=TOKEN,
+        settings=ServerSettings(api_token=TOKEN, server_max_question_chars=MAX_QUESTION_CHARS),
         ingest_roots=(ingest_root,),
-        max_question_chars=MAX_QUESTION_CHARS,
     )
     with running(config, factory_for(db, embedder)) as handle:
         yield handle
@@ -80,7 +80,7 @@ def test_questions_and_paths_cannot_be_empty_and_carry_the_servers_limits(
     assert question["minLength"] == 1 and question["maxLength"] == MAX_QUESTION_CHARS
     assert question["pattern"] == WORD_PATTERN  # a letter or digit: blanks or "???" are none
     paths = models["IngestRequest"]["properties"]["paths"]
-    assert paths["minItems"] == 1 and paths["maxItems"] == ServerConfig(db=Path()).max_ingest_paths
+    assert paths["minItems"] == 1 and paths["maxItems"] == ServerSettings().server_max_ingest_paths
     assert paths["items"]["minLength"] == 1
 
 

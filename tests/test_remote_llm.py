@@ -27,7 +27,7 @@ from crag_edge.models.llm import LlamaRuntime, SharedLlm
 from crag_edge.models.llm_http import MAX_EVENT_CHARS, LlmHttp, retry_after_s
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.registry import installed_file
-from crag_edge.models.remote_llm import OpenAiLlm
+from crag_edge.models.remote_llm import CHARS_PER_TOKEN, OpenAiLlm
 from tests.servers import (
     ApiRequest,
     ApiResponse,
@@ -88,10 +88,12 @@ def local(model_file: Path) -> LlamaRuntime:
 
 
 def test_the_model_is_the_one_the_server_lists_and_its_tokenizer_is_used(
-    remote: OpenAiLlm, model_file: Path
+    remote: OpenAiLlm, local: LlamaRuntime, model_file: Path
 ) -> None:
     assert remote.model_id.endswith(model_file.name)
-    assert remote.exact_tokens
+    text = "Say hello to the world, twice over."
+    assert remote.count_tokens(text) == local.count_tokens(text)  # not the estimate
+    assert remote.count_tokens(text) != -(-len(text) // CHARS_PER_TOKEN)
 
 
 def test_chat_through_the_server(remote: OpenAiLlm) -> None:
@@ -210,7 +212,7 @@ def test_the_engine_answers_through_llm_url(
         engine.ingest([SAMPLE])
         result, stream = engine.answer("How does SQLite write-ahead logging work?")
         answer = "".join(stream)
-        assert isinstance(engine.llm(), OpenAiLlm)
+        assert isinstance(engine.llm_factory(), OpenAiLlm)
     assert result.context and answer.strip()
     assert stream.finish_reason in ("stop", "length")
     assert any("llm" in grade.tiers for _, grade in result.hits)
@@ -437,7 +439,8 @@ def test_a_server_without_a_tokenizer_is_used_with_estimated_counts() -> None:
 
     with api_server(openai_only) as url:
         runtime = OpenAiLlm.connect(Settings.load(llm_url=url + "/v1", llm_retries=0).models)
-    assert runtime.model_id == "qwen" and not runtime.exact_tokens
+    assert runtime.model_id == "qwen"
+    assert runtime.count_tokens("x" * 30) == 30 // CHARS_PER_TOKEN  # estimated: no tokenizer
     assert asked == ["/v1/models", "/extras/tokenize", "/tokenize"]
 
 

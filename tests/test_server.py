@@ -23,7 +23,7 @@ pytest.importorskip("uvicorn")
 
 import uvicorn
 
-from crag_edge.config import Settings
+from crag_edge.config import ServerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.server import ServerConfig, ServerConfigError, create_app, is_loopback
 from crag_edge.server.protocol import http_protocol
@@ -118,9 +118,8 @@ def factory_for(db: Path, embedder: Any, **overrides: Any) -> Callable[[], Engin
 def server(corpus_db: Path, embedder: Any, roots: dict[str, Path]) -> Iterator[Running]:
     config = ServerConfig(
         db=corpus_db,
+        settings=ServerSettings(server_max_body_bytes=4096, server_max_question_chars=300),
         ingest_roots=(roots["root"].resolve(),),
-        max_body_bytes=4096,
-        max_question_chars=300,
     )
     with running(config, factory_for(corpus_db, embedder)) as handle:
         yield handle
@@ -362,7 +361,7 @@ def test_body_and_question_limits(server: Running) -> None:
 
 
 def test_token_rules(corpus_db: Path, embedder: Any) -> None:
-    config = ServerConfig(db=corpus_db, api_token="s3cret-token")
+    config = ServerConfig(db=corpus_db, settings=ServerSettings(api_token="s3cret-token"))
     with running(config, factory_for(corpus_db, embedder)) as srv:
         with srv.client(token=None) as anon:
             assert anon.get("/healthz").status_code == 200  # probes stay open
@@ -378,12 +377,13 @@ def test_token_rules(corpus_db: Path, embedder: Any) -> None:
             assert ok.post("/v1/query", json={"question": BEES}).status_code == 200
 
 
-def test_an_api_token_set_with_a_trailing_newline_is_the_token_without_it(
+def test_an_api_token_set_with_surrounding_blanks_is_the_token_without_them(
     corpus_db: Path, embedder: Any
 ) -> None:
-    """A header cannot carry surrounding blanks, so a token read from a file with its
-    newline would otherwise lock every client out."""
-    config = ServerConfig(db=corpus_db, api_token=" s3cret-token\n")
+    """A header cannot carry surrounding blanks, so a token pasted with them would otherwise
+    lock every client out (a line break is refused with the settings, as a control
+    character)."""
+    config = ServerConfig(db=corpus_db, settings=ServerSettings(api_token=" s3cret-token  "))
     with running(config, factory_for(corpus_db, embedder)) as srv, srv.client() as c:
         stats = c.get("/v1/stats", headers={"Authorization": "Bearer s3cret-token"})
     assert stats.status_code == 200, stats.text
@@ -393,7 +393,7 @@ def test_two_authorization_headers_are_refused_whichever_comes_first(
     corpus_db: Path, embedder: Any
 ) -> None:
     """A proxy in front may check one of them and the service read the other: neither wins."""
-    config = ServerConfig(db=corpus_db, api_token="s3cret-token")
+    config = ServerConfig(db=corpus_db, settings=ServerSettings(api_token="s3cret-token"))
     both = [("Authorization", "Bearer s3cret-token"), ("Authorization", "Bearer other")]
     with running(config, factory_for(corpus_db, embedder)) as srv, srv.client(None) as anon:
         replies = [anon.get("/v1/stats", headers=pair) for pair in (both, both[::-1])]
@@ -414,7 +414,9 @@ def test_loopback_detection_and_bind_rule(tmp_path: Path) -> None:
     for host in ("0.0.0.0", "::", "10.0.0.5", "example.org", "192.168.1.1"):
         assert not is_loopback(host), host
     ServerConfig(db=tmp_path, host="127.0.0.1").validate_bind()
-    ServerConfig(db=tmp_path, host="0.0.0.0", api_token="sixteen-chars-ok").validate_bind()
+    ServerConfig(
+        db=tmp_path, settings=ServerSettings(api_token="sixteen-chars-ok"), host="0.0.0.0"
+    ).validate_bind()
     with pytest.raises(ServerConfigError, match="token"):
         ServerConfig(db=tmp_path, host="0.0.0.0").validate_bind()
 
@@ -483,7 +485,10 @@ def test_overload_is_refused_with_retry_after_and_nothing_is_lost(
         engine.query = held  # type: ignore[method-assign]
         return engine
 
-    config = ServerConfig(db=corpus_db, workers=1, max_waiting=1, retry_after_s=3)
+    config = ServerConfig(
+        db=corpus_db,
+        settings=ServerSettings(server_workers=1, server_max_waiting=1, server_retry_after_s=3),
+    )
     with running(config, holding_factory) as srv:
         results: dict[str, int] = {}
 

@@ -20,6 +20,7 @@ pytest.importorskip("fastapi")
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from crag_edge.config import ServerSettings
 from crag_edge.server import ServerConfig
 from crag_edge.server.middleware import HTTP_METHODS
 from tests.live_service import TOKEN, sample_corpus
@@ -43,7 +44,7 @@ def label_sets(exposition: str, sample_name: str) -> list[dict[str, str]]:
 def test_metric_labels_stay_bounded_whatever_unauthenticated_clients_send(
     corpus_db: Path, embedder: Any
 ) -> None:
-    config = ServerConfig(db=corpus_db, api_token=TOKEN)
+    config = ServerConfig(db=corpus_db, settings=ServerSettings(api_token=TOKEN))
     with running(config, factory_for(corpus_db, embedder)) as srv:
         with srv.client(token=None) as anon:
             for n in range(30):
@@ -71,7 +72,7 @@ def test_json_the_parser_cannot_read_is_a_400_saying_why(corpus_db: Path, embedd
         b'{"question": "caf\xe9 au lait"}': "byte 0xe9 at character 17 is not UTF-8",
         b'{"question": "bees", "top_k": ' + b"9" * 5000 + b"}": "a number of more than 4300 digits",
     }
-    config = ServerConfig(db=corpus_db, api_token=TOKEN)
+    config = ServerConfig(db=corpus_db, settings=ServerSettings(api_token=TOKEN))
     with running(config, factory_for(corpus_db, embedder)) as srv, srv.client() as client:
         json_body = {"Content-Type": "application/json"}
         replies = {b: client.post("/v1/query", content=b, headers=json_body) for b in unreadable}
@@ -85,7 +86,7 @@ def test_json_the_parser_cannot_read_is_a_400_saying_why(corpus_db: Path, embedd
 def slow_connection(corpus_db: Path, embedder: Any) -> Iterator[socket.socket]:
     """A raw connection to a service that waits 0.5 s for a request's head or body; once the
     test is done with it, the service must still answer a question."""
-    config = ServerConfig(db=corpus_db, read_timeout_s=0.5)
+    config = ServerConfig(db=corpus_db, settings=ServerSettings(server_read_timeout_s=0.5))
     with running(config, factory_for(corpus_db, embedder)) as srv:
         port = int(srv.url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=60) as slow:

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from crag_edge.cli import app
-from crag_edge.config import Settings, SettingsError, setting_fields
+from crag_edge.config import ServerSettings, Settings, SettingsError, setting_fields
 from crag_edge.server import ServerConfig, ServerConfigError
 
 runner = CliRunner()
@@ -129,12 +129,18 @@ def test_the_audit_log_must_be_a_file_in_an_existing_folder(tmp_path: Path) -> N
 @pytest.mark.parametrize("token", [" ", " " * 20, "short-token", "fifteen-chars!!"])
 def test_a_weak_token_is_refused_off_loopback(tmp_path: Path, token: str) -> None:
     with pytest.raises(ServerConfigError, match="16"):
-        ServerConfig(db=tmp_path, host="0.0.0.0", api_token=token).validate_bind()
-    ServerConfig(db=tmp_path, host="127.0.0.1", api_token=token).validate_bind()
+        ServerConfig(
+            db=tmp_path, settings=ServerSettings(api_token=token), host="0.0.0.0"
+        ).validate_bind()
+    ServerConfig(
+        db=tmp_path, settings=ServerSettings(api_token=token), host="127.0.0.1"
+    ).validate_bind()
 
 
 def test_a_token_of_16_characters_may_listen_off_loopback(tmp_path: Path) -> None:
-    ServerConfig(db=tmp_path, host="0.0.0.0", api_token="sixteen-chars-ok").validate_bind()
+    ServerConfig(
+        db=tmp_path, settings=ServerSettings(api_token="sixteen-chars-ok"), host="0.0.0.0"
+    ).validate_bind()
 
 
 def test_serve_with_a_weak_token_off_loopback_exits_2_naming_the_variable() -> None:

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 pytest.importorskip("fastapi")
 
 from crag_edge.cli import app
+from crag_edge.config import ServerSettings
 from crag_edge.server import ServerConfig
 from crag_edge.server.tokens import TokenError, TokenFile
 from tests.live_service import NONSENSE, TOKEN, sample_corpus
@@ -150,7 +151,9 @@ def test_without_a_file_the_command_says_how_to_name_one(
 
 
 def test_a_token_file_is_auth_even_off_loopback(tmp_path: Path) -> None:
-    config = ServerConfig(db=tmp_path, host="0.0.0.0", tokens_file=tmp_path / "tokens.db")
+    config = ServerConfig(
+        db=tmp_path, settings=ServerSettings(tokens_file=tmp_path / "tokens.db"), host="0.0.0.0"
+    )
     config.validate_bind()  # the file's tokens are long random secrets
     assert config.auth_required
     assert not ServerConfig(db=tmp_path).auth_required
@@ -222,7 +225,11 @@ def service(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator
     for name, scope in (("reader", "query"), ("asker", "answer"), ("loader", "ingest")):
         secrets[name] = TokenFile(file).add(name, scope, {"finance"})
     audit = base / "audit.jsonl"
-    config = ServerConfig(db=db, api_token=TOKEN, tokens_file=file, ingest_roots=(root.resolve(),))
+    config = ServerConfig(
+        db=db,
+        settings=ServerSettings(api_token=TOKEN, tokens_file=file),
+        ingest_roots=(root.resolve(),),
+    )
     with running(config, factory_for(db, embedder, audit_log=audit)) as handle:
         yield Service(handle, file, secrets, audit)
 

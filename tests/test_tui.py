@@ -31,7 +31,7 @@ from crag_edge.models.llm import FinishReason, TextStream
 from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import ContextItem, Correction, CragResult, Round
 from crag_edge.store import Corpus
-from crag_edge.store.corpus import ChunkRecord, CorpusStats, DocumentRecord
+from crag_edge.store.records import ChunkRecord, CorpusStats, DocumentRecord
 from crag_edge.tui import CragApp
 from crag_edge.tui.corpora import CorpusScreen
 from crag_edge.tui.screens import HelpScreen, IngestScreen
@@ -365,8 +365,8 @@ class CannedLlm:
 
 
 class CannedEngine:
-    """Just what the app calls: settings, corpus.stats, query (with its stages), llm; and the
-    real `Engine.answer` on top of them."""
+    """Just what the app calls: settings, corpus.stats, query (with its stages), llm_factory;
+    and the real `Engine.answer` on top of them."""
 
     answer = Engine.answer
 
@@ -380,7 +380,7 @@ class CannedEngine:
                 progress(event)
         return canned_result(question)
 
-    def llm(self) -> CannedLlm:
+    def llm_factory(self) -> CannedLlm:
         return CannedLlm(["RRF sums ", "1 / (k + rank) ", "over the rankings [1]."])
 
     def close(self) -> None:
@@ -635,7 +635,7 @@ def test_corpus_picker_switches_creates_and_refuses(
             assert not isinstance(app.screen, CorpusScreen)
             assert app.engine is not None and app.engine.corpus.path == second
             assert app.engine.embedder is embedder  # same model: no second load
-            assert app.engine.llm is given.llm  # nor a second LLM
+            assert app.engine.llm_factory is given.llm_factory  # nor a second LLM
             assert "second.db" in app.sub_title and "1 documents" in app.sub_title
             assert given.corpus.stats().documents == 1  # still open
 
@@ -787,7 +787,7 @@ class MarkupEngine(CannedEngine):
         result.context = [replace(item, source=source, title=MARKUP) for item in result.context]
         return result
 
-    def llm(self) -> CannedLlm:
+    def llm_factory(self) -> CannedLlm:
         answer = MARKUP + " [1]."
         pieces = [answer[i : i + 3] for i in range(0, len(answer), 3)]  # tags cut apart
         error = RuntimeError(f"model died at {MARKUP}") if self.fail else None
@@ -934,7 +934,7 @@ class EscapeEngine(CannedEngine):
         ]
         return result
 
-    def llm(self) -> CannedLlm:
+    def llm_factory(self) -> CannedLlm:
         return CannedLlm([ESCAPES, " [1]."])
 
 
@@ -1085,7 +1085,7 @@ def test_a_typed_path_no_file_can_have_is_refused_in_words(
 class LongAnswerEngine(CannedEngine):
     """The canned engine whose model streams a long answer as fast as it can."""
 
-    def llm(self) -> CannedLlm:
+    def llm_factory(self) -> CannedLlm:
         return CannedLlm(["word 漢字 "] * 3000, finish="length")
 
 

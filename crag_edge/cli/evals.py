@@ -180,7 +180,7 @@ def eval_answers(
 
 def _llm_of(engine: Engine) -> ChatModel:
     """The engine's LLM; an answer evaluation without one is an error naming the fix."""
-    llm = engine.llm()
+    llm = engine.llm_factory()
     if llm is None:
         name = engine.settings.models.llm
         raise ModelNotInstalledError(

@@ -40,7 +40,7 @@ class _Scores:
 def grading_models(settings: Settings) -> tuple[Embedder, Grader]:
     """The embedder and the cascade as the engine builds them from `settings`, minus the
     fast-path rules: those approve evidence without judging it, which is not measured here."""
-    grading = settings.grading.model_copy(update={"fast_path_rules": []})
+    grading = settings.replace(fast_path_rules=[]).grading
     models = settings.models
     embedder = load_embedder(models)
     return embedder, build_grader(grading, models, llm=SharedLlm(models), embedder=embedder)

@@ -42,7 +42,7 @@ def plain_answer(engine: Engine, question: str, top_k: int = PLAIN_TOP_K) -> Tim
     clock = AnswerClock()
     context = context_of_hits(engine.search(question, top_k=top_k))
     clock.evidence_ready()
-    llm = engine.llm()
+    llm = engine.llm_factory()
     if llm is None:
         raise ModelNotInstalledError("no LLM installed: run `crag-edge models pull`")
     stream = clock.time(answer_reply(llm, question, context))

@@ -32,7 +32,7 @@ from crag_edge.grading.rules import first_matching_rule
 from crag_edge.grading.signals import SignalWeights, combine, compute_signals
 from crag_edge.kernels import Aggregation, aggregate, score_variance
 from crag_edge.observability import AuditLog, Metrics
-from crag_edge.store import PassageVectors, ScoreCache
+from crag_edge.store.backend import PassageVectorsBackend, ScoreCacheBackend
 from crag_edge.types import (
     Action,
     Decision,
@@ -135,8 +135,8 @@ class Grader:
         audit: AuditLog,
         *,
         use_rules: bool = True,
-        cache: ScoreCache | None = None,
-        passages: PassageVectors | None = None,
+        cache: ScoreCacheBackend | None = None,
+        passages: PassageVectorsBackend | None = None,
         on_tier: TierProgress | None = None,
         carried: Sequence[ItemGrade] = (),
     ) -> Grading:
@@ -272,8 +272,8 @@ class Grader:
         query: str,
         hits: Sequence[Hit],
         pending: list[int],
-        cache: ScoreCache | None,
-        passages: PassageVectors | None,
+        cache: ScoreCacheBackend | None,
+        passages: PassageVectorsBackend | None,
     ) -> tuple[ScoredBatch, int]:
         """The tier's raw scores for the pending items, in order, and how many came from the
         cache. Only this corpus's chunks (origin `search`) are cached: fallback results
@@ -465,7 +465,7 @@ def _readings(
     hits: Sequence[Hit],
     indices: list[int],
     storable: set[int],
-    stored: PassageVectors | None,
+    stored: PassageVectorsBackend | None,
 ) -> list[EncodedPassage]:
     """The encoder's readings of these hits: stored ones reused, the others computed and, for
     this corpus's chunks, stored for the next query."""
@@ -495,8 +495,8 @@ class _GradingRun:
     evidence: Evidence
     items: list[ItemGrade]
     report: TierProgress
-    cache: ScoreCache | None
-    passages: PassageVectors | None
+    cache: ScoreCacheBackend | None
+    passages: PassageVectorsBackend | None
     timings: dict[str, float] = field(default_factory=dict)
     tier_items: dict[str, int] = field(default_factory=dict)
     cache_hits: dict[str, int] = field(default_factory=dict)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from crag_edge.config import GradingSettings
+from crag_edge.config import GradingSettings, Settings
 from crag_edge.grading import Grader, Platt, fit_platt
 from crag_edge.grading.auc import roc_auc
 from crag_edge.grading.calibration import Calibration, calibration
@@ -204,19 +204,19 @@ def stored(corpus: CorpusBackend) -> dict[str, Any]:
     return entry if isinstance(entry, dict) else {}
 
 
-def apply(
-    settings: GradingSettings, corpus: CorpusBackend, versions: dict[str, str]
-) -> GradingSettings:
-    """`settings` with the corpus's fitted calibration, except where a calibration setting
-    was given explicitly, and the evaluator's only while it is the model it was fitted for."""
+def apply(settings: Settings, corpus: CorpusBackend, versions: dict[str, str]) -> Settings:
+    """`settings` with the corpus's fitted calibration (a validated copy), except where a
+    calibration setting was given explicitly, and the evaluator's only while it is the model
+    it was fitted for. The copy marks the fitted values as set: apply it to the settings as
+    given, not to an earlier result, or a newer fit would read as an explicit setting."""
     entry = stored(corpus)
     update: dict[str, tuple[float, float]] = {}
     for tier in FITTED_TIERS:
         fit = entry.get(tier)
         name = f"calibration_{tier}"
-        if not isinstance(fit, dict) or name in settings.model_fields_set:
+        if not isinstance(fit, dict) or name in settings.grading.model_fields_set:
             continue
         if tier == "cross_encoder" and fit.get("model") != versions.get("cross_encoder"):
             continue
         update[name] = (float(fit["a"]), float(fit["b"]))
-    return settings.model_copy(update=update) if update else settings
+    return settings.replace(**update) if update else settings

@@ -63,7 +63,7 @@ from crag_edge.store import (
     StorageError,
     StoredDocument,
 )
-from crag_edge.store.corpus import META_CHUNK_OVERLAP, META_CHUNK_TOKENS, META_LAST_INGEST
+from crag_edge.store.records import META_CHUNK_OVERLAP, META_CHUNK_TOKENS, META_LAST_INGEST
 from crag_edge.text_boundary import printable_path
 from crag_edge.types import Embedder, PassageIndex, Vector, embedding_text
 
@@ -189,7 +189,9 @@ def ingest(
     chunker = Chunker(tokenizer, settings.chunk_tokens, settings.chunk_overlap)
     limits = _Limits(settings.max_document_bytes, roots)
     total = len(plan.files) + sum(_count_lines(path, limits) for path in plan.beir)
-    run = _Run(corpus, embedder, chunker, progress, total, group_chunks, limits, tagging, overlap)
+    run = _IngestBatch(
+        corpus, embedder, chunker, progress, total, group_chunks, limits, tagging, overlap
+    )
     try:
         _index(run, plan, prune)
     except StorageError:
@@ -237,7 +239,7 @@ def _check_before_writing(corpus: CorpusBackend, embedder: Embedder) -> None:
     corpus.check()
 
 
-def _index(run: _Run, plan: _Plan, prune: bool) -> None:
+def _index(run: _IngestBatch, plan: _Plan, prune: bool) -> None:
     run.report.skipped.extend(plan.skipped)
     run.report.errors.extend(plan.errors)
     for path in plan.files:
@@ -332,8 +334,8 @@ class _Pending:
     status: Status
 
 
-class _Run:
-    """State of one ingest run: the documents waiting to be embedded and the report."""
+class _IngestBatch:
+    """One ingest call's state: the documents waiting to be embedded and the report."""
 
     def __init__(
         self,

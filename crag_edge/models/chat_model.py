@@ -1,17 +1,18 @@
 """What every chat model runtime offers the pipeline, in-process or behind an HTTP server.
 
-`ChatModel` is the one interface the judge, the rewrite, the follow-up and the answer call;
+`ChatModel` is the one interface the judge, the rewrite, the follow-up and the answer call,
+and the code path both runtimes share (the bounds of every call):
 `crag_edge.models.llm.LlamaRuntime` (llama.cpp in this process) and
-`crag_edge.models.remote_llm.OpenAiLlm` (any OpenAI-compatible server) both satisfy it, and
-mypy checks that they do. The values the calls return live here too, so neither runtime
-depends on the other.
+`crag_edge.models.remote_llm.OpenAiLlm` (any OpenAI-compatible server) subclass it. The
+values the calls return live here too, so neither runtime depends on the other.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from crag_edge.text_boundary import repair
 
@@ -122,33 +123,61 @@ class TextStream(Generic[Reason]):
         self._pieces.close()
 
 
-class ChatModel(Protocol):
-    """A chat model with bounded calls. `max_tokens` and `timeout_s` are the defaults and
-    upper bounds of each call; `n_ctx` is the context window prompts must fit."""
+@dataclass(frozen=True)
+class Call:
+    """One call with its bounds resolved (`ChatModel.token_limit`, `call_seconds`)."""
 
-    @property
-    def model_id(self) -> str: ...
+    messages: Sequence[Message]
+    limit: int  # tokens to generate at most
+    temperature: float
+    grammar: str | None = None  # GBNF, where the runtime can apply it (`chat`)
+    seconds: float = 0.0  # the total deadline (`chat`)
+    stall_s: float = 0.0  # the longest silence (`stream_chat`)
+    cited: bool = False  # `stream_chat`'s citation placement
 
-    @property
-    def n_ctx(self) -> int: ...
 
-    @property
-    def max_tokens(self) -> int: ...
+@dataclass(frozen=True)
+class Prompts:
+    """The judge's prompts and the answers whose probabilities it reads, with the deadline
+    resolved (`ChatModel.call_seconds`)."""
 
-    @property
-    def timeout_s(self) -> float: ...
+    prompts: Sequence[Sequence[Message]]
+    answers: Sequence[str]
+    seconds: float
 
+
+class ChatModel(ABC):
+    """A chat model with bounded calls, the one code path of both runtimes: `max_tokens` and
+    `timeout_s` are the defaults and upper bounds of each call, `stall_timeout_s` of each
+    stream's silence, checked here once; `n_ctx` is the context window prompts must fit.
+    Each runtime writes only its own generation (`_complete`, `_stream`) and token counts."""
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        n_ctx: int,
+        max_tokens: int,
+        timeout_s: float,
+        stall_timeout_s: float,
+    ) -> None:
+        self.model_id = model_id
+        self.n_ctx = n_ctx
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+        self.stall_timeout_s = stall_timeout_s
+
+    @abstractmethod
     def count_tokens(self, text: str) -> int:
         """Tokens of plain text (an upper estimate where the exact count is unknown)."""
-        ...
 
+    @abstractmethod
     def count_chat_tokens(self, messages: Sequence[Message]) -> int:
         """Tokens of the prompt the chat template makes of `messages`."""
-        ...
 
+    @abstractmethod
     def truncate(self, text: str, max_tokens: int) -> str:
         """`text` cut to at most `max_tokens` tokens."""
-        ...
 
     def chat(
         self,
@@ -161,7 +190,9 @@ class ChatModel(Protocol):
     ) -> Completion:
         """The assistant's reply within a total deadline (`finish_reason` "timeout" when it
         ran out), constrained by the GBNF `grammar` where the runtime can."""
-        ...
+        limit = self.token_limit(max_tokens)
+        seconds = self.call_seconds(timeout_s)
+        return self._complete(Call(messages, limit, temperature, grammar=grammar, seconds=seconds))
 
     def stream_chat(
         self,
@@ -174,8 +205,13 @@ class ChatModel(Protocol):
     ) -> TextStream[FinishReason]:
         """The reply piece by piece, bounded by a stall deadline rather than a total one.
         A `cited` reply (an answer citing numbered passages) states its first sentence's
-        content in words rather than ending it on a passage number, where the runtime can."""
-        ...
+        content in words rather than ending it on a passage number, where the runtime can.
+        Lazy: nothing runs until the first piece is asked for."""
+        limit = self.token_limit(max_tokens)
+        stall = self.stall_timeout_s
+        if stall_timeout_s is not None:
+            stall = max(0.0, min(stall_timeout_s, stall))
+        return self._stream(Call(messages, limit, temperature, stall_s=stall, cited=cited))
 
     def answer_logprobs(
         self,
@@ -186,5 +222,31 @@ class ChatModel(Protocol):
     ) -> NextTokenLogprobs:
         """Per prompt, log P(the assistant's first token is `answers[j]`) for each j, any
         case, with or without a leading space (the yes/no judge); -inf for an answer the
-        runtime saw no probability for."""
-        ...
+        runtime saw no probability for. Prompts left when the deadline passes get None."""
+        return self._answer_logprobs(Prompts(prompts, answers, self.call_seconds(timeout_s)))
+
+    def token_limit(self, max_tokens: int | None) -> int:
+        """A call's token limit: `max_tokens` within the model's, the model's by default."""
+        limit = self.max_tokens if max_tokens is None else min(max_tokens, self.max_tokens)
+        if limit < 1:
+            raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
+        return limit
+
+    def call_seconds(self, timeout_s: float | None) -> float:
+        """A call's deadline in seconds: `timeout_s` within the model's, the model's by
+        default."""
+        if timeout_s is None:
+            return self.timeout_s
+        return max(0.0, min(timeout_s, self.timeout_s))
+
+    @abstractmethod
+    def _complete(self, call: Call) -> Completion:
+        """`chat` with its bounds resolved."""
+
+    @abstractmethod
+    def _stream(self, call: Call) -> TextStream[FinishReason]:
+        """`stream_chat` with its bounds resolved."""
+
+    @abstractmethod
+    def _answer_logprobs(self, asked: Prompts) -> NextTokenLogprobs:
+        """`answer_logprobs` with its deadline resolved."""

@@ -40,12 +40,14 @@ import numpy.typing as npt
 
 from crag_edge.config import ModelSettings, SettingsError
 from crag_edge.models.chat_model import (
+    Call,
     ChatModel,
     Completion,
     FinishReason,
     LlmCallError,
     Message,
     NextTokenLogprobs,
+    Prompts,
     PromptUsage,
     TextStream,
 )
@@ -117,7 +119,7 @@ class _StallDeadline(_Deadline):
             self.restart()
 
 
-class LlamaRuntime:
+class LlamaRuntime(ChatModel):
     """One GGUF chat model, loaded once, safe to share between threads.
 
     `n_threads` 0 uses every core available to the process. `max_tokens` and `timeout_s`
@@ -147,8 +149,14 @@ class LlamaRuntime:
         if stall_timeout_s <= 0:
             raise ValueError(f"need stall_timeout_s > 0; got {stall_timeout_s}")
         path = Path(model_path)
-        self._model_id = model_id or path.stem
-        _check_gguf(path, self._model_id)
+        super().__init__(
+            model_id or path.stem,
+            n_ctx=n_ctx,
+            max_tokens=max_tokens,
+            timeout_s=timeout_s,
+            stall_timeout_s=stall_timeout_s,
+        )
+        _check_gguf(path, self.model_id)
         llama_cpp = _import_llama_cpp()
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -167,7 +175,7 @@ class LlamaRuntime:
             raise ValueError(
                 f"{path} is not a loadable GGUF model ({exc}); the file may be corrupt or "
                 f"truncated: run `crag-edge models verify` and `crag-edge models pull "
-                f"{self._model_id}`"
+                f"{self.model_id}`"
             ) from None
         template = self._llm.metadata.get("tokenizer.chat_template")
         if not template:
@@ -182,12 +190,8 @@ class LlamaRuntime:
         )
         self._llama_cpp = llama_cpp
         self._lock = threading.Lock()
-        self._n_ctx = n_ctx
         self._n_batch = n_batch
         self._n_vocab = self._llm.n_vocab()
-        self._max_tokens = max_tokens
-        self._timeout_s = timeout_s
-        self._stall_timeout_s = stall_timeout_s
         files = (
             StateFiles.for_model(state_dir, path, llama_cpp.__version__, n_ctx)
             if state_dir is not None
@@ -196,22 +200,6 @@ class LlamaRuntime:
         self._prefix_states = PrefixStates(llama_cpp, self._llm, files=files)
         self._citation_placement = CitationPlacement(self._llm)
         self._fixed_parts: dict[tuple[tuple[str, str], ...], list[int]] = {}
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def n_ctx(self) -> int:
-        return self._n_ctx
-
-    @property
-    def max_tokens(self) -> int:
-        return self._max_tokens
-
-    @property
-    def timeout_s(self) -> float:
-        return self._timeout_s
 
     # Tokenizing reads the vocabulary only, which llama.cpp never mutates after loading:
     # these need no lock, so callers can budget prompts while another thread generates.
@@ -260,27 +248,16 @@ class LlamaRuntime:
             raise ValueError(f"invalid GBNF grammar (llama.cpp could not parse it):\n{grammar}")
         lib.llama_sampler_free(sampler)
 
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        grammar: str | None = None,
-        temperature: float = 0.0,
-        timeout_s: float | None = None,
-    ) -> Completion:
+    def _complete(self, call: Call) -> Completion:
         """Generate the assistant's reply, optionally constrained by a GBNF `grammar`.
 
         Never blocks past the deadline: a call that runs out of time (queueing for the
         model, evaluating the prompt or generating) returns the text so far with
         `finish_reason == "timeout"`.
         """
-        limit = self._max_tokens if max_tokens is None else min(max_tokens, self._max_tokens)
-        if limit < 1:
-            raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
-        deadline = _Deadline(self._bounded_timeout(timeout_s))
-        compiled = self._compile(grammar) if grammar is not None else None
-        prompt, fixed, persist = self._prompt(messages)
+        deadline = _Deadline(call.seconds)
+        compiled = self._compile(call.grammar) if call.grammar is not None else None
+        prompt, fixed, persist = self._prompt(call.messages)
         self._check_fits(len(prompt) + 1)
         started = time.monotonic()
         if not self._lock.acquire(timeout=deadline.remaining()):
@@ -290,14 +267,14 @@ class LlamaRuntime:
                 return Completion("", "timeout", len(prompt), 0, time.monotonic() - started)
             response: Any = self._llm.create_completion(
                 prompt=prompt,
-                max_tokens=limit,
-                temperature=temperature,
+                max_tokens=call.limit,
+                temperature=call.temperature,
                 grammar=compiled,
                 stopping_criteria=self._llama_cpp.StoppingCriteriaList([deadline]),
                 stop=[],
             )
         except RuntimeError as exc:
-            raise LlmCallError(f"{self._model_id}: generation failed: {exc}") from exc
+            raise LlmCallError(f"{self.model_id}: generation failed: {exc}") from exc
         finally:
             self._lock.release()
         choice = response["choices"][0]
@@ -310,45 +287,21 @@ class LlamaRuntime:
             seconds=time.monotonic() - started,
         )
 
-    def stream_chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        temperature: float = 0.0,
-        stall_timeout_s: float | None = None,
-        cited: bool = False,
-    ) -> TextStream[FinishReason]:
+    def _stream(self, call: Call) -> TextStream[FinishReason]:
         """The assistant's reply piece by piece (for answers shown as they are written), then
         its finish reason: `stop`, `length` (`max_tokens` reached) or `timeout` (stalled).
         A `cited` reply keeps its first sentence's content in words (`CitationPlacement`).
 
-        Lazy: nothing runs until the first piece is asked for. Holds the model for the whole
-        stream. Bounded by a stall deadline, not a total one: it stops once `stall_timeout_s`
-        pass without progress, waiting for the model included, and the time the reader takes
-        between pieces does not count.
+        Holds the model for the whole stream. Bounded by a stall deadline, not a total one:
+        it stops once `call.stall_s` pass without progress, waiting for the model included, and
+        the time the reader takes between pieces does not count.
         """
-        limit = self._max_tokens if max_tokens is None else min(max_tokens, self._max_tokens)
-        if limit < 1:
-            raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
-        stall = self._stall_timeout_s
-        if stall_timeout_s is not None:
-            stall = max(0.0, min(stall_timeout_s, stall))
         usage = PromptUsage()
-        pieces = self._stream_pieces(messages, limit, temperature, stall, usage, cited)
-        return TextStream(pieces, usage)
+        return TextStream(self._stream_pieces(call, usage), usage)
 
-    def _stream_pieces(
-        self,
-        messages: Sequence[Message],
-        limit: int,
-        temperature: float,
-        stall_s: float,
-        usage: PromptUsage,
-        cited: bool,
-    ) -> Generator[str, None, FinishReason]:
-        deadline = _StallDeadline(stall_s)
-        prompt, fixed, persist = self._prompt(messages)
+    def _stream_pieces(self, call: Call, usage: PromptUsage) -> Generator[str, None, FinishReason]:
+        deadline = _StallDeadline(call.stall_s)
+        prompt, fixed, persist = self._prompt(call.messages)
         self._check_fits(len(prompt) + 1)
         usage.prompt_tokens = len(prompt)
         if not self._lock.acquire(timeout=deadline.remaining()):
@@ -360,10 +313,10 @@ class LlamaRuntime:
                 return "timeout"
             chunks: Any = self._llm.create_completion(
                 prompt=prompt,
-                max_tokens=limit,
-                temperature=temperature,
+                max_tokens=call.limit,
+                temperature=call.temperature,
                 stopping_criteria=self._llama_cpp.StoppingCriteriaList([deadline]),
-                logits_processor=self._citation_rule(cited, len(prompt)),
+                logits_processor=self._citation_rule(call.cited, len(prompt)),
                 stop=[],
                 stream=True,
             )
@@ -374,7 +327,7 @@ class LlamaRuntime:
                     yield choice["text"]
                     deadline.restart()  # the reader's pace is not the model's
         except RuntimeError as exc:
-            raise LlmCallError(f"{self._model_id}: generation failed: {exc}") from exc
+            raise LlmCallError(f"{self.model_id}: generation failed: {exc}") from exc
         finally:
             self._lock.release()
         return "timeout" if deadline.fired else finish
@@ -401,7 +354,7 @@ class LlamaRuntime:
         ids = np.asarray(token_ids, dtype=np.intp)
         if ids.size == 0 or ids.min() < 0 or ids.max() >= self._n_vocab:
             raise ValueError(f"token ids must be in [0, {self._n_vocab}); got {list(token_ids)}")
-        deadline = _Deadline(self._bounded_timeout(timeout_s))
+        deadline = _Deadline(self.call_seconds(timeout_s))
         tokenized = [self._prompt(p) for p in prompts]
         for prompt, _, _ in tokenized:
             self._check_fits(len(prompt))
@@ -418,26 +371,19 @@ class LlamaRuntime:
                 evaluated += count
                 rows[i] = self._last_logprobs(ids)
         except RuntimeError as exc:
-            raise LlmCallError(f"{self._model_id}: prompt evaluation failed: {exc}") from exc
+            raise LlmCallError(f"{self.model_id}: prompt evaluation failed: {exc}") from exc
         finally:
             self._lock.release()
         timed_out = any(row is None for row in rows)
         return NextTokenLogprobs(rows, timed_out, evaluated, time.monotonic() - started)
 
-    def answer_logprobs(
-        self,
-        prompts: Sequence[Sequence[Message]],
-        answers: Sequence[str],
-        *,
-        timeout_s: float | None = None,
-    ) -> NextTokenLogprobs:
-        """Per prompt, log P(first token spells `answers[j]`): the probabilities of the
-        answer's single-token spellings (capitalised, lower, upper; with or without a
-        leading space) summed, from one `next_token_logprobs` pass."""
-        groups = [self._spelling_ids(answer) for answer in answers]
-        result = self.next_token_logprobs(
-            prompts, [i for group in groups for i in group], timeout_s=timeout_s
-        )
+    def _answer_logprobs(self, asked: Prompts) -> NextTokenLogprobs:
+        """The probabilities of each answer's single-token spellings (capitalised, lower,
+        upper; with or without a leading space) summed, from one `next_token_logprobs`
+        pass."""
+        groups = [self._spelling_ids(answer) for answer in asked.answers]
+        ids = [i for group in groups for i in group]
+        result = self.next_token_logprobs(asked.prompts, ids, timeout_s=asked.seconds)
         bounds = np.cumsum([0] + [len(group) for group in groups])
         rows: list[list[float] | None] = [
             None if row is None else [_logsumexp(row[a:b]) for a, b in itertools.pairwise(bounds)]
@@ -450,7 +396,7 @@ class LlamaRuntime:
         forms = {capital, lower, f" {capital}", f" {lower}", answer.strip().upper()}
         ids = sorted({ids[0] for ids in map(self.tokenize, forms) if len(ids) == 1})
         if not ids:
-            raise ValueError(f"{self._model_id}: {answer!r} is not a single token in any spelling")
+            raise ValueError(f"{self.model_id}: {answer!r} is not a single token in any spelling")
         return ids
 
     def _prompt(self, messages: Sequence[Message]) -> tuple[list[int], int, bool]:
@@ -529,18 +475,13 @@ class LlamaRuntime:
         self.check_grammar(grammar)
         return self._llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)
 
-    def _bounded_timeout(self, timeout_s: float | None) -> float:
-        if timeout_s is None:
-            return self._timeout_s
-        return max(0.0, min(timeout_s, self._timeout_s))
-
     def _check_fits(self, n_tokens: int) -> None:
         """An over-long prompt is a failed call (one line at the CLI, the judge's neutral
         score, a keyword rewrite), not a bug."""
-        if n_tokens >= self._n_ctx:
+        if n_tokens >= self.n_ctx:
             raise LlmCallError(
-                f"prompt of {n_tokens} tokens does not fit the {self._n_ctx}-token context of "
-                f"{self._model_id}; shorten it or raise CRAG_EDGE_LLM_CONTEXT"
+                f"prompt of {n_tokens} tokens does not fit the {self.n_ctx}-token context of "
+                f"{self.model_id}; shorten it or raise CRAG_EDGE_LLM_CONTEXT"
             )
 
 

@@ -35,12 +35,15 @@ from pydantic import BaseModel, Field, ValidationError
 
 from crag_edge.config import ModelSettings
 from crag_edge.models.chat_model import (
+    Call,
+    ChatModel,
     Completion,
     FinishReason,
     LlmCallError,
     LlmServerError,
     Message,
     NextTokenLogprobs,
+    Prompts,
     TextStream,
 )
 from crag_edge.models.llm_http import CallTimedOut, LlmHttp
@@ -160,7 +163,7 @@ def _read(shape: type[Shape], data: Any) -> Shape:
         ) from None
 
 
-class OpenAiLlm:
+class OpenAiLlm(ChatModel):
     """A chat model served at `http.base_url`, bounded like `LlamaRuntime`: `timeout_s` per
     short call (retries and backoff included), `stall_timeout_s` of silence per stream."""
 
@@ -175,12 +178,14 @@ class OpenAiLlm:
         stall_timeout_s: float,
         tokenizer: TokenizerEndpoint | None,
     ) -> None:
+        super().__init__(
+            model,
+            n_ctx=n_ctx,
+            max_tokens=max_tokens,
+            timeout_s=timeout_s,
+            stall_timeout_s=stall_timeout_s,
+        )
         self._http = http
-        self._model = model
-        self._n_ctx = n_ctx
-        self._max_tokens = max_tokens
-        self._timeout_s = timeout_s
-        self._stall_timeout_s = stall_timeout_s
         self._tokenizer = tokenizer
         self._logprobs_seen = False
 
@@ -210,27 +215,6 @@ class OpenAiLlm:
             stall_timeout_s=settings.llm_stall_timeout_s,
             tokenizer=tokenizer,
         )
-
-    @property
-    def model_id(self) -> str:
-        return self._model
-
-    @property
-    def n_ctx(self) -> int:
-        return self._n_ctx
-
-    @property
-    def max_tokens(self) -> int:
-        return self._max_tokens
-
-    @property
-    def timeout_s(self) -> float:
-        return self._timeout_s
-
-    @property
-    def exact_tokens(self) -> bool:
-        """Whether token counts come from the server's tokenizer (else they are estimates)."""
-        return self._tokenizer is not None
 
     # -- tokens ----------------------------------------------------------------------------
 
@@ -266,24 +250,16 @@ class OpenAiLlm:
 
     # -- generation ------------------------------------------------------------------------
 
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        grammar: str | None = None,
-        temperature: float = 0.0,
-        timeout_s: float | None = None,
-    ) -> Completion:
+    def _complete(self, call: Call) -> Completion:
         """The reply in one response; a call out of time returns "" with "timeout" (the
         server keeps no partial reply to return)."""
-        body = self._body(messages, max_tokens, temperature)
-        if grammar is not None:
-            body["grammar"] = grammar
+        body = self._body(call.messages, call.limit, call.temperature)
+        if call.grammar is not None:
+            body["grammar"] = call.grammar
         started = time.monotonic()
         try:
             reply = self._http.post(
-                self._http.base_url + "/chat/completions", body, self._deadline(timeout_s)
+                self._http.base_url + "/chat/completions", body, time.monotonic() + call.seconds
             )
         except CallTimedOut:
             return Completion("", "timeout", 0, 0, time.monotonic() - started)
@@ -297,23 +273,11 @@ class OpenAiLlm:
             seconds=time.monotonic() - started,
         )
 
-    def stream_chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        temperature: float = 0.0,
-        stall_timeout_s: float | None = None,
-        cited: bool = False,
-    ) -> TextStream[FinishReason]:
-        """Lazy like the in-process stream: nothing is sent until the first piece is asked
-        for. Stops with "timeout" once `stall_timeout_s` pass without a new piece. `cited`
-        shapes no token here: the server samples, so only its own prompt can place citations."""
-        stall = self._stall_timeout_s
-        if stall_timeout_s is not None:
-            stall = max(0.0, min(stall_timeout_s, stall))
-        body = self._body(messages, max_tokens, temperature) | {"stream": True}
-        return TextStream(self._stream_pieces(body, stall))
+    def _stream(self, call: Call) -> TextStream[FinishReason]:
+        """Stops with "timeout" once `call.stall_s` pass without a new piece. `cited` shapes no
+        token here: the server samples, so only its own prompt can place citations."""
+        body = self._body(call.messages, call.limit, call.temperature) | {"stream": True}
+        return TextStream(self._stream_pieces(body, call.stall_s))
 
     def _stream_pieces(
         self, body: dict[str, Any], stall_s: float
@@ -342,17 +306,11 @@ class OpenAiLlm:
 
     # -- the judge's probabilities ---------------------------------------------------------
 
-    def answer_logprobs(
-        self,
-        prompts: Sequence[Sequence[Message]],
-        answers: Sequence[str],
-        *,
-        timeout_s: float | None = None,
-    ) -> NextTokenLogprobs:
-        """One `max_tokens: 1` request per prompt with `top_logprobs`; prompts left when the
-        deadline passes get None."""
-        keys = [answer.strip().casefold() for answer in answers]
-        deadline = self._deadline(timeout_s)
+    def _answer_logprobs(self, asked: Prompts) -> NextTokenLogprobs:
+        """One `max_tokens: 1` request per prompt with `top_logprobs`."""
+        prompts = asked.prompts
+        keys = [answer.strip().casefold() for answer in asked.answers]
+        deadline = time.monotonic() + asked.seconds
         rows: list[list[float] | None] = [None] * len(prompts)
         started, evaluated = time.monotonic(), 0
         for i, prompt in enumerate(prompts):
@@ -398,24 +356,17 @@ class OpenAiLlm:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _body(
-        self, messages: Sequence[Message], max_tokens: int | None, temperature: float
-    ) -> dict[str, Any]:
-        limit = self._max_tokens if max_tokens is None else min(max_tokens, self._max_tokens)
-        if limit < 1:
-            raise ValueError(f"max_tokens must be >= 1; got {max_tokens}")
+    def _body(self, messages: Sequence[Message], limit: int, temperature: float) -> dict[str, Any]:
         return {
-            "model": self._model,
+            "model": self.model_id,
             "messages": [dict(m) for m in messages],
             "max_tokens": limit,
             "temperature": temperature,
         }
 
-    def _deadline(self, timeout_s: float | None = None) -> float:
-        seconds = (
-            self._timeout_s if timeout_s is None else max(0.0, min(timeout_s, self._timeout_s))
-        )
-        return time.monotonic() + seconds
+    def _deadline(self) -> float:
+        """The deadline of a short call (tokenizing) starting now."""
+        return time.monotonic() + self.timeout_s
 
 
 def _first_model(http: LlmHttp, deadline: float) -> str:

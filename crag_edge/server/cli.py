@@ -15,7 +15,7 @@ import typer
 from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.console.options import DbOption
 from crag_edge.groups import parse_groups
-from crag_edge.server.config import ServerConfig, ServerConfigError
+from crag_edge.server.config import SHUTDOWN_TIMEOUT_S, ServerConfig, ServerConfigError
 from crag_edge.server.tokens import TokenError, TokenFile
 from crag_edge.store import CorpusError
 from crag_edge.store.factory import is_database_url, open_corpus
@@ -83,16 +83,16 @@ def serve(
     """Serve the corpus over HTTP: query, streamed answers, ingest jobs, health and metrics."""
     try:
         settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings.load()
+        overrides = {"server_workers": workers, "server_max_waiting": max_waiting}
+        settings = settings.replace(**{k: v for k, v in overrides.items() if v is not None})
         config = ServerConfig.from_settings(
             db,
             settings.server,
             host=host,
             port=port,
             ingest_roots=ingest_root or None,
-            watch_roots=watch_root or None,
+            watch_roots=watch_root or (),
             watch_groups=_watch_groups(groups, watch_root),
-            workers=workers,
-            max_waiting=max_waiting,
         )
         config.validate_bind()
         _check_tokens_file(config.tokens_file)
@@ -142,7 +142,7 @@ def _serve_http(config: ServerConfig, settings: Settings, log_level: LogLevel) -
             log_config=None,
             access_log=False,
             server_header=False,
-            timeout_graceful_shutdown=int(config.shutdown_timeout_s),
+            timeout_graceful_shutdown=int(SHUTDOWN_TIMEOUT_S),
         )
     )
     server.run(sockets=[listening])

@@ -1,5 +1,5 @@
-"""`ServerConfig`: everything the HTTP service needs, from the settings' `server` section
-(`api_token`, `tokens_file`, `server_*`) plus CLI options.
+"""`ServerConfig`: everything the HTTP service needs: the corpus, the address, the folders
+it may read, and the settings' `server` section (`api_token`, `tokens_file`, `server_*`).
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from crag_edge.config import ServerSettings, env_name
@@ -20,6 +19,8 @@ TOKENS_FILE_ENV = env_name("tokens_file")
 # that guessing it online is hopeless (16 random characters), never blank.
 MIN_TOKEN_CHARS = 16
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+MAX_JOBS_KEPT = 100  # finished ingest jobs still listed
+SHUTDOWN_TIMEOUT_S = 30.0  # longest a stop waits for running jobs and calls
 
 
 class ServerConfigError(ValueError):
@@ -39,35 +40,31 @@ def is_loopback(host: str) -> bool:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """Limits, auth and paths of one server. Defaults suit a 2-core box with one shared LLM."""
+    """Where one server listens, what it serves, and its `server` settings, held whole: the
+    limits and the auth are validated there once (`config.ServerSettings`), not copied."""
 
     db: Path | str  # a corpus file, or a PostgreSQL URL (`store.factory`)
+    settings: ServerSettings = field(default_factory=ServerSettings.defaults)
     host: str = "127.0.0.1"
     port: int = 8080
-    api_token: str | None = field(default=None, repr=False)
-    tokens_file: Path | None = None  # named, scoped tokens (`server.tokens`)
-    ingest_roots: tuple[Path, ...] = ()
+    ingest_roots: tuple[Path, ...] = ()  # resolved (`normalise_roots`)
     watch_roots: tuple[Path, ...] = ()  # folders kept in sync by the watcher (`ingest.watch`)
     watch_groups: frozenset[str] | None = None  # the groups of new files in the watch roots
-    max_body_bytes: int = 64 * 1024
-    max_question_chars: int = 2000
-    max_ingest_paths: int = 100
-    workers: int = 1  # query/answer calls running at once (the models are shared)
-    max_waiting: int = 8  # calls allowed to wait for a worker; beyond: 503 + Retry-After
-    queue_timeout_s: float = 30.0  # longest wait for a worker before 503
-    read_timeout_s: float = 30.0  # longest a request's head, then its body, may take to arrive
-    retry_after_s: int = 2
-    max_jobs_kept: int = 100
-    job_stale_after_s: float = 60.0  # a job not updated this long: its replica died
-    shutdown_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.workers < 1 or self.max_waiting < 0:
-            raise ServerConfigError("workers must be >= 1 and max_waiting >= 0")
-        if self.max_body_bytes < 1024 or self.max_question_chars < 1:
-            raise ServerConfigError("max_body_bytes must be >= 1024, max_question_chars >= 1")
         if not 0 <= self.port <= 65535:
             raise ServerConfigError(f"port must be between 0 and 65535, got {self.port}")
+
+    @property
+    def api_token(self) -> str | None:
+        """The one bearer token, None when unset or blank."""
+        token = self.settings.api_token
+        return (token.get_secret_value() if token else None) or None
+
+    @property
+    def tokens_file(self) -> Path | None:
+        """Named, scoped tokens (`server.tokens`)."""
+        return self.settings.tokens_file
 
     @property
     def auth_required(self) -> bool:
@@ -96,23 +93,29 @@ class ServerConfig:
 
     @classmethod
     def from_settings(
-        cls, db: Path | str, server: ServerSettings, **overrides: Any
+        cls,
+        db: Path | str,
+        server: ServerSettings,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        ingest_roots: Sequence[Path | str] | None = None,
+        watch_roots: Sequence[Path | str] = (),
+        watch_groups: frozenset[str] | None = None,
     ) -> ServerConfig:
-        """The settings' `server` section, each `server_<name>` setting as `<name>`; explicit
-        keyword overrides (CLI options) win, `None` overrides are ignored."""
-        values: dict[str, Any] = {
-            name.removeprefix("server_"): value
-            for name, value in server
-            if name.startswith("server_")
-        }
-        token = server.api_token.get_secret_value() if server.api_token else None
-        values["api_token"] = token or None
-        values["tokens_file"] = server.tokens_file
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        values["ingest_roots"] = normalise_roots(values["ingest_roots"] or ())
-        if "watch_roots" in values:
-            values["watch_roots"] = normalise_roots(values["watch_roots"], "watch root")
-        return cls(db=db if is_database_url(db) else Path(db), **values)
+        """The service of `db` with these settings; `ingest_roots` (CLI options) replace the
+        `server_ingest_roots` setting. Every root is resolved and must be a folder."""
+        if ingest_roots is None:
+            ingest_roots = server.server_ingest_roots or ()
+        return cls(
+            db=db if is_database_url(db) else Path(db),
+            settings=server,
+            host=host,
+            port=port,
+            ingest_roots=normalise_roots(ingest_roots),
+            watch_roots=normalise_roots(watch_roots, "watch root"),
+            watch_groups=watch_groups,
+        )
 
     @property
     def corpus_name(self) -> str:

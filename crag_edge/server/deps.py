@@ -130,7 +130,7 @@ PROTECTED = error_responses(401, 403, 503)
 
 def _overloaded(state: ServerState, exc: Overloaded) -> ApiError:
     state.metrics.rejected.labels(exc.reason).inc()
-    retry_after_s = state.config.retry_after_s
+    retry_after_s = state.config.settings.server_retry_after_s
     return ApiError(
         503,
         "overloaded",

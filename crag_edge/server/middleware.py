@@ -76,7 +76,8 @@ class RequestContext:
         """Read the body under the size limit (413 beyond it) and the time limit (408 beyond
         it: a client that stops sending mid-body would hold its connection for ever), then
         hand the request on."""
-        limit, timeout_s = self.state.config.max_body_bytes, self.state.config.read_timeout_s
+        limits = self.state.config.settings
+        limit, timeout_s = limits.server_max_body_bytes, limits.server_read_timeout_s
         try:
             async with asyncio.timeout(timeout_s):
                 body = await _read_body(receive, headers, limit)

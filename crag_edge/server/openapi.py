@@ -40,8 +40,12 @@ def install_openapi(app: FastAPI, config: ServerConfig) -> None:
 
 
 def _state_limits(models: dict[str, Any], config: ServerConfig) -> None:
-    models["QueryRequest"]["properties"]["question"]["maxLength"] = config.max_question_chars
-    models["IngestRequest"]["properties"]["paths"]["maxItems"] = config.max_ingest_paths
+    models["QueryRequest"]["properties"]["question"]["maxLength"] = (
+        config.settings.server_max_question_chars
+    )
+    models["IngestRequest"]["properties"]["paths"]["maxItems"] = (
+        config.settings.server_max_ingest_paths
+    )
 
 
 def _error_body_for_422(schema: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from crag_edge.server.config import ServerConfig
 
 def http_protocol(config: ServerConfig) -> type[asyncio.Protocol]:
     """The protocol class to hand uvicorn (`uvicorn.Config(http=...)`) for `config`."""
-    timeout_s = config.read_timeout_s
+    timeout_s = config.settings.server_read_timeout_s
 
     class DeadlineProtocol(H11Protocol):
         """Closes the connection when no request head has arrived `timeout_s` after it opened

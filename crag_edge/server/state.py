@@ -26,7 +26,7 @@ from crag_edge.result import CragResult
 from crag_edge.server.admission import Admission
 from crag_edge.server.authenticate import Authenticator
 from crag_edge.server.caller_view import CallerView
-from crag_edge.server.config import ServerConfig
+from crag_edge.server.config import MAX_JOBS_KEPT, SHUTDOWN_TIMEOUT_S, ServerConfig
 from crag_edge.server.errors import ApiError
 from crag_edge.server.jobs import IngestFn, JobManager
 from crag_edge.server.readiness import DependencyProbe
@@ -100,10 +100,13 @@ class ServerState:
         self.load_error: str | None = None
         self.closing = False
         self._lock = threading.Lock()
-        self.admission = Admission(config.workers, config.max_waiting, config.queue_timeout_s)
+        limits = config.settings
+        self.admission = Admission(
+            limits.server_workers, limits.server_max_waiting, limits.server_queue_timeout_s
+        )
         self.metrics = ServerMetrics(self.admission)
         self.jobs = JobManager(
-            self._ingest, keep=config.max_jobs_kept, stale_after_s=config.job_stale_after_s
+            self._ingest, keep=MAX_JOBS_KEPT, stale_after_s=limits.server_job_stale_after_s
         )
         self._job_corpus: CorpusBackend | None = None
         self.probe: DependencyProbe | None = None  # what /readyz asks, once loaded
@@ -150,7 +153,7 @@ class ServerState:
     def require_engine(self) -> Engine:
         engine = self.engine
         if engine is None:
-            retry = str(self.config.retry_after_s)
+            retry = str(self.config.settings.server_retry_after_s)
             if self.load_error:
                 raise ApiError(503, "engine_unavailable", self.load_error)
             raise ApiError(
@@ -195,10 +198,10 @@ class ServerState:
             watch = self.watch
         if watch is not None:
             watch.stop()
-        await run_in_threadpool(self.jobs.shutdown, self.config.shutdown_timeout_s)
+        await run_in_threadpool(self.jobs.shutdown, SHUTDOWN_TIMEOUT_S)
         if watch is not None:
-            await run_in_threadpool(watch.join, self.config.shutdown_timeout_s)
-        deadline = time.monotonic() + self.config.shutdown_timeout_s
+            await run_in_threadpool(watch.join, SHUTDOWN_TIMEOUT_S)
+        deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
         while self.admission.running and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         with self._lock:

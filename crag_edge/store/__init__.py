@@ -3,13 +3,7 @@ PostgreSQL database with pgvector (`store.postgres`, chosen by `store.factory`).
 
 from crag_edge.store.backend import CorpusBackend, PassageVectorsBackend, ScoreCacheBackend
 from crag_edge.store.connection import connect
-from crag_edge.store.corpus import (
-    ChunkRecord,
-    Corpus,
-    CorpusStats,
-    DocumentRecord,
-    StoredDocument,
-)
+from crag_edge.store.corpus import Corpus
 from crag_edge.store.errors import (
     CorpusBusyError,
     CorpusError,
@@ -24,6 +18,7 @@ from crag_edge.store.errors import (
     StorageError,
 )
 from crag_edge.store.passage_vectors import PassageVectors
+from crag_edge.store.records import ChunkRecord, CorpusStats, DocumentRecord, StoredDocument
 from crag_edge.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from crag_edge.store.score_cache import ScoreCache
 

@@ -16,9 +16,9 @@ from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from crag_edge.groups import Groups
-from crag_edge.store.corpus import ChunkRecord, CorpusStats, DocumentRecord, StoredDocument
 from crag_edge.store.document_groups import NO_FILTER, Filter
 from crag_edge.store.jobs import JobTable
+from crag_edge.store.records import ChunkRecord, CorpusStats, DocumentRecord, StoredDocument
 from crag_edge.types import Chunk, EncodedPassage, Vector
 
 T = TypeVar("T")

@@ -16,15 +16,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar, cast
 
 import apsw
 import numpy as np
 
-from crag_edge.citations import locate
 from crag_edge.groups import Groups
 from crag_edge.store import lexical_view
 from crag_edge.store.connection import connect, has_pending_journal, write_transaction
@@ -43,7 +40,6 @@ from crag_edge.store.errors import (
     CorpusNotFoundError,
     CorpusReplacedError,
     CorruptCorpusError,
-    EmbedderMismatchError,
     NotACorpusError,
     ReadOnlyCorpusError,
     SchemaTooNewError,
@@ -52,6 +48,20 @@ from crag_edge.store.errors import (
 )
 from crag_edge.store.jobs import JobDialect, JobTable
 from crag_edge.store.passage_vectors import PassageVectors
+from crag_edge.store.records import (
+    META_CREATED,
+    META_DIM,
+    META_EMBEDDER,
+    ChunkRecord,
+    CorpusStats,
+    DocumentRecord,
+    EmbedderIdentity,
+    StoredDocument,
+    check_changeable,
+    check_new_identity,
+    checked_chunks,
+    chunk_from_row,
+)
 from crag_edge.store.schema import (
     APPLICATION_ID,
     BITS_VERSION,
@@ -68,7 +78,7 @@ from crag_edge.store.score_cache import ScoreCache
 from crag_edge.store.vector_bits import BitIndex, insert_bits
 from crag_edge.store.view_stats import TotalsCache
 from crag_edge.text_boundary import is_valid, printable_path
-from crag_edge.types import Chunk, Place, Vector
+from crag_edge.types import Chunk, Closing, Vector
 
 MAX_DIM = 8192  # sqlite-vec's limit for a vec0 column
 # Later versions only added the evaluation cache, stored passage readings, chunk places and
@@ -78,111 +88,8 @@ MAX_DIM = 8192  # sqlite-vec's limit for a vec0 column
 MIN_READABLE_VERSION = 1
 MAX_KNN = 4096  # sqlite-vec's limit for k in one KNN query
 
-META_EMBEDDER = "embedder_id"
-META_DIM = "dim"
-META_CREATED = "created_at"
-META_LAST_INGEST = "last_ingest_at"
-META_CHUNK_TOKENS = "chunk_tokens"
-META_CHUNK_OVERLAP = "chunk_overlap"
-
 SQLITE_HEADER = b"SQLite format 3\x00"
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class DocumentRecord:
-    """A document as ingest hands it to the store; `size`/`mtime` describe its source file,
-    `groups` who may see it (`crag_edge.groups`; empty: everyone)."""
-
-    source: str
-    title: str
-    text: str
-    content_hash: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-    size: int | None = None
-    mtime: float | None = None
-    groups: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class ChunkRecord:
-    """A chunk to store: `text == document.text[start:end]`; `places` locate it for
-    citations (`citations.places_within`)."""
-
-    text: str
-    start: int
-    end: int
-    token_count: int
-    metadata: dict[str, Any] = field(default_factory=dict)
-    places: tuple[Place, ...] = ()
-
-
-@dataclass(frozen=True)
-class StoredDocument:
-    """A document row without its text (fetch that with `Corpus.document_text`)."""
-
-    id: int
-    source: str
-    title: str
-    content_hash: str
-    metadata: dict[str, Any]
-    size: int | None
-    mtime: float | None
-    ingested_at: float
-    groups: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class CorpusStats:
-    """What `crag-edge` shows about a corpus; times are unix seconds. `path`: the file, or
-    the database's URL with its password masked."""
-
-    path: Path | str
-    documents: int
-    chunks: int
-    db_bytes: int
-    embedder_id: str
-    dim: int
-    schema_version: int
-    created_at: float
-    last_ingest_at: float | None
-    chunk_tokens: int | None
-    chunk_overlap: int | None
-    cached_scores: int = 0
-    stored_passages: int = 0
-
-
-class EmbedderIdentity:
-    """What every backend knows from its `meta` table once opened: whether it is read-only
-    and which embedder built it, with the check that refuses vectors of another model."""
-
-    _readonly: bool
-    _meta: dict[str, str]
-    _fresh_store = "a new corpus file"  # what the mismatch error suggests instead
-
-    def _error_location(self) -> Path | str:
-        raise NotImplementedError
-
-    @property
-    def readonly(self) -> bool:
-        return self._readonly
-
-    @property
-    def embedder_id(self) -> str:
-        return self._meta[META_EMBEDDER]
-
-    @property
-    def dim(self) -> int:
-        return int(self._meta[META_DIM])
-
-    def check_embedder(self, embedder_id: str, dim: int) -> None:
-        """Refuse to mix vectors from different models: their similarities mean nothing."""
-        if (embedder_id, dim) != (self.embedder_id, self.dim):
-            raise EmbedderMismatchError(
-                self._error_location(),
-                f"built with embedder {self.embedder_id!r} (dim {self.dim}), "
-                f"not {embedder_id!r} (dim {dim}); use that embedder or {self._fresh_store}",
-            )
 
 
 # The database clock in Unix seconds, to the millisecond.
@@ -190,7 +97,7 @@ SQLITE_JOBS = JobDialect("?", "((julianday('now') - 2440587.5) * 86400.0)")
 
 
 @reports_storage_faults  # each method of its own: the decorator does not reach subclasses' ones
-class Corpus(EmbedderIdentity):
+class Corpus(EmbedderIdentity, Closing):
     """A crag-edge corpus file. Build one with `create`, `open` or `open_or_create`."""
 
     def __init__(self, conn: apsw.Connection, path: Path, *, readonly: bool) -> None:
@@ -221,10 +128,7 @@ class Corpus(EmbedderIdentity):
         when another process created it while this one was building.
         """
         path = _checked_path(path)
-        if not embedder_id:
-            raise ValueError("embedder_id must not be empty")
-        if not 1 <= dim <= MAX_DIM:
-            raise ValueError(f"embedding dim must be between 1 and {MAX_DIM}, got {dim}")
+        check_new_identity(embedder_id, dim, MAX_DIM)
         if path.exists() and (not path.is_file() or path.stat().st_size > 0):
             raise CorpusExistsError(path, "already exists; open it instead of creating it")
         try:
@@ -339,17 +243,6 @@ class Corpus(EmbedderIdentity):
             return False
         return busy == 0
 
-    def __enter__(self) -> Corpus:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # -- meta ----------------------------------------------------------------------------
 
     def _error_location(self) -> Path:
@@ -372,9 +265,7 @@ class Corpus(EmbedderIdentity):
     def set_meta(self, values: Mapping[str, str]) -> None:
         """Insert or overwrite meta entries (the embedder and dim cannot change)."""
         self.require_writable()
-        fixed = {META_EMBEDDER, META_DIM} & values.keys()
-        if fixed:
-            raise ValueError(f"meta keys {sorted(fixed)} are fixed when a corpus is created")
+        check_changeable(values)
         with self._conn:
             self._conn.executemany(
                 "INSERT INTO meta (key, value) VALUES (?, ?) "
@@ -386,8 +277,7 @@ class Corpus(EmbedderIdentity):
     def delete_meta(self, key: str) -> bool:
         """Remove one meta entry (not the fixed ones); False when it was not there."""
         self.require_writable()
-        if key in (META_EMBEDDER, META_DIM):
-            raise ValueError(f"meta key {key!r} is fixed when a corpus is created")
+        check_changeable([key])
         with self._conn:
             self._conn.execute("DELETE FROM meta WHERE key = ?", (key,))
             removed = self._conn.changes() > 0
@@ -404,23 +294,17 @@ class Corpus(EmbedderIdentity):
                 "(SELECT page_size FROM pragma_page_size)"
             ).fetchall()[0],
         )
-        meta = self.meta()
         present = self._groups_present
         chunk_filter = visible_chunks("chunk_id", groups, present=present)
-        return CorpusStats(
+        return CorpusStats.from_meta(
+            self.meta(),
             path=self._path,
             documents=count_rows(
                 self._conn, "documents", visible_documents("id", groups, present=present)
             ),
             chunks=count_rows(self._conn, "chunks", visible_chunks("id", groups, present=present)),
             db_bytes=pages * page_size,
-            embedder_id=self.embedder_id,
-            dim=self.dim,
             schema_version=user_version(self._conn),
-            created_at=float(meta[META_CREATED]),
-            last_ingest_at=_optional(float, meta.get(META_LAST_INGEST)),
-            chunk_tokens=_optional(int, meta.get(META_CHUNK_TOKENS)),
-            chunk_overlap=_optional(int, meta.get(META_CHUNK_OVERLAP)),
             cached_scores=self.score_cache().count(chunk_filter),
             stored_passages=self.passage_vectors().count(chunk_filter),
         )
@@ -643,29 +527,8 @@ class Corpus(EmbedderIdentity):
             "WHERE c.id IN (SELECT value FROM json_each(?))",
             (json.dumps([int(i) for i in ids]),),
         ).fetchall()
-        chunks = {}
-        for row in rows:
-            chunk_id, doc_id, ordinal, text, start, end, metadata, source, title, tokens, stored = (
-                cast(tuple[int, int, int, str, int, int, str, str, str, int, str], row)
-            )
-            places = tuple(Place(*place) for place in json.loads(stored))  # [offset, page, section]
-            where = locate(places, start, end)
-            chunks[chunk_id] = Chunk(
-                chunk_id,
-                doc_id,
-                ordinal,
-                text,
-                start,
-                end,
-                source,
-                title,
-                json.loads(metadata),
-                tokens,
-                where.pages,
-                where.section,
-                places,
-            )
-        return chunks
+        chunks = (chunk_from_row(row, json.loads) for row in rows)
+        return {chunk.chunk_id: chunk for chunk in chunks}
 
     def chunk_ids(self) -> list[int]:
         """Every chunk id, ascending: for whole-corpus passes such as sampling training pairs."""
@@ -702,28 +565,6 @@ class Corpus(EmbedderIdentity):
             raise ReadOnlyCorpusError(
                 self._path, "read-only (opened so, or no write access to the file or its folder)"
             )
-
-
-def checked_chunks(
-    doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: Vector, dim: int
-) -> np.ndarray:
-    """The vectors as a float32 matrix, once every chunk matches its slice of the text and
-    there is one `dim`-sized vector per chunk (ValueError naming the document otherwise)."""
-    matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-    if len(chunks) == 0 and matrix.size == 0:
-        matrix = matrix.reshape(0, dim)
-    if matrix.shape != (len(chunks), dim):
-        raise ValueError(
-            f"{doc.source}: expected vectors of shape ({len(chunks)}, {dim}), got {matrix.shape}"
-        )
-    for chunk in chunks:
-        if not 0 <= chunk.start <= chunk.end <= len(doc.text) or (
-            doc.text[chunk.start : chunk.end] != chunk.text
-        ):
-            raise ValueError(
-                f"{doc.source}: chunk [{chunk.start}:{chunk.end}] does not match the text"
-            )
-    return matrix
 
 
 def _replacement_check(path: Path) -> Callable[[], bool]:
@@ -866,7 +707,3 @@ def _check_header(path: Path) -> None:
 def _to_json(value: Mapping[str, Any]) -> str:
     """ASCII JSON: stray surrogates in metadata are escaped instead of failing to encode."""
     return json.dumps(value, sort_keys=True)
-
-
-def _optional(convert: Callable[[str], _T], value: str | None) -> _T | None:
-    return None if value is None else convert(value)

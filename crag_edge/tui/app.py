@@ -301,7 +301,7 @@ class CragApp(App[None]):
         app's current settings: a corpus switch then reloads nothing."""
         engine = self.engine
         if engine is not None and engine.settings == self.settings:
-            return engine.llm
+            return engine.llm_factory
         return None
 
     def _switched(self, engine: Engine) -> None:

@@ -34,7 +34,7 @@ from crag_edge.engine import Engine
 from crag_edge.ingest import IngestReport, ProgressEvent
 from crag_edge.locations import is_database_url, parse_location, shown_location
 from crag_edge.store import CorpusBackend
-from crag_edge.store.corpus import CorpusStats
+from crag_edge.store.records import CorpusStats
 from crag_edge.tui.widgets import Plain
 
 HELP = """\

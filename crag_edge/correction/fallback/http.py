@@ -11,6 +11,7 @@ boundary and is cut to a chunk's size.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ import httpx
 from tokenizers import Tokenizer
 
 from crag_edge.correction.fallback.base import ENV_TIMEOUT, FallbackError, fallback_id
+from crag_edge.groups import Groups
 from crag_edge.http_bounds import Watchdog, read_capped, split_credentials
 from crag_edge.text_boundary import repair
 from crag_edge.types import Chunk, Hit
@@ -242,3 +244,57 @@ def _evidence(result: WebResult) -> str:
     """Title and snippet, as graders and the generator read them: a chunk's size at most."""
     parts = (result.title[:MAX_TITLE_CHARS], result.content)
     return "\n\n".join(part for part in parts if part)[:MAX_RESULT_CHARS]
+
+
+class WebProvider(ABC):
+    """What the web search providers share: a checked base URL, a bounded search (`send`)
+    whose reply is refused on any status but 200 and read as JSON, and its results turned
+    into hits. Each provider says how it asks (`_ask`), what an error status means
+    (`_status_error`) and which results it keeps (`_results`)."""
+
+    name: str
+    service: str  # as shown in messages: "SearXNG"
+    url_setting: str  # the variable that names `base_url`
+    not_this_api: str  # the hint for a reply that is not this service's JSON
+    api_max_results: int | None = None  # what the API itself accepts at most
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float = 5.0,
+        max_results: int = 5,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        self.base_url, self._auth = check_base_url(self.name, base_url, self.url_setting)
+        self.timeout_s = timeout_s
+        self.max_results = max_results
+        self.tokenizer = tokenizer
+
+    def search(self, query: str, limit: int, groups: Groups = None) -> list[Hit]:
+        """Up to `limit` results (at most `max_results`); web results are public, so
+        `groups` changes nothing."""
+        count = min(limit, self.max_results, self.api_max_results or self.max_results)
+        if count <= 0 or not query.strip():
+            return []
+        reply = self._ask(query, count)
+        if reply.status != 200:
+            raise self._status_error(reply)
+        data = decode_json(self.name, reply, self.not_this_api)
+        items = result_items(self.name, data, self.service, self.not_this_api)
+        return web_hits(self.name, self._results(data, items), count, self.tokenizer)
+
+    def close(self) -> None:  # noqa: B027 (a provider's close; a web one holds nothing)
+        """Nothing to release: every search uses its own short-lived connection."""
+
+    @abstractmethod
+    def _ask(self, query: str, count: int) -> Reply:
+        """The search request for `count` results, sent (`send`)."""
+
+    @abstractmethod
+    def _status_error(self, reply: Reply) -> FallbackError:
+        """What a reply with a status other than 200 means, and what to do."""
+
+    @abstractmethod
+    def _results(self, data: Any, items: list[dict[str, Any]]) -> list[WebResult]:
+        """The usable results among the reply's `items`, in the service's order."""

@@ -10,22 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenizers import Tokenizer
-
 from crag_edge.correction.fallback.base import ENV_SEARXNG_URL, FallbackError
 from crag_edge.correction.fallback.http import (
+    Reply,
+    WebProvider,
     WebResult,
-    check_base_url,
-    decode_json,
-    result_items,
     retry_after,
     score_field,
     send,
     text_field,
-    web_hits,
 )
-from crag_edge.groups import Groups
-from crag_edge.types import Hit
 
 _HEADERS = {
     "Accept": "application/json, text/html;q=0.1",
@@ -33,33 +27,19 @@ _HEADERS = {
 }
 
 
-class SearxngProvider:
+class SearxngProvider(WebProvider):
     """Web results from one SearXNG instance; `tokenizer` counts tokens like the corpus does."""
 
     name = "searxng"
+    service = "SearXNG"
+    url_setting = ENV_SEARXNG_URL
+    not_this_api = f"check that {ENV_SEARXNG_URL} points at a SearXNG instance"
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        timeout_s: float = 5.0,
-        max_results: int = 5,
-        tokenizer: Tokenizer | None = None,
-    ) -> None:
-        self.base_url, self._auth = check_base_url(self.name, base_url, ENV_SEARXNG_URL)
-        self.timeout_s = timeout_s
-        self.max_results = max_results
-        self.tokenizer = tokenizer
-
-    def search(self, query: str, limit: int, groups: Groups = None) -> list[Hit]:
-        count = min(limit, self.max_results)
-        if count <= 0 or not query.strip():
-            return []
-        url = f"{self.base_url}/search"
-        reply = send(
+    def _ask(self, query: str, count: int) -> Reply:
+        return send(
             self.name,
             "GET",
-            url,
+            f"{self.base_url}/search",
             timeout_s=self.timeout_s,
             auth=self._auth,
             unreachable_hint=f"is SearXNG running there? check {ENV_SEARXNG_URL}",
@@ -67,51 +47,43 @@ class SearxngProvider:
             params={"q": query, "format": "json"},
             follow_redirects=True,
         )
+
+    def _status_error(self, reply: Reply) -> FallbackError:
+        url = f"{self.base_url}/search"
         if reply.status == 403:
-            raise FallbackError(
+            return FallbackError(
                 self.name,
                 f"{url} refused format=json (403 Forbidden): the instance does not list "
                 "`json` under `search.formats`",
                 "enable `json` under `search.formats` in its settings.yml and restart SearXNG",
             )
         if reply.status == 429:
-            raise FallbackError(
+            return FallbackError(
                 self.name,
                 f"rate limited by {self.base_url} (429 Too Many Requests{retry_after(reply)})",
                 "wait and retry; on your own instance add this host to `pass_ip` under "
                 "`[botdetection.ip_lists]` in limiter.toml, or set `server.limiter: false`",
             )
         if reply.status == 401:
-            raise FallbackError(
+            return FallbackError(
                 self.name,
                 f"{url} asks for a login (401 Unauthorized)"
                 + (": the user and password were refused" if self._auth else ""),
                 f"write them into {ENV_SEARXNG_URL} (https://user:password@host)",
             )
         if reply.status == 404:
-            raise FallbackError(
+            return FallbackError(
                 self.name,
                 f"no search endpoint at {url} (404 Not Found)",
                 f"set {ENV_SEARXNG_URL} to the instance's base URL (the page with the search box)",
             )
-        if reply.status != 200:
-            raise FallbackError(
-                self.name,
-                f"{url} answered HTTP {reply.status}",
-                "check the SearXNG instance's logs",
-            )
-        data = decode_json(
-            self.name, reply, f"check that {ENV_SEARXNG_URL} points at a SearXNG instance"
+        return FallbackError(
+            self.name, f"{url} answered HTTP {reply.status}", "check the SearXNG instance's logs"
         )
-        return web_hits(self.name, self._results(data), count, self.tokenizer)
 
-    def close(self) -> None:
-        """Nothing to release: every search uses its own short-lived connection."""
-
-    def _results(self, data: Any) -> list[WebResult]:
-        """The usable results of a reply, in SearXNG's order (already by its score)."""
-        hint = f"check that {ENV_SEARXNG_URL} points at a SearXNG instance"
-        items = result_items(self.name, data, "SearXNG", hint)
+    def _results(self, data: Any, items: list[dict[str, Any]]) -> list[WebResult]:
+        """SearXNG's results are already in the order of its score; none at all with failed
+        engines is an error naming them."""
         if not items and data.get("unresponsive_engines"):
             raise FallbackError(
                 self.name,

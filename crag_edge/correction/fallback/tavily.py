@@ -15,28 +15,29 @@ from tokenizers import Tokenizer
 from crag_edge.correction.fallback.base import ENV_TAVILY_KEY, ENV_TAVILY_URL, FallbackError
 from crag_edge.correction.fallback.http import (
     Reply,
+    WebProvider,
     WebResult,
-    check_base_url,
     decode_json,
-    result_items,
     retry_after,
     score_field,
     send,
     text_field,
-    web_hits,
 )
 from crag_edge.groups import Groups
 from crag_edge.text_boundary import one_line
 from crag_edge.types import Hit
 
 TAVILY_URL = "https://api.tavily.com"
-API_MAX_RESULTS = 20  # the API refuses max_results above 20
 
 
-class TavilyProvider:
+class TavilyProvider(WebProvider):
     """Web results from the Tavily search API (basic depth: one credit per search)."""
 
     name = "tavily"
+    service = "Tavily"
+    url_setting = ENV_TAVILY_URL
+    not_this_api = f"check that {ENV_TAVILY_URL} is the Tavily API"
+    api_max_results = 20  # the API refuses max_results above 20
 
     def __init__(
         self,
@@ -47,11 +48,10 @@ class TavilyProvider:
         max_results: int = 5,
         tokenizer: Tokenizer | None = None,
     ) -> None:
+        super().__init__(
+            base_url, timeout_s=timeout_s, max_results=max_results, tokenizer=tokenizer
+        )
         self.api_key = api_key
-        self.base_url, self._auth = check_base_url(self.name, base_url, ENV_TAVILY_URL)
-        self.timeout_s = timeout_s
-        self.max_results = max_results
-        self.tokenizer = tokenizer
 
     def __repr__(self) -> str:
         return f"TavilyProvider(base_url={self.base_url!r}, api_key=<hidden>)"
@@ -59,30 +59,24 @@ class TavilyProvider:
     def search(self, query: str, limit: int, groups: Groups = None) -> list[Hit]:
         if not self.api_key:
             raise FallbackError(self.name, "no API key configured", f"set {ENV_TAVILY_KEY}")
-        count = min(limit, self.max_results, API_MAX_RESULTS)
-        if count <= 0 or not query.strip():
-            return []
-        url = f"{self.base_url}/search"
-        reply = send(
+        return super().search(query, limit, groups)
+
+    def _ask(self, query: str, count: int) -> Reply:
+        return send(
             self.name,
             "POST",
-            url,
+            f"{self.base_url}/search",
             timeout_s=self.timeout_s,
             auth=self._auth,
             unreachable_hint=f"check the network path to Tavily, or {ENV_TAVILY_URL}",
             headers={"Authorization": f"Bearer {self.api_key}", "Accept": "application/json"},
             json_body={"query": query, "max_results": count, "search_depth": "basic"},
         )
-        if reply.status != 200:
-            raise self._status_error(reply, self.api_key)
-        data = decode_json(self.name, reply, f"check that {ENV_TAVILY_URL} is the Tavily API")
-        return web_hits(self.name, self._results(data), count, self.tokenizer)
 
-    def close(self) -> None:
-        """Nothing to release: every search uses its own short-lived connection."""
-
-    def _status_error(self, reply: Reply, api_key: str) -> FallbackError:
-        status, detail = reply.status, _detail(reply).replace(api_key, "<hidden>")
+    def _status_error(self, reply: Reply) -> FallbackError:
+        status, detail = reply.status, _detail(reply)
+        if self.api_key:
+            detail = detail.replace(self.api_key, "<hidden>")
         key_hint = f"check {ENV_TAVILY_KEY}"
         if status == 401:
             return FallbackError(
@@ -127,9 +121,7 @@ class TavilyProvider:
             "Tavily may be unavailable; retry later" if status >= 500 else key_hint,
         )
 
-    def _results(self, data: Any) -> list[WebResult]:
-        hint = f"check that {ENV_TAVILY_URL} is the Tavily API"
-        items = result_items(self.name, data, "Tavily", hint)
+    def _results(self, data: Any, items: list[dict[str, Any]]) -> list[WebResult]:
         return [
             WebResult(
                 url=text_field(item, "url"),

@@ -53,11 +53,11 @@ class IngestRequest(BaseModel):
 async def ingest_paths(body: IngestRequest, state: StateDep, caller: CallerDep) -> dict[str, Any]:
     """Start a background ingest of server-side paths confined to the ingest roots."""
     config = state.config
-    if len(body.paths) > config.max_ingest_paths:
+    if len(body.paths) > config.settings.server_max_ingest_paths:
         raise ApiError(
             422,
             "too_many_paths",
-            f"{len(body.paths)} paths; the limit is {config.max_ingest_paths}",
+            f"{len(body.paths)} paths; the limit is {config.settings.server_max_ingest_paths}",
         )
     if state.require_engine().corpus.readonly:
         raise ApiError(

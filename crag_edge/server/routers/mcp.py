@@ -36,7 +36,7 @@ def mcp_router(state: ServerState) -> APIRouter:
     """The `/mcp` route and the lifespan that runs its session manager."""
     server = build_server(
         _runner(state),
-        max_question_chars=state.config.max_question_chars,
+        max_question_chars=state.config.settings.server_max_question_chars,
         client_gone=client_gone.get,
     )
     transport = server.streamable_http_app(

@@ -83,8 +83,8 @@ async def stats(state: StateDep, caller: CallerDep) -> dict[str, Any]:
     return {
         "corpus": corpus,
         "server": {
-            "workers": config.workers,
-            "max_waiting": config.max_waiting,
+            "workers": config.settings.server_workers,
+            "max_waiting": config.settings.server_max_waiting,
             "running": state.admission.running,
             "waiting": state.admission.waiting,
             "jobs": await run_in_threadpool(state.jobs.counts, caller.job_owner),

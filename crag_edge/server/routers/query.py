@@ -74,12 +74,13 @@ def checked_question(asked: str, config: ServerConfig) -> str:
         question = asked_question(asked)
     except QuestionError as exc:
         raise ApiError(422, "invalid_question", str(exc)) from None
-    if len(asked) > config.max_question_chars:
+    limit = config.settings.server_max_question_chars
+    if len(asked) > limit:
         raise ApiError(
             422,
             "question_too_long",
-            f"the question has {len(asked)} characters; the limit is {config.max_question_chars}",
-            max_question_chars=config.max_question_chars,
+            f"the question has {len(asked)} characters; the limit is {limit}",
+            max_question_chars=limit,
         )
     return question
 

@@ -23,29 +23,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from types import TracebackType
 from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from crag_edge.citations import locate
 from crag_edge.groups import Groups
-from crag_edge.store.corpus import (
-    META_CHUNK_OVERLAP,
-    META_CHUNK_TOKENS,
-    META_CREATED,
-    META_DIM,
-    META_EMBEDDER,
-    META_LAST_INGEST,
-    ChunkRecord,
-    CorpusStats,
-    DocumentRecord,
-    EmbedderIdentity,
-    StoredDocument,
-    checked_chunks,
-)
 from crag_edge.store.errors import (
     CorpusError,
     CorpusExistsError,
@@ -84,8 +68,22 @@ from crag_edge.store.postgres.schema import (
     migrate,
     schema_version,
 )
+from crag_edge.store.records import (
+    META_CREATED,
+    META_DIM,
+    META_EMBEDDER,
+    ChunkRecord,
+    CorpusStats,
+    DocumentRecord,
+    EmbedderIdentity,
+    StoredDocument,
+    check_changeable,
+    check_new_identity,
+    checked_chunks,
+    chunk_from_row,
+)
 from crag_edge.store.view_stats import TotalsCache
-from crag_edge.types import Chunk, Place, Vector
+from crag_edge.types import Chunk, Closing, Vector
 
 MAX_DIM = 16000  # pgvector's limit for a vector column (an HNSW index takes up to 2000)
 MAX_EF_SEARCH = 1000  # pgvector's limit
@@ -108,7 +106,7 @@ WRITES = {
 POSTGRES_JOBS = JobDialect("%s", "extract(epoch FROM clock_timestamp())::double precision")
 
 
-class PostgresCorpus(EmbedderIdentity):
+class PostgresCorpus(EmbedderIdentity, Closing):
     """A crag-edge corpus in a PostgreSQL database; build one with `create`, `open` or
     `open_or_create` and a `postgresql://` URL."""
 
@@ -129,10 +127,7 @@ class PostgresCorpus(EmbedderIdentity):
     def create(cls, url: str, embedder_id: str, dim: int) -> PostgresCorpus:
         """Create the corpus tables (and the `vector` extension when missing) in the database
         at `url`; CorpusExistsError when it already holds a corpus."""
-        if not embedder_id:
-            raise ValueError("embedder_id must not be empty")
-        if not 1 <= dim <= MAX_DIM:
-            raise ValueError(f"embedding dim must be between 1 and {MAX_DIM}, got {dim}")
+        check_new_identity(embedder_id, dim, MAX_DIM)
         with connect(url) as conn, database_faults(redacted(url)):
             _ensure_vector_extension(conn, url)
             with conn.transaction():
@@ -202,17 +197,6 @@ class PostgresCorpus(EmbedderIdentity):
         """Close every pooled connection."""
         self._pool.close()
 
-    def __enter__(self) -> PostgresCorpus:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         """The connection of the current `transaction()`, else one from the pool (committed
@@ -271,9 +255,7 @@ class PostgresCorpus(EmbedderIdentity):
     def set_meta(self, values: Mapping[str, str]) -> None:
         """Insert or overwrite meta entries (the embedder and dim cannot change)."""
         self.require_writable()
-        fixed = {META_EMBEDDER, META_DIM} & values.keys()
-        if fixed:
-            raise ValueError(f"meta keys {sorted(fixed)} are fixed when a corpus is created")
+        check_changeable(values)
         with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO meta (key, value) VALUES (%s, %s) "
@@ -285,8 +267,7 @@ class PostgresCorpus(EmbedderIdentity):
     def delete_meta(self, key: str) -> bool:
         """Remove one meta entry (not the fixed ones); False when it was not there."""
         self.require_writable()
-        if key in (META_EMBEDDER, META_DIM):
-            raise ValueError(f"meta key {key!r} is fixed when a corpus is created")
+        check_changeable([key])
         with self._connection() as conn:
             removed = conn.execute("DELETE FROM meta WHERE key = %s", (key,)).rowcount > 0
         self._meta = self.meta()
@@ -294,7 +275,6 @@ class PostgresCorpus(EmbedderIdentity):
 
     def stats(self, *, groups: Groups = None) -> CorpusStats:
         """Counts, size and provenance; with `groups`, only what such a caller may see."""
-        meta = self.meta()
         chunk_filter = visible_chunks("chunk_id", groups)
         with self._connection() as conn:
             documents = count_rows(conn, "documents", visible_documents("id", groups))
@@ -306,18 +286,13 @@ class PostgresCorpus(EmbedderIdentity):
                 (SCHEMA,),
             ).fetchone()
             version = schema_version(conn)
-        return CorpusStats(
+        return CorpusStats.from_meta(
+            self.meta(),
             path=self.path,
             documents=documents,
             chunks=chunks,
             db_bytes=int(size[0]) if size is not None else 0,
-            embedder_id=self.embedder_id,
-            dim=self.dim,
             schema_version=version,
-            created_at=float(meta[META_CREATED]),
-            last_ingest_at=_optional_float(meta.get(META_LAST_INGEST)),
-            chunk_tokens=_optional_int(meta.get(META_CHUNK_TOKENS)),
-            chunk_overlap=_optional_int(meta.get(META_CHUNK_OVERLAP)),
             cached_scores=self.score_cache().count(chunk_filter),
             stored_passages=self.passage_vectors().count(chunk_filter),
         )
@@ -531,7 +506,7 @@ class PostgresCorpus(EmbedderIdentity):
                 "FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.id = ANY(%s)",
                 ([int(i) for i in ids],),
             ).fetchall()
-        return {int(row[0]): _chunk(row) for row in rows}
+        return {int(row[0]): chunk_from_row(row) for row in rows}
 
     def chunk_ids(self) -> list[int]:
         """Every chunk id, ascending."""
@@ -635,36 +610,7 @@ def _insert_chunks(
         )
 
 
-def _chunk(row: tuple[Any, ...]) -> Chunk:
-    chunk_id, doc_id, ordinal, text, start, end, metadata, source, title, tokens, stored = row
-    places = tuple(Place(*place) for place in stored)  # [offset, page, section]
-    where = locate(places, start, end)
-    return Chunk(
-        int(chunk_id),
-        int(doc_id),
-        ordinal,
-        text,
-        start,
-        end,
-        source,
-        title,
-        metadata,
-        tokens,
-        where.pages,
-        where.section,
-        places,
-    )
-
-
 def _text(value: str) -> str:
     """PostgreSQL text holds no NUL character (SQLite does): it becomes U+FFFD, one character
     for one, so chunk offsets still index the document's text."""
     return value.replace("\x00", "\ufffd")
-
-
-def _optional_float(value: str | None) -> float | None:
-    return None if value is None else float(value)
-
-
-def _optional_int(value: str | None) -> int | None:
-    return None if value is None else int(value)
