@@ -5,7 +5,8 @@ every answer is shown as written, and every sentence's check is recorded with bo
 candidate passages asked (none reaches 1.0), so its score is its best passage's P(yes). For
 each threshold t this script applies the `remove` rule to those records, as `answer.checked`
 does (a sentence shows when its score is at least t and no number in it is missing from
-the passages; a repeat never shows; a sentence without content terms follows the one before;
+the passages; a repeat, or a sentence that only speaks of the passages, never shows; a
+sentence without content terms follows the one before;
 an answer left with nothing is refused as `unsupported`), and scores the shown text with
 `eval qa`'s own outcome rule. The model's text does not depend on the threshold (greedy
 decoding, the check runs after it), so this is what a run at t would show.
@@ -38,7 +39,7 @@ def shown_text(record: dict[str, Any], threshold: float) -> tuple[str, int, int]
     for sentence in record["support"]["sentences"]:
         text = sentence["text"]
         terms = term_support(text, context)
-        if text in seen:
+        if text in seen or terms.meta:
             ok = False
         elif not terms.terms:
             ok = previous_shown

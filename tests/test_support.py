@@ -164,3 +164,13 @@ def test_a_repeated_sentence_and_a_stray_citation_are_not_shown_twice(smollm: Ll
     first, second = answer.support.sentences
     assert first.text.startswith("A checkpoint") and first.checked_by == "llm"
     assert second.checked_by == "repeat" and not second.shown
+
+
+@pytest.mark.models
+def test_a_sentence_that_only_speaks_of_the_passages_is_not_shown(smollm: LlamaRuntime) -> None:
+    words = "A checkpoint runs at 1000 pages [2]. This is the evidence from [2]."
+    _, answer = checked(smollm, words, mode="flag")
+    first, second = answer.support.sentences
+    assert second.checked_by == "meta" and not second.shown
+    assert "speaks of the passages" in second.reason
+    assert first.checked_by == "llm"

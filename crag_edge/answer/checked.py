@@ -163,13 +163,16 @@ class CheckedAnswer(TextStream[AnswerFinish]):
 
     def _read_by_terms(self, sentence: _Pending, before: Sequence[_Pending]) -> None:
         """The cheap tier's verdicts: a number no passage holds fails at once, a repeat of
-        an earlier sentence is dropped, and a piece with no content terms of its own ("Yes.")
-        follows the sentence before it; the rest waits for the LLM."""
+        an earlier sentence or one that only speaks of the passages ("This is the evidence
+        from [2].") is dropped, and a piece with no content terms of its own ("Yes.") follows
+        the sentence before it; the rest waits for the LLM."""
         terms = sentence.terms
         if self._settings.support_check == "keep":
             return
         if any(p.text == sentence.text for p in before):
             sentence.verdict = _verdict(sentence, None, 0.0, "repeat", supported=False)
+        elif terms.meta:
+            sentence.verdict = _verdict(sentence, None, 0.0, "meta", supported=False)
         elif not terms.terms:
             sentence.verdict = _verdict(sentence, None, 0.0, "follows", supported=True)
         elif terms.missing_numbers:
@@ -245,7 +248,8 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             verdict = replace(
                 verdict, supported=ok, reason="" if ok else _why(sentence, None, 0, "follows")
             )
-        shown = verdict.supported or (mode != "remove" and verdict.checked_by != "repeat")
+        silent = verdict.checked_by in ("repeat", "meta")  # nothing to flag: never shown
+        shown = verdict.supported or (mode != "remove" and not silent)
         text = sentence.text
         passage = verdict.passage
         if mode != "keep" and verdict.supported and passage is not None:
@@ -287,6 +291,8 @@ def _verdict(
 def _why(sentence: _Pending, n: int | None, score: float, tier: str) -> str:
     if tier == "repeat":
         return "repeats an earlier sentence"
+    if tier == "meta":
+        return "speaks of the passages, not of what was asked"
     if tier == "follows":
         return "follows a sentence that was not shown"
     if sentence.terms.missing_numbers:

@@ -39,6 +39,15 @@ ANSWERS = ("yes", "no")
 CITATION = re.compile(r"\s*\[(\d+)\]")
 # A number (with its decimals) or a version: the facts a model most often gets wrong from memory.
 NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+# Words a sentence uses to speak of the passages rather than of what was asked ("This is the
+# evidence from [2].", "The passages state this."): a sentence made of nothing else tells the
+# reader nothing and is not shown. Stemmed as the terms are.
+META_WORDS = (
+    "evidence passage context document documentation source stated statement mention "
+    "information provided sufficient insufficient answer question cite citation according "
+    "refer based given described explained text said specified found shown following noted"
+)
+META_TERMS = frozenset(tokenize(META_WORDS))
 # Two passages at most per sentence: its cited one (or the one with most of its terms), then
 # the best other; each costs ~0.5 s of prompt on two cores.
 MAX_CANDIDATES = 2
@@ -67,12 +76,13 @@ class SentenceSupport:
 
 @dataclass(frozen=True)
 class TermSupport:
-    """The cheap tier's reading of one sentence: each passage's share of its terms, and the
-    numbers it names that no passage holds."""
+    """The cheap tier's reading of one sentence: each passage's share of its terms, the
+    numbers it names that no passage holds, and whether it only speaks of the passages."""
 
     shares: dict[int, float]
     missing_numbers: tuple[str, ...]
     terms: int
+    meta: bool = False
 
     def best(self) -> tuple[int | None, float]:
         if not self.shares:
@@ -102,7 +112,7 @@ def term_support(sentence: str, context: Sequence[ContextItem]) -> TermSupport:
     everywhere = " ".join(item.text for item in context)
     known = {m.group() for m in NUMBER.finditer(everywhere)}
     missing = tuple(m.group() for m in NUMBER.finditer(claim) if m.group() not in known)
-    return TermSupport(shares, missing, len(terms))
+    return TermSupport(shares, missing, len(terms), bool(terms) and terms <= META_TERMS)
 
 
 def candidates(terms: TermSupport, cited: Sequence[int]) -> list[int]:
