@@ -4,6 +4,7 @@ subprocess), and the service's `/mcp` over streamable HTTP with and without its 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -273,3 +274,27 @@ def test_an_answer_stops_at_the_next_token_once_its_client_is_gone(
         gone.set()
         with pytest.raises(ToolError, match="client went away"):
             _cited_answer(engine, WAL, [], None, gone)  # stopped after its first token
+
+
+def test_an_answer_stops_when_its_http_client_hangs_up(
+    corpus: Path, embedder: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client gives up after a second, long before an answer of up to 600 tokens could be
+    written: the tool hears of it and ends at its next token (the SDK logs the tool error)."""
+    from crag_edge.server import ServerConfig
+    from tests.test_server import factory_for, running, wait_until
+
+    settings = SETTINGS | {"llm_max_tokens": 600}
+    caplog.set_level(logging.INFO, logger="mcp")
+    question = "Explain in detail, step by step, how SQLite write-ahead logging works."
+    call = {"name": "answer", "arguments": {"question": question}}
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call}
+    config = ServerConfig(db=corpus, api_token=TOKEN)
+    with running(config, factory_for(corpus, embedder, **settings)) as service:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{service.url}/mcp", json=message, headers=MCP_HEADERS, timeout=1.0)
+
+        def stopped() -> bool:
+            return any("the client went away" in r.getMessage() for r in caplog.records)
+
+        wait_until(stopped, timeout=120)
