@@ -13,8 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from crag_edge.answer.checked import CheckedAnswer, complete_sentences, with_citation
-from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish
+from crag_edge.answer.checked import (
+    CheckedAnswer,
+    check_answer,
+    complete_sentences,
+    with_citation,
+)
+from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish, answer_messages, stream_answer
 from crag_edge.answer.support import candidates, cited_numbers, claim_text, term_support
 from crag_edge.config import AnswerSettings, SupportMode
 from crag_edge.models.chat_model import TextStream
@@ -174,3 +179,30 @@ def test_a_sentence_that_only_speaks_of_the_passages_is_not_shown(smollm: LlamaR
     assert second.checked_by == "meta" and not second.shown
     assert "speaks of the passages" in second.reason
     assert first.checked_by == "llm"
+
+
+@pytest.mark.models
+def test_a_reply_continued_from_its_own_beginning_goes_on_as_it_would_have(
+    smollm: LlamaRuntime,
+) -> None:
+    """The pause after the first sentence: the model, given the start of its own answer,
+    writes the rest it would have written (greedy decoding, the same tokens)."""
+    messages = answer_messages("How does the write-ahead log work?", context())
+    whole = "".join(smollm.stream_chat(messages, max_tokens=40))
+    cut = whole.index(" ", len(whole) // 3)
+    rest = "".join(smollm.stream_chat(messages, max_tokens=40, prefix=whole[:cut]))
+    assert rest[:12] == whole[cut : cut + 12]
+
+
+@pytest.mark.models
+def test_a_checked_answer_pauses_the_model_for_its_first_sentence_and_carries_on(
+    smollm: LlamaRuntime,
+) -> None:
+    settings = AnswerSettings(support_check="keep", support_budget_s=60.0)
+    answer = check_answer(stream_answer(smollm, result()), result(), smollm, settings)
+    text = "".join(answer)
+    assert answer.finish_reason in ("stop", "length")
+    texts = [s.text for s in answer.support.sentences]
+    assert texts and answer.support.sentences[0].checked_by == "llm"
+    assert len(set(texts)) == len(texts)  # carried on: the first sentence was not rewritten
+    assert text.startswith(texts[0])

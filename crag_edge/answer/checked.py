@@ -2,8 +2,10 @@
 
 The model's pieces are gathered into sentences. The cheap tier decides what it can as each
 sentence completes (a number no passage holds fails; a repeat is dropped; "Yes." follows the
-sentence before it); the rest waits for the LLM tier, which runs once the model has finished
-writing (one model, one KV cache), within `support_budget_s`. Term coverage alone never
+sentence before it); the rest waits for the LLM tier (one model, one KV cache: the model
+cannot write and check at once). So the model is paused once, after its first sentence, which
+is checked and shown while the rest is written; every later sentence is checked when the
+model has finished, all within `support_budget_s`. Term coverage alone never
 accepts a sentence while the LLM can read it: "If not, X" holds every term of a passage that
 says "if so, X". What a sentence that fails becomes depends
 on `support_check`: `remove` (default) leaves it out and lists it in the report, `flag` shows
@@ -17,11 +19,17 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 
 from crag_edge.answer.attribution import drawn_from, drawn_from_note
-from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish, AnswerStream, cited
+from crag_edge.answer.generation import (
+    UNSUPPORTED,
+    AnswerFinish,
+    AnswerStream,
+    answer_reply,
+    cited,
+)
 from crag_edge.answer.support import (
     CITATION,
     LlmSupport,
@@ -33,7 +41,7 @@ from crag_edge.answer.support import (
     term_support,
 )
 from crag_edge.config import AnswerSettings
-from crag_edge.models.chat_model import ChatModel, TextStream
+from crag_edge.models.chat_model import ChatModel, FinishReason, TextStream
 from crag_edge.result import CragResult
 from crag_edge.sentences import sentence_spans
 
@@ -110,8 +118,14 @@ def complete_sentences(text: str, final: bool) -> list[tuple[int, int]]:
     return spans if final else spans[:-1]
 
 
+# Carries an answer on from the text it has so far (`generation.answer_reply`'s `prefix`).
+Resume = Callable[[str], TextStream[FinishReason]]
+
+
 class CheckedAnswer(TextStream[AnswerFinish]):
-    """The answer stream as the reader gets it; read `support` once it has ended."""
+    """The answer stream as the reader gets it; read `support` once it has ended. With
+    `resume`, the model is paused after its first sentence so that the sentence is checked
+    and shown before the rest is written."""
 
     def __init__(
         self,
@@ -119,8 +133,10 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         result: CragResult,
         llm: ChatModel | None,
         settings: AnswerSettings,
+        resume: Resume | None = None,
     ) -> None:
-        self._inner = stream
+        self._inner: TextStream[AnswerFinish] | TextStream[FinishReason] = stream
+        self._resume = resume
         self._context = result.context
         self._llm = llm
         self._settings = settings
@@ -135,17 +151,39 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             return self._inner.finish_reason
         buffer, taken = "", 0
         pending: list[_Pending] = []
+        may_pause = self._resume is not None
         try:
-            for piece in self._inner:
-                self._first_word = self._first_word or time.monotonic()
-                buffer += piece
-                taken = self._take(buffer, taken, pending, final=False)
-                yield from self._release(pending)
+            while True:
+                for piece in self._inner:
+                    self._first_word = self._first_word or time.monotonic()
+                    buffer += piece
+                    taken = self._take(buffer, taken, pending, final=False)
+                    yield from self._release(pending)
+                    if may_pause and pending and pending[0].verdict is None:
+                        break
+                else:
+                    break
+                may_pause = False
+                yield from self._check_first(pending, buffer)
         finally:
             self._inner.close()
         self._take(buffer, taken, pending, final=True)
         yield from self._conclude(pending, buffer)
         return self._finish_reason()
+
+    def _check_first(self, pending: list[_Pending], buffer: str) -> Generator[str, None, None]:
+        """The first sentence waiting for the LLM is checked as soon as it is written, so the
+        reader need not wait for the whole answer: the model stops (one model, one KV cache),
+        the sentence is checked and released, and the model carries on from `buffer`, its
+        prompt mostly still cached. Once per answer: each pause costs a re-read of the
+        question and the answer so far (~0.5 s on two cores)."""
+        self._inner.close()
+        started = time.monotonic()
+        self._judge(pending[:1])
+        self.support.seconds += time.monotonic() - started
+        yield from self._release(pending)
+        assert self._resume is not None
+        self._inner = self._resume(buffer)
 
     def _take(self, buffer: str, taken: int, pending: list[_Pending], *, final: bool) -> int:
         """Queue the sentences completed since `taken` (an offset into `buffer`); each is
@@ -316,5 +354,12 @@ def with_citation(sentence: str, n: int) -> str:
 def check_answer(
     stream: AnswerStream, result: CragResult, llm: ChatModel | None, settings: AnswerSettings
 ) -> CheckedAnswer:
-    """The support-checked stream of `stream`, written from `result.context` by `llm`."""
-    return CheckedAnswer(stream, result, llm, settings)
+    """The support-checked stream of `stream`, written from `result.context` by `llm`; a
+    model that can continue a reply is paused after its first sentence."""
+
+    def resume(prefix: str) -> TextStream[FinishReason]:
+        assert llm is not None
+        return answer_reply(llm, result.question, result.context, prefix=prefix)
+
+    can_resume = llm is not None and llm.continues
+    return CheckedAnswer(stream, result, llm, settings, resume if can_resume else None)

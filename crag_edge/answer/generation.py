@@ -69,12 +69,13 @@ def answer_messages(question: str, context: Sequence[ContextItem]) -> list[Messa
 
 
 def answer_reply(
-    llm: ChatModel, question: str, context: Sequence[ContextItem]
+    llm: ChatModel, question: str, context: Sequence[ContextItem], *, prefix: str = ""
 ) -> TextStream[FinishReason]:
     """The model's answer from `context`, streamed, with its citations placed after the
-    content they support. Plain RAG and latency measurements call it too, so every system
-    compared writes its answer the same way."""
-    return llm.stream_chat(answer_messages(question, context), cited=True)
+    content they support; with `prefix`, the rest of an answer that began so (the support
+    check pauses the model after its first sentence). Plain RAG and latency measurements
+    call it too, so every system compared writes its answer the same way."""
+    return llm.stream_chat(answer_messages(question, context), cited=True, prefix=prefix)
 
 
 def passages_text(context: Sequence[ContextItem]) -> str:

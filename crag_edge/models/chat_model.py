@@ -134,6 +134,7 @@ class Call:
     seconds: float = 0.0  # the total deadline (`chat`)
     stall_s: float = 0.0  # the longest silence (`stream_chat`)
     cited: bool = False  # `stream_chat`'s citation placement
+    prefix: str = ""  # the reply so far, which `stream_chat` continues
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,11 @@ class ChatModel(ABC):
     """A chat model with bounded calls, the one code path of both runtimes: `max_tokens` and
     `timeout_s` are the defaults and upper bounds of each call, `stall_timeout_s` of each
     stream's silence, checked here once; `n_ctx` is the context window prompts must fit.
-    Each runtime writes only its own generation (`_complete`, `_stream`) and token counts."""
+    Each runtime writes only its own generation (`_complete`, `_stream`) and token counts.
+    `continues` says whether `stream_chat` can carry on a reply from its `prefix` (an
+    in-process model can; an OpenAI-compatible server has no such call)."""
+
+    continues = False
 
     def __init__(
         self,
@@ -202,16 +207,21 @@ class ChatModel(ABC):
         temperature: float = 0.0,
         stall_timeout_s: float | None = None,
         cited: bool = False,
+        prefix: str = "",
     ) -> TextStream[FinishReason]:
         """The reply piece by piece, bounded by a stall deadline rather than a total one.
         A `cited` reply (an answer citing numbered passages) states its first sentence's
         content in words rather than ending it on a passage number, where the runtime can.
-        Lazy: nothing runs until the first piece is asked for."""
+        With `prefix` (only where `continues`), the reply carries on from that text, which
+        is not repeated. Lazy: nothing runs until the first piece is asked for."""
+        if prefix and not self.continues:
+            raise ValueError(f"{self.model_id} cannot continue a reply from a prefix")
         limit = self.token_limit(max_tokens)
         stall = self.stall_timeout_s
         if stall_timeout_s is not None:
             stall = max(0.0, min(stall_timeout_s, stall))
-        return self._stream(Call(messages, limit, temperature, stall_s=stall, cited=cited))
+        call = Call(messages, limit, temperature, stall_s=stall, cited=cited, prefix=prefix)
+        return self._stream(call)
 
     def answer_logprobs(
         self,

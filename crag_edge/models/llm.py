@@ -128,6 +128,8 @@ class LlamaRuntime(ChatModel):
     prompts for later processes (`prefix_states.StateFiles`); None keeps them in memory only.
     """
 
+    continues = True
+
     def __init__(
         self,
         model_path: Path | str,
@@ -302,6 +304,8 @@ class LlamaRuntime(ChatModel):
     def _stream_pieces(self, call: Call, usage: PromptUsage) -> Generator[str, None, FinishReason]:
         deadline = _StallDeadline(call.stall_s)
         prompt, fixed, persist = self._prompt(call.messages)
+        asked = len(prompt)  # the reply, and its citation rule, start here
+        prompt += self._llm.tokenize(call.prefix.encode(), add_bos=False) if call.prefix else []
         self._check_fits(len(prompt) + 1)
         usage.prompt_tokens = len(prompt)
         if not self._lock.acquire(timeout=deadline.remaining()):
@@ -313,10 +317,10 @@ class LlamaRuntime(ChatModel):
                 return "timeout"
             chunks: Any = self._llm.create_completion(
                 prompt=prompt,
-                max_tokens=call.limit,
+                max_tokens=max(1, call.limit - (len(prompt) - asked)),
                 temperature=call.temperature,
                 stopping_criteria=self._llama_cpp.StoppingCriteriaList([deadline]),
-                logits_processor=self._citation_rule(call.cited, len(prompt)),
+                logits_processor=self._citation_rule(call.cited, asked),
                 stop=[],
                 stream=True,
             )
