@@ -276,6 +276,12 @@ def test_a_file_whose_extension_lies_is_told_what_it_holds(
     assert says in refused(tmp_path, named, (FIXTURES / fixture).read_bytes())
 
 
+def test_text_that_mentions_a_file_signature_is_still_text(tmp_path: Path) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text("# PDF internals\n\nEvery PDF starts with %PDF-1.7 and a binary comment.\n")
+    assert "starts with %PDF-1.7" in load_file(path, path.read_bytes(), MAX_BYTES).text
+
+
 def test_a_sheet_of_a_million_rows_stops_at_the_text_budget(tmp_path: Path) -> None:
     """Long column names make each record long, so the budget is reached in a few thousand
     rows: what matters is that reading stops there, not how long a million rows take."""
