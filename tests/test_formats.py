@@ -48,6 +48,21 @@ def test_docx_headings_lists_tables_footnotes_and_accepted_changes() -> None:
     assert cite(doc, "tested every second Tuesday") == "handbook.docx § Power"
 
 
+def test_docx_text_box_written_twice_for_old_readers_is_read_once(tmp_path: Path) -> None:
+    """Word writes a text box as `mc:AlternateContent`: a Choice and a Fallback copy."""
+    document = zipfile.ZipFile(FIXTURES / "handbook.docx").read("word/document.xml")
+    box = (
+        b'<mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-'
+        b'compatibility/2006"><mc:Choice Requires="wps"><w:r><w:t>Boxed note.</w:t></w:r>'
+        b"</mc:Choice><mc:Fallback><w:r><w:t>Boxed note.</w:t></w:r></mc:Fallback>"
+        b"</mc:AlternateContent>"
+    )
+    end = document.index(b"</w:p>")
+    raw = with_member("handbook.docx", "word/document.xml", document[:end] + box + document[end:])
+    path = tmp_path / "boxed.docx"
+    assert load_file(path, raw, MAX_BYTES).text.count("Boxed note.") == 1
+
+
 def test_odt_as_libreoffice_wrote_it_keeps_the_same_text() -> None:
     doc = load("handbook.odt")
     assert "Fuel for it is kept in the locked shed" in doc.text
@@ -274,6 +289,12 @@ def test_a_file_whose_extension_lies_is_told_what_it_holds(
     tmp_path: Path, fixture: str, named: str, says: str
 ) -> None:
     assert says in refused(tmp_path, named, (FIXTURES / fixture).read_bytes())
+
+
+def test_text_that_mentions_a_file_signature_is_still_text(tmp_path: Path) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text("# PDF internals\n\nEvery PDF starts with %PDF-1.7 and a binary comment.\n")
+    assert "starts with %PDF-1.7" in load_file(path, path.read_bytes(), MAX_BYTES).text
 
 
 def test_a_sheet_of_a_million_rows_stops_at_the_text_budget(tmp_path: Path) -> None:

@@ -117,6 +117,8 @@ def load_file(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
     if not raw and expected.kind != "text":
         raise LoadError(str(path), "empty file")
     kind = sniff(raw)
+    if expected.kind == "pdf" and b"%PDF-" in raw[:1024]:  # readers allow junk before it
+        kind = "pdf"
     if kind == "encrypted-office":
         raise LoadError(str(path), "password-protected Office file; save a copy without a password")
     if kind != expected.kind and not (kind == "zip-damaged" and expected.kind in _ZIP_KINDS):

@@ -29,6 +29,7 @@ MAX_MEMBERS = 10_000
 # sheet's XML is ~10x its text); more is refused as a zip bomb.
 EXPANSION = 20
 _RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 T = TypeVar("T")
 XML_BOMB = "its XML declares entities or external references; refused (an XML bomb or XXE)"
 
@@ -68,7 +69,13 @@ class Package:
         return self._guarded(lambda: self._zip.open(name))
 
     def xml(self, name: str) -> Element:
-        return parse_xml(self.source, self.read(name), name)
+        """A member's XML without `mc:Fallback` copies: Office writes a shape or text box
+        twice (for newer and older readers), and only the first is the document's."""
+        root = parse_xml(self.source, self.read(name), name)
+        for parent in root.iter():
+            for child in [c for c in parent if c.tag == _FALLBACK]:
+                parent.remove(child)
+        return root
 
     def relations(self, part: str) -> dict[str, str]:
         """Relationship id -> member name of an Office part (`ppt/slides/slide1.xml`)."""

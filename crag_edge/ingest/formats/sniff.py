@@ -53,8 +53,6 @@ def sniff(raw: bytes) -> str:
     for magic, kind in _MAGIC:
         if head.startswith(magic):
             return kind
-    if b"%PDF-" in head:  # readers accept junk before the header
-        return "pdf"
     if head.startswith(_OLE):
         return "encrypted-office" if _ENCRYPTED_PACKAGE in raw else "ole"
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
