@@ -19,10 +19,10 @@ echo "bundle: $BUNDLE ($(du -BM "$BUNDLE" | cut -f1))"
 unshare --net bash -s "$BUNDLE" "$WORK" <<'OFFLINE'
 set -euo pipefail
 BUNDLE=$1 WORK=$2
-step() { # step NAME COMMAND...: run it, print how long it took
+step() { # step NAME COMMAND...: run it, say how long it took (on stderr: stdout is its own)
     local start=$SECONDS
     "${@:2}"
-    echo "== $1: $((SECONDS - start)) s"
+    echo "== $1: $((SECONDS - start)) s" >&2
 }
 fail() { echo "FAILED: $*" >&2; exit 1; }
 
@@ -64,7 +64,7 @@ if not loaded:
 PY
 clean "$DIR/bin/python" -c "import crag_edge.server.app, crag_edge.tui.app" ||
     fail "the server or tui extra is not installed"
-tools=$("$DIR/bin/python" -m pip list --format=freeze | grep -iE '^(pytest|mypy|ruff|torch|hypothesis|schemathesis)==' || true)
+tools=$("$DIR/bin/python" -m pip list --disable-pip-version-check --format=freeze | grep -iE '^(pytest|mypy|ruff|torch|hypothesis|schemathesis)==' || true)
 [ -z "$tools" ] || fail "test or training tools in the user install: $tools"
 echo "== no test or training tool installed"
 echo "OK: installed and answered with no network"
