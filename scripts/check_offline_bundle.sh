@@ -27,8 +27,9 @@ step() { # step NAME COMMAND...: run it, say how long it took (on stderr: stdout
 fail() { echo "FAILED: $*" >&2; exit 1; }
 
 mkdir -p "$WORK/unpacked" "$WORK/home" "$WORK/run"
-if python3.11 -m pip download --no-deps --retries 0 --timeout 5 --dest "$WORK/probe" \
-    pip >/dev/null 2>&1; then
+# PyPI itself, with no pip configuration: this machine's may list local folders as indexes.
+if PIP_CONFIG_FILE=/dev/null python3.11 -m pip download --isolated --no-deps --retries 0 \
+    --timeout 5 --index-url https://pypi.org/simple --dest "$WORK/probe" pip >/dev/null 2>&1; then
     fail "pip download reached a package index: this is not an air gap"
 fi
 echo "== no network: pip download failed, as it must"
