@@ -64,7 +64,7 @@ user-install: $(USER_STAMP)
 
 # --- The offline bundle (docs/offline.md): built here, installed where there is no network. ---
 # llama-cpp-python compiled for any x86-64 CPU: every CPU variant, the best chosen at run time.
-# Built once into LLAMA_WHEELS (~30 min on 2 cores); --no-cache-dir: pip's cache would hand
+# Built once into LLAMA_WHEELS (about an hour on 2 busy cores); --no-cache-dir: pip's cache would hand
 # back the native build of `make install`, which runs only on CPUs like this one.
 LLAMA_VERSION    := $(shell sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml | head -1)
 LLAMA_WHEELS     ?= build/llama-portable

@@ -19,16 +19,17 @@ echo "bundle: $BUNDLE ($(du -BM "$BUNDLE" | cut -f1))"
 unshare --net bash -s "$BUNDLE" "$WORK" <<'OFFLINE'
 set -euo pipefail
 BUNDLE=$1 WORK=$2
-step() { # step NAME COMMAND...: run it, print how long it took
+step() { # step NAME COMMAND...: run it, say how long it took (on stderr: stdout is its own)
     local start=$SECONDS
     "${@:2}"
-    echo "== $1: $((SECONDS - start)) s"
+    echo "== $1: $((SECONDS - start)) s" >&2
 }
 fail() { echo "FAILED: $*" >&2; exit 1; }
 
 mkdir -p "$WORK/unpacked" "$WORK/home" "$WORK/run"
-if python3.11 -m pip download --no-deps --retries 0 --timeout 5 --dest "$WORK/probe" \
-    pip >/dev/null 2>&1; then
+# PyPI itself, with no pip configuration: this machine's may list local folders as indexes.
+if PIP_CONFIG_FILE=/dev/null python3.11 -m pip download --isolated --no-deps --retries 0 \
+    --timeout 5 --index-url https://pypi.org/simple --dest "$WORK/probe" pip >/dev/null 2>&1; then
     fail "pip download reached a package index: this is not an air gap"
 fi
 echo "== no network: pip download failed, as it must"
@@ -64,7 +65,7 @@ if not loaded:
 PY
 clean "$DIR/bin/python" -c "import crag_edge.server.app, crag_edge.tui.app" ||
     fail "the server or tui extra is not installed"
-tools=$("$DIR/bin/python" -m pip list --format=freeze | grep -iE '^(pytest|mypy|ruff|torch|hypothesis|schemathesis)==' || true)
+tools=$("$DIR/bin/python" -m pip list --disable-pip-version-check --format=freeze | grep -iE '^(pytest|mypy|ruff|torch|hypothesis|schemathesis)==' || true)
 [ -z "$tools" ] || fail "test or training tools in the user install: $tools"
 echo "== no test or training tool installed"
 echo "OK: installed and answered with no network"

@@ -5,6 +5,7 @@ scripts/check_offline_bundle.sh (minutes, root, a built bundle: not part of this
 
 from __future__ import annotations
 
+import ctypes
 import fnmatch
 import re
 import shutil
@@ -18,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from crag_edge.config import PREFIX_MODEL_DIR, default_model_dir
-from crag_edge.models.llama_backends import BackendLoadError, load_cpu_backends
+from crag_edge.models.llama_backends import BackendLoadError, _loaded_libggml, load_cpu_backends
 from crag_edge.models.llm import LlmUnavailableError, _import_llama_cpp
 from scripts.build_bundle import BundleError, portable_llama_wheel, write_requirements
 
@@ -66,6 +67,27 @@ def test_a_damaged_portable_build_is_one_clear_error(tmp_path: Path) -> None:
 def test_a_native_build_is_left_alone(tmp_path: Path) -> None:
     """No CPU-variant library: nothing is loaded (a broken libggml.so is never touched)."""
     load_cpu_backends(fake_llama_cpp(tmp_path, ["libggml.so", "libggml-cpu.so"]))
+
+
+def mapped_libggml_files(lib_dir: Path) -> set[str]:
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        paths = {Path(line.split(maxsplit=5)[-1].strip()) for line in maps}
+    return {
+        p.name for p in paths if p.parent == lib_dir.resolve() and p.name.startswith("libggml.")
+    }
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs Linux's /proc")
+def test_the_backend_registry_opened_is_the_one_llama_cpp_uses() -> None:
+    """Opening libggml by another of its names (the wheel holds each as a copy) would load a
+    second library with a registry of its own: the CPU variant registered there, llama.cpp
+    would still find no backend and refuse every model."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    lib_dir = Path(llama_cpp.__file__).parent / "lib"
+    before = mapped_libggml_files(lib_dir)
+    assert len(before) == 1, f"libllama should have loaded one libggml: {before}"
+    ctypes.CDLL(str(_loaded_libggml(lib_dir)))
+    assert mapped_libggml_files(lib_dir) == before
 
 
 def test_the_llm_says_the_runtime_is_unavailable_when_its_backends_do_not_load(

@@ -11,10 +11,12 @@ build registers its CPU backend itself and is left alone.
 from __future__ import annotations
 
 import ctypes
+import re
 from pathlib import Path
 from typing import Any
 
 VARIANT_GLOB = "libggml-cpu-*.so"
+LIBGGML_NAME = re.compile(r"libggml\.so(\.\d+)*")
 
 
 class BackendLoadError(ImportError):
@@ -33,7 +35,7 @@ def load_cpu_backends(llama_cpp: Any) -> None:
     if not cpu_variants(lib_dir):
         return
     try:
-        libggml = ctypes.CDLL(str(lib_dir / "libggml.so"))
+        libggml = ctypes.CDLL(str(_loaded_libggml(lib_dir)))
     except OSError as exc:
         raise BackendLoadError(f"cannot load llama.cpp's backend registry: {exc}") from None
     libggml.ggml_backend_reg_count.restype = ctypes.c_size_t
@@ -46,3 +48,16 @@ def load_cpu_backends(llama_cpp: Any) -> None:
             f"none of llama.cpp's CPU libraries in {lib_dir} loads on this machine "
             f"({', '.join(p.name for p in cpu_variants(lib_dir))})"
         )
+
+
+def _loaded_libggml(lib_dir: Path) -> Path:
+    """The libggml file libllama loaded (by its soname, `libggml.so.0`). A wheel holds each
+    name of a library as a copy, not a link, so opening `libggml.so` would load a second
+    library, with a backend registry of its own that llama.cpp never reads."""
+    folder = lib_dir.resolve()
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        for line in maps:
+            path = Path(line.split(maxsplit=5)[-1].strip())
+            if path.parent == folder and LIBGGML_NAME.fullmatch(path.name):
+                return path
+    return lib_dir / "libggml.so"

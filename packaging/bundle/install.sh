@@ -30,8 +30,11 @@ fi
 "$PYTHON" -m venv "$1" || fail "could not create a virtual environment in $1 (on Debian: apt install python3.11-venv)"
 DIR=$(cd "$1" && pwd)
 echo "installing the wheels into $DIR"
-"$DIR/bin/python" -m pip install --quiet --no-index --disable-pip-version-check \
-    --find-links "$HERE/wheelhouse" --require-hashes -r "$HERE/requirements.txt"
+# Only the bundle's wheels: no pip configuration of this machine (an index, extra links, a
+# constraints file) takes part.
+PIP_CONFIG_FILE=/dev/null "$DIR/bin/python" -m pip install --isolated --quiet --no-index \
+    --disable-pip-version-check --find-links "$HERE/wheelhouse" --require-hashes \
+    -r "$HERE/requirements.txt"
 
 # Where this install looks for models when no setting names a folder (share/crag-edge/models).
 MODELS="$DIR/share/crag-edge/models"
