@@ -3,7 +3,8 @@
 A question line of an `eval qa` question file may carry `"evidence"`: a regular expression
 matching the sentence of the pages that states its answer. Each question's top-k hybrid hits
 become `{"query", "passage", "label"}` lines, label 1 when the chunk matches its question's
-evidence; the hits of a question the corpus cannot answer (`"in_corpus": false`) are all 0. `crag-edge eval grading --pairs` then tells which tier ranks this corpus's chunks.
+evidence; the hits of a question the corpus cannot answer (`"in_corpus": false`) are all 0.
+`crag-edge eval grading --pairs` then tells which tier ranks this corpus's chunks.
 
     python scripts/doc_grading_pairs.py --db git-doc.db \
         --questions docs/data/git-doc-questions.jsonl --out git-doc-pairs.jsonl
