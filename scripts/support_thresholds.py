@@ -5,8 +5,8 @@ every answer is shown as written, and every sentence's check is recorded with bo
 candidate passages asked (none reaches 1.0), so its score is its best passage's P(yes). For
 each threshold t this script applies the `remove` rule to those records, as `answer.checked`
 does (a sentence shows when its score is at least t and no number in it is missing from
-the passages; a repeat, or a sentence that only speaks of the passages, never shows; a
-sentence without content terms follows the one before;
+the passages; a repeat, or a sentence that says nothing of its own or only speaks of the
+passages, never shows;
 an answer left with nothing is refused as `unsupported`), and scores the shown text with
 `eval qa`'s own outcome rule. The model's text does not depend on the threshold (greedy
 decoding, the check runs after it), so this is what a run at t would show.
@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from crag_edge.answer.support import term_support
+from crag_edge.answer.support import claim_text, term_support
 from crag_edge.evaluation.qa import OUTCOMES, SCORES, outcome, read_questions
 from crag_edge.result import ContextItem
 
@@ -35,18 +35,14 @@ def shown_text(record: dict[str, Any], threshold: float) -> tuple[str, int, int]
     shown: list[str] = []
     seen: list[str] = []
     removed = 0
-    previous_shown = False
     for sentence in record["support"]["sentences"]:
         text = sentence["text"]
         terms = term_support(text, context)
-        if text in seen or terms.meta:
+        if claim_text(text) in seen or terms.meta:
             ok = False
-        elif not terms.terms:
-            ok = previous_shown
         else:
             ok = sentence["score"] >= threshold and not terms.missing_numbers
-        seen.append(text)
-        previous_shown = ok
+        seen.append(claim_text(text))
         if ok:
             shown.append(text)
         else:

@@ -128,8 +128,8 @@ def test_a_wrong_number_is_removed_and_listed_with_why(smollm: LlamaRuntime) -> 
         "By default a checkpoint runs when the log reaches 5000 pages [2]."  # fmt: skip
     pieces, answer = checked(smollm, words)
     assert "5000" not in "".join(pieces)
-    removed = answer.support.removed
-    assert len(removed) == 1 and "5000" in removed[0].text and "5000" in removed[0].reason
+    (wrong,) = [s for s in answer.support.sentences if "5000" in s.text]
+    assert not wrong.shown and wrong.checked_by == "terms" and "5000" in wrong.reason
 
 
 @pytest.mark.models
@@ -164,21 +164,24 @@ def test_with_no_time_left_the_terms_decide_and_say_so(smollm: LlamaRuntime) -> 
 
 @pytest.mark.models
 def test_a_repeated_sentence_and_a_stray_citation_are_not_shown_twice(smollm: LlamaRuntime) -> None:
-    words = "A checkpoint runs at 1000 pages [2]. A checkpoint runs at 1000 pages [2]. , [2]"
+    words = "A checkpoint runs at 1000 pages [2]. A checkpoint runs at 1000 pages [1]. , [2]"
     _, answer = checked(smollm, words)
-    first, second = answer.support.sentences
+    first, second = answer.support.sentences  # its citation aside, the second is the first
     assert first.text.startswith("A checkpoint") and first.checked_by == "llm"
     assert second.checked_by == "repeat" and not second.shown
 
 
 @pytest.mark.models
-def test_a_sentence_that_only_speaks_of_the_passages_is_not_shown(smollm: LlamaRuntime) -> None:
-    words = "A checkpoint runs at 1000 pages [2]. This is the evidence from [2]."
+def test_a_sentence_that_says_nothing_or_only_speaks_of_the_passages_is_not_shown(
+    smollm: LlamaRuntime,
+) -> None:
+    words = "A checkpoint runs at 1000 pages [2]. This is the evidence from [2]. This is [1]."
     _, answer = checked(smollm, words, mode="flag")
-    first, second = answer.support.sentences
-    assert second.checked_by == "meta" and not second.shown
-    assert "speaks of the passages" in second.reason
-    assert first.checked_by == "llm"
+    first, *said_nothing = answer.support.sentences
+    assert first.checked_by == "llm" and len(said_nothing) == 2
+    for sentence in said_nothing:
+        assert sentence.checked_by == "meta" and not sentence.shown
+        assert "speaks of the passages" in sentence.reason
 
 
 @pytest.mark.models

@@ -1,8 +1,8 @@
 """The answer a reader sees: each sentence released only once the support check has passed it.
 
 The model's pieces are gathered into sentences. The cheap tier decides what it can as each
-sentence completes (a number no passage holds fails; a repeat is dropped; "Yes." follows the
-sentence before it); the rest waits for the LLM tier (one model, one KV cache: the model
+sentence completes (a number no passage holds fails; a repeat, or a sentence that only speaks
+of the passages, is dropped); the rest waits for the LLM tier (one model, one KV cache: the model
 cannot write and check at once). So the model is paused once, after its first sentence, which
 is checked and shown while the rest is written; every later sentence is checked when the
 model has finished, all within `support_budget_s`. Term coverage alone never
@@ -200,19 +200,18 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         return taken
 
     def _read_by_terms(self, sentence: _Pending, before: Sequence[_Pending]) -> None:
-        """The cheap tier's verdicts: a number no passage holds fails at once, a repeat of
-        an earlier sentence or one that only speaks of the passages ("This is the evidence
-        from [2].") is dropped, and a piece with no content terms of its own ("Yes.") follows
-        the sentence before it; the rest waits for the LLM."""
+        """The cheap tier's verdicts: a number no passage holds fails at once; a repeat of
+        an earlier sentence (its citations aside), and a sentence that says nothing of its
+        own ("This is [2].") or only speaks of the passages ("This is the evidence from
+        [2].") is dropped; the rest waits for the LLM."""
         terms = sentence.terms
         if self._settings.support_check == "keep":
             return
-        if any(p.text == sentence.text for p in before):
+        claim = claim_text(sentence.text)
+        if any(claim_text(p.text) == claim for p in before):
             sentence.verdict = _verdict(sentence, None, 0.0, "repeat", supported=False)
         elif terms.meta:
             sentence.verdict = _verdict(sentence, None, 0.0, "meta", supported=False)
-        elif not terms.terms:
-            sentence.verdict = _verdict(sentence, None, 0.0, "follows", supported=True)
         elif terms.missing_numbers:
             n, share = terms.best()
             sentence.verdict = _verdict(sentence, n, share, "terms", supported=False)
@@ -280,12 +279,6 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         verdict = sentence.verdict
         assert verdict is not None
         mode = self._settings.support_check
-        if verdict.checked_by == "follows":  # shown with the sentence before it, or not at all
-            before = self.support.sentences[-1:]
-            ok = bool(before) and before[0].shown
-            verdict = replace(
-                verdict, supported=ok, reason="" if ok else _why(sentence, None, 0, "follows")
-            )
         silent = verdict.checked_by in ("repeat", "meta")  # nothing to flag: never shown
         shown = verdict.supported or (mode != "remove" and not silent)
         text = sentence.text
@@ -330,9 +323,7 @@ def _why(sentence: _Pending, n: int | None, score: float, tier: str) -> str:
     if tier == "repeat":
         return "repeats an earlier sentence"
     if tier == "meta":
-        return "speaks of the passages, not of what was asked"
-    if tier == "follows":
-        return "follows a sentence that was not shown"
+        return "says nothing of its own, or only speaks of the passages"
     if sentence.terms.missing_numbers:
         return f"no passage holds {', '.join(sentence.terms.missing_numbers)}"
     if n is None:

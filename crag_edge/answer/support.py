@@ -77,7 +77,8 @@ class SentenceSupport:
 @dataclass(frozen=True)
 class TermSupport:
     """The cheap tier's reading of one sentence: each passage's share of its terms, the
-    numbers it names that no passage holds, and whether it only speaks of the passages."""
+    numbers it names that no passage holds, and whether it says nothing of its own (no
+    content terms, or only words that speak of the passages)."""
 
     shares: dict[int, float]
     missing_numbers: tuple[str, ...]
@@ -112,7 +113,7 @@ def term_support(sentence: str, context: Sequence[ContextItem]) -> TermSupport:
     everywhere = " ".join(item.text for item in context)
     known = {m.group() for m in NUMBER.finditer(everywhere)}
     missing = tuple(m.group() for m in NUMBER.finditer(claim) if m.group() not in known)
-    return TermSupport(shares, missing, len(terms), bool(terms) and terms <= META_TERMS)
+    return TermSupport(shares, missing, len(terms), terms <= META_TERMS)
 
 
 def candidates(terms: TermSupport, cited: Sequence[int]) -> list[int]:
