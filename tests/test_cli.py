@@ -348,9 +348,11 @@ def test_answer_prints_the_result_and_a_cited_answer(beir_db: Path) -> None:
         env=env,
     )
     data = json.loads(result.stdout)
-    assert set(data) == {"answer", "finish_reason", "citations", "timings", "result"}
+    assert set(data) == {"answer", "finish_reason", "citations", "timings", "support", "result"}
     assert data["answer"].strip()
-    assert data["finish_reason"] in ("stop", "length", "insufficient_evidence")
+    assert data["finish_reason"] in ("stop", "length", "insufficient_evidence", "unsupported")
+    if data["support"] is not None:  # the model wrote: a sentence not shown says why
+        assert all(s["shown"] or s["reason"] for s in data["support"]["sentences"])
     assert data["result"]["decision"] in ("CORRECT", "AMBIGUOUS", "INCORRECT")
     numbers = {c["n"] for c in data["result"]["context"]}
     assert all(c["n"] in numbers for c in data["citations"])
