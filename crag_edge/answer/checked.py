@@ -296,11 +296,12 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         yield (sentence.gap if any(s.shown for s in self.support.sentences[:-1]) else "") + text
 
     def _finish_reason(self) -> AnswerFinish:
-        """`unsupported` when the model wrote sentences and none was shown, even if it was cut
-        off: the reader got the insufficient-evidence reply, not a partial answer."""
-        if self.support.sentences and not any(s.shown for s in self.support.sentences):
-            return "unsupported"
-        return self._inner.finish_reason
+        """`unsupported` when the model ended its answer and no sentence of it was shown. An
+        answer cut off or stalled keeps that reason, so its note says what to change (the
+        reader still gets the insufficient-evidence reply in place of what was not stated)."""
+        inner = self._inner.finish_reason
+        shown = any(s.shown for s in self.support.sentences)
+        return "unsupported" if inner == "stop" and self.support.sentences and not shown else inner
 
 
 def _verdict(
