@@ -67,7 +67,9 @@ def main() -> int:
             question = questions[record["question_id"]]
             if record["support"] and record["support"]["sentences"]:
                 text, shown, removed = shown_text(record, threshold)
-                finish = record["finish_reason"] if shown else "unsupported"
+                # The model's own finish: a recorded `unsupported` means it ended on its own.
+                model_finish = record["finish_reason"].replace("unsupported", "stop")
+                finish = model_finish if shown else "unsupported"
             else:
                 text, shown, removed = record["answer"], 0, 0
                 finish = record["finish_reason"]

@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
-from crag_edge.config import Settings
+from crag_edge.config import ServerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.server.mcp import _cited_answer
 from tests.live_service import (
@@ -293,7 +293,7 @@ def test_an_answer_stops_when_its_http_client_hangs_up(
     question = "Explain in detail, step by step, how SQLite write-ahead logging works."
     call = {"name": "answer", "arguments": {"question": question}}
     message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call}
-    config = ServerConfig(db=corpus, api_token=TOKEN)
+    config = ServerConfig(db=corpus, settings=ServerSettings(api_token=TOKEN))
     with running(config, factory_for(corpus, embedder, **settings)) as service:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{service.url}/mcp", json=message, headers=MCP_HEADERS, timeout=1.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import math
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
@@ -27,6 +28,7 @@ from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import ItemGrade
 from crag_edge.ingest.pipeline import ProgressEvent
+from crag_edge.models.chat_model import NextTokenLogprobs
 from crag_edge.models.llm import FinishReason, TextStream
 from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import ContextItem, Correction, CragResult, Round
@@ -354,6 +356,13 @@ class CannedLlm:
     ) -> None:
         self.pieces, self.finish, self.error = pieces, finish, error
 
+    continues = False  # answered whole: the support check reads it at the end
+
+    def answer_logprobs(self, prompts: Any, answers: Any, **_: Any) -> NextTokenLogprobs:
+        """The support check's question, answered yes: these tests are about the app, and
+        every canned sentence is stated by the canned evidence."""
+        return NextTokenLogprobs([[0.0, -math.inf] for _ in prompts], False, 0, 0.0)
+
     def stream_chat(self, messages: Any, **kwargs: Any) -> TextStream[FinishReason]:
         def stream() -> Generator[str, None, FinishReason]:
             yield from self.pieces
@@ -371,7 +380,9 @@ class CannedEngine:
     answer = Engine.answer
 
     def __init__(self) -> None:
-        self.settings = Settings.load(grading_tiers=["signals"])
+        # The canned answers are shown as written (`keep`): these tests are about the app,
+        # the support check has its own (tests/test_support.py).
+        self.settings = Settings.load(grading_tiers=["signals"], support_check="keep")
         self.corpus = CannedCorpus()
 
     def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
@@ -1097,7 +1108,7 @@ def test_a_long_fast_answer_is_shown_without_redrawing_it_per_token() -> None:
         await ask_canned(pilot)
         # Re-wrapping the whole answer once per token took ~20 s here (its square grows).
         assert time.monotonic() - started < 8
-        assert app.answer_text == "word 漢字 " * 3000
+        assert app.answer_text == ("word 漢字 " * 3000).rstrip()  # sentences, as checked
         assert shown(app.query_one("#answer", Static)).startswith("word 漢字 " * 10)
 
     run(app, body, (120, 40))

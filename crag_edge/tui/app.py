@@ -386,6 +386,7 @@ class CragApp(App[None]):
         right = self.query_one("#right")
         right.remove_class("insufficient", "failed", "incomplete")
         self.query_one("#answer-scroll").border_title = "Answer"
+        self.query_one("#answer-scroll").border_subtitle = ""
 
     @work(thread=True, exclusive=True, group="ask", exit_on_error=False)
     def run_question(self, question: str, run: int) -> None:
@@ -473,17 +474,10 @@ class CragApp(App[None]):
         self.query_one("#answer", Static).update(shown)
 
     def _show_support(self, report: SupportReport) -> None:
-        """The answer again, sentence by sentence: a shown sentence the passages do not state
-        (`support_check = "flag"` or `"keep"`) dimmed, then the check's summary and every
-        sentence it kept from the reader, with why."""
-        shown = Text()
-        for sentence in (s for s in report.sentences if s.shown):
-            style = "" if sentence.supported else "dim italic"
-            shown.append(("" if not shown.plain else " ") + sentence.text, style=style)
-        shown.append(f"\n\n{report.summary()}", style="dim")
-        for sentence in report.removed:
-            shown.append(f"\nremoved: {sentence.text} ({sentence.reason})", style="dim strike")
-        self.query_one("#answer", Static).update(shown)
+        """The support check under the answer: how many sentences the passages state, and
+        each one kept from the reader with why (a flagged one is marked in the text)."""
+        removed = "".join(f" · removed: {s.text} ({s.reason})" for s in report.removed)
+        self.query_one("#answer-scroll").border_subtitle = report.summary() + removed
 
     def _failed(self, message: str) -> None:
         self.stages.fail(message)
