@@ -171,11 +171,15 @@ def eval_answers(
             RecordLog(records, llm.model_id, Record),
             on_claim=lambda: bar.advance(task),
         )
-    report = summarise(answered, chosen)
+    _report(summarise(answered, chosen), [*ANSWER_METRICS], as_json)
+
+
+def _report(report: dict[str, dict[str, Any]], metrics: list[str], as_json: bool) -> None:
+    """An answer evaluation's report per system: JSON on stdout, or one table for people."""
     if as_json:
         print_json(report)
         return
-    _print_table(report, [*ANSWER_METRICS])
+    _print_table(report, metrics)
 
 
 def _llm_of(engine: Engine) -> ChatModel:
@@ -228,11 +232,7 @@ def eval_qa(
             RecordLog(records, llm.model_id, QaRecord),
             on_question=lambda: bar.advance(task),
         )
-    report = summarise_qa(answered, chosen)
-    if as_json:
-        print_json(report)
-        return
-    _print_table(report, [*QA_METRICS])
+    _report(summarise_qa(answered, chosen), [*QA_METRICS], as_json)
 
 
 ANSWER_METRICS = (
