@@ -4,10 +4,10 @@ Run `eval qa --systems crag` once with `support_check = "keep"` and `support_thr
 every answer is shown as written, and every sentence's check is recorded with both of its
 candidate passages asked (none reaches 1.0), so its score is its best passage's P(yes). For
 each threshold t this script applies the `remove` rule to those records, as `answer.checked`
-does (a sentence shows when its score is at least t and no number in it is missing from
-the passages; a repeat, or a sentence that says nothing of its own or only speaks of the
-passages, never shows;
-an answer left with nothing is refused as `unsupported`), and scores the shown text with
+does (a sentence shows when its score is at least t and no number or name in it is missing
+from the passages, and it does not point back to a sentence that failed; a repeat, or a
+sentence that says nothing of its own or only speaks of the passages, never shows; an
+answer left with nothing is refused as `unsupported`), and scores the shown text with
 `eval qa`'s own outcome rule. The model's text does not depend on the threshold (greedy
 decoding, the check runs after it), so this is what a run at t would show.
 
@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from crag_edge.answer.support import claim_text, term_support
+from crag_edge.answer.support import claim_text, orphans, term_support
 from crag_edge.evaluation.qa import OUTCOMES, SCORES, outcome, read_questions
 from crag_edge.result import ContextItem
 
@@ -30,24 +30,21 @@ from crag_edge.result import ContextItem
 def shown_text(record: dict[str, Any], threshold: float) -> tuple[str, int, int]:
     """The answer the `remove` rule shows at `threshold`; with the count of sentences shown
     and of sentences removed."""
-    context = [ContextItem(n, n, 0, source, "", 0, 0, text, "corpus", 1.0)
-               for n, source, text in record["passages"]]  # fmt: skip
-    shown: list[str] = []
+    context = [ContextItem(n, n, 0, where, "", 0, 0, text, "corpus", 1.0)
+               for n, where, text in record["passages"]]  # fmt: skip
     seen: list[str] = []
-    removed = 0
+    verdicts: list[tuple[str, bool]] = []  # the sentences a reader could see, and their verdict
     for sentence in record["support"]["sentences"]:
         text = sentence["text"]
         terms = term_support(text, context)
-        if claim_text(text) in seen or terms.meta:
-            ok = False
-        else:
-            ok = sentence["score"] >= threshold and not terms.missing_numbers
+        if claim_text(text) not in seen and not terms.meta:
+            ok = sentence["score"] >= threshold and not terms.missing
+            verdicts.append((text, ok))
         seen.append(claim_text(text))
-        if ok:
-            shown.append(text)
-        else:
-            removed += 1
-    return " ".join(shown), len(shown), removed
+    for i in orphans(verdicts):
+        verdicts[i] = (verdicts[i][0], False)
+    shown = [text for text, ok in verdicts if ok]
+    return " ".join(shown), len(shown), len(seen) - len(shown)
 
 
 def main() -> int:

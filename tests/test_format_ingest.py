@@ -28,10 +28,10 @@ DOCUMENTS = [
 SETTINGS = Settings.load(chunk_tokens=64, chunk_overlap=8)
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    """The fixtures, a mailbox and a saved message, as a user's folder holds them."""
-    docs = tmp_path.resolve() / "docs"
+def user_folder(root: Path) -> Path:
+    """The fixtures, a mailbox and a saved message, as a user's folder holds them (also the
+    corpus of `scripts/formats_answers.py`, which asks the default LLM these questions)."""
+    docs = root.resolve() / "docs"
     docs.mkdir()
     for name in DOCUMENTS:
         shutil.copy(FIXTURES / name, docs / name)
@@ -46,6 +46,11 @@ def folder(tmp_path: Path) -> Path:
         bytes(mail("Invoice 311", "Invoice 311 for the crane repair is due on 30 April.", 5))
     )
     return docs
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    return user_folder(tmp_path)
 
 
 # (question, the words that answer it, where the answer's citation must point)

@@ -20,7 +20,14 @@ from crag_edge.answer.checked import (
     with_citation,
 )
 from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish, answer_messages, stream_answer
-from crag_edge.answer.support import candidates, cited_numbers, claim_text, term_support
+from crag_edge.answer.support import (
+    candidates,
+    cited_numbers,
+    claim_text,
+    orphans,
+    refers_back,
+    term_support,
+)
 from crag_edge.config import AnswerSettings, SupportMode
 from crag_edge.models.chat_model import TextStream
 from crag_edge.models.llm import LlamaRuntime
@@ -67,9 +74,15 @@ def smollm(smollm_path: Path) -> Iterator[LlamaRuntime]:
 
 
 def checked(
-    llm: LlamaRuntime, words: str, mode: SupportMode = "remove", budget: float = 60.0
+    llm: LlamaRuntime,
+    words: str,
+    mode: SupportMode = "remove",
+    budget: float = 60.0,
+    threshold: float = AnswerSettings().support_threshold,
 ) -> tuple[list[str], CheckedAnswer]:
-    settings = AnswerSettings(support_check=mode, support_budget_s=budget)
+    settings = AnswerSettings(
+        support_check=mode, support_budget_s=budget, support_threshold=threshold
+    )
     first, *rest = words.split(" ")
     answer = CheckedAnswer(stream_of([first, *(" " + w for w in rest)]), result(), llm, settings)
     return list(answer), answer
@@ -92,8 +105,28 @@ def test_a_sentence_is_complete_once_the_next_one_starts_and_keeps_its_trailing_
 def test_term_support_names_each_passage_share_and_numbers_no_passage_holds() -> None:
     terms = term_support("A checkpoint runs when the log reaches 2000 pages [1].", context())
     assert terms.shares[2] > terms.shares[1]
-    assert terms.missing_numbers == ("2000",)
-    assert term_support("It runs at 1000 pages.", context()).missing_numbers == ()
+    assert terms.missing == ("2000",)
+    assert term_support("It runs at 1000 pages.", context()).missing == ()
+
+
+def test_a_name_no_passage_holds_is_missing_as_a_number_is() -> None:
+    """Asked about another product, a small model names it beside this one's passage."""
+    other = term_support("In Fossil, `fossil open` checks out a repository [1].", context())
+    assert other.missing == ("fossil", "open")
+    same = term_support("The Write-ahead log lets `readers` continue [1].", context())
+    assert same.missing == ()  # a name is found whatever its case; the first word is any word
+
+
+def test_a_sentence_pointing_back_to_a_failed_one_fails_with_it() -> None:
+    sentences = [
+        ("Mercurial restores shelved changes with `hg unshelve`.", False),
+        ("This command is described in [1].", True),
+        ("It also keeps the log [1].", True),
+        ("A checkpoint copies the pages [2].", True),
+        ("This happens at 1000 pages [2].", True),
+    ]
+    assert orphans(sentences) == [1, 2]
+    assert refers_back("`This` is [1].") and not refers_back("Thistle grows [1].")
 
 
 def test_the_cited_passage_is_asked_first_then_the_best_other() -> None:
@@ -182,6 +215,17 @@ def test_a_sentence_that_says_nothing_or_only_speaks_of_the_passages_is_not_show
     for sentence in said_nothing:
         assert sentence.checked_by == "meta" and not sentence.shown
         assert "speaks of the passages" in sentence.reason
+
+
+@pytest.mark.models
+def test_a_sentence_leaning_on_a_removed_one_is_removed_with_it(smollm: LlamaRuntime) -> None:
+    words = "A checkpoint runs when the log reaches 5000 pages [2]. " \
+        "This copies the pages of the write-ahead log back into the database file [2]."  # fmt: skip
+    pieces, answer = checked(smollm, words, threshold=0.0)  # whatever the judge says of it
+    assert "".join(pieces) == UNSUPPORTED
+    wrong, leaning = answer.support.sentences
+    assert wrong.checked_by == "terms" and leaning.checked_by == "orphan"
+    assert not leaning.shown and leaning.reason == "refers back to a removed sentence"
 
 
 @pytest.mark.models

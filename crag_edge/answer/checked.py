@@ -38,6 +38,7 @@ from crag_edge.answer.support import (
     candidates,
     cited_numbers,
     claim_text,
+    orphans,
     term_support,
 )
 from crag_edge.config import AnswerSettings
@@ -46,6 +47,9 @@ from crag_edge.result import CragResult
 from crag_edge.sentences import sentence_spans
 
 FLAG = " (unsupported)"
+# Verdicts on sentences that add nothing (a repeat, a sentence only about the passages):
+# never shown, not even flagged.
+SILENT = ("repeat", "meta")
 _LEADING_CITATIONS = re.compile(r"(?:\[\d+\]\s*)*\[\d+\]")
 
 
@@ -180,6 +184,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         self._inner.close()
         started = time.monotonic()
         self._judge(pending[:1])
+        self._orphan([*self._seen_sentences, *pending[:1]])
         self.support.seconds += time.monotonic() - started
         yield from self._release(pending)
         assert self._resume is not None
@@ -212,7 +217,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             sentence.verdict = _verdict(sentence, None, 0.0, "repeat", supported=False)
         elif terms.meta:
             sentence.verdict = _verdict(sentence, None, 0.0, "meta", supported=False)
-        elif terms.missing_numbers:
+        elif terms.missing:
             n, share = terms.best()
             sentence.verdict = _verdict(sentence, n, share, "terms", supported=False)
 
@@ -227,6 +232,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         insufficient-evidence reply for an answer with nothing left to show."""
         started = time.monotonic()
         self._judge([p for p in pending if p.verdict is None])
+        self._orphan([*self._seen_sentences, *pending])
         self.support.seconds += time.monotonic() - started
         for sentence in pending:
             self._seen_sentences.append(sentence)
@@ -264,22 +270,35 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         for i, sentence in enumerate(waiting):
             sentence.verdict = self._llm_verdict(sentence, best.get(i), threshold)
 
+    @staticmethod
+    def _orphan(ordered: Sequence[_Pending]) -> None:
+        """Fail the sentences that point back to a failed one (`support.orphans`). Repeats
+        and sentences only about the passages are never shown, so they are skipped when
+        looking back."""
+        decided = [s for s in ordered if s.verdict and s.verdict.checked_by not in SILENT]
+        for i in orphans([(s.text, bool(s.verdict and s.verdict.supported)) for s in decided]):
+            sentence, verdict = decided[i], decided[i].verdict
+            assert verdict is not None
+            sentence.verdict = _verdict(
+                sentence, verdict.passage, verdict.score, "orphan", supported=False
+            )
+
     def _llm_verdict(
         self, sentence: _Pending, scored: tuple[int, float] | None, threshold: float
     ) -> SentenceSupport:
         if scored is None:  # the budget ran out first: the terms decide, strictly
             n, share = sentence.terms.best()
-            ok = share >= self._settings.support_terms_accept and not sentence.terms.missing_numbers
+            ok = share >= self._settings.support_terms_accept and not sentence.terms.missing
             return _verdict(sentence, n, share, "budget", supported=ok)
         n, score = scored
-        ok = score >= threshold and not sentence.terms.missing_numbers
+        ok = score >= threshold and not sentence.terms.missing
         return _verdict(sentence, n, score, "llm", supported=ok)
 
     def _show(self, sentence: _Pending) -> Generator[str, None, None]:
         verdict = sentence.verdict
         assert verdict is not None
         mode = self._settings.support_check
-        silent = verdict.checked_by in ("repeat", "meta")  # nothing to flag: never shown
+        silent = verdict.checked_by in SILENT
         shown = verdict.supported or (mode != "remove" and not silent)
         text = sentence.text
         passage = verdict.passage
@@ -325,8 +344,10 @@ def _why(sentence: _Pending, n: int | None, score: float, tier: str) -> str:
         return "repeats an earlier sentence"
     if tier == "meta":
         return "says nothing of its own, or only speaks of the passages"
-    if sentence.terms.missing_numbers:
-        return f"no passage holds {', '.join(sentence.terms.missing_numbers)}"
+    if tier == "orphan":
+        return "refers back to a removed sentence"
+    if sentence.terms.missing:
+        return f"no passage holds {', '.join(sentence.terms.missing)}"
     if n is None:
         return "no passage to check it against"
     if tier == "llm":

@@ -5,9 +5,10 @@ passage, or cites a passage that says something else. So every sentence of an an
 checked against the passages before a reader sees it, cheapest signal first:
 
 - **terms**: the share of the sentence's content terms (stemmed, stopwords dropped, as
-  keyword coverage counts them) that one passage holds, and whether every number the
-  sentence names appears in the context. A number no passage holds makes it unsupported at
-  once; the share decides alone only for a sentence the LLM could not check in time
+  keyword coverage counts them) that one passage holds, and whether every number and name
+  the sentence states appears in the context. A number or a name no passage holds (a port,
+  a version, another product, a command written as code) makes it unsupported at once;
+  the share decides alone only for a sentence the LLM could not check in time
   (`support_terms_accept`), since a sentence can hold every term of a passage and still say
   the opposite ("If not, X" of a passage saying "if so, X").
 - **llm**: the local LLM asked whether one passage states the sentence, scored as the
@@ -39,6 +40,13 @@ ANSWERS = ("yes", "no")
 CITATION = re.compile(r"\s*\[(\d+)\]")
 # A number (with its decimals) or a version: the facts a model most often gets wrong from memory.
 NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+# A name: a word written as code, or capitalised inside a sentence (a product, a company, a
+# feature's proper name). The model brings names from memory as it brings numbers: asked about
+# another product, it names that product beside a passage about this one.
+WORD = re.compile(r"[^\W\d_][\w-]*")
+CODE = re.compile(r"`([^`]+)`")
+# A sentence that opens by pointing back ("This command …", "It …") leans on the one before.
+BACK_REFERENCE = re.compile(r"(?:this|that|these|those|it|its|they|their|such)\b", re.IGNORECASE)
 # Words a sentence uses to speak of the passages rather than of what was asked ("This is the
 # evidence from [2].", "The passages state this."): a sentence made of nothing else tells the
 # reader nothing and is not shown. Stemmed as the terms are.
@@ -77,11 +85,11 @@ class SentenceSupport:
 @dataclass(frozen=True)
 class TermSupport:
     """The cheap tier's reading of one sentence: each passage's share of its terms, the
-    numbers it names that no passage holds, and whether it says nothing of its own (no
-    content terms, or only words that speak of the passages)."""
+    numbers and names it states that no passage holds, and whether it says nothing of its
+    own (no content terms, or only words that speak of the passages)."""
 
     shares: dict[int, float]
-    missing_numbers: tuple[str, ...]
+    missing: tuple[str, ...]
     terms: int
     meta: bool = False
 
@@ -102,8 +110,9 @@ def cited_numbers(sentence: str) -> tuple[int, ...]:
 
 
 def term_support(sentence: str, context: Sequence[ContextItem]) -> TermSupport:
-    """Per passage, the share of the sentence's content terms it holds; and the sentence's
-    numbers that appear in no passage (a version, a size, a year the model supplied)."""
+    """Per passage, the share of the sentence's content terms it holds; and the numbers and
+    names the sentence states that appear in no passage (a version, a size, a year, another
+    product the model supplied)."""
     claim = claim_text(sentence)
     terms = set(tokenize(claim))
     shares = {
@@ -112,8 +121,43 @@ def term_support(sentence: str, context: Sequence[ContextItem]) -> TermSupport:
     }
     everywhere = " ".join(item.text for item in context)
     known = {m.group() for m in NUMBER.finditer(everywhere)}
-    missing = tuple(m.group() for m in NUMBER.finditer(claim) if m.group() not in known)
-    return TermSupport(shares, missing, len(terms), terms <= META_TERMS)
+    missing = [m.group() for m in NUMBER.finditer(claim) if m.group() not in known]
+    words = {w.lower() for w in WORD.findall(everywhere)}
+    missing += [name for name in names(claim) if name.lower() not in words]
+    unique: dict[str, str] = {}
+    for word in missing:  # once each, as first written
+        unique.setdefault(word.lower(), word)
+    return TermSupport(shares, tuple(unique.values()), len(terms), terms <= META_TERMS)
+
+
+def names(claim: str) -> list[str]:
+    """The words of `claim` that name something: each word written as code, and each word
+    capitalised after the first (a sentence's first word is capitalised whatever it is)."""
+    coded = [w for span in CODE.findall(claim) for w in WORD.findall(span)]
+    capitalised = [w for w in WORD.findall(claim)[1:] if w[0].isupper()]
+    return [w for w in coded + capitalised if len(w) > 1]
+
+
+def refers_back(sentence: str) -> bool:
+    """Whether the sentence opens by pointing at the one before it ("This command is
+    described in [1].", "It also removes …"): shown without it, it would lend its subject to
+    a claim the reader cannot see."""
+    return BACK_REFERENCE.match(claim_text(sentence).lstrip("`*\"'(")) is not None
+
+
+def orphans(sentences: Sequence[tuple[str, bool]]) -> list[int]:
+    """The positions of the sentences, given in order as (text, supported), that pass but
+    point back to one that failed ("This command is described in [1]." after a removed
+    answer): shown alone, such a sentence reads as the answer, and a stated detail would
+    seem to vouch for the removed claim. A failure carries on down a chain of them."""
+    found: list[int] = []
+    previous_failed = False
+    for i, (text, supported) in enumerate(sentences):
+        orphan = previous_failed and refers_back(text)
+        if orphan and supported:
+            found.append(i)
+        previous_failed = orphan or not supported
+    return found
 
 
 def candidates(terms: TermSupport, cited: Sequence[int]) -> list[int]:

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from crag_edge.answer.checked import SupportReport
 from crag_edge.answer.generation import answer_reply, cited
+from crag_edge.citations import locator
 from crag_edge.evaluation.answers import context_of_hits
 from crag_edge.evaluation.beir import EvalDataError, data_lines
 from crag_edge.evaluation.records import RecordLog, run_logged
@@ -206,7 +207,8 @@ def qa_systems(
 @dataclass(frozen=True)
 class QaRecord:
     """One question answered by one system: the line a records file holds. `passages` are
-    the shown context, `[n, source, text]` each, so an answer can be read against it;
+    the shown context, `[n, where, text]` each (`where` as a citation names it: file, then
+    page, slide, sheet row or section), so an answer and its citations can be read against it;
     `support` is the support check's report (`supported_share`), when there is one."""
 
     question_id: str
@@ -273,7 +275,7 @@ def _answer(question: Question, name: str, system: System, model: str) -> QaReco
         finish_reason=reply.finish_reason,
         outcome=outcome(question, reply.text, reply.finish_reason),
         seconds=round(seconds, 3),
-        passages=[[p.n, p.source, p.text] for p in reply.passages],
+        passages=[[p.n, locator(p), p.text] for p in reply.passages],
         cited=[p.n for p in cited(reply.text, reply.passages)],
         kind=question.kind,
         decision=reply.decision,
