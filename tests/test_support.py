@@ -117,6 +117,12 @@ def test_a_name_no_passage_holds_is_missing_as_a_number_is() -> None:
     assert same.missing == ()  # a name is found whatever its case; the first word is any word
 
 
+def test_a_pointer_followed_only_by_words_about_the_passages_says_nothing() -> None:
+    assert term_support("This option is described in [1].", context()).meta
+    assert term_support("It is found in the context passage.", context()).meta
+    assert not term_support("This option copies the log [2].", context()).meta
+
+
 def test_a_sentence_pointing_back_to_a_failed_one_fails_with_it() -> None:
     sentences = [
         ("Mercurial restores shelved changes with `hg unshelve`.", False),

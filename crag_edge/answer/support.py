@@ -53,7 +53,8 @@ BACK_REFERENCE = re.compile(r"(?:this|that|these|those|it|its|they|their|such)\b
 META_WORDS = (
     "evidence passage context document documentation source stated statement mention "
     "information provided sufficient insufficient answer question cite citation according "
-    "refer based given described explained text said specified found shown following noted"
+    "refer based given described explained text said specified found shown following noted "
+    "section manual"
 )
 META_TERMS = frozenset(tokenize(META_WORDS))
 # Two passages at most per sentence: its cited one (or the one with most of its terms), then
@@ -127,7 +128,8 @@ def term_support(sentence: str, context: Sequence[ContextItem]) -> TermSupport:
     unique: dict[str, str] = {}
     for word in missing:  # once each, as first written
         unique.setdefault(word.lower(), word)
-    return TermSupport(shares, tuple(unique.values()), len(terms), terms <= META_TERMS)
+    meta = terms - pointer_terms(claim) <= META_TERMS
+    return TermSupport(shares, tuple(unique.values()), len(terms), meta)
 
 
 def names(claim: str) -> list[str]:
@@ -143,6 +145,15 @@ def refers_back(sentence: str) -> bool:
     described in [1].", "It also removes …"): shown without it, it would lend its subject to
     a claim the reader cannot see."""
     return BACK_REFERENCE.match(claim_text(sentence).lstrip("`*\"'(")) is not None
+
+
+def pointer_terms(claim: str) -> set[str]:
+    """The terms of the words a sentence points back with ("This option", "These
+    formats"): what they name is the sentence before, not something this one says. So "This
+    option is described in [1]." only speaks of the passages."""
+    if not refers_back(claim):
+        return set()
+    return set(tokenize(" ".join(claim.split()[:2])))
 
 
 def orphans(sentences: Sequence[tuple[str, bool]]) -> list[int]:
