@@ -28,6 +28,7 @@ from crag_edge.observability import AuditEvent, AuditSink, Metrics
 from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import CragResult
 from crag_edge.retrieval import Mode, Retriever
+from crag_edge.retrieval.lexical import mentions
 from crag_edge.store import CorpusBackend
 from crag_edge.store.factory import is_database_url, open_corpus, open_or_create_corpus
 from crag_edge.text_boundary import asked_question, repair
@@ -246,8 +247,16 @@ class Engine(Closing):
             progress(StageEvent("answer", "start"))
         needs_model = bool(result.context) and not result.insufficient_evidence
         llm = self.llm_factory() if needs_model else None
-        checked = check_answer(stream_answer(llm, result), result, llm, self.settings.answer)
+        checked = check_answer(
+            stream_answer(llm, result), result, llm, self.settings.answer, self._mentions(groups)
+        )
         return result, clock.time(checked, progress)
+
+    def _mentions(self, groups: Groups) -> Callable[[str], bool]:
+        """Whether the corpus, as a caller with `groups` sees it, names a word anywhere (the
+        support check's test of a name the passages lack)."""
+        groups = arguments.groups(groups)
+        return lambda word: mentions(self.corpus, word, groups)
 
     def calibrate(
         self, questions: int = 20, *, on_question: Callable[[int], None] | None = None

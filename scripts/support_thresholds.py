@@ -12,7 +12,7 @@ answer left with nothing is refused as `unsupported`), and scores the shown text
 decoding, the check runs after it), so this is what a run at t would show.
 
     python scripts/support_thresholds.py --questions docs/data/git-doc-qa.jsonl \
-        --records git-doc-crag-keep.jsonl --thresholds 0.5,0.6,0.7,0.8,0.9
+        --records git-doc-crag-keep.jsonl --db git-doc.db --thresholds 0.5,0.6,0.7,0.8,0.9
 """
 
 from __future__ import annotations
@@ -22,21 +22,25 @@ import json
 from pathlib import Path
 from typing import Any
 
-from crag_edge.answer.support import claim_text, orphans, term_support
+from crag_edge.answer.support import Mentioned, claim_text, orphans, term_support
 from crag_edge.evaluation.qa import OUTCOMES, SCORES, outcome, read_questions
 from crag_edge.result import ContextItem
+from crag_edge.retrieval.lexical import mentions
+from crag_edge.store.factory import open_corpus
 
 
-def shown_text(record: dict[str, Any], threshold: float) -> tuple[str, int, int]:
+def shown_text(
+    record: dict[str, Any], threshold: float, mentioned: Mentioned = None
+) -> tuple[str, int, int]:
     """The answer the `remove` rule shows at `threshold`; with the count of sentences shown
-    and of sentences removed."""
+    and of sentences removed. `mentioned` as for `term_support` (the corpus's words)."""
     context = [ContextItem(n, n, 0, where, "", 0, 0, text, "corpus", 1.0)
                for n, where, text in record["passages"]]  # fmt: skip
     seen: list[str] = []
     verdicts: list[tuple[str, bool]] = []  # the sentences a reader could see, and their verdict
     for sentence in record["support"]["sentences"]:
         text = sentence["text"]
-        terms = term_support(text, context)
+        terms = term_support(text, context, mentioned)
         if claim_text(text) not in seen and not terms.meta:
             ok = sentence["score"] >= threshold and not terms.missing
             verdicts.append((text, ok))
@@ -52,7 +56,10 @@ def main() -> int:
     parser.add_argument("--questions", type=Path, required=True)
     parser.add_argument("--records", type=Path, required=True)
     parser.add_argument("--thresholds", default="0.5,0.6,0.7,0.8,0.9,0.95")
+    parser.add_argument("--db", help="the corpus the run asked (a name it holds is no miss)")
     args = parser.parse_args()
+    corpus = open_corpus(args.db, readonly=True) if args.db else None
+    mentioned = None if corpus is None else (lambda word: mentions(corpus, word))
     questions = {q.question_id: q for q in read_questions(args.questions)}
     records = [json.loads(line) for line in args.records.open(encoding="utf-8")]
     records = [r for r in records if r["system"] == "crag"]
@@ -63,7 +70,7 @@ def main() -> int:
         for record in records:
             question = questions[record["question_id"]]
             if record["support"] and record["support"]["sentences"]:
-                text, shown, removed = shown_text(record, threshold)
+                text, shown, removed = shown_text(record, threshold, mentioned)
                 # The model's own finish: a recorded `unsupported` means it ended on its own.
                 model_finish = record["finish_reason"].replace("unsupported", "stop")
                 finish = model_finish if shown else "unsupported"

@@ -23,6 +23,7 @@ from crag_edge.ingest import IngestReport, ingest
 from crag_edge.ingest.pipeline import REFUSED
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.retrieval import MODES, Mode, Retriever
+from crag_edge.retrieval.lexical import mentions
 from crag_edge.store import SCHEMA_VERSION, Corpus, connect
 from crag_edge.types import Embedder, Vector
 
@@ -138,6 +139,15 @@ def test_the_vector_search_filters_before_k(corpus: Corpus, embedder: OnnxEmbedd
     assert names([corpus.get_chunks([nearest])[nearest].source]) == {"a-notes.txt"}
     [(match, _)] = corpus.search_fts('"aurora"', 1, groups=A)
     assert names([corpus.get_chunks([match])[match].source]) == {"a-notes.txt"}
+
+
+def test_the_support_check_hears_of_a_name_only_in_what_the_caller_sees(corpus: Corpus) -> None:
+    """A name the passages lack is left to the LLM when the corpus holds it; a caller must not
+    learn, through which sentences are shown, that a hidden document holds a word."""
+    assert mentions(corpus, "Cabin", A) and mentions(corpus, "cabin")
+    assert not mentions(corpus, "cabin", B) and not mentions(corpus, "cabin", frozenset())
+    assert mentions(corpus, "dough", B)  # untagged: everyone's
+    assert not mentions(corpus, "lake-cabin")  # a compound is not one indexed word
 
 
 def test_untagged_documents_are_seen_by_every_caller_and_an_empty_set_sees_only_them(

@@ -115,6 +115,12 @@ def test_a_name_no_passage_holds_is_missing_as_a_number_is() -> None:
     assert other.missing == ("fossil", "open")
     same = term_support("The Write-ahead log lets `readers` continue [1].", context())
     assert same.missing == ()  # a name is found whatever its case; the first word is any word
+    # A name the corpus holds elsewhere (its own subject, on a page that does not repeat it)
+    # is left to the LLM.
+    subject = term_support(
+        "In SQLite a checkpoint copies the log [2].", context(), {"SQLite"}.__contains__
+    )
+    assert subject.missing == ()
 
 
 def test_a_pointer_followed_only_by_words_about_the_passages_says_nothing() -> None:

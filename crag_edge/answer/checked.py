@@ -33,6 +33,7 @@ from crag_edge.answer.generation import (
 from crag_edge.answer.support import (
     CITATION,
     LlmSupport,
+    Mentioned,
     SentenceSupport,
     TermSupport,
     candidates,
@@ -138,12 +139,14 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         llm: ChatModel | None,
         settings: AnswerSettings,
         resume: Resume | None = None,
+        mentioned: Mentioned = None,
     ) -> None:
         self._inner: TextStream[AnswerFinish] | TextStream[FinishReason] = stream
         self._resume = resume
         self._context = result.context
         self._llm = llm
         self._settings = settings
+        self._mentioned = mentioned
         self.support = SupportReport(settings.support_check)
         self._first_word: float | None = None
         self._seen_sentences: list[_Pending] = []
@@ -199,7 +202,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             text, gap, taken = buffer[start:end], buffer[taken:start], end
             if not any(c.isalnum() for c in claim_text(text)):
                 continue  # a stray citation or punctuation: nothing to show or check
-            sentence = _Pending(gap, text, term_support(text, self._context))
+            sentence = _Pending(gap, text, term_support(text, self._context, self._mentioned))
             self._read_by_terms(sentence, [*self._seen_sentences, *pending])
             pending.append(sentence)
         return taken
@@ -365,14 +368,19 @@ def with_citation(sentence: str, n: int) -> str:
 
 
 def check_answer(
-    stream: AnswerStream, result: CragResult, llm: ChatModel | None, settings: AnswerSettings
+    stream: AnswerStream,
+    result: CragResult,
+    llm: ChatModel | None,
+    settings: AnswerSettings,
+    mentioned: Mentioned = None,
 ) -> CheckedAnswer:
     """The support-checked stream of `stream`, written from `result.context` by `llm`; a
-    model that can continue a reply is paused after its first sentence."""
+    model that can continue a reply is paused after its first sentence. `mentioned` as for
+    `support.term_support`."""
 
     def resume(prefix: str) -> TextStream[FinishReason]:
         assert llm is not None
         return answer_reply(llm, result.question, result.context, prefix=prefix)
 
     can_resume = llm is not None and llm.continues
-    return CheckedAnswer(stream, result, llm, settings, resume if can_resume else None)
+    return CheckedAnswer(stream, result, llm, settings, resume if can_resume else None, mentioned)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from crag_edge.answer.generation import SYSTEM, passages_text
@@ -57,6 +57,8 @@ META_WORDS = (
     "section manual"
 )
 META_TERMS = frozenset(tokenize(META_WORDS))
+# Whether the corpus (as the caller may see it) names a word anywhere.
+Mentioned = Callable[[str], bool] | None
 # Two passages at most per sentence: its cited one (or the one with most of its terms), then
 # the best other; each costs ~0.5 s of prompt on two cores.
 MAX_CANDIDATES = 2
@@ -110,10 +112,14 @@ def cited_numbers(sentence: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(int(m.group(1)) for m in CITATION.finditer(sentence)))
 
 
-def term_support(sentence: str, context: Sequence[ContextItem]) -> TermSupport:
+def term_support(
+    sentence: str, context: Sequence[ContextItem], mentioned: Mentioned = None
+) -> TermSupport:
     """Per passage, the share of the sentence's content terms it holds; and the numbers and
     names the sentence states that appear in no passage (a version, a size, a year, another
-    product the model supplied)."""
+    product the model supplied). `mentioned` tells whether the corpus names a word
+    anywhere: a name it does (its own subject, "SQLite", beside a passage that does not repeat
+    it) is left to the LLM tier; one it never names ("Fossil" in a git manual) is the model's."""
     claim = claim_text(sentence)
     terms = set(tokenize(claim))
     shares = {
@@ -124,7 +130,11 @@ def term_support(sentence: str, context: Sequence[ContextItem]) -> TermSupport:
     known = {m.group() for m in NUMBER.finditer(everywhere)}
     missing = [m.group() for m in NUMBER.finditer(claim) if m.group() not in known]
     words = {w.lower() for w in WORD.findall(everywhere)}
-    missing += [name for name in names(claim) if name.lower() not in words]
+    missing += [
+        name
+        for name in names(claim)
+        if name.lower() not in words and not (mentioned is not None and mentioned(name))
+    ]
     unique: dict[str, str] = {}
     for word in missing:  # once each, as first written
         unique.setdefault(word.lower(), word)

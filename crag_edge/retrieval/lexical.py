@@ -36,6 +36,15 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{term}"' for term in unique)
 
 
+def mentions(corpus: CorpusBackend, word: str, groups: Groups = None) -> bool:
+    """Whether a chunk a caller with `groups` may see holds `word`, one plain word (case
+    folded, as the index holds it). A compound such as `--ignore-whitespace` is not one
+    word: the index keeps only its parts, which a corpus may hold apart."""
+    if _WORD.fullmatch(word) is None:
+        return False
+    return bool(corpus.search_fts(f'"{word.lower()}"', 1, groups=groups))
+
+
 def search_bm25(
     corpus: CorpusBackend, text: str, limit: int, groups: Groups = None
 ) -> list[tuple[int, float]]:
