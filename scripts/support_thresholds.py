@@ -5,7 +5,8 @@ every answer is shown as written, and every sentence's check is recorded with bo
 candidate passages asked (none reaches 1.0), so its score is its best passage's P(yes). For
 each threshold t this script applies the `remove` rule to those records, as `answer.checked`
 does (a sentence shows when its score is at least t and no number or name in it is missing
-from the passages, and it does not point back to a sentence that failed; a repeat, or a
+from the passages, and it does not point back to a sentence that failed (a passage's own
+words, quoted, show whatever their score); a repeat, or a
 sentence that says nothing of its own or only speaks of the passages, never shows; an
 answer left with nothing is refused as `unsupported`), and scores the shown text with
 `eval qa`'s own outcome rule. The model's text does not depend on the threshold (greedy
@@ -42,7 +43,8 @@ def shown_text(
         text = sentence["text"]
         terms = term_support(text, context, mentioned)
         if claim_text(text) not in seen and not terms.meta:
-            ok = sentence["score"] >= threshold and not terms.missing
+            stated = terms.quoted is not None or sentence["score"] >= threshold
+            ok = stated and not terms.missing
             verdicts.append((text, ok))
         seen.append(claim_text(text))
     for i in orphans(verdicts):

@@ -123,6 +123,29 @@ def test_a_name_no_passage_holds_is_missing_as_a_number_is() -> None:
     assert subject.missing == ()
 
 
+def test_a_passages_own_words_are_a_quote_and_a_turned_clause_is_not() -> None:
+    quoted = term_support(
+        "By default a checkpoint runs when the log reaches 1000 pages, as stated in [2].", context()
+    )
+    assert quoted.quoted == 2
+    # Every word of the passage, but opened with a clause the passage does not have.
+    turned = term_support(
+        "If not, a checkpoint runs when the log reaches 1000 pages [2].", context()
+    )
+    assert turned.quoted is None
+    assert term_support("The log reaches 1000 pages [2].", context()).quoted == 2
+    assert term_support("Log reaches 1000 pages [2].", context()).quoted is None  # too short
+
+
+@pytest.mark.models
+def test_a_quote_is_shown_without_asking_the_llm(smollm: LlamaRuntime) -> None:
+    words = "The write-ahead log lets readers continue while a writer appends changes [1]."
+    pieces, answer = checked(smollm, words, threshold=1.0)  # no LLM score could pass it
+    assert "".join(pieces) == words
+    (sentence,) = answer.support.sentences
+    assert sentence.checked_by == "quote" and sentence.passage == 1 and sentence.supported
+
+
 def test_a_pointer_followed_only_by_words_about_the_passages_says_nothing() -> None:
     assert term_support("This option is described in [1].", context()).meta
     assert term_support("It is found in the context passage.", context()).meta

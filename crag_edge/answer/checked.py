@@ -208,10 +208,11 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         return taken
 
     def _read_by_terms(self, sentence: _Pending, before: Sequence[_Pending]) -> None:
-        """The cheap tier's verdicts: a number no passage holds fails at once; a repeat of
-        an earlier sentence (its citations aside), and a sentence that says nothing of its
-        own ("This is [2].") or only speaks of the passages ("This is the evidence from
-        [2].") is dropped; the rest waits for the LLM."""
+        """The cheap tier's verdicts: a number or a name no passage holds fails at once; a
+        repeat of an earlier sentence (its citations aside), and a sentence that says nothing
+        of its own ("This is [2].") or only speaks of the passages ("This is the evidence
+        from [2].") is dropped; a passage's own words, quoted, pass; the rest waits for the
+        LLM."""
         terms = sentence.terms
         if self._settings.support_check == "keep":
             return
@@ -223,6 +224,8 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         elif terms.missing:
             n, share = terms.best()
             sentence.verdict = _verdict(sentence, n, share, "terms", supported=False)
+        elif terms.quoted is not None:
+            sentence.verdict = _verdict(sentence, terms.quoted, 1.0, "quote", supported=True)
 
     def _release(self, pending: list[_Pending]) -> Generator[str, None, None]:
         """Yield the decided sentences at the head of the queue, in order."""

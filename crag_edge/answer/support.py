@@ -8,7 +8,10 @@ checked against the passages before a reader sees it, cheapest signal first:
   keyword coverage counts them) that one passage holds, and whether every number and name
   the sentence states appears in the context. A number or a name no passage holds (a port,
   a version, another product, a command written as code) makes it unsupported at once;
-  the share decides alone only for a sentence the LLM could not check in time
+  a sentence that copies a passage word for word (its citations and a closing "as stated
+  in" aside) is supported without asking, since the small judge scores even a verbatim copy
+  below its threshold now and then; otherwise the share decides alone only for a sentence
+  the LLM could not check in time
   (`support_terms_accept`), since a sentence can hold every term of a passage and still say
   the opposite ("If not, X" of a passage saying "if so, X").
 - **llm**: the local LLM asked whether one passage states the sentence, scored as the
@@ -24,11 +27,12 @@ from __future__ import annotations
 import math
 import re
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from crag_edge.answer.generation import SYSTEM, passages_text
-from crag_edge.grading.terms import tokenize
+from crag_edge.grading.terms import STOPWORDS, tokenize
 from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
 from crag_edge.result import ContextItem
 
@@ -45,6 +49,9 @@ NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 # another product, it names that product beside a passage about this one.
 WORD = re.compile(r"[^\W\d_][\w-]*")
 CODE = re.compile(r"`([^`]+)`")
+# Words as a quote is compared: letters and digits, an apostrophe kept inside a word.
+PLAIN_WORD = re.compile(r"\w+(?:'\w+)*")
+MIN_QUOTE_WORDS = 5
 # A sentence that opens by pointing back ("This command …", "It …") leans on the one before.
 BACK_REFERENCE = re.compile(r"(?:this|that|these|those|it|its|they|their|such)\b", re.IGNORECASE)
 # Words a sentence uses to speak of the passages rather than of what was asked ("This is the
@@ -68,9 +75,11 @@ MAX_CANDIDATES = 2
 class SentenceSupport:
     """One sentence of an answer and its check: `score` is the best passage's support
     score, `passage` that passage's number (None when no passage is near), `cited` the
-    numbers the model wrote after it, `checked_by` the tier that decided (`terms`, `llm`, or
-    `budget`: the LLM's time ran out and the terms decided), `shown` whether the reader sees
-    it, `reason` why it was removed or flagged (empty when supported)."""
+    numbers the model wrote after it, `checked_by` the tier or rule that decided (`terms`: a
+    number or name no passage holds; `quote`: a passage's own words; `repeat`; `meta`: says
+    nothing of its own; `llm`; `orphan`: points back to a removed sentence; `budget`: the
+    LLM's time ran out and the terms decided), `shown` whether the reader sees it, `reason`
+    why it was removed or flagged (empty when supported)."""
 
     text: str
     supported: bool
@@ -95,6 +104,7 @@ class TermSupport:
     missing: tuple[str, ...]
     terms: int
     meta: bool = False
+    quoted: int | None = None
 
     def best(self) -> tuple[int | None, float]:
         if not self.shares:
@@ -139,7 +149,25 @@ def term_support(
     for word in missing:  # once each, as first written
         unique.setdefault(word.lower(), word)
     meta = terms - pointer_terms(claim) <= META_TERMS
-    return TermSupport(shares, tuple(unique.values()), len(terms), meta)
+    quoted = next((item.n for item in context if quotes(claim, item.text)), None)
+    return TermSupport(shares, tuple(unique.values()), len(terms), meta, quoted)
+
+
+def quotes(claim: str, passage: str) -> bool:
+    """Whether `claim` is `passage`'s own words, in order (case, punctuation and a closing
+    phrase that only points at the passages aside); five words at least, so that a
+    fragment ("It is two hours.") is not read as a quote."""
+    words = _words(claim)
+    while words and (words[-1] in STOPWORDS or set(tokenize(words[-1])) <= META_TERMS):
+        words.pop()
+    if len(words) < MIN_QUOTE_WORDS:
+        return False
+    return f" {' '.join(words)} " in f" {' '.join(_words(passage))} "
+
+
+def _words(text: str) -> list[str]:
+    folded = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
+    return PLAIN_WORD.findall(folded)
 
 
 def names(claim: str) -> list[str]:
