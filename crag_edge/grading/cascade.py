@@ -317,14 +317,20 @@ class Grader:
         evaluator tempers the judge; `mean`: the model tiers only (the signals count until a
         model has seen the item); `last`: the latest tier's. docs/grading.md has the numbers.
         With `judge_floor`, the most accurate tier has the last word on keeping: an item the
-        judge read scores at least the judge's own score."""
+        judge alone would keep (its score at least `discard_below`) is not pushed under the
+        cut by the cheaper tiers. It is kept at the cut, not raised to the judge's score: the
+        judge's yes-bias, lent to every item it read, made weak evidence look CORRECT
+        (docs/answer-quality.md, "The judge's score as a floor")."""
         fusion = self.settings.tier_fusion
         if fusion == "last":
             return latest
         tiers = TIERS if fusion == "mean_with_signals" else MODEL_TIERS
         fused = float(np.mean([item.tiers[t] for t in tiers if t in item.tiers]))
         judged = item.tiers.get("llm")
-        return max(fused, judged) if judged is not None and self.settings.judge_floor else fused
+        cut = self.settings.discard_below
+        if judged is not None and self.settings.judge_floor and judged >= cut:
+            return max(fused, cut)
+        return fused
 
     def _signals_tier(self, query: str, evidence: Evidence, items: list[ItemGrade]) -> None:
         hits = evidence.hits
