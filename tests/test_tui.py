@@ -36,7 +36,8 @@ from crag_edge.store import Corpus
 from crag_edge.store.records import ChunkRecord, CorpusStats, DocumentRecord
 from crag_edge.tui import CragApp
 from crag_edge.tui.corpora import CorpusScreen
-from crag_edge.tui.screens import HelpScreen, IngestScreen
+from crag_edge.tui.ingest import IngestScreen
+from crag_edge.tui.screens import HelpScreen
 from crag_edge.tui.widgets import DecisionPanel, EvidenceTable, StageLine
 from crag_edge.types import Action, Chunk, Decision, Hit
 
@@ -129,14 +130,14 @@ def test_ask_shows_stages_decision_evidence_and_answer(engine: Engine) -> None:
         assert names[0] == "retrieve" and names[-1] == "answer"
         assert "signals" in names and names.index("signals") < names.index("decision")
         assert all(stage.ms is not None and not stage.failed for stage in stages.stages)
-        assert app.result is not None
+        assert app.main_screen.result is not None
         decision = app.query_one("#decision", DecisionPanel)
         assert decision.decision in DECISIONS
         screen_text = app.export_screenshot()
-        assert str(app.result.decision) in screen_text
+        assert str(app.main_screen.result.decision) in screen_text
         table = app.query_one("#evidence", EvidenceTable)
-        assert table.row_count == len(app.result.hits) > 0
-        assert app.answer_text.strip()
+        assert table.row_count == len(app.main_screen.result.hits) > 0
+        assert app.main_screen.answer_text.strip()
         # The first row is highlighted: its chunk is shown; moving down shows the next.
         await pilot.press("ctrl+r", "down")
         hit, _ = table.entries[1]
@@ -171,8 +172,9 @@ def test_empty_or_cut_off_answer_shows_a_note(
             await pilot.press(*QUESTION, "enter")
             await app.workers.wait_for_complete()
             await pilot.pause()
-            assert app.result is not None and app.result.context  # the model was asked
-            assert app.query_one("#right").has_class("incomplete")
+            result = app.main_screen.result
+            assert result is not None and result.context  # the model was asked
+            assert app.query_one("#answer-scroll").has_class("incomplete")
             assert app.query_one("#answer-scroll").border_title == title
             shown = html.unescape(app.export_screenshot()).replace("\xa0", " ")
             assert title in shown and note in shown
@@ -197,7 +199,7 @@ def test_help_screen_and_quit(engine: Engine) -> None:
         await pilot.pause()
         notes = [n.message for n in app._notifications]
         assert any("the question has no words" in note for note in notes), notes
-        assert app.result is None
+        assert app.main_screen.result is None
         await pilot.press("ctrl+q")
         await pilot.pause()
         assert not app.is_running
@@ -483,7 +485,7 @@ def test_canned_answer_cites_and_citation_jumps_to_evidence() -> None:
 
     async def body(pilot: Pilot[None]) -> None:
         await ask_canned(pilot)
-        assert app.answer_text.endswith("[1].")
+        assert app.main_screen.answer_text.endswith("[1].")
         screen_text = app.export_screenshot()
         assert "CORRECT" in screen_text
         table = app.query_one("#evidence", EvidenceTable)
@@ -509,8 +511,8 @@ def test_insufficient_evidence_state() -> None:
 
     async def body(pilot: Pilot[None]) -> None:
         await ask_canned(pilot)
-        assert app.query_one("#right").has_class("insufficient")
-        assert "insufficient" in app.answer_text
+        assert app.query_one("#answer-scroll").has_class("insufficient")
+        assert "insufficient" in app.main_screen.answer_text
         assert "INCORRECT" in app.export_screenshot()
 
     run(app, body, (80, 24))
@@ -652,10 +654,10 @@ def test_corpus_picker_switches_creates_and_refuses(
 
             # A question runs against the new corpus.
             await pilot.press("ctrl+l", *QUESTION, "enter")
-            await wait_for(pilot, lambda: app.result is not None, timeout=300)
+            await wait_for(pilot, lambda: app.main_screen.result is not None, timeout=300)
             await app.workers.wait_for_complete()
-            assert app.result is not None and app.result.hits
-            sources = {Path(hit.chunk.source).name for hit, _ in app.result.hits}
+            assert app.main_screen.result is not None and app.main_screen.result.hits
+            sources = {Path(hit.chunk.source).name for hit, _ in app.main_screen.result.hits}
             assert sources == {"reciprocal-rank-fusion.md"}, sources
 
             # Creating a corpus from the path box: the app owned the second engine, closes it.
@@ -687,7 +689,7 @@ def test_corpus_switch_is_refused_while_a_question_runs(
         assert not isinstance(app.screen, CorpusScreen) and app.db == Path("demo.db")
 
         screen = await open_picker(pilot)
-        app.stages.start("retrieve")  # as a running question does
+        app.main_screen.stages.start("retrieve")  # as a running question does
         assert app.busy() == "A question is running"
         await pilot.press("ctrl+n", *"other.db", "enter")
         assert "Busy" in str(screen.query_one("#corpora-status", Static).render())
@@ -816,8 +818,8 @@ def test_markup_in_answer_sources_and_reasons_is_shown_as_written() -> None:
     async def body(pilot: Pilot[None]) -> None:
         await ask_canned(pilot)
         answer = app.query_one("#answer", Static)
-        assert shown(answer) == app.answer_text == MARKUP + " [1]."
-        assert not app.query_one("#right").has_class("failed")
+        assert shown(answer) == app.main_screen.answer_text == MARKUP + " [1]."
+        assert not app.query_one("#answer-scroll").has_class("failed")
         text = screen_text(app)
         assert "[@click=app.quit]quit[/] [bold]b[/bo" in text  # the evidence table's source
         assert "[1] docs/[@click=app.quit]quit[/] [bold]b[/bold] [/]" in text  # a citation
@@ -835,10 +837,10 @@ def test_a_model_error_mid_answer_is_shown_as_written() -> None:
 
     async def body(pilot: Pilot[None]) -> None:
         await ask_canned(pilot)
-        assert app.query_one("#right").has_class("failed")
+        assert app.query_one("#answer-scroll").has_class("failed")
         error = f"RuntimeError: model died at {MARKUP}"
         assert shown(app.query_one("#answer", Static)) == error
-        assert app.stages.stages[-1].detail == error
+        assert app.main_screen.stages.stages[-1].detail == error
 
     run(app, body, (120, 40))
 
@@ -1108,7 +1110,35 @@ def test_a_long_fast_answer_is_shown_without_redrawing_it_per_token() -> None:
         await ask_canned(pilot)
         # Re-wrapping the whole answer once per token took ~20 s here (its square grows).
         assert time.monotonic() - started < 8
-        assert app.answer_text == ("word 漢字 " * 3000).rstrip()  # sentences, as checked
+        assert (
+            app.main_screen.answer_text == ("word 漢字 " * 3000).rstrip()
+        )  # sentences, as checked
         assert shown(app.query_one("#answer", Static)).startswith("word 漢字 " * 10)
+
+    run(app, body, (120, 40))
+
+
+class UnsupportedEngine(CannedEngine):
+    """The canned engine removing unsupported sentences, whose model adds a date no passage
+    holds (the support check fails it on the number, with no model call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settings = self.settings.replace(support_check="remove")
+
+    def llm_factory(self) -> CannedLlm:
+        return CannedLlm(["RRF ignores the raw scores [1]. ", "It dates from 1887 [1]."])
+
+
+def test_the_support_check_summary_and_removed_sentences_show_under_the_answer() -> None:
+    app = CragApp(engine=UnsupportedEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        assert app.main_screen.answer_text == "RRF ignores the raw scores [1]."
+        subtitle = str(app.query_one("#answer-scroll").border_subtitle)
+        assert subtitle.startswith("support: 1 of 2 sentences stated by their passages, 1 removed")
+        assert subtitle.endswith(" · removed: It dates from 1887 [1]. (no passage holds 1887)")
+        assert "support: 1 of 2 sentences" in screen_text(app)  # on the panel's border
 
     run(app, body, (120, 40))

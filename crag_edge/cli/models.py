@@ -11,6 +11,7 @@ from rich.progress import (
     BarColumn,
     DownloadColumn,
     Progress,
+    ProgressColumn,
     TextColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
@@ -24,14 +25,20 @@ from crag_edge.console.options import (
     settings_of,
 )
 from crag_edge.console.output import (
-    err,
     out,
     print_json,
     say,
+    stderr_bar,
 )
 from crag_edge.models import provision
 from crag_edge.models.manifest import load_manifest
 from crag_edge.text_boundary import printable_path
+
+
+def download_bar(quiet: bool, *more: ProgressColumn) -> Progress:
+    """A bar per file being fetched or checked: its name, the bar, the bytes, then `more`."""
+    name = TextColumn("{task.description}", markup=False)
+    return stderr_bar(name, BarColumn(), DownloadColumn(), *more, quiet=quiet)
 
 
 class _RichPullProgress(provision.Progress):
@@ -74,16 +81,7 @@ def models_pull(
     manifest = load_manifest(settings.models.model_dir)
     specs = [manifest.get(m) for m in model_ids] if model_ids else manifest.defaults()
     reports = []
-    with Progress(
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        disable=as_json,
-        transient=True,
-    ) as bar:
+    with download_bar(as_json, TransferSpeedColumn(), TimeRemainingColumn()) as bar:
         progress = _RichPullProgress(bar)
         for spec in specs:
             reports.append(
@@ -165,14 +163,7 @@ def models_verify(
             for s in manifest.models.values()
             if any((provision.model_path(model_dir, s) / f.name).exists() for f in s.files)
         ]
-    with Progress(
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        DownloadColumn(),
-        console=err,
-        disable=as_json,
-        transient=True,
-    ) as bar:
+    with download_bar(as_json) as bar:
         reports = [provision.verify_model(s, model_dir, _RichPullProgress(bar)) for s in specs]
     if as_json:
         print_json([asdict(r) | {"ok": r.ok} for r in reports])

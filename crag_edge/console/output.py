@@ -16,7 +16,14 @@ import sys
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.text import Text
 
 from crag_edge.text_boundary import repair
@@ -63,17 +70,16 @@ def _finite(data: Any) -> Any:
     return data
 
 
+def stderr_bar(*columns: ProgressColumn, quiet: bool, transient: bool = True) -> Progress:
+    """A progress bar of `columns` on stderr, so stdout stays the command's output; silent
+    under --json (`quiet`)."""
+    return Progress(*columns, console=err, disable=quiet, transient=transient)
+
+
 def counting_bar(label: str, quiet: bool) -> Progress:
-    """A progress bar on stderr counting items (files, queries); silent under --json."""
-    return Progress(
-        TextColumn(label, markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        disable=quiet,
-        transient=True,
-    )
+    """A progress bar on stderr counting items (files, queries)."""
+    columns = (TextColumn(label, markup=False), BarColumn(), MofNCompleteColumn())
+    return stderr_bar(*columns, TimeRemainingColumn(), quiet=quiet)
 
 
 def print_report(report: dict[str, Any], as_json: bool) -> None:

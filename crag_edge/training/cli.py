@@ -10,7 +10,7 @@ import json
 import math
 import shlex
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,7 +27,7 @@ from rich.progress import (
 
 from crag_edge.config import Settings
 from crag_edge.console.errors import EXPECTED_ERRORS, fail
-from crag_edge.console.output import err, tell
+from crag_edge.console.output import stderr_bar, tell
 from crag_edge.locations import corpus_name, is_database_url, parse_location, shown_location
 from crag_edge.models.cross_encoder import MIN_LENGTH
 from crag_edge.store import CorpusNotFoundError
@@ -172,40 +172,18 @@ def train(
     """Label pairs from the corpus, fine-tune a MiniLM cross-encoder, export ONNX + int8,
     write a model card and register it. Rerun the same command to resume."""
     settings: Settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings.load()
-    options = TrainOptions(
-        db=db,
-        out=out or default_out(db),
-        labels=labels,
-        budget_minutes=budget_minutes,
-        max_pairs=max_pairs,
-        layers=layers,
-        architecture=architecture,
-        vocab_size=vocab_size,
-        negatives=negatives,
-        llm_labels=llm_labels,
-        epochs=epochs,
-        learning_rate=learning_rate,
-        max_length=max_length,
-        seed=seed,
-        model_id=model_id or "",
-        register=register,
-        data_license=data_license,
-    )
+    # Every option of this command that names a field of TrainOptions, under the same name.
+    given = {f.name: ctx.params[f.name] for f in fields(TrainOptions) if f.name in ctx.params}
+    options = TrainOptions(**given | {"out": out or default_out(db), "model_id": model_id or ""})
     options = replace(options, command=reproduce_command(options))
     try:
         if not is_database_url(db) and not Path(db).is_file():
             raise CorpusNotFoundError(
                 db, f"no corpus here: build one with `crag-edge ingest --db {db} PATH...`"
             )
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            disable=as_json,
-        ) as bar:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+        times = (TimeElapsedColumn(), TimeRemainingColumn())
+        with stderr_bar(*columns, *times, quiet=as_json, transient=False) as bar:
             report = train_evaluator(settings, options, _RichEvents(bar))
     except EXPECTED as exc:
         raise fail(exc) from None

@@ -1,24 +1,24 @@
 """The corpus picker (F3): the corpus files nearby with their stats, and a path to open or
 create another. Stats come from `Corpus.open(readonly=True)`, so no model loads until one
-is picked; opening it is the app's job (the screen posts `CorpusScreen.Picked`)."""
+is picked; opening it is the app's job (the screen is dismissed with a `CorpusChoice`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.message import Message
-from textual.widgets import Footer, Header, Input, OptionList, Static
+from textual.reactive import var
+from textual.widgets import Footer, Header, Input, OptionList
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from crag_edge.engine import Engine
 from crag_edge.locations import absolute_location, is_database_url, parse_location
 from crag_edge.store import (
     Corpus,
@@ -37,7 +37,7 @@ from crag_edge.tui.screens import (
     typed_path,
     when,
 )
-from crag_edge.tui.widgets import Plain
+from crag_edge.tui.widgets import BoundText, Plain
 
 NOT_A_CORPUS = "not a crag-edge corpus"
 
@@ -51,6 +51,14 @@ class CorpusEntry:
     problem: str | None = None
     openable: bool = True
     is_open: bool = False
+
+
+@dataclass(frozen=True)
+class CorpusChoice:
+    """What the picker is dismissed with: the corpus to switch to, `create`d if new."""
+
+    path: Path | str
+    create: bool
 
 
 def open_error(exc: Exception) -> str:
@@ -114,8 +122,10 @@ def entry_prompt(entry: CorpusEntry, cwd: Path) -> Text:
     return text
 
 
-class CorpusScreen(CragScreen):
-    """Pick a corpus to switch to, or type a path to open or create one."""
+class CorpusScreen(CragScreen[CorpusChoice]):
+    """Pick a corpus to switch to, or type a path to open or create one. The screen is
+    dismissed with the choice once it is known to be a corpus (or a new file); one that is
+    not, or a pick while the app is `busy`, is refused here with the reason."""
 
     DEFAULT_CSS = """
     CorpusScreen #corpora-intro { height: auto; padding: 0 1; color: $text-muted; }
@@ -127,39 +137,40 @@ class CorpusScreen(CragScreen):
         Binding("f5", "rescan", "Rescan"),
     ]
 
-    class Picked(Message):
-        """Switch to the corpus at `path` (with `create`, a new one). The app answers with
-        `switch_refused` or `open_failed`, or closes the picker once it is open."""
+    AUTO_FOCUS = "#corpora"
+    entries: var[list[CorpusEntry]] = var(list, init=False)
+    status: var[RenderableType] = var[RenderableType]("")
 
-        def __init__(self, picker: CorpusScreen, path: Path | str, create: bool) -> None:
-            super().__init__()
-            self.picker = picker
-            self.path = path
-            self.create = create
-
-    def __init__(self, *, db: Path | str | None, open_corpus: CorpusBackend | None) -> None:
+    def __init__(
+        self,
+        *,
+        db: Path | str | None,
+        open_corpus: CorpusBackend | None,
+        busy: Callable[[], str | None],
+    ) -> None:
         """`db` is the app's corpus file (its folder is searched too); `open_corpus` the
-        corpus the app has open, listed first with its live stats."""
+        corpus the app has open, listed first with its live stats; `busy` says what work
+        running in the app a switch would pull the corpus out from under."""
         super().__init__()
         self.db = db
         self.open_corpus = open_corpus
-        self.entries: list[CorpusEntry] = []
+        self.busy = busy
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Plain("", id="corpora-intro")
-        yield OptionList(id="corpora")
+        corpora = OptionList(id="corpora")
+        corpora.border_title = "Corpora"
+        yield corpora
         yield Input(
             placeholder="Path of a corpus to open, or of a new one to create (→ completes)",
             id="corpus-path",
             suggester=PathSuggester(),
         )
-        yield Plain("", id="corpora-status")
+        yield BoundText(id="corpora-status").data_bind(shown=CorpusScreen.status)
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#corpora").border_title = "Corpora"
-        self.query_one("#corpora", OptionList).focus()
         self.action_rescan()
 
     def folders(self) -> list[Path]:
@@ -174,7 +185,7 @@ class CorpusScreen(CragScreen):
         folders = self.folders()
         cwd = folders[0]
         names = " and ".join(relative_name(folder, cwd) for folder in folders)
-        self.query_one("#corpora-intro", Static).update(
+        self.query_one("#corpora-intro", Plain).update(
             f"Corpus files (*.db) in {names}: Enter switches; ctrl+n opens or creates another."
         )
         current = None
@@ -185,7 +196,7 @@ class CorpusScreen(CragScreen):
                 current = CorpusEntry(location, problem=stats, is_open=True)
             else:
                 current = CorpusEntry(location, stats, is_open=True)
-        self.query_one("#corpora-status", Static).update("Reading the corpus files…")
+        self.status = "Reading the corpus files…"
         self.scan(folders, current)
 
     @work(thread=True, exclusive=True, group="scan", exit_on_error=False)
@@ -193,12 +204,11 @@ class CorpusScreen(CragScreen):
         found = find_corpora(folders, skip=current.path if current is not None else None)
         entries = ([current] if current is not None else []) + found
         if not get_current_worker().is_cancelled:  # else the screen has gone
-            self.app.call_from_thread(self._show, entries)
+            self.app.call_from_thread(setattr, self, "entries", entries)
 
-    def _show(self, entries: list[CorpusEntry]) -> None:
-        self.entries = entries
+    def watch_entries(self, entries: list[CorpusEntry]) -> None:
         cwd = Path.cwd()
-        corpora = self.query_one("#corpora", OptionList)
+        corpora = self.query_one(OptionList)
         corpora.clear_options()
         corpora.add_options(
             Option(entry_prompt(entry, cwd), id=str(i), disabled=not entry.openable)
@@ -208,14 +218,12 @@ class CorpusScreen(CragScreen):
         corpora.border_title = f"Corpora · {usable} of {len(entries)} files"
         if usable and corpora.highlighted is None:
             corpora.action_first()
-        status = "" if entries else "No *.db files here: type a path below to create a corpus."
-        self.query_one("#corpora-status", Static).update(status)
+        self.status = "" if entries else "No *.db files here: type a path below to create a corpus."
 
     @on(OptionList.OptionSelected, "#corpora")
     def _picked(self, event: OptionList.OptionSelected) -> None:
         if event.option.id is not None:
-            entry = self.entries[int(event.option.id)]
-            self.open(entry.path, create=False)
+            self.choose(self.entries[int(event.option.id)].path, create=False)
 
     @on(Input.Submitted, "#corpus-path")
     def _typed(self, event: Input.Submitted) -> None:
@@ -223,37 +231,46 @@ class CorpusScreen(CragScreen):
         if not value:
             return
         if is_database_url(value):  # opened, or created when it holds no corpus yet
-            self.open(value, create=True)
+            self.choose(value, create=True)
             return
         try:
             path = typed_path(value)
         except ValueError as exc:
-            self.open_failed(str(exc))
+            self.status = Text(str(exc), style="red")
             return
-        known = next((e for e in self.entries if e.path == path.resolve()), None)
-        if known is not None and not known.openable:
-            self.open_failed(f"{relative_name(known.path)}: {known.problem}")
+        if not path.exists():
+            self.choose(path, create=True)
+        elif self.refused() is None:
+            self.status = f"Reading {relative_name(path)}…"
+            self.check(path)
+
+    @work(thread=True, exclusive=True, group="check", exit_on_error=False)
+    def check(self, path: Path) -> None:
+        """Choose the typed file if it is a corpus; else say why it cannot be opened."""
+        entry = read_entry(path)
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._checked, entry)
+
+    def _checked(self, entry: CorpusEntry) -> None:
+        if entry.openable:
+            self.choose(entry.path, create=False)
             return
-        self.open(path, create=not path.exists())
+        self.status = Text(str(entry.problem), style="red")
+        name = relative_name(entry.path)
+        self.notify(f"Cannot open {name}: {entry.problem}", severity="error", timeout=10)
 
-    def open(self, path: Path | str, *, create: bool) -> None:
-        """Ask the app to switch (it answers with one of the two methods below)."""
-        status = self.query_one("#corpora-status", Static)
-        status.update(f"{'Creating' if create else 'Opening'} {relative_name(path)}…")
-        self.post_message(self.Picked(self, path, create))
+    def refused(self) -> str | None:
+        """Why no switch can start now (said in the status line), or None."""
+        reason = self.busy()
+        if reason is not None:
+            busy = f"Busy: {reason[0].lower()}{reason[1:]}; switch once it has finished."
+            self.status = Text(busy, "yellow")
+        return reason
 
-    def corpus_opened(self, engine: Engine) -> None:
-        """The app opened `engine`: the next rescan lists it as the open one."""
-        self.db = parse_location(engine.corpus.location)
-        self.open_corpus = engine.corpus
-
-    def switch_refused(self) -> None:
-        """The app is busy with work that needs the open corpus."""
-        status = Text("Busy: switch once the running work has finished.", "yellow")
-        self.query_one("#corpora-status", Static).update(status)
-
-    def open_failed(self, message: str) -> None:
-        self.query_one("#corpora-status", Static).update(Text(message, style="red"))
+    def choose(self, path: Path | str, *, create: bool) -> None:
+        """Leave with `path` for the app to open, unless the app is busy."""
+        if self.refused() is None:
+            self.dismiss(CorpusChoice(path, create))
 
     def action_new_path(self) -> None:
         self.query_one("#corpus-path", Input).focus()

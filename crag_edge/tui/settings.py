@@ -8,17 +8,19 @@ import tomllib
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Static
+from textual.reactive import var
+from textual.widgets import Button, Checkbox, Footer, Header, Input, Label
 
 from crag_edge.config import PROVIDER_NAMES, TIERS, Settings, SettingsError
 from crag_edge.tui.screens import CragScreen
-from crag_edge.tui.widgets import Plain
+from crag_edge.tui.widgets import BoundText
 
 NUMBERS: tuple[tuple[str, str], ...] = (
     ("correct_threshold", "CORRECT at or above"),
@@ -61,7 +63,7 @@ def save_settings(path: Path, settings: Settings, names: tuple[str, ...] = EDITA
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-class SettingsScreen(CragScreen):
+class SettingsScreen(CragScreen[None]):
     """Edit the settings the next question uses."""
 
     DEFAULT_CSS = """
@@ -78,6 +80,9 @@ class SettingsScreen(CragScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "apply(True)", "Apply & save"),
     ]
+
+    AUTO_FOCUS = "#correct_threshold"
+    status: var[RenderableType] = var[RenderableType]("Changes apply to the next question.")
 
     class Applied(Message):
         """Use `settings` from the next question on and, with `save_to`, write them to that
@@ -121,28 +126,23 @@ class SettingsScreen(CragScreen):
             with Horizontal(id="buttons"):
                 yield Button("Apply", id="apply", variant="primary")
                 yield Button("Apply & save", id="save", variant="success")
-        yield Plain("Changes apply to the next question.", id="settings-status")
+        yield BoundText(id="settings-status").data_bind(shown=SettingsScreen.status)
         yield Footer()
-
-    def on_mount(self) -> None:
-        self.query_one("#correct_threshold", Input).focus()
 
     def edited(self) -> Settings:
         """The current settings with this form's values; raises SettingsError."""
+        typed = {box.id: box.value.strip() for box in self.query(Input)}
+        ticked = {box.id for box in self.query(Checkbox) if box.value}
         changes: dict[str, Any] = {}
         for name, _ in NUMBERS:
-            raw = self.query_one(f"#{name}", Input).value.strip()
+            raw = typed[name]
             try:
                 changes[name] = int(raw) if name in ("max_iterations", "top_k") else float(raw)
             except ValueError:
                 raise SettingsError(f"{name}: {raw!r} is not a number") from None
-        changes["grading_tiers"] = [
-            t for t in TIERS if self.query_one(f"#tier-{t}", Checkbox).value
-        ]
-        changes["fallback_providers"] = [
-            p for p in PROVIDER_NAMES if self.query_one(f"#fallback-{p}", Checkbox).value
-        ]
-        changes["llm"] = self.query_one("#llm", Input).value.strip()
+        changes["grading_tiers"] = [t for t in TIERS if f"tier-{t}" in ticked]
+        changes["fallback_providers"] = [p for p in PROVIDER_NAMES if f"fallback-{p}" in ticked]
+        changes["llm"] = typed["llm"]
         return self.settings.replace(**changes)
 
     @on(Button.Pressed, "#apply")
@@ -170,14 +170,14 @@ class SettingsScreen(CragScreen):
         if saved_to is not None:
             self.config_path = saved_to
             message += f" Saved to {saved_to} (load it with --config {saved_to})."
-        self.query_one("#settings-status", Static).update(message)
+        self.status = message
         self.notify(message)
 
     def not_saved(self, settings: Settings, error: Exception) -> None:
         """Applied, but the config file could not be written."""
         self.settings = settings
         message = f"Applied to the next question, but not saved: {error}"
-        self.query_one("#settings-status", Static).update(Text(message, style="yellow"))
+        self.status = Text(message, style="yellow")
 
     def refused(self, error: Exception) -> None:
-        self.query_one("#settings-status", Static).update(Text(str(error), style="red"))
+        self.status = Text(str(error), style="red")

@@ -11,16 +11,22 @@ from typing import ClassVar
 from rich.console import Group, RenderableType
 from rich.segment import Segment
 from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.color import Color
+from textual.containers import VerticalScroll
 from textual.filter import LineFilter
+from textual.message import Message
+from textual.reactive import var
 from textual.widgets import DataTable, Input, Static
 
+from crag_edge.answer.checked import SupportReport
 from crag_edge.citations import locator, place_label
 from crag_edge.config import TIERS, Settings
 from crag_edge.grading import ItemGrade
 from crag_edge.result import ContextItem, CragResult
-from crag_edge.text_boundary import has_no_controls, without_controls
+from crag_edge.text_boundary import QuestionError, asked_question, has_no_controls, without_controls
 from crag_edge.types import Hit
 
 DECISION_STYLE = {
@@ -28,6 +34,9 @@ DECISION_STYLE = {
     "AMBIGUOUS": "bold black on yellow",
     "INCORRECT": "bold white on red",
 }
+INSUFFICIENT_TITLE = "Answer — insufficient evidence"
+INCOMPLETE_TITLE = "Answer — incomplete"
+EMPTY_TITLE = "No answer"
 MAX_STAGES_SHOWN = 8  # a corrective loop's later rounds push its first stages off the line
 TIER_LABELS = {"signals": "signals", "cross_encoder": "x-enc", "llm": "llm"}
 _STRIP_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -41,6 +50,16 @@ class Plain(Static):
 
     def __init__(self, content: RenderableType = "", **kwargs: str) -> None:
         super().__init__(content, markup=False, **kwargs)  # type: ignore[arg-type]
+
+
+class BoundText(Plain):
+    """Text that shows one of its screen's attributes, bound as `shown` with `data_bind`:
+    the screen says a thing (a status, the corpus stats) by setting its attribute."""
+
+    shown: var[RenderableType] = var[RenderableType]("")
+
+    def watch_shown(self, shown: RenderableType) -> None:
+        self.update(shown)
 
 
 class NoControlCodes(LineFilter):
@@ -58,7 +77,14 @@ class NoControlCodes(LineFilter):
 
 
 class QuestionInput(Input):
-    """The question box, with a history on up/down."""
+    """The question box, with a history on up/down. Enter posts `Asked` with the question
+    as checked at the boundary; text with nothing to search for is refused where it was
+    typed."""
+
+    class Asked(Message):
+        def __init__(self, question: str) -> None:
+            super().__init__()
+            self.question = question
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "history(-1)", "Previous", show=False),
@@ -70,10 +96,21 @@ class QuestionInput(Input):
         self.history: list[str] = []
         self._position = 0
 
-    def remember(self, question: str) -> None:
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if not event.value.strip():
+            return
+        try:
+            question = asked_question(event.value)
+        except QuestionError as exc:  # "???": nothing to search for
+            self.notify(f"{exc}; ask in words.", severity="warning")
+            return
         if not self.history or self.history[-1] != question:
             self.history.append(question)
         self._position = len(self.history)
+        self.value = ""
+        self.post_message(self.Asked(question))
 
     def action_history(self, step: int) -> None:
         if not self.history:
@@ -95,11 +132,13 @@ class Stage:
 class StageLine(Plain):
     """retrieve → grade → decision → actions → answer, each with its time as it happens."""
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter, **kwargs: str) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.perf_counter, idle: str = "", **kwargs: str
+    ) -> None:
         super().__init__("", **kwargs)
         self.clock = clock
         self.stages: list[Stage] = []
-        self.idle_text = "Type a question and press Enter."
+        self.idle_text = idle
 
     def on_mount(self) -> None:
         self.set_interval(0.2, self._tick)
@@ -182,6 +221,8 @@ class StageLine(Plain):
 
 class DecisionPanel(Plain):
     """The verdict: decision word, score, rule, thresholds, corrections, iterations, fallback."""
+
+    BORDER_TITLE = "Decision"
 
     def __init__(self, **kwargs: str) -> None:
         super().__init__(Text("No question asked yet.", style="dim"), **kwargs)
@@ -271,12 +312,85 @@ def describe_fallback(result: CragResult) -> str:
     return text
 
 
+class AnswerPanel(VerticalScroll):
+    """The answer as it streams; the note on why it is empty or cut off after it, or the
+    failure in its place. Its title and classes (`insufficient`, `incomplete`, `failed`) say
+    which, its subtitle what the support check found. The attributes are the ask screen's,
+    bound with `data_bind`."""
+
+    BORDER_TITLE = "Answer"
+    result: var[CragResult | None] = var(None)
+    answer_text: var[str] = var("")
+    note: var[str | None] = var(None)
+    failure: var[str | None] = var(None)
+    support: var[SupportReport | None] = var(None)
+
+    def compose(self) -> ComposeResult:
+        yield Plain("", id="answer")
+
+    def _show_state(self) -> None:
+        """The classes and title: what became of the answer. The bound attributes may arrive
+        in any order, so each of them redraws all of it."""
+        result, note = self.result, self.note
+        insufficient = result is not None and (result.insufficient_evidence or not result.context)
+        self.set_class(insufficient, "insufficient")
+        self.set_class(note is not None, "incomplete")
+        self.set_class(self.failure is not None, "failed")
+        if note is not None:
+            title = INCOMPLETE_TITLE if self.answer_text.strip() else EMPTY_TITLE
+        else:
+            title = INSUFFICIENT_TITLE if insufficient else self.BORDER_TITLE
+        if title != self.border_title:  # setting a title redraws the whole panel
+            self.border_title = title
+        self._show_text()
+
+    watch_result = watch_note = watch_failure = _show_state
+
+    def watch_answer_text(self) -> None:
+        self._show_state()
+        self.scroll_end(animate=False)
+
+    def _show_text(self) -> None:
+        """The answer as streamed, the note after it, or the failure in its place."""
+        note, empty = self.note, not self.answer_text.strip()
+        shown: RenderableType = self.answer_text
+        if self.failure is not None:
+            shown = self.failure
+        elif note is not None:
+            shown = Text() if empty else Text(self.answer_text + "\n\n")
+            shown.append(f"{'No answer' if empty else 'Note'}: {note}", style="bold yellow")
+        self.query_one(Plain).update(shown)
+
+    def watch_support(self, report: SupportReport | None) -> None:
+        """How many sentences the passages state, and each one kept from the reader with
+        why (a flagged one is marked in the text)."""
+        summary = ""
+        if report is not None:
+            removed = "".join(f" · removed: {s.text} ({s.reason})" for s in report.removed)
+            summary = report.summary() + removed
+        self.border_subtitle = summary
+
+
 class EvidenceTable(DataTable[Text | str]):
-    """Every graded hit of every round: rank, source, score per tier, kept or dropped and why."""
+    """Every graded hit of every round: rank, source, score per tier, kept or dropped and why.
+    `result` is the ask screen's, bound with `data_bind`."""
+
+    BORDER_TITLE = "Evidence"
+    result: var[CragResult | None] = var(None)
 
     def __init__(self, **kwargs: str) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
         self.entries: list[tuple[Hit, ItemGrade]] = []
+
+    def watch_result(self, result: CragResult | None) -> None:
+        if result is None:
+            self.clear(columns=True)
+            self.border_title = self.BORDER_TITLE
+            return
+        self.load(result)
+        self.border_title = (
+            f"{self.BORDER_TITLE} · {len(result.hits)} hits · {len(result.context)} in context"
+        )
 
     def load(self, result: CragResult) -> None:
         self.clear(columns=True)
