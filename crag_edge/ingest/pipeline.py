@@ -261,7 +261,7 @@ class _Plan:
 
     files: list[Path] = field(default_factory=list)
     beir: list[Path] = field(default_factory=list)
-    # file -> the path it was reached by, when not its own (`_note_reached`)
+    # file -> the path it was reached by; its own when it was reached by that too
     reached: dict[Path, str] = field(default_factory=dict)
     scope_dirs: list[Path] = field(default_factory=list)
     scope_files: set[str] = field(default_factory=set)
@@ -347,9 +347,9 @@ def _walk(
 
 
 def _note_reached(plan: _Plan, path: Path, reached: Path) -> None:
-    """Remember the path `path` was reached by when it is not its own (a link's, or one
-    under a folder named through a link): a later prune of that path's scope removes the
-    document once the path no longer leads to it. Reached by its own path too, it has none."""
+    """Remember the path `path` was reached by (a link's, or one under a folder named through
+    a link): a later prune of that path's scope removes the document once the path no longer
+    leads to it. Reached by its own path too, that one wins: its own folder holds it."""
     if reached == path:
         plan.reached[path] = str(path)
     else:
