@@ -290,7 +290,7 @@ def _discover(inputs: list[Path], fmt: Format, roots: Sequence[Path] | None) -> 
             plan.errors.append((exc.source, exc.reason))
             plan.complete = False
             continue
-        named = Path.cwd() / raw.expanduser()  # '..' kept: collapsing it could name another folder
+        named = path if roots is not None else _as_named(raw)
         if not path.exists():
             plan.errors.append((str(path), "no such file or directory"))
             plan.complete = False
@@ -313,6 +313,12 @@ def _discover(inputs: list[Path], fmt: Format, roots: Sequence[Path] | None) -> 
         else:
             plan.skipped.append((str(path), unsupported(path)))
     return plan
+
+
+def _as_named(raw: Path) -> Path:
+    """`raw` made absolute as typed, links unresolved; '..' is kept, since collapsing it
+    could name another folder than the one the link led to."""
+    return Path.cwd() / raw.expanduser()
 
 
 def _walk(
