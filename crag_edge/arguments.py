@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from pathlib import Path
 
 from crag_edge.config import Settings, field_range
-from crag_edge.groups import Groups, checked_groups
+from crag_edge.groups import FolderGroups, Groups, checked_groups, folder_groups
 from crag_edge.models.llm import Message
 
 
@@ -52,6 +52,23 @@ def groups(groups: Groups) -> Groups:
     if not isinstance(groups, Set) or not all(isinstance(name, str) for name in groups):
         raise TypeError(f"groups must be a set of group names (str), not {groups!r}")
     return checked_groups(groups)
+
+
+def default_groups(defaults: FolderGroups | None) -> FolderGroups | None:
+    """Default groups by folder, keyed by the resolved folder (as ingest names files), each
+    set checked as `groups`; a folder named twice (once through a link, say) with different
+    groups is a ValueError."""
+    if defaults is None:
+        return None
+    if not isinstance(defaults, Mapping):
+        raise TypeError(f"default_groups must map folders to sets of groups, not {defaults!r}")
+    pairs = []
+    for folder, names in defaults.items():
+        checked = groups(names)
+        if not isinstance(folder, str | os.PathLike) or checked is None:
+            raise TypeError(f"default_groups: {folder!r}: {names!r} is not a folder's groups")
+        pairs.append((Path(folder).expanduser().resolve(), checked))
+    return folder_groups(pairs)
 
 
 def question(question: str) -> str:

@@ -18,7 +18,7 @@ from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
 from crag_edge.grading import Calibrations, Grader, corpus_calibration
 from crag_edge.grading.factory import build_grader
-from crag_edge.groups import Groups
+from crag_edge.groups import FolderGroups, Groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.locations import parse_location
 from crag_edge.loop import CragLoop, Stages
@@ -128,7 +128,7 @@ class Engine(Closing):
         roots: Sequence[Path] | None = None,
         groups: frozenset[str] | None = None,
         caller: Groups = None,
-        default_groups: frozenset[str] | None = None,
+        default_groups: FolderGroups | None = None,
     ) -> IngestReport:
         """Add or update files (incremental by content hash); see `crag_edge.ingest`.
         `corpus` is another connection to the same file to write through (a writer thread's
@@ -136,8 +136,9 @@ class Engine(Closing):
         file read to these folders, links never followed (the service's ingest roots).
         With `groups`, every document is tagged with them (`crag_edge.groups`; empty: untagged,
         seen by all), an unchanged one retagged without being embedded again; without, stored
-        documents keep theirs and a new one gets `default_groups` (a watched folder's; None:
-        `caller`'s), unless it is a moved tagged document, which keeps its groups. `caller` is
+        documents keep theirs and a new one gets the groups of the innermost folder of
+        `default_groups` holding it (watched folders; none: `caller`'s), unless it is a moved
+        tagged document, which keeps its groups wherever it lands. `caller` is
         the ingesting caller's groups (as `groups` of `search`; None: the owner): a stored
         document it cannot see is left unchanged.
         `inputs` is a list (any iterable) of paths: one path alone is a TypeError, since a
@@ -156,7 +157,7 @@ class Engine(Closing):
             roots=roots,
             groups=arguments.groups(groups),
             caller=arguments.groups(caller),
-            default_groups=arguments.groups(default_groups),
+            default_groups=arguments.default_groups(default_groups),
         )
 
     def search(

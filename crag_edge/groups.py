@@ -5,11 +5,14 @@ set included) tags every document it touches with exactly those: ingesting a doc
 with other groups retags it, without re-embedding it. An ingest given none (a plain `ingest`,
 a folder watcher's sync) leaves every stored document's groups as they are, so a sync never
 undoes a tagging, and gives a new document the groups of whoever ingests it (`Tagging`), or
-the default groups of its watched folder (`serve --watch-root DIR --groups`, `ingest --watch
---groups`). A new document whose text is that of a tagged document whose file is gone (a
+the default groups of the innermost watched folder holding it (`serve --watch-root
+DIR=GROUPS`, `ingest --watch DIR=GROUPS`, or `--groups` for the folders named without groups
+of their own). A new document whose text is that of a tagged document whose file is gone (a
 rename or a move, `ingest.moves`) takes that document's groups instead: groups follow the
-document, not its path, and a tagged document never reappears untagged. An untagged document
-is visible to everyone.
+document, not its path, and a tagged document never reappears untagged: a file moved from one
+team's folder into another's keeps its own groups, never the new folder's (handing it over
+is the owner's explicit retag, `ingest --groups`). An untagged document is visible to
+everyone.
 
 A caller is described by `groups`: None for the owner (the local CLI and TUI, an admin token),
 who sees every document; a set for anyone else, who sees the untagged documents plus those
@@ -25,11 +28,15 @@ ever sees those hits.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 # Who is asking: None sees everything, a set sees the untagged documents and its groups'.
 Groups = frozenset[str] | None
+# The default groups of new files by folder (resolved): a new file gets those of the
+# innermost folder holding it, none when no folder does.
+FolderGroups = Mapping[Path, frozenset[str]]
 
 # The rule for group names and token names (`server.tokens`): safe in a log line, a URL and a
 # shell, and a typo cannot become a tag that matches nobody's groups by accident. Anchored for
@@ -69,16 +76,16 @@ class Tagging:
     it cannot see, since that would pull the document into its own view or destroy it).
     `groups`: when given, exactly the groups of every document the ingest touches (an empty
     set untags); when None, a stored document keeps its groups and a new one gets the
-    caller's (the owner's: none), or `default` when given (a watched folder's groups)."""
+    caller's (the owner's: none), or the `defaults` of the folder holding it (a watched one's)."""
 
     caller: Groups = None
     groups: frozenset[str] | None = None
-    default: frozenset[str] | None = None
+    defaults: FolderGroups = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """A non-admin caller may only tag with groups it has: any other tag would hand its
         documents to readers it does not speak for."""
-        for given in (self.groups, self.default):
+        for given in (self.groups, *self.defaults.values()):
             if self.caller is not None and given is not None and not given <= self.caller:
                 missing = ", ".join(sorted(given - self.caller))
                 raise ValueError(f"this caller may not tag documents with {missing}")
@@ -88,19 +95,65 @@ class Tagging:
         return may_see(self.caller, tags)
 
     def tags_for(
-        self, stored: frozenset[str] | None, *, moved: frozenset[str] | None = None
+        self,
+        stored: frozenset[str] | None,
+        *,
+        moved: frozenset[str] | None = None,
+        origin: Path | None = None,
     ) -> frozenset[str]:
         """The groups a document gets: `stored` is its current groups, None if it is new;
-        `moved` those of the gone documents whose text a new one has (`ingest.moves`)."""
+        `moved` those of the gone documents whose text a new one has (`ingest.moves`): they
+        win over the `defaults` of the folder holding `origin` (the file it was read from),
+        so a document moved into another team's folder stays its own team's."""
         if self.groups is not None:
             return self.groups
         if stored is not None:
             return stored
         if moved is not None:
             return moved
-        if self.default is not None:
-            return self.default
+        if origin is not None and (default := default_groups(self.defaults, origin)) is not None:
+            return default
         return self.caller or frozenset()
+
+
+def default_groups(defaults: FolderGroups, path: Path) -> frozenset[str] | None:
+    """The groups of the innermost folder of `defaults` holding `path` (folders may nest)."""
+    holders = [folder for folder in defaults if path.is_relative_to(folder)]
+    if not holders:
+        return None
+    return defaults[max(holders, key=lambda folder: len(folder.parts))]
+
+
+def split_folder_groups(text: str) -> tuple[str, frozenset[str] | None]:
+    """`DIR=a,b` as (DIR, {a, b}), `DIR=` as (DIR, {}) (new files untagged), `DIR` as
+    (DIR, None) (no groups of its own). The last '=' splits, since no group name holds one,
+    so a folder whose name holds '=' is written `DIR=` or `DIR=GROUPS`. ValueError says
+    what is wrong."""
+    folder, equals, names = text.rpartition("=")
+    if not equals:
+        return text, None
+    if not folder:
+        raise ValueError(f"{text!r} names no folder before '='; write DIR=GROUPS")
+    return folder, parse_groups(names) if names.strip() else frozenset()
+
+
+def watched_folders(
+    given: Iterable[str], shared: frozenset[str] | None
+) -> list[tuple[str, frozenset[str] | None]]:
+    """Each `DIR[=GROUPS]` (`split_folder_groups`) as (DIR, the groups of its new files):
+    its own, else `shared` (the `--groups` of every folder named without), else None."""
+    split = [split_folder_groups(text) for text in given]
+    return [(folder, shared if own is None else own) for folder, own in split]
+
+
+def folder_groups(pairs: Iterable[tuple[Path, frozenset[str]]]) -> dict[Path, frozenset[str]]:
+    """Each (resolved folder, default groups) pair as a mapping; ValueError when a folder is
+    given twice with different groups (which of the two a new file gets would be a guess)."""
+    found: dict[Path, frozenset[str]] = {}
+    for folder, groups in pairs:
+        if found.setdefault(folder, groups) != groups:
+            raise ValueError(f"{folder} is given twice with different groups")
+    return found
 
 
 def parse_groups(text: str) -> frozenset[str]:

@@ -1,11 +1,13 @@
 """Canaries through owner actions: an `hr` token never gets one byte of `finance`'s documents
-back, nor a count or score that moves with them, while the owner renames and moves finance's
-file and the watcher syncs after each step.
+back, nor a count or score that moves with them, while the owner renames finance's file,
+moves it within its folder, into hr's watched folder and out of both, ingests a file through
+a link and removes the link, and the watcher syncs after each step.
 
-One live service watches the `finance` folder (its default groups: finance) and lets tokens
-ingest under the whole root. At every step the hr token asks through every route that can
-return content or counts (`probe`); the admin token is shown to find the finance canary each
-time, so a finance document that vanished would fail as surely as one that leaked.
+One live service watches two folders with their own default groups (`finance` and `hr`,
+as `serve --watch-root DIR=GROUPS` gives them) and lets tokens ingest under the whole root.
+At every step the hr token asks through every route that can return content or counts
+(`probe`); the admin token is shown to find the finance canary each time, so a finance
+document that vanished would fail as surely as one that leaked.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ HR_TEXT = (
     f"# Leave request code {HR_CANARY}\n\nThe leave request code is {HR_CANARY}. Managers "
     "approve the leave request before the quarterly payroll run.\n"
 )
+# Reached through a link in finance's folder, stored under its real path outside it.
+FORECAST_CANARY = "FORECAST-CANARY-9c3a"
+FORECAST_TEXT = f"# Forecast seal {FORECAST_CANARY}\n\nThe forecast seal is {FORECAST_CANARY}.\n"
 ASK_FINANCE = "What is the budget freeze code?"
 ASK_HR = "What is the leave request code?"
 LEXICAL = "quarterly payroll run"  # words both documents hold
@@ -53,12 +58,14 @@ HR, FINANCE = frozenset({"hr"}), frozenset({"finance"})
 
 @dataclass
 class Site:
-    """The running service, its root, its corpus file and the tokens' secrets by name."""
+    """The running service, its root, its corpus file, the tokens' secrets by name and the
+    embedder (for the owner's own ingest beside the service)."""
 
     running: Running
     root: Path
     db: Path
     secrets: dict[str, str]
+    embedder: Any
     leaks: list[str] = field(default_factory=list)
 
     def client(self, name: str) -> httpx.Client:
@@ -69,9 +76,10 @@ class Site:
 def site(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[Site]:
     base = tmp_path_factory.mktemp("owner-actions").resolve()
     root, db = base / "root", base / "corpus.db"
-    for folder in ("finance", "hr", "open"):
+    for folder in ("finance", "hr", "open", "hr-share"):
         (root / folder).mkdir(parents=True)
     (root / "hr" / "leave.md").write_text(HR_TEXT, encoding="utf-8")
+    (root / "hr-share" / "rota.md").write_text("# Rota\n\nDesk duty by week.\n", encoding="utf-8")
     (root / "open" / "canteen.md").write_text("# Canteen\n\nSoup at noon.\n", encoding="utf-8")
     with Engine.open(db, Settings.load(**SETTINGS), create=True, embedder=embedder) as engine:
         engine.ingest([root / "open"])
@@ -81,11 +89,11 @@ def site(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[Si
         db=db,
         settings=ServerSettings(api_token=TOKEN, tokens_file=file),
         ingest_roots=(root,),
-        watch_roots=(root / "finance",),
-        watch_groups=FINANCE,
+        watch_roots=(root / "finance", root / "hr-share"),
+        watch_groups={root / "finance": FINANCE, root / "hr-share": HR},
     )
     with running(config, factory_for(db, embedder, **SETTINGS)) as handle:
-        yield Site(handle, root, db, secrets)
+        yield Site(handle, root, db, secrets, embedder)
 
 
 def wait_for(check: Callable[[], bool], what: str) -> None:
@@ -95,11 +103,11 @@ def wait_for(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.2)
 
 
-def finance_source(site: Site) -> str | None:
-    """Where the admin finds the finance canary (None: nowhere)."""
+def finance_source(site: Site, canary: str = FINANCE_CANARY) -> str | None:
+    """Where the admin finds a finance canary (None: nowhere)."""
     with site.client(ENV_TOKEN_NAME) as admin:
-        hits = admin.post("/v1/query", json={"question": ASK_FINANCE, "mode": "bm25"}).json()
-    found = [h["source"] for h in hits["hits"] if holds(h["text"], FINANCE_CANARY)]
+        hits = admin.post("/v1/query", json={"question": canary, "mode": "bm25"}).json()
+    found = [h["source"] for h in hits["hits"] if holds(h["text"], canary)]
     return found[0] if found else None
 
 
@@ -128,7 +136,11 @@ def probe(site: Site, step: str, *, every_route: bool = False) -> None:
     if every_route:
         replies = asyncio.run(mcp_replies(site.running.url, site.secrets["hr"], [ASK_FINANCE]))
         bodies += [(f"mcp {tool}", text) for (tool, _), text in replies.items()]
-    site.leaks += [f"{step}: {route}" for route, body in bodies if holds(body, FINANCE_CANARY)]
+    site.leaks += [
+        f"{step}: {route}"
+        for route, body in bodies
+        if holds(body, FINANCE_CANARY) or holds(body, FORECAST_CANARY)
+    ]
 
 
 def hr_bm25(site: Site) -> list[tuple[str, float]]:
@@ -143,6 +155,8 @@ def test_hr_never_sees_finance_through_renames_moves_and_watch_syncs(site: Site)
     (finance / "budget.md").write_text(FINANCE_TEXT, encoding="utf-8")
     wait_for(lambda: finance_source(site) == str(finance / "budget.md"), "the first sync")
     assert groups_in_file(site, str(finance / "budget.md")) == FINANCE  # the folder's default
+    wait_for(lambda: rota_groups(site) is not None, "hr's folder synced")
+    assert rota_groups(site) == HR  # each watched folder's own default
 
     with site.client("hr") as hr:
         started = hr.post("/v1/ingest", json={"paths": ["hr"]})
@@ -166,7 +180,12 @@ def test_hr_never_sees_finance_through_renames_moves_and_watch_syncs(site: Site)
     assert groups_in_file(site, str(moved)) == FINANCE
     probe(site, "after a move into a subfolder")
 
-    landed = moved.rename(site.root / "open" / "budget.md")
+    shared = moved.rename(site.root / "hr-share" / "budget-2027.md")  # into hr's folder
+    wait_for(lambda: finance_source(site) == str(shared), "the move between roots synced")
+    assert groups_in_file(site, str(shared)) == FINANCE  # its own groups, not hr's default
+    probe(site, "after a move into hr's watched folder", every_route=True)
+
+    landed = shared.rename(site.root / "open" / "budget.md")
     wait_for(lambda: finance_source(site) is None, "the move out pruned")
     without_finance = hr_bm25(site)
     assert without_finance == pytest.approx(scores)  # finance's copy of the words counts not
@@ -181,7 +200,35 @@ def test_hr_never_sees_finance_through_renames_moves_and_watch_syncs(site: Site)
     assert groups_in_file(site, str(landed)) == FINANCE
     assert hr_bm25(site) == pytest.approx(without_finance)
     probe(site, "after a move out and a re-ingest", every_route=True)
+
+    reached_through_link(site)
     assert site.leaks == []
+
+
+def rota_groups(site: Site) -> frozenset[str] | None:
+    with Corpus.open(site.db, readonly=True) as corpus:
+        stored = corpus.document(str(site.root / "hr-share" / "rota.md"))
+    return None if stored is None else stored.groups
+
+
+def reached_through_link(site: Site) -> None:
+    """The owner ingests a file through a link in finance's folder, tagged finance: it is
+    stored under its real path, outside every watched folder. Once the link is gone, the
+    next sync of the folder prunes it: no root holds it any more."""
+    outside = site.root.parent / "outside"
+    outside.mkdir()
+    (outside / "forecast.md").write_text(FORECAST_TEXT, encoding="utf-8")
+    link = site.root / "finance" / "forecast.md"
+    link.symlink_to(outside / "forecast.md")
+    settings = Settings.load(**SETTINGS)
+    with Engine.open(site.db, settings, embedder=site.embedder) as owner:
+        assert owner.ingest([link], groups=FINANCE).added == 1
+    assert finance_source(site, FORECAST_CANARY) == str(outside / "forecast.md")
+    assert groups_in_file(site, str(outside / "forecast.md")) == FINANCE
+    probe(site, "with a document reached through a link")
+    link.unlink()
+    wait_for(lambda: finance_source(site, FORECAST_CANARY) is None, "the link's document pruned")
+    probe(site, "after the link is gone")
 
 
 def test_an_ingest_counts_only_what_the_caller_may_see(tmp_path: Path, embedder: Any) -> None:

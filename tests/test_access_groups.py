@@ -310,7 +310,7 @@ def test_a_watched_folders_default_groups_tag_new_files_only(
             [folders["open"]],
             settings=SETTINGS.ingest,
             prune=True,
-            default_groups=frozenset({"team"}),
+            default_groups={folders["open"]: frozenset({"team"})},
         )
         assert (report.added, report.retagged) == (2, 0)
         assert groups_of(corpus, folders["open"] / "bread.txt") == {"team"}
@@ -321,11 +321,85 @@ def test_a_watched_folders_default_groups_tag_new_files_only(
             embedder.tokenizer,
             [folders["open"]],
             settings=SETTINGS.ingest,
-            default_groups=frozenset({"other"}),
+            default_groups={folders["open"]: frozenset({"other"})},
         )
         assert stored.unchanged == 2 and groups_of(corpus, folders["open"] / "bread.txt") == {
             "team"
         }
+
+
+def test_each_watched_folder_gives_its_new_files_its_own_groups_and_a_move_keeps_its_own(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    """Per-folder defaults (`--watch-root DIR=GROUPS`): the innermost watched folder holding a
+    new file decides; a file moved into another team's folder keeps its own groups, whether
+    the move is seen in one sync or as a prune and a later add."""
+    teams = write(tmp_path / "teams", {"handbook.txt": "Staff handbook: doors open at eight."})
+    finance = write(teams / "finance", {"ledger.txt": "Ledger: the quarterly travel costs."})
+    hr = write(teams / "hr", {"leave.txt": "Leave policy: thirty days a year."})
+    staff, fin, people = frozenset({"staff"}), frozenset({"finance"}), frozenset({"hr"})
+    with Corpus.create(tmp_path / "teams.db", embedder.model_id, embedder.dim) as corpus:
+
+        def sync(*folders: Path) -> IngestReport:
+            defaults = {teams: staff, finance: fin, hr: people}
+            return ingest(
+                corpus,
+                embedder,
+                embedder.tokenizer,
+                list(folders),
+                settings=SETTINGS.ingest,
+                prune=True,
+                default_groups=defaults,
+            )
+
+        assert sync(teams).added == 3
+        assert groups_of(corpus, teams / "handbook.txt") == staff
+        assert groups_of(corpus, finance / "ledger.txt") == fin
+        assert groups_of(corpus, hr / "leave.txt") == people
+        (finance / "ledger.txt").rename(hr / "ledger.txt")
+        assert sync(hr, finance).pruned == 1
+        assert groups_of(corpus, hr / "ledger.txt") == fin
+        (hr / "ledger.txt").rename(tmp_path / "ledger.txt")  # out of every watched folder
+        assert sync(hr).pruned == 1
+        (tmp_path / "ledger.txt").rename(teams / "ledger.txt")
+        assert sync(teams).added == 1
+        assert groups_of(corpus, teams / "ledger.txt") == fin
+        assert corpus.stats(groups=people).documents == 1
+
+
+def test_a_prune_removes_what_a_folder_held_through_a_link_once_the_link_is_gone(
+    tmp_path: Path, folders: dict[str, Path]
+) -> None:
+    """A file named through a link is stored under its real path, which no prune of the
+    link's folder looked at: the path it was reached by is kept, so once that path leads to
+    it no more, `ingest --prune` of the folder removes it; while it does, it stays."""
+    outside = write(tmp_path / "outside", {"secret.txt": "Reached through a link.", "own.txt": "x"})
+    link = folders["open"] / "link.txt"
+    link.symlink_to(outside / "secret.txt")
+    db = str(tmp_path / "reached.db")
+    assert invoke("ingest", "--db", db, str(link)).exit_code == 0
+    assert invoke("ingest", "--db", db, str(outside / "own.txt")).exit_code == 0
+    prune = ("ingest", "--db", db, "--prune", str(folders["open"]), "--json")
+    kept = json.loads(invoke(*prune).stdout)
+    assert kept["pruned"] == 0 and [e[0] for e in kept["errors"]] == [str(link)]
+    link.unlink()
+    assert json.loads(invoke(*prune).stdout)["pruned"] == 1
+    with Corpus.open(db, readonly=True) as corpus:
+        assert names(corpus.list_sources()) == {"bread.txt", "own.txt"}
+
+
+def test_a_prune_through_a_folder_link_pointed_elsewhere_removes_what_it_no_longer_holds(
+    tmp_path: Path, embedder: OnnxEmbedder, folders: dict[str, Path]
+) -> None:
+    notes = tmp_path.resolve() / "notes"
+    notes.symlink_to(folders["a"])
+    with Corpus.create(tmp_path / "retarget.db", embedder.model_id, embedder.dim) as corpus:
+        assert run(corpus, embedder, notes, None, prune=True).added == 1
+        notes.unlink()
+        notes.symlink_to(folders["open"])
+        report = run(corpus, embedder, notes, None, prune=True)
+        assert (report.added, report.pruned) == (1, 1)
+        assert names(corpus.list_sources()) == {"bread.txt"}
 
 
 def test_a_link_out_of_a_synced_folder_is_refused_in_one_line(
@@ -428,6 +502,7 @@ def test_a_version_4_corpus_reads_as_untagged_and_gains_groups_on_a_writable_ope
     corpus.close()
     conn = connect(path)
     with conn:  # the file as crag-edge wrote it before documents had access groups
+        conn.execute("DROP TABLE reached_paths")
         conn.execute("DROP TABLE jobs")
         conn.execute("DROP TABLE chunk_bits")
         conn.execute("DROP TABLE document_groups")
@@ -524,3 +599,26 @@ def test_serve_takes_groups_only_for_its_watch_roots_in_one_line(
     assert "--groups names the groups of the --watch-root folders" in alone.output
     assert "invalid group name 'fin ance'" in bad.output
     assert "Traceback" not in alone.output + bad.output
+
+
+@pytest.mark.parametrize("command", ["serve", "ingest"])
+def test_a_watched_folders_own_groups_are_checked_in_one_line(
+    tmp_path: Path, folders: dict[str, Path], command: str
+) -> None:
+    db = str(tmp_path / "roots.db")
+    assert invoke("ingest", "--db", db, str(folders["open"])).exit_code == 0
+    a, also_a = str(folders["a"]), str(folders["a"] / ".." / "a")
+    cases = [
+        ([f"{a}=fin ance"], "invalid group name 'fin ance'"),
+        (["=finance"], "names no folder before '='"),
+        ([f"{a}=x", f"{also_a}=y"], "given twice with different groups"),
+        ([f"{tmp_path / 'missing'}=x"], "missing"),
+    ]
+    for given, why in cases:
+        if command == "serve":
+            roots = [arg for root in given for arg in ("--watch-root", root)]
+            result = invoke("serve", "--db", db, *roots)
+        else:
+            result = invoke("ingest", "--db", db, "--watch", *given)
+        said = " ".join(result.output.replace("│", " ").split())  # typer boxes usage errors
+        assert result.exit_code == 2 and why in said and "Traceback" not in said, said

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 
 from crag_edge.store import (
@@ -19,9 +20,13 @@ from crag_edge.store import (
     EmbedderMismatchError,
     ReadOnlyCorpusError,
 )
+from crag_edge.store.connection import connect
 from crag_edge.store.corpus import Corpus
 from crag_edge.store.factory import open_corpus, open_or_create_corpus
 from crag_edge.store.jobs import JobRecord
+from crag_edge.store.postgres.schema import SCHEMA
+from crag_edge.store.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from crag_edge.store.schema import REACHED_VERSION
 from crag_edge.types import EncodedPassage, Place
 from tests.test_store import DIM, add_two_docs, make_doc, unit
 
@@ -188,6 +193,50 @@ def test_a_callers_bm25_scores_come_from_its_view_alone(corpus: CorpusBackend) -
     assert [s for _, s in seen] == pytest.approx([s for _, s in alone], rel=1e-6)
     assert corpus.search_fts(query, 2, groups=hr) == seen[:2]
     assert corpus.search_fts('"again"', 10, groups=frozenset()) == []
+
+
+def test_the_path_a_document_was_reached_by_lives_and_dies_with_its_version(
+    corpus: CorpusBackend,
+) -> None:
+    doc, chunks = make_doc("/real/c.txt", ["Cats."])
+    reached = DocumentRecord(doc.source, "", doc.text, doc.content_hash, reached="/named/c.txt")
+    vectors = np.stack([unit(1, 0, 0, 0)])
+    corpus.replace_document(reached, chunks, vectors)
+    assert corpus.reached_by() == {"/real/c.txt": "/named/c.txt"}
+    corpus.replace_document(doc, chunks, vectors)  # found by its own path this time
+    assert corpus.reached_by() == {}
+    corpus.replace_document(reached, chunks, vectors)
+    assert corpus.delete_document(doc.source) and corpus.reached_by() == {}
+
+
+def test_a_corpus_from_before_reached_paths_is_upgraded_by_a_writable_open(
+    corpus_location: Path | str,
+) -> None:
+    with open_or_create_corpus(corpus_location, "test-embedder", DIM) as corpus:
+        add_two_docs(corpus)
+        latest = corpus.stats().schema_version
+    downgrade_before_reached_paths(corpus_location)
+    with open_corpus(corpus_location) as upgraded:
+        assert upgraded.stats().schema_version == latest
+        assert (upgraded.reached_by(), upgraded.list_sources()) == ({}, ["a.txt", "b.txt"])
+        doc, chunks = make_doc("/real/c.txt", ["Cats."])
+        record = DocumentRecord(doc.source, "", doc.text, doc.content_hash, reached="/named/c.txt")
+        upgraded.replace_document(record, chunks, np.stack([unit(1, 0, 0, 0)]))
+        assert upgraded.reached_by() == {"/real/c.txt": "/named/c.txt"}
+
+
+def downgrade_before_reached_paths(location: Path | str) -> None:
+    """The corpus as crag-edge wrote it before documents kept the path they were reached by."""
+    if isinstance(location, Path):
+        conn = connect(location)
+        with conn:
+            conn.execute("DROP TABLE reached_paths")
+            conn.execute(f"PRAGMA user_version = {REACHED_VERSION - 1}")
+        conn.close()
+        return
+    with psycopg.connect(location, autocommit=True) as pg:
+        pg.execute(f"DROP TABLE {SCHEMA}.reached_paths")
+        pg.execute(f"UPDATE {SCHEMA}.schema_version SET version = {PG_SCHEMA_VERSION - 1}")
 
 
 def test_grading_caches_die_with_their_chunk(corpus: CorpusBackend) -> None:

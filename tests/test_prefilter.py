@@ -165,6 +165,7 @@ def make_version_5(path: Path) -> None:
     """The file as crag-edge wrote it before chunks had sign bits."""
     conn = connect(path)
     with conn:
+        conn.execute("DROP TABLE reached_paths")
         conn.execute("DROP TABLE jobs")
         conn.execute("DROP TABLE chunk_bits")
         conn.execute("PRAGMA user_version = 5")

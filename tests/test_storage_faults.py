@@ -176,7 +176,8 @@ def test_openers_of_an_older_corpus_all_succeed_and_one_upgrades_it(tmp_path: Pa
         path = tmp_path / f"old{attempt}.db"
         Corpus.create(path, "embedder", 4).close()
         older = apsw.Connection(str(path))
-        older.execute(f"DROP TABLE jobs; PRAGMA user_version = {JOBS_VERSION - 1}")
+        older.execute("DROP TABLE reached_paths; DROP TABLE jobs")
+        older.execute(f"PRAGMA user_version = {JOBS_VERSION - 1}")
         older.close()
         assert at_once(open_at_once, *[(path,)] * 4) == []
         with Corpus.open(path, readonly=True) as corpus:

@@ -158,6 +158,7 @@ def version_1_with_two_docs(corpus: Corpus, db: Path) -> None:
     corpus.close()
     conn = connect(db)
     with conn:
+        conn.execute("DROP TABLE reached_paths")
         conn.execute("DROP TABLE jobs")
         conn.execute("DROP TABLE chunk_bits")
         conn.execute("DROP TABLE document_groups")
@@ -211,6 +212,7 @@ def test_a_version_3_corpus_gains_places_and_its_old_chunks_cite_none(
     corpus.close()
     conn = connect(db)
     with conn:  # the file as crag-edge wrote it before chunks had places
+        conn.execute("DROP TABLE reached_paths")
         conn.execute("DROP TABLE jobs")
         conn.execute("DROP TABLE chunk_bits")
         conn.execute("DROP TABLE document_groups")

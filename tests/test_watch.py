@@ -53,6 +53,13 @@ def text_of(db: Path, path: Path) -> str:
         return corpus.document_text(stored.id) if stored else ""
 
 
+def groups_of(db: Path, path: Path) -> frozenset[str]:
+    with Corpus.open(db, readonly=True) as corpus:
+        stored = corpus.document(str(path))
+    assert stored is not None, path
+    return stored.groups
+
+
 def note(folder: Path, name: str, text: str) -> Path:
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +68,7 @@ def note(folder: Path, name: str, text: str) -> Path:
 
 
 @contextmanager
-def watching_process(db: Path, *folders: Path, log: Path) -> Iterator[subprocess.Popen[str]]:
+def watching_process(db: Path, *folders: Path | str, log: Path) -> Iterator[subprocess.Popen[str]]:
     """`crag-edge ingest --watch` in its own process; its stderr goes to `log`."""
     command = [sys.executable, "-m", "crag_edge.cli", "ingest", "--watch", "--db", str(db)]
     with log.open("w") as stderr:
@@ -83,6 +90,7 @@ def watching_process(db: Path, *folders: Path, log: Path) -> Iterator[subprocess
 def test_ingest_watch_follows_edits_renames_and_deletions_and_stops_on_ctrl_c(
     tmp_path: Path,
 ) -> None:
+    """One process watches two folders, one of them given with its own groups (DIR=team)."""
     notes, other, db, log = (
         tmp_path / "notes",
         tmp_path / "other",
@@ -92,7 +100,7 @@ def test_ingest_watch_follows_edits_renames_and_deletions_and_stops_on_ctrl_c(
     first = note(notes, "first.md", "Bees dance to tell the hive where flowers grow.")
     note(notes, ".hidden/secret.md", "Hidden folders are never indexed.")
     other.mkdir()
-    with watching_process(db, notes, other, log=log) as process:
+    with watching_process(db, notes, f"{other}=team", log=log) as process:
         wait_for(lambda: sources(db) == {str(first)}, "the first sync")
 
         second = note(notes, "second.md", "Glaciers carve valleys over thousands of years.")
@@ -114,6 +122,8 @@ def test_ingest_watch_follows_edits_renames_and_deletions_and_stops_on_ctrl_c(
         elsewhere = note(other, "elsewhere.md", "Volcanoes vent gas before they erupt.")
         wait_for(lambda: str(elsewhere) in sources(db), "a sync after the folder went")
         assert sources(db) == {str(renamed), str(nested), str(elsewhere)}
+        assert groups_of(db, elsewhere) == {"team"}  # `other=team`: its own default groups
+        assert groups_of(db, nested) == frozenset()
 
         process.send_signal(signal.SIGINT)
         out, _ = process.communicate(timeout=DEADLINE_S)

@@ -29,6 +29,7 @@ from crag_edge.console.output import (
 )
 from crag_edge.engine import Engine
 from crag_edge.grading import corpus_calibration
+from crag_edge.groups import folder_groups, watched_folders
 from crag_edge.ingest import Format, IngestReport, ProgressEvent
 from crag_edge.ingest.rate import ChunkRate
 from crag_edge.ingest.watch import FolderWatcher
@@ -43,7 +44,8 @@ def ingest(
         list[Path],
         typer.Argument(
             help="Files and folders (txt, md, html, pdf, docx, pptx, xlsx, ods, csv, odt, "
-            "odp, epub, eml, mbox, rtf), or BEIR corpus.jsonl files."
+            "odp, epub, eml, mbox, rtf), or BEIR corpus.jsonl files. With --watch, a folder "
+            "may be given as DIR=a,b: the access groups of its new files (DIR=: untagged)."
         ),
     ],
     db: DbOption,
@@ -72,8 +74,9 @@ def ingest(
             help="Tag every document of this ingest with these access groups (comma-separated; "
             "re-ingesting retags without re-embedding; '' untags). Without it, stored documents "
             "keep their groups and new ones are untagged: visible to every caller. With "
-            "--watch: the folders' default groups, given to every new file (stored documents, "
-            "and files renamed or moved, keep theirs).",
+            "--watch: the default groups of the folders given without =GROUPS, given to every "
+            "new file (stored documents, and files renamed or moved, even from another "
+            "folder, keep theirs).",
         ),
     ] = None,
     as_json: JsonOption = False,
@@ -113,7 +116,7 @@ def ingest(
 
 def _watch_folders(
     ctx: typer.Context,
-    folders: list[Path],
+    inputs: list[Path],
     db: Path,
     fmt: str,
     as_json: bool,
@@ -123,14 +126,13 @@ def _watch_folders(
     with a summary. Each sync that changed or failed something prints its ingest report."""
     if fmt != "auto" or as_json:
         raise typer.BadParameter("takes neither --format beir nor --json", param_hint="--watch")
-    if not_folders := [str(f) for f in folders if not f.is_dir()]:
-        raise typer.BadParameter(f"not a folder: {', '.join(not_folders)}", param_hint="--watch")
+    folders, defaults = _folders_and_groups(inputs, groups)
     totals, syncs = IngestReport(), 0
     with Engine.open(db, settings_of(ctx), create=True) as engine:
 
         def sync(touched: list[Path]) -> None:
             nonlocal syncs
-            report = engine.ingest(touched, prune=True, default_groups=groups)
+            report = engine.ingest(touched, prune=True, default_groups=defaults)
             syncs += 1
             totals.added += report.added
             totals.updated += report.updated
@@ -148,6 +150,24 @@ def _watch_folders(
         f"stopped watching after {syncs} syncs: added {totals.added}, updated "
         f"{totals.updated}, pruned {totals.pruned}, errors {len(totals.errors)}"
     )
+
+
+def _folders_and_groups(
+    inputs: list[Path], groups: frozenset[str] | None
+) -> tuple[list[Path], dict[Path, frozenset[str]]]:
+    """The `--watch` folders (each `DIR` or `DIR=GROUPS`) and the groups of their new files
+    by folder: a folder's own, else `groups` (`--groups`), else none."""
+    try:
+        given = [
+            (Path(name).expanduser(), tags)
+            for name, tags in watched_folders(map(str, inputs), groups)
+        ]
+        if not_folders := [str(folder) for folder, _ in given if not folder.is_dir()]:
+            raise ValueError(f"not a folder: {', '.join(not_folders)}")
+        pairs = [(folder.resolve(), tags) for folder, tags in given if tags is not None]
+        return [folder for folder, _ in given], folder_groups(pairs)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--watch") from None
 
 
 @friendly_errors

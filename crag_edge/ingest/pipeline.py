@@ -15,7 +15,9 @@ written in one transaction: an interruption at any point leaves each document ei
 in its old state or fully in its new one, and a rerun picks up where the last one stopped.
 
 Pruning (`prune=True`) is scoped to what this run was asked to look at: documents stored
-under an input folder (or an input file itself) that this run did not find are deleted; for
+under an input folder (or an input file itself) that this run did not find are deleted; so
+are those reached earlier through a path in that scope other than their own (a file named
+through a link, a folder named through a link) when that path no longer leads to them; for
 BEIR inputs, every `beir:` document not in the given corpus file(s). An input that is missing
 (a typo, an unmounted share), a folder that could not be read completely, or a BEIR file that
 could not be read never causes a deletion.
@@ -41,7 +43,7 @@ from tokenizers import Tokenizer
 
 from crag_edge.citations import places_within
 from crag_edge.config import IngestSettings
-from crag_edge.groups import Groups, Tagging
+from crag_edge.groups import FolderGroups, Groups, Tagging
 from crag_edge.ingest.chunker import Chunker
 from crag_edge.ingest.embed_ahead import EmbedAhead
 from crag_edge.ingest.files import NotAFileError, canonical, open_source, within
@@ -155,7 +157,7 @@ def ingest(
     roots: Sequence[Path] | None = None,
     groups: frozenset[str] | None = None,
     caller: Groups = None,
-    default_groups: frozenset[str] | None = None,
+    default_groups: FolderGroups | None = None,
     overlap: bool = True,
 ) -> IngestReport:
     """Bring `corpus` up to date with `inputs` (files and folders, or BEIR corpus files).
@@ -168,7 +170,8 @@ def ingest(
     With `groups`, every document of the run gets exactly those access groups (empty:
     untagged, visible to everyone); without, a stored document keeps its groups and a new one
     gets those of a gone tagged document with its text (a rename or move: `ingest.moves`),
-    else `default_groups` (a watched folder's), else `caller`'s. `caller` is the ingesting
+    else those of the innermost folder of `default_groups` (resolved folders: the watched
+    ones) holding the file it was read from, else `caller`'s. `caller` is the ingesting
     caller's groups (None: the owner); a stored document it cannot see is refused, never
     replaced, retagged or pruned (`groups.Tagging`; ValueError if `groups` holds one `caller`
     lacks). Each group is embedded on a worker thread while the next one is read and chunked
@@ -182,7 +185,7 @@ def ingest(
         raise ValueError(f"unknown input format {fmt!r}; use 'auto' or 'beir'")
     if group_chunks < 1:
         raise ValueError(f"group_chunks must be at least 1, got {group_chunks}")
-    tagging = Tagging(caller, groups, default_groups)
+    tagging = Tagging(caller, groups, default_groups or {})
     _check_before_writing(corpus, embedder)
     started = time.perf_counter()
     plan = _discover([Path(p) for p in inputs], fmt, roots)
@@ -243,7 +246,7 @@ def _index(run: _IngestBatch, plan: _Plan, prune: bool) -> None:
     run.report.skipped.extend(plan.skipped)
     run.report.errors.extend(plan.errors)
     for path in plan.files:
-        run.add_file(path)
+        run.add_file(path, plan.reached.get(path))
     for path in plan.beir:
         run.add_beir(path)
     run.finish()
@@ -258,6 +261,8 @@ class _Plan:
 
     files: list[Path] = field(default_factory=list)
     beir: list[Path] = field(default_factory=list)
+    # file -> the path it was reached by; its own when it was reached by that too
+    reached: dict[Path, str] = field(default_factory=dict)
     scope_dirs: list[Path] = field(default_factory=list)
     scope_files: set[str] = field(default_factory=set)
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -274,7 +279,8 @@ class _Limits:
 
 
 def _discover(inputs: list[Path], fmt: Format, roots: Sequence[Path] | None) -> _Plan:
-    """Expand folders (skipping hidden entries), dispatch by suffix, record the prune scope."""
+    """Expand folders (skipping hidden entries), dispatch by suffix, record the prune scope:
+    each input by its real path and by the path it was named by."""
     plan = _Plan()
     found: dict[Path, bool] = {}  # file -> named explicitly (not found by walking a folder)
     for raw in inputs:
@@ -284,16 +290,18 @@ def _discover(inputs: list[Path], fmt: Format, roots: Sequence[Path] | None) -> 
             plan.errors.append((exc.source, exc.reason))
             plan.complete = False
             continue
+        named = path if roots is not None else _as_named(raw)
         if not path.exists():
             plan.errors.append((str(path), "no such file or directory"))
             plan.complete = False
         elif fmt == "beir":
             plan.beir.append(path / BEIR_CORPUS if path.is_dir() else path)
         elif path.is_dir():
-            _walk(path, plan, found, roots)
+            _walk(path, named, plan, found, roots)
         else:
             found[path] = True
-            plan.scope_files.add(str(path))
+            _note_reached(plan, path, named)
+            plan.scope_files.update((str(path), str(named)))
     for path, explicit in found.items():
         if path.suffix.lower() == ".jsonl" and (explicit or path.name == BEIR_CORPUS):
             plan.beir.append(path)
@@ -307,24 +315,51 @@ def _discover(inputs: list[Path], fmt: Format, roots: Sequence[Path] | None) -> 
     return plan
 
 
-def _walk(folder: Path, plan: _Plan, found: dict[Path, bool], roots: Sequence[Path] | None) -> None:
-    """Add the files under `folder`; an entry that cannot be named (a link loop, a file name
-    that is not UTF-8) is an error of its own, a folder that cannot be listed is not pruned."""
+def _as_named(raw: Path) -> Path:
+    """`raw` made absolute as typed, links unresolved; '..' is kept, since collapsing it
+    could name another folder than the one the link led to."""
+    return Path.cwd() / raw.expanduser()
+
+
+def _walk(
+    folder: Path,
+    named: Path,
+    plan: _Plan,
+    found: dict[Path, bool],
+    roots: Sequence[Path] | None,
+) -> None:
+    """Add the files under `folder` (named `named` by the caller); an entry that cannot be
+    named (a link loop, a file name that is not UTF-8) is an error of its own, a folder that
+    cannot be listed is not pruned."""
     walk_errors: list[OSError] = []
     for root, dirs, names in os.walk(folder, onerror=walk_errors.append):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(n for n in names if n[0] != "."):
+            entry = Path(root, name)
             try:
-                found[within(Path(root, name), folder, roots)] = False
+                path = within(entry, folder, roots)
             except LoadError as exc:
                 plan.errors.append((exc.source, exc.reason))
+                continue
+            found[path] = False
+            _note_reached(plan, path, named / entry.relative_to(folder))
     plan.errors.extend(
         (printable_path(e.filename), f"cannot read folder: {e.strerror}") for e in walk_errors
     )
     if walk_errors:
         plan.complete = False
     else:
-        plan.scope_dirs.append(folder)
+        plan.scope_dirs.extend({folder, named})
+
+
+def _note_reached(plan: _Plan, path: Path, reached: Path) -> None:
+    """Remember the path `path` was reached by (a link's, or one under a folder named through
+    a link): a later prune of that path's scope removes the document once the path no longer
+    leads to it. Reached by its own path too, that one wins: its own folder holds it."""
+    if reached == path:
+        plan.reached[path] = str(path)
+    else:
+        plan.reached.setdefault(path, str(reached))
 
 
 @dataclass
@@ -376,7 +411,8 @@ class _IngestBatch:
             sort_keys=True,
         )
 
-    def add_file(self, path: Path) -> None:
+    def add_file(self, path: Path, reached: str | None = None) -> None:
+        """Index the file at `path` (its real path), `reached` by that path or another."""
         source = str(path)
         self.seen.add(source)
         stored = self.corpus.document(source)
@@ -391,7 +427,7 @@ class _IngestBatch:
             self._fail(source, exc.reason)
             return
         if loaded is not None:
-            self._add(*loaded)
+            self._add(*loaded, origin=path, reached=None if reached == source else reached)
         elif stored is not None:  # `_load` reads nothing only for a stored, unchanged file
             self._keep(stored)
 
@@ -434,7 +470,7 @@ class _IngestBatch:
             if stored is not None and not self.tagging.may_change(stored.groups):
                 self._fail(item.source, REFUSED)
             else:
-                self._add(item, stored, None, None)
+                self._add(item, stored, None, None, origin=path)
 
     def flush(self) -> None:
         """Start embedding the pending documents; write the group embedded before them."""
@@ -478,11 +514,14 @@ class _IngestBatch:
         for their text first (`ingest.moves`), so no interruption can lose them."""
         prefixes = tuple(f"{d}{os.sep}" for d in plan.scope_dirs)
         complete = plan.complete and self.beir_complete
+        reached_by = self.corpus.reached_by()
         doomed = []
         for source in self.corpus.list_sources():
             if source in self.seen:
                 continue
             in_scope = source in plan.scope_files or source.startswith(prefixes)
+            if (reached := reached_by.get(source)) is not None:
+                in_scope = in_scope or _lost(source, reached, plan.scope_files, prefixes)
             is_beir = source.startswith(BEIR_PREFIX) and bool(plan.beir) and complete
             if (in_scope or is_beir) and (stored := self._prunable(source)) is not None:
                 self.departed.remember(stored)
@@ -510,7 +549,12 @@ class _IngestBatch:
         stored: StoredDocument | None,
         size: int | None,
         mtime: float | None,
+        *,
+        origin: Path,
+        reached: str | None = None,
     ) -> None:
+        """Queue `doc`, read from the file `origin` (reached by the path `reached` when not
+        its own), for embedding, unless it is unchanged or this caller may not take it in."""
         text_bytes = len(doc.text.encode("utf-8"))
         if text_bytes > self.limits.max_bytes:
             self._fail(doc.source, "its text has " + too_large(text_bytes, self.limits.max_bytes))
@@ -522,7 +566,7 @@ class _IngestBatch:
                 self.corpus.update_file_stat(doc.source, size, mtime)
             self._keep(stored)
             return
-        tags = self._tags(doc, stored)
+        tags = self._tags(doc, stored, origin)
         if tags is None:
             self._fail(doc.source, REFUSED)
             return
@@ -530,7 +574,7 @@ class _IngestBatch:
         if not spans and not doc.warnings:  # the loader's warning already says why
             self.report.warnings.append((doc.source, _no_text(doc, size)))
         record = DocumentRecord(
-            doc.source, doc.title, doc.text, content_hash, doc.metadata, size, mtime, tags
+            doc.source, doc.title, doc.text, content_hash, doc.metadata, size, mtime, tags, reached
         )
         places = outline_places(doc.outline)
         chunks = [
@@ -544,15 +588,18 @@ class _IngestBatch:
         if self.pending_chunks >= self.group_chunks:
             self.flush()
 
-    def _tags(self, doc: LoadedDocument, stored: StoredDocument | None) -> frozenset[str] | None:
-        """The groups `doc` is written with; None when it is the moved text of a document
-        this caller may not see (taking it in would hand the caller that document)."""
+    def _tags(
+        self, doc: LoadedDocument, stored: StoredDocument | None, origin: Path
+    ) -> frozenset[str] | None:
+        """The groups `doc` (read from `origin`) is written with; None when it is the moved
+        text of a document this caller may not see (taking it in would hand it that one)."""
         if stored is not None:
             return self.tagging.tags_for(stored.groups)
         moved = self.departed.groups_of(doc.text)
         if not all(self.tagging.may_change(tags) for tags in moved):
             return None
-        return self.tagging.tags_for(None, moved=frozenset().union(*moved) if moved else None)
+        union = frozenset().union(*moved) if moved else None
+        return self.tagging.tags_for(None, moved=union, origin=origin)
 
     def _keep(self, stored: StoredDocument) -> None:
         """An unchanged document: only retagged when this run gives it other groups."""
@@ -603,6 +650,15 @@ class _IngestBatch:
         if self.progress is not None:
             event = ProgressEvent(self.done, self.total, source, status, chunks=self.embedded)
             self.progress(event)
+
+
+def _lost(source: str, reached: str, scope_files: set[str], prefixes: tuple[str, ...]) -> bool:
+    """Whether a document reached through `reached` (a path not its own) was reached from
+    within the prune scope, and that path leads to it no more: the link is gone or points
+    elsewhere, so no root this run looked at holds it. While the path still leads to it, it
+    stays (a file named through a link, which a folder's walk refuses, was the owner's call)."""
+    in_scope = reached in scope_files or reached.startswith(prefixes)
+    return in_scope and os.path.realpath(reached) != source
 
 
 def _no_text(doc: LoadedDocument, size: int | None) -> str:

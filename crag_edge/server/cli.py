@@ -14,7 +14,7 @@ import typer
 
 from crag_edge.config import Settings, SettingsError, field_range
 from crag_edge.console.options import DbOption
-from crag_edge.groups import parse_groups
+from crag_edge.groups import parse_groups, watched_folders
 from crag_edge.server.config import SHUTDOWN_TIMEOUT_S, ServerConfig, ServerConfigError
 from crag_edge.server.tokens import TokenError, TokenFile
 from crag_edge.store import CorpusError
@@ -46,19 +46,22 @@ def serve(
         ),
     ] = None,
     watch_root: Annotated[
-        list[Path] | None,
+        list[str] | None,
         typer.Option(
             "--watch-root",
+            metavar="DIR[=GROUPS]",
             help="Folder kept in sync with the corpus while serving (repeatable): changes are "
-            "ingested, deleted files pruned; each sync is an ingest job.",
+            "ingested, deleted files pruned; each sync is an ingest job. DIR=a,b: the access "
+            "groups of its new files (DIR=: untagged).",
         ),
     ] = None,
     groups: Annotated[
         str | None,
         typer.Option(
             "--groups",
-            help="Access groups of every new file in the --watch-root folders (comma-separated; "
-            "stored documents, and files renamed or moved, keep theirs).",
+            help="Access groups of every new file in the --watch-root folders named without "
+            "=GROUPS (comma-separated; stored documents, and files renamed or moved, even "
+            "from another folder, keep theirs).",
         ),
     ] = None,
     workers: Annotated[
@@ -82,6 +85,7 @@ def serve(
 ) -> None:
     """Serve the corpus over HTTP: query, streamed answers, ingest jobs, health and metrics."""
     try:
+        watch_groups = _watch_groups(groups, watch_root or [])
         settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings.load()
         overrides = {"server_workers": workers, "server_max_waiting": max_waiting}
         settings = settings.replace(**{k: v for k, v in overrides.items() if v is not None})
@@ -91,8 +95,8 @@ def serve(
             host=host,
             port=port,
             ingest_roots=ingest_root or None,
-            watch_roots=watch_root or (),
-            watch_groups=_watch_groups(groups, watch_root),
+            watch_roots=[folder for folder, _ in watch_groups],
+            watch_groups=[(f, tags) for f, tags in watch_groups if tags is not None],
         )
         config.validate_bind()
         _check_tokens_file(config.tokens_file)
@@ -103,16 +107,21 @@ def serve(
     _serve_http(config, settings, log_level)
 
 
-def _watch_groups(groups: str | None, watch_roots: list[Path] | None) -> frozenset[str] | None:
-    """`--groups`: the watch roots' default groups ('' : untagged), only beside a watch root."""
-    if groups is None:
-        return None
-    if not watch_roots:
+def _watch_groups(
+    groups: str | None, watch_roots: list[str]
+) -> list[tuple[str, frozenset[str] | None]]:
+    """Each `--watch-root DIR[=GROUPS]` with the groups of its new files: its own, else
+    `--groups` ('': untagged; only beside a watch root), else None (untagged)."""
+    if groups is not None and not watch_roots:
         raise ServerConfigError("--groups names the groups of the --watch-root folders; give one")
     try:
-        return parse_groups(groups) if groups.strip() else frozenset()
+        shared = None if groups is None else parse_groups(groups) if groups.strip() else frozenset()
     except ValueError as exc:
         raise ServerConfigError(f"--groups {exc}") from None
+    try:
+        return watched_folders(watch_roots, shared)
+    except ValueError as exc:
+        raise ServerConfigError(f"--watch-root {exc}") from None
 
 
 def _serve_http(config: ServerConfig, settings: Settings, log_level: LogLevel) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from crag_edge.config import ServerSettings, env_name
+from crag_edge.groups import FolderGroups, folder_groups
 from crag_edge.store.factory import is_database_url
 
 TOKEN_ENV = env_name("api_token")
@@ -49,7 +50,8 @@ class ServerConfig:
     port: int = 8080
     ingest_roots: tuple[Path, ...] = ()  # resolved (`normalise_roots`)
     watch_roots: tuple[Path, ...] = ()  # folders kept in sync by the watcher (`ingest.watch`)
-    watch_groups: frozenset[str] | None = None  # the groups of new files in the watch roots
+    # the groups of new files, by watch root (resolved); a root without: new files untagged
+    watch_groups: FolderGroups = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -101,12 +103,19 @@ class ServerConfig:
         port: int = 8080,
         ingest_roots: Sequence[Path | str] | None = None,
         watch_roots: Sequence[Path | str] = (),
-        watch_groups: frozenset[str] | None = None,
+        watch_groups: Sequence[tuple[Path | str, frozenset[str]]] = (),
     ) -> ServerConfig:
         """The service of `db` with these settings; `ingest_roots` (CLI options) replace the
-        `server_ingest_roots` setting. Every root is resolved and must be a folder."""
+        `server_ingest_roots` setting. Every root is resolved and must be a folder;
+        `watch_groups` pairs a watch root with the groups of its new files, and a root given
+        twice with different groups is refused."""
         if ingest_roots is None:
             ingest_roots = server.server_ingest_roots or ()
+        folders = normalise_roots([folder for folder, _ in watch_groups], "watch root")
+        try:
+            defaults = folder_groups(zip(folders, [g for _, g in watch_groups], strict=True))
+        except ValueError as exc:
+            raise ServerConfigError(f"watch root {exc}") from None
         return cls(
             db=db if is_database_url(db) else Path(db),
             settings=server,
@@ -114,7 +123,7 @@ class ServerConfig:
             port=port,
             ingest_roots=normalise_roots(ingest_roots),
             watch_roots=normalise_roots(watch_roots, "watch root"),
-            watch_groups=watch_groups,
+            watch_groups=defaults,
         )
 
     @property

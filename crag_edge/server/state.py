@@ -140,7 +140,7 @@ class ServerState:
                     self._ingest,
                     prune=True,
                     roots=self.config.watch_roots,
-                    tagging=Tagging(default=self.config.watch_groups),
+                    tagging=Tagging(defaults=self.config.watch_groups),
                 )
                 self.watch = ServiceWatch(self.config.watch_roots, self.jobs, watched)
                 self.watch.start()
@@ -184,7 +184,7 @@ class ServerState:
                 roots=self.config.ingest_roots if roots is None else roots,
                 groups=tagging.groups,
                 caller=tagging.caller,
-                default_groups=tagging.default,
+                default_groups=tagging.defaults,
             )
 
     def tagged_ingest(self, tagging: Tagging) -> IngestFn:

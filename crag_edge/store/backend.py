@@ -120,6 +120,11 @@ class CorpusBackend(Protocol):
 
     def list_sources(self) -> list[str]: ...
 
+    def reached_by(self) -> dict[str, str]:
+        """Source -> the path ingest reached it by, for documents reached by a path not
+        their own (`store.reached_paths`)."""
+        ...
+
     def replace_document(
         self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: Vector
     ) -> int: ...

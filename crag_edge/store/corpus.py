@@ -48,6 +48,7 @@ from crag_edge.store.errors import (
 )
 from crag_edge.store.jobs import JobDialect, JobTable
 from crag_edge.store.passage_vectors import PassageVectors
+from crag_edge.store.reached_paths import read_reached, write_reached
 from crag_edge.store.records import (
     META_CREATED,
     META_DIM,
@@ -69,6 +70,7 @@ from crag_edge.store.schema import (
     JOBS_VERSION,
     PASSAGE_VECTORS_VERSION,
     PLACES_VERSION,
+    REACHED_VERSION,
     SCHEMA_VERSION,
     SCORE_CACHE_VERSION,
     migrate,
@@ -352,6 +354,10 @@ class Corpus(EmbedderIdentity, Closing):
         rows = self._conn.execute("SELECT source FROM documents ORDER BY source").fetchall()
         return [cast(str, row[0]) for row in rows]
 
+    def reached_by(self) -> dict[str, str]:
+        """Source -> the path ingest reached it by, where not its own (`store.reached_paths`)."""
+        return read_reached(self._conn, present=user_version(self._conn) >= REACHED_VERSION)
+
     def replace_document(
         self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: Vector
     ) -> int:
@@ -391,6 +397,7 @@ class Corpus(EmbedderIdentity, Closing):
                 ).fetchall()[0][0],
             )
             write_groups(self._conn, doc_id, doc.groups)
+            write_reached(self._conn, doc_id, doc.reached)
             for ordinal, (chunk, vector) in enumerate(zip(chunks, matrix, strict=True)):
                 self._insert_chunk(doc_id, ordinal, chunk, vector)
         return doc_id

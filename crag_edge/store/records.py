@@ -30,7 +30,8 @@ FIXED_META = frozenset({META_EMBEDDER, META_DIM})  # set when a corpus is create
 @dataclass(frozen=True)
 class DocumentRecord:
     """A document as ingest hands it to the store; `size`/`mtime` describe its source file,
-    `groups` who may see it (`crag_edge.groups`; empty: everyone)."""
+    `groups` who may see it (`crag_edge.groups`; empty: everyone), `reached` the path ingest
+    reached it by when not its own (`store.reached_paths`)."""
 
     source: str
     title: str
@@ -40,6 +41,7 @@ class DocumentRecord:
     size: int | None = None
     mtime: float | None = None
     groups: frozenset[str] = frozenset()
+    reached: str | None = None
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,15 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_created ON jobs (created_at);
 """
 
+# v8: the path ingest reached a document by, when not its own (`store.reached_paths`): a file
+# named through a link, a folder named through one. Documents of a v7 file have none.
+_V8 = """
+CREATE TABLE reached_paths (
+    doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+    path   TEXT NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     (1, _V1),
     (2, _V2),
@@ -162,6 +171,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     (5, _V5),
     (6, _V6, fill_bits),
     (7, _V7),
+    (8, _V8),
 )
 SCORE_CACHE_VERSION = 2
 PASSAGE_VECTORS_VERSION = 3
@@ -169,6 +179,7 @@ PLACES_VERSION = 4
 GROUPS_VERSION = 5
 BITS_VERSION = 6
 JOBS_VERSION = 7
+REACHED_VERSION = 8
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

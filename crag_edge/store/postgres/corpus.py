@@ -61,6 +61,7 @@ from crag_edge.store.postgres.lexical import (
     search_bm25,
     term_count,
 )
+from crag_edge.store.postgres.reached_paths import read_reached, write_reached
 from crag_edge.store.postgres.schema import (
     MIGRATION_LOCK,
     SCHEMA,
@@ -373,6 +374,11 @@ class PostgresCorpus(EmbedderIdentity, Closing):
             rows = conn.execute('SELECT source FROM documents ORDER BY source COLLATE "C"')
             return [str(row[0]) for row in rows.fetchall()]
 
+    def reached_by(self) -> dict[str, str]:
+        """Source -> the path ingest reached it by, where not its own (`store.reached_paths`)."""
+        with self._connection() as conn:
+            return read_reached(conn)
+
     def replace_document(
         self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: Vector
     ) -> int:
@@ -413,6 +419,7 @@ class PostgresCorpus(EmbedderIdentity, Closing):
             assert row is not None  # INSERT ... RETURNING always returns the row
             doc_id = int(row[0])
             write_groups(conn, doc_id, doc.groups)
+            write_reached(conn, doc_id, doc.reached)
             _insert_chunks(conn, doc_id, doc.title, chunks, matrix)
         return doc_id
 

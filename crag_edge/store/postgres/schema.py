@@ -104,7 +104,15 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_created ON jobs (created_at);
 """
 
-MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2))
+# v3: the path ingest reached a document by, when not its own (`store.reached_paths`).
+_V3 = """
+CREATE TABLE reached_paths (
+    doc_id bigint PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+    path   text NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2), (3, _V3))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
