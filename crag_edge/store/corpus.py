@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 import apsw
 import numpy as np
 
+from crag_edge.config import BINARY_PREFILTER_CHUNKS, RetrievalSettings
 from crag_edge.groups import Groups
 from crag_edge.store import lexical_view
 from crag_edge.store.connection import connect, has_pending_journal, write_transaction
@@ -113,6 +114,7 @@ class Corpus(EmbedderIdentity, Closing):
         self._bits = BitIndex(conn, self.dim) if user_version(conn) >= BITS_VERSION else None
         self._jobs_lock = threading.Lock()
         self._view_totals = TotalsCache()
+        self.prefilter_from: int | None = BINARY_PREFILTER_CHUNKS
         lexical_view.register(conn)
         self._replaced = _replacement_check(path)
         if not readonly:
@@ -447,36 +449,33 @@ class Corpus(EmbedderIdentity, Closing):
 
     # -- search --------------------------------------------------------------------------
 
-    def search_fts(
-        self, match_expr: str, limit: int, *, groups: Groups = None
+    def search_terms(
+        self, terms: Sequence[str], limit: int, *, groups: Groups = None
     ) -> list[tuple[int, float]]:
-        """(chunk id, -bm25) for an FTS5 MATCH expression, best first (higher is better);
-        only chunks a caller with `groups` may see (`crag_edge.groups`), scored by the
-        statistics of those chunks alone (`store.view_stats`)."""
-        if limit <= 0:
+        """(chunk id, -bm25) of the chunks holding any of `terms`, best first (higher is
+        better); only chunks a caller with `groups` may see (`crag_edge.groups`), scored by
+        the statistics of those chunks alone (`store.view_stats`)."""
+        if limit <= 0 or not terms:
             return []
         visible = visible_chunks("+rowid", groups, present=self._groups_present)
-        try:
-            if visible[0]:
-                totals = self._view_totals.get(
-                    groups, lambda: lexical_view.read_totals(self._conn, visible)
-                )
-                return lexical_view.search_view(self._conn, match_expr, limit, visible, totals)
-            rows = self._conn.execute(
-                "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-                (match_expr, limit),
-            ).fetchall()
-        except apsw.SQLError as exc:
-            raise ValueError(f"invalid FTS5 query {match_expr!r}: {exc}") from None
+        if visible[0]:
+            totals = self._view_totals.get(
+                groups, lambda: lexical_view.read_totals(self._conn, visible)
+            )
+            return lexical_view.search_view(self._conn, terms, limit, visible, totals)
+        rows = self._conn.execute(
+            "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+            (lexical_view.match_expression(terms), limit),
+        ).fetchall()
         return [(cast(int, rowid), -cast(float, rank)) for rowid, rank in rows]
 
+    def use_settings(self, retrieval: RetrievalSettings) -> None:
+        """Take `binary_prefilter_chunks`: from that many chunks on, dense search draws its
+        candidates from the vectors' sign bits (`prefilter_from`)."""
+        self.prefilter_from = retrieval.binary_prefilter_chunks
+
     def search_vec(
-        self,
-        vector: Vector,
-        limit: int,
-        *,
-        groups: Groups = None,
-        prefilter_from: int | None = None,
+        self, vector: Vector, limit: int, *, groups: Groups = None
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the nearest chunks a caller with `groups` may
         see (`crag_edge.groups`), best first.
@@ -493,7 +492,8 @@ class Corpus(EmbedderIdentity, Closing):
             return []
         limit = min(limit, MAX_KNN)
         bits = self._bits
-        if bits is not None and prefilter_from is not None and len(bits) >= prefilter_from:
+        start = self.prefilter_from
+        if bits is not None and start is not None and len(bits) >= start:
             visible_ids = visible_chunk_ids(self._conn, groups, present=self._groups_present)
             return bits.search(query, limit, visible_ids)
         visible, params = visible_chunks("rowid", groups, present=self._groups_present)

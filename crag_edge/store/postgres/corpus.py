@@ -29,6 +29,7 @@ import numpy as np
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from crag_edge.config import RetrievalSettings
 from crag_edge.groups import Groups
 from crag_edge.store.errors import (
     CorpusError,
@@ -56,10 +57,10 @@ from crag_edge.store.postgres.groups import (
     write_groups,
 )
 from crag_edge.store.postgres.lexical import (
-    TEXT_SEARCH_CONFIG,
+    chunk_terms,
     read_totals,
     search_bm25,
-    term_count,
+    write_postings,
 )
 from crag_edge.store.postgres.schema import (
     MIGRATION_LOCK,
@@ -98,6 +99,7 @@ WRITES = {
     "meta": ("INSERT", "UPDATE", "DELETE"),
     "documents": ("INSERT", "UPDATE", "DELETE"),
     "chunks": ("INSERT", "DELETE"),
+    "chunk_terms": ("INSERT", "DELETE"),
     "document_groups": ("INSERT", "DELETE"),
     "score_cache": ("INSERT", "UPDATE", "DELETE"),
     "passage_vectors": ("INSERT", "UPDATE", "DELETE"),
@@ -216,15 +218,19 @@ class PostgresCorpus(EmbedderIdentity, Closing):
             conn.execute("SELECT 1").fetchall()
 
     def check(self) -> dict[str, Any]:
-        """That every chunk has its vector and its terms (the database checks its own pages)."""
+        """That every chunk has its vector and, unless it has no terms at all, its postings
+        (the database checks its own pages)."""
         with self._connection() as conn:
             row = conn.execute(
-                "SELECT count(*), count(embedding), count(terms) FROM chunks"
+                "SELECT count(*), count(embedding), count(*) FILTER (WHERE term_count > 0), "
+                "(SELECT count(DISTINCT chunk_id) FROM chunk_terms) FROM chunks"
             ).fetchone()
-        chunks, vectors, terms = row if row is not None else (0, 0, 0)
-        if not chunks == vectors == terms:
+        chunks, vectors, worded, posted = row if row is not None else (0, 0, 0, 0)
+        if not (chunks == vectors and worded == posted):
             raise CorpusError(
-                self._shown, f"index check: {chunks} chunks, {vectors} vectors, {terms} terms"
+                self._shown,
+                f"index check: {chunks} chunks, {vectors} vectors, "
+                f"{posted} of {worded} chunks with words have their terms",
             )
         return {"path": self._shown, "quick_check": "ok", "chunks": int(chunks)}
 
@@ -413,7 +419,9 @@ class PostgresCorpus(EmbedderIdentity, Closing):
             assert row is not None  # INSERT ... RETURNING always returns the row
             doc_id = int(row[0])
             write_groups(conn, doc_id, doc.groups)
-            _insert_chunks(conn, doc_id, doc.title, chunks, matrix)
+            counted = chunk_terms(doc.title, [chunk.text for chunk in chunks])
+            _insert_chunks(conn, doc_id, chunks, [sum(t.values()) for t in counted], matrix)
+            write_postings(conn, doc_id, counted)
         return doc_id
 
     def update_file_stat(self, source: str, size: int, mtime: float) -> None:
@@ -445,28 +453,26 @@ class PostgresCorpus(EmbedderIdentity, Closing):
 
     # -- search --------------------------------------------------------------------------
 
-    def search_fts(
-        self, match_expr: str, limit: int, *, groups: Groups = None
+    def search_terms(
+        self, terms: Sequence[str], limit: int, *, groups: Groups = None
     ) -> list[tuple[int, float]]:
-        """(chunk id, bm25) for the terms of an FTS5-style expression (quoted terms joined by
-        OR, as `retrieval.lexical.fts_query` writes it), best first; only visible chunks."""
-        if limit <= 0:
+        """(chunk id, bm25) of the chunks holding any of `terms`, best first, scored as
+        FTS5 scores them (`store.postgres.lexical`); only visible chunks, by their statistics."""
+        if limit <= 0 or not terms:
             return []
-        visible = visible_chunks("id", groups)
         with self._connection() as conn:
-            totals = self._totals.get(groups, lambda: read_totals(conn, visible))
-            return search_bm25(conn, match_expr, limit, visible, totals)
+            totals = self._totals.get(
+                groups, lambda: read_totals(conn, visible_chunks("id", groups))
+            )
+            return search_bm25(conn, terms, limit, visible_chunks("p.chunk_id", groups), totals)
+
+    def use_settings(self, retrieval: RetrievalSettings) -> None:
+        """None applies: pgvector's HNSW index serves dense search at every size."""
 
     def search_vec(
-        self,
-        vector: Vector,
-        limit: int,
-        *,
-        groups: Groups = None,
-        prefilter_from: int | None = None,
+        self, vector: Vector, limit: int, *, groups: Groups = None
     ) -> list[tuple[int, float]]:
-        """(chunk id, cosine similarity) of the nearest visible chunks, best first
-        (`prefilter_from` is for the SQLite file's sign bits: pgvector's index serves here)."""
+        """(chunk id, cosine similarity) of the nearest visible chunks, best first."""
         query = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
         if query.size != self.dim:
             raise ValueError(f"query vector has {query.size} dimensions, corpus has {self.dim}")
@@ -581,16 +587,17 @@ def _dim(conn: psycopg.Connection[Any], shown: str) -> int:
 def _insert_chunks(
     conn: psycopg.Connection[Any],
     doc_id: int,
-    title: str,
     chunks: Sequence[ChunkRecord],
+    lengths: Sequence[int],
     matrix: np.ndarray,
 ) -> None:
-    """The chunk rows of one document with their terms and vectors."""
+    """The chunk rows of one document with their lengths in terms and their vectors (their
+    postings follow)."""
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO chunks (doc_id, ordinal, text, start_char, end_char, token_count, "
-            "metadata, places, terms, term_count, embedding) VALUES "
-            f"(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('{TEXT_SEARCH_CONFIG}', %s), %s, %s)",
+            "metadata, places, term_count, embedding) VALUES "
+            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
                 (
                     doc_id,
@@ -601,11 +608,12 @@ def _insert_chunks(
                     chunk.token_count,
                     json.dumps(chunk.metadata, sort_keys=True),
                     json.dumps([[p.offset, p.page, p.section] for p in chunk.places]),
-                    _text(f"{title} {chunk.text}"),
-                    term_count(title, chunk.text),
+                    length,
                     vector,
                 )
-                for ordinal, (chunk, vector) in enumerate(zip(chunks, matrix, strict=True))
+                for ordinal, (chunk, length, vector) in enumerate(
+                    zip(chunks, lengths, matrix, strict=True)
+                )
             ],
         )
 
