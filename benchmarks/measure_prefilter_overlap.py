@@ -36,6 +36,16 @@ def summary(name: str, kept: list[float]) -> dict[str, float]:
     }
 
 
+PATHS = (None, 0)  # exact search, then the pre-filter at any size
+
+
+def search(
+    corpus: Corpus, prefilter_from: int | None, vector: np.ndarray, k: int
+) -> list[tuple[int, float]]:
+    corpus.prefilter_from = prefilter_from
+    return corpus.search_vec(vector, k)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", type=Path, required=True)
@@ -50,17 +60,16 @@ def main() -> None:
         for k in DEPTHS:
             kept = []
             for vector in vectors:
-                exact = {i for i, _ in corpus.search_vec(vector, k)}
-                prefiltered = {i for i, _ in corpus.search_vec(vector, k, prefilter_from=0)}
+                exact, prefiltered = ({i for i, _ in search(corpus, p, vector, k)} for p in PATHS)
                 kept.append(len(exact & prefiltered) / len(exact))
             report.update(summary(f"dense_top{k}", kept))
-        exact, forced = Retriever(corpus, embedder), Retriever(corpus, embedder, prefilter_from=0)
+        retriever = Retriever(corpus, embedder)
         kept = []
         for text, vector in zip(texts, vectors, strict=True):
-            ids = [
-                {h.chunk.chunk_id for h in r.search(text, 10, "hybrid", vector)}
-                for r in (exact, forced)
-            ]
+            ids = []
+            for prefilter_from in PATHS:
+                corpus.prefilter_from = prefilter_from
+                ids.append({h.chunk.chunk_id for h in retriever.search(text, 10, "hybrid", vector)})
             kept.append(len(ids[0] & ids[1]) / len(ids[0]))
         report.update(summary("hybrid_top10", kept))
     print(json.dumps(report, indent=2))

@@ -38,7 +38,8 @@ Where to add:
   built in `grading/factory.py:build_grader` and given its place in
   `grading/cascade.py:Grader`.
 - a store backend: a class with the `store/backend.py:CorpusBackend` protocol (see
-  `store/postgres/`), chosen by its location in `store/factory.py:open_corpus`.
+  `store/postgres/`), a subclass of `store/base.py:SqlCorpus` (the SQL both backends share),
+  chosen by its location in `store/factory.py:open_corpus`.
 
 The names below are the public API; each is imported on first use, so `import crag_edge`
 stays cheap (the engine pulls in numpy, SQLite and the tokenizer).

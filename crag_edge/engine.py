@@ -56,12 +56,9 @@ class Engine(Closing):
         self.metrics = metrics or Metrics()
         self.closed = False
         retrieval = settings.retrieval
+        corpus.use_settings(retrieval)
         self.retriever = Retriever(
-            corpus,
-            embedder,
-            candidates=retrieval.candidates,
-            rrf_k=retrieval.rrf_k,
-            prefilter_from=retrieval.binary_prefilter_chunks,
+            corpus, embedder, candidates=retrieval.candidates, rrf_k=retrieval.rrf_k
         )
         self.llm_factory = llm or SharedLlm(settings.models)  # the LLM, loaded when first called
         self.grader = grader or build_grader(

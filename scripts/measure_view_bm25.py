@@ -26,7 +26,7 @@ import apsw
 
 from crag_edge.evaluation.beir import judged_queries
 from crag_edge.evaluation.metrics import ndcg_at, recall_at
-from crag_edge.retrieval.lexical import fts_query
+from crag_edge.retrieval.lexical import query_terms
 from crag_edge.store import lexical_view
 
 FTS = (
@@ -53,7 +53,7 @@ def ranked(conn: apsw.Connection, query: str, seen: set[int] | None, limit: int 
     return [i for i in found if seen is None or i in seen][:limit]
 
 
-def timings(every: apsw.Connection, seen: set[int], expressions: list[str]) -> None:
+def timings(every: apsw.Connection, seen: set[int], searches: list[list[str]]) -> None:
     """Milliseconds per search of the top 20 visible rows: the whole corpus's bm25 behind the
     filter as `+rowid IN` (the filter as it is written) and as `rowid IN` (as it was, on a
     few queries only), and the view's own bm25 (`store.lexical_view`)."""
@@ -64,22 +64,23 @@ def timings(every: apsw.Connection, seen: set[int], expressions: list[str]) -> N
     visible = (" AND +rowid IN (SELECT id FROM temp.seen)", ())
     totals = lexical_view.read_totals(every, visible)
 
-    def whole(expression: str, column: str = "+rowid") -> object:
+    def whole(terms: list[str], column: str = "+rowid") -> object:
         sql = f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND {column} IN temp.seen"
+        expression = lexical_view.match_expression(terms)
         return every.execute(f"{sql} ORDER BY rank LIMIT 20", (expression,)).fetchall()
 
     ways = {
-        "whole statistics, +rowid IN": (whole, expressions),
-        "whole statistics, rowid IN": (lambda e: whole(e, "rowid"), expressions[:5]),
+        "whole statistics, +rowid IN": (whole, searches),
+        "whole statistics, rowid IN": (lambda t: whole(t, "rowid"), searches[:5]),
         "view statistics": (
-            lambda e: lexical_view.search_view(every, e, 20, visible, totals),
-            expressions,
+            lambda t: lexical_view.search_view(every, t, 20, visible, totals),
+            searches,
         ),
     }
     for name, (search, asked) in ways.items():
         started = time.perf_counter()
-        for expression in asked:
-            search(expression)
+        for terms in asked:
+            search(terms)
         per_query = (time.perf_counter() - started) / len(asked) * 1000
         print(f"  {name}: {per_query:.1f} ms per query ({len(asked)} queries)")
 
@@ -107,9 +108,10 @@ def main() -> None:
         asked = changed = 0
         for qid, text in queries.items():
             relevant = {d: g for d, g in qrels[qid].items() if d in visible_ids}
-            expression = fts_query(text)
-            if not relevant or expression is None:
+            terms = query_terms(text)
+            if not relevant or not terms:
                 continue
+            expression = lexical_view.match_expression(terms)
             asked += 1
             whole = [ids[i] for i in ranked(every, expression, seen)]
             own = [ids[i] for i in ranked(view, expression, None)]
@@ -125,7 +127,7 @@ def main() -> None:
             ndcg, recall = ndcg / asked, recall / asked
             print(f"  {name:5} statistics: nDCG@10 {ndcg:.4f}  recall@100 {recall:.4f}")
         if args.timing:
-            timings(every, seen, [e for e in map(fts_query, list(queries.values())[:100]) if e])
+            timings(every, seen, [t for t in map(query_terms, list(queries.values())[:100]) if t])
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ def test_the_vector_search_filters_before_k(corpus: Corpus, embedder: OnnxEmbedd
     vector = embedder.embed([QUESTION])[0]
     [(nearest, _)] = corpus.search_vec(vector, 1, groups=A)
     assert names([corpus.get_chunks([nearest])[nearest].source]) == {"a-notes.txt"}
-    [(match, _)] = corpus.search_fts('"aurora"', 1, groups=A)
+    [(match, _)] = corpus.search_terms(["aurora"], 1, groups=A)
     assert names([corpus.get_chunks([match])[match].source]) == {"a-notes.txt"}
 
 
@@ -468,9 +468,9 @@ def test_stats_count_only_what_the_caller_sees(corpus: Corpus) -> None:
     assert everything.documents == len(GROUP_A) + len(GROUP_B) + len(UNTAGGED)
     seen_by_a = corpus.stats(groups=A)
     assert seen_by_a.documents == len(GROUP_A) + len(UNTAGGED)
-    assert seen_by_a.chunks == len(corpus.search_fts('"aurora" OR "bread"', 100, groups=A))
-    b_chunk = corpus.search_fts('"forecast"', 1, groups=B)[0][0]
-    a_chunk = corpus.search_fts('"cabin"', 1, groups=A)[0][0]
+    assert seen_by_a.chunks == len(corpus.search_terms(["aurora", "bread"], 100, groups=A))
+    b_chunk = corpus.search_terms(["forecast"], 1, groups=B)[0][0]
+    a_chunk = corpus.search_terms(["cabin"], 1, groups=A)[0][0]
     assert corpus.score_cache().put("tier:v", QUESTION, {a_chunk: 0.9, b_chunk: 0.8})
     assert (corpus.stats(groups=A).cached_scores, corpus.stats().cached_scores) == (1, 2)
     assert corpus.stats(groups=frozenset({"z"})).documents == len(UNTAGGED)

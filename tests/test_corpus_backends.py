@@ -26,7 +26,8 @@ from crag_edge.store.factory import open_corpus, open_or_create_corpus
 from crag_edge.store.jobs import JobRecord
 from crag_edge.store.postgres.schema import SCHEMA
 from crag_edge.store.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
-from crag_edge.store.schema import REACHED_VERSION
+from crag_edge.store.schema import MIGRATIONS, REACHED_VERSION
+from crag_edge.store.terms import TOKENIZE
 from crag_edge.types import EncodedPassage, Place
 from tests.test_store import DIM, add_two_docs, make_doc, unit
 
@@ -89,8 +90,8 @@ def test_replacing_keeps_the_doc_id_and_drops_old_chunks_from_both_searches(
     old_id = corpus.document("a.txt").id  # type: ignore[union-attr]
     doc, chunks = make_doc("a.txt", ["Parrots talk."], "Birds")
     assert corpus.replace_document(doc, chunks, np.stack([unit(0, 0, 0, 1)])) == old_id
-    assert corpus.search_fts('"cat"', 5) == []
-    assert [cid for cid, _ in corpus.search_fts('"parrot"', 5)] == [4]
+    assert corpus.search_terms(["cat"], 5) == []
+    assert [cid for cid, _ in corpus.search_terms(["parrot"], 5)] == [4]
     assert {cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 10)} == {3, 4}
     assert corpus.stats().chunks == 2
 
@@ -109,7 +110,7 @@ def test_a_failed_replace_or_group_leaves_everything_as_it_was(corpus: CorpusBac
         corpus.replace_document(new, new_chunks, np.zeros((1, DIM + 1), dtype=np.float32))
     after = (corpus.list_sources(), corpus.get_chunks([1, 2, 3]), corpus.stats().chunks)
     assert after == before
-    assert {cid for cid, _ in corpus.search_fts('"cat"', 5)} == {1, 2}
+    assert {cid for cid, _ in corpus.search_terms(["cat"], 5)} == {1, 2}
 
 
 def test_delete_document_and_retagging(corpus: CorpusBackend) -> None:
@@ -119,7 +120,7 @@ def test_delete_document_and_retagging(corpus: CorpusBackend) -> None:
     assert corpus.document("b.txt").groups == {"lab"}  # type: ignore[union-attr]
     assert corpus.delete_document("a.txt") is True
     assert corpus.delete_document("a.txt") is False
-    assert corpus.search_fts('"cat"', 5) == []
+    assert corpus.search_terms(["cat"], 5) == []
     assert [cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 5)] == [3]
 
 
@@ -127,14 +128,31 @@ def test_bm25_ranks_by_term_frequency_rarity_and_titles(corpus: CorpusBackend) -
     add_two_docs(corpus)
     doc, chunks = make_doc("c.txt", ["A cat. A cat. A cat again."], "Cats")
     corpus.replace_document(doc, chunks, np.stack([unit(0, 1, 0, 0)]))
-    hits = corpus.search_fts('"cat"', 10)
+    hits = corpus.search_terms(["cat"], 10)
     assert hits[0][0] == 4  # the chunk saying "cat" most often
     assert all(score > 0 for _, score in hits)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
-    assert {cid for cid, _ in corpus.search_fts('"physics"', 10)} == {3}  # the title counts
+    assert {cid for cid, _ in corpus.search_terms(["physics"], 10)} == {3}  # the title counts
     # A rare term outweighs a common one: "qubits" (1 chunk) beats "cats" (3 chunks).
-    assert corpus.search_fts('"cats" OR "qubits"', 10)[0][0] == 3
-    assert corpus.search_fts('"cat"', 0) == []
+    assert corpus.search_terms(["cats", "qubits"], 10)[0][0] == 3
+    assert corpus.search_terms(["cat"], 0) == []
+
+
+def test_terms_are_plain_words_cut_as_fts5_cuts_them(corpus: CorpusBackend) -> None:
+    """Query syntax in a term is a word like any other, diacritics fold and stems match, on
+    either backend: both cut text with FTS5's tokenizer (`store.terms`)."""
+    add_two_docs(corpus)
+    doc, chunks = make_doc("c.txt", ['NEAR the "naïve" runs, AND title: x*.'], "Lab")
+    corpus.replace_document(doc, chunks, np.stack([unit(0, 1, 0, 0)]))
+    assert {c for c, _ in corpus.search_terms(["naive"], 10)} == {4}
+    assert {c for c, _ in corpus.search_terms(["running"], 10)} == {4}
+    hostile = ['"unterminated', "NEAR", "AND", "title:", "x*", "(", "*", "-", 'a"b']
+    assert {c for c, _ in corpus.search_terms(hostile, 10)} == {4}
+    assert corpus.search_terms([], 10) == []
+
+
+def test_the_sqlite_index_uses_the_tokenizer_both_backends_share() -> None:
+    assert f"tokenize = '{TOKENIZE}'" in MIGRATIONS[0][1]
 
 
 def test_dense_search_returns_cosine_similarity(corpus: CorpusBackend) -> None:
@@ -163,8 +181,8 @@ def test_both_searches_filter_by_groups_before_their_top_k(corpus: CorpusBackend
     query, hr = unit(1, 0, 0, 0), frozenset({"hr"})
     assert [cid for cid, _ in corpus.search_vec(query, 1, groups=frozenset())] == [3]
     assert [cid for cid, _ in corpus.search_vec(query, 2, groups=hr)] == [1, 2]
-    assert corpus.search_fts('"cats"', 10, groups=frozenset()) == []
-    assert {c for c, _ in corpus.search_fts('"cats"', 10, groups=hr)} == {1, 2}
+    assert corpus.search_terms(["cats"], 10, groups=frozenset()) == []
+    assert {c for c, _ in corpus.search_terms(["cats"], 10, groups=hr)} == {1, 2}
     assert (corpus.stats(groups=frozenset()).documents, corpus.stats().documents) == (1, 7)
 
 
@@ -180,7 +198,7 @@ def test_a_callers_bm25_scores_come_from_its_view_alone(corpus: CorpusBackend) -
         np.stack([unit(0, 1, 0, 0), unit(0, 0, 1, 1)]),
     )
     hr, query = frozenset({"hr"}), '"cat" OR "qubits"'
-    alone = corpus.search_fts(query, 10)  # the corpus is hr's view, nothing else yet
+    alone = corpus.search_terms(query, 10)  # the corpus is hr's view, nothing else yet
     for i in range(4):  # hidden chunks holding both words
         doc, chunks = make_doc(f"hidden{i}.txt", [f"Cat {i} and qubits and a cat."])
         corpus.replace_document(
@@ -188,11 +206,11 @@ def test_a_callers_bm25_scores_come_from_its_view_alone(corpus: CorpusBackend) -
             chunks,
             np.stack([unit(1, 0.01 * i, 0, 0)]),
         )
-    seen = corpus.search_fts(query, 10, groups=hr)
+    seen = corpus.search_terms(query, 10, groups=hr)
     assert [c for c, _ in seen] == [c for c, _ in alone]
     assert [s for _, s in seen] == pytest.approx([s for _, s in alone], rel=1e-6)
-    assert corpus.search_fts(query, 2, groups=hr) == seen[:2]
-    assert corpus.search_fts('"again"', 10, groups=frozenset()) == []
+    assert corpus.search_terms(query, 2, groups=hr) == seen[:2]
+    assert corpus.search_terms(["again"], 10, groups=frozenset()) == []
 
 
 def test_the_path_a_document_was_reached_by_lives_and_dies_with_its_version(
@@ -265,7 +283,7 @@ def test_meta_and_read_only_opening(corpus: CorpusBackend) -> None:
     with pytest.raises(ValueError, match="fixed"):
         corpus.set_meta({"embedder_id": "other"})
     with open_corpus(corpus.location, readonly=True) as reader:
-        assert reader.readonly and [c for c, _ in reader.search_fts('"qubits"', 5)] == [3]
+        assert reader.readonly and [c for c, _ in reader.search_terms(["qubits"], 5)] == [3]
         with pytest.raises(ReadOnlyCorpusError):
             reader.delete_document("a.txt")
         assert reader.score_cache().put("ce@1", "q", {1: 0.5}) is False

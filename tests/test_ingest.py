@@ -208,8 +208,8 @@ def test_changed_file_is_reindexed_alone(
     chunks = corpus.get_chunks(range(1, 1000))
     assert old_cooking.isdisjoint(chunks)
     assert set(chunks) - old_ids == {c.chunk_id for c in chunks.values() if c.source == path}
-    assert {chunks[i].source for i, _ in corpus.search_fts('"lentil"', 5)} == {path}
-    assert corpus.search_fts('"dough"', 5) == []
+    assert {chunks[i].source for i, _ in corpus.search_terms(["lentil"], 5)} == {path}
+    assert corpus.search_terms(["dough"], 5) == []
     assert corpus.document(path).title == "Soup"  # type: ignore[union-attr]
     assert_whole_documents(corpus, embedder, SETTINGS)
 
@@ -329,7 +329,7 @@ def test_search_finds_the_right_document_after_ingest(
         best_id, similarity = corpus.search_vec(vector, 3)[0]
         assert corpus.get_chunks([best_id])[best_id].source == str(docs / topic)
         assert 0.2 < similarity <= 1.0
-    lexical = corpus.search_fts('"packets"', 3)
+    lexical = corpus.search_terms(["packets"], 3)
     assert corpus.get_chunks([lexical[0][0]])[lexical[0][0]].source == str(docs / "networking.html")
 
 

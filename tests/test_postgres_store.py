@@ -1,6 +1,7 @@
 """PostgreSQL corpus under concurrency: several processes writing one corpus, and a writer
 killed with SIGKILL, leave every document whole (its old or its new version, never a mix);
-and a SQLite corpus copied into PostgreSQL (`scripts/copy_corpus.py`) arrives whole."""
+a SQLite corpus copied into PostgreSQL (`scripts/copy_corpus.py`) arrives whole; and bm25
+scores the same chunks as the SQLite file does, older corpora included."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 
 from crag_edge.store import ChunkRecord, DocumentRecord
 from crag_edge.store.factory import open_corpus, open_or_create_corpus
 from crag_edge.store.postgres import PostgresCorpus
-from tests.test_store import DIM, add_two_docs, unit
+from crag_edge.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from tests.test_store import DIM, add_two_docs, make_doc, unit
 
 SOURCES = 12
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,3 +201,69 @@ def test_copy_corpus_moves_a_sqlite_corpus_into_postgres_whole(
         assert [i for i, _ in target.search_vec(query, 3)] == [
             i for i, _ in source.search_vec(query, 3)
         ]
+
+
+BM25_DOCUMENTS = [
+    ("a.txt", "Pets", ["The cat sat on the mat.", "Dogs chase cats; cats run."], frozenset()),
+    ("b.txt", "Physics", ["Quantum computers use qubits, cooled qubits."], frozenset({"lab"})),
+    ("c.txt", "Café notes", ["A naïve cat visits the café, running late."], frozenset({"hr"})),
+    ("d.txt", "", ["snake_case words and COVID-19 data for cats and dogs"], frozenset()),
+]
+
+
+@pytest.mark.parametrize("groups", [None, frozenset({"lab"}), frozenset({"hr", "lab"})])
+def test_bm25_on_postgres_gives_sqlites_scores(
+    postgres_url: str, tmp_path: Path, groups: frozenset[str] | None
+) -> None:
+    """The same chunks and terms score alike on both backends, to rounding: FTS5's tokenizer,
+    frequencies, lengths and bm25 on both, for the owner and for a caller's view."""
+    results = []
+    for location in (tmp_path / "corpus.db", postgres_url):
+        with open_or_create_corpus(location, "test-embedder", DIM) as corpus:
+            for source, title, texts, tags in BM25_DOCUMENTS:
+                doc, chunks = make_doc(source, texts, title)
+                vectors = np.stack([unit(1, 0, 0, i) for i in range(len(chunks))])
+                corpus.replace_document(replace(doc, groups=tags), chunks, vectors)
+            results.append(
+                [
+                    corpus.search_terms(terms, 10, groups=groups)
+                    for terms in (
+                        ["cat"],
+                        ["cats", "cat", "qubits"],
+                        ["naive", "running"],
+                        ["covid", "19", "data"],
+                        ["the", "dogs"],
+                    )
+                ]
+            )
+    sqlite, postgres = results
+    assert [[c for c, _ in hits] for hits in postgres] == [[c for c, _ in hits] for hits in sqlite]
+    assert [[s for _, s in hits] for hits in postgres] == [
+        pytest.approx([s for _, s in hits], rel=1e-9) for hits in sqlite
+    ]
+
+
+def test_a_version_2_corpus_gains_its_terms_when_opened(postgres_url: str) -> None:
+    """A corpus written before the postings were kept gets them, and FTS5's lengths, in its
+    upgrade: its chunks are found by their terms at once."""
+    with psycopg.connect(postgres_url) as conn, conn.transaction():
+        migrate(conn, DIM, MIGRATIONS[:2])
+        conn.execute(
+            "INSERT INTO meta VALUES ('embedder_id', 'test-embedder'), ('dim', %s), "
+            "('created_at', '0')",
+            (str(DIM),),
+        )
+        conn.execute(
+            "INSERT INTO documents (source, title, content_hash, text, ingested_at) "
+            "VALUES ('old.txt', 'Cafés', 'h', 'Naïve cats nap.', 0)"
+        )
+        conn.execute(
+            "INSERT INTO chunks (doc_id, ordinal, text, start_char, end_char, token_count, "
+            "terms, term_count, embedding) SELECT id, 0, text, 0, 15, 4, "
+            "to_tsvector('english', text), 3, '[1,0,0,0]' FROM documents"
+        )
+    with open_corpus(postgres_url) as corpus:
+        assert corpus.stats().schema_version == SCHEMA_VERSION
+        [(chunk_id, _)] = corpus.search_terms(["naive", "cafe"], 5)
+        assert corpus.get_chunks([chunk_id])[chunk_id].source == "old.txt"
+        assert corpus.check()["chunks"] == 1

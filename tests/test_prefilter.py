@@ -15,12 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crag_edge.config import Settings
+from crag_edge.config import RetrievalSettings, Settings
+from crag_edge.groups import Groups
 from crag_edge.ingest import ingest
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.retrieval import Retriever
 from crag_edge.store import SCHEMA_VERSION, Corpus, connect
 from crag_edge.store.vector_bits import quantize
+from crag_edge.types import Vector
 
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
 MINI = Path(__file__).parent / "data" / "scifact_mini"
@@ -110,9 +112,9 @@ def test_forced_on_it_returns_exact_searchs_hits_with_their_scores(
     assert len(corpus.chunk_ids()) > 10 * 10  # the bits choose: not every chunk is rescored
     kept = []
     for vector in vectors(embedder):
-        assert corpus.search_vec(vector, 3, prefilter_from=FORCED) == corpus.search_vec(vector, 3)
-        exact = dict(corpus.search_vec(vector, 10))
-        prefiltered = corpus.search_vec(vector, 10, prefilter_from=FORCED)
+        assert search(corpus, vector, 3, prefilter_from=FORCED) == search(corpus, vector, 3)
+        exact = dict(search(corpus, vector, 10))
+        prefiltered = search(corpus, vector, 10, prefilter_from=FORCED)
         assert [s for _, s in prefiltered] == sorted((s for _, s in prefiltered), reverse=True)
         assert all(exact[i] == s for i, s in prefiltered if i in exact)
         kept.append(len(exact.keys() & dict(prefiltered).keys()) / 10)
@@ -122,12 +124,14 @@ def test_forced_on_it_returns_exact_searchs_hits_with_their_scores(
 def test_hybrid_search_through_the_setting_matches_exact(
     corpus: Corpus, embedder: OnnxEmbedder
 ) -> None:
-    forced = Retriever(corpus, embedder, prefilter_from=FORCED, candidates=3)
-    exact = Retriever(corpus, embedder, prefilter_from=len(corpus.chunk_ids()) + 1, candidates=3)
-    for question in QUESTIONS:
-        assert [h.chunk.chunk_id for h in forced.search(question, 5)] == [
-            h.chunk.chunk_id for h in exact.search(question, 5)
-        ]
+    retriever = Retriever(corpus, embedder, candidates=3)
+
+    def ranked(prefilter_chunks: int) -> list[list[int]]:
+        setting = {"binary_prefilter_chunks": prefilter_chunks}
+        corpus.use_settings(RetrievalSettings.model_validate(setting))
+        return [[h.chunk.chunk_id for h in retriever.search(q, 5)] for q in QUESTIONS]
+
+    assert ranked(FORCED) == ranked(len(corpus.chunk_ids()) + 1)
 
 
 def test_the_group_filter_applies_before_the_candidates_are_taken(
@@ -137,28 +141,42 @@ def test_the_group_filter_applies_before_the_candidates_are_taken(
     chunks = corpus.get_chunks(corpus.chunk_ids()).values()
     hidden = {chunk.chunk_id for chunk in chunks if chunk.source == bees}
     vector = vectors(embedder)[0]  # the honeybees question: its chunks are the nearest
-    assert {i for i, _ in corpus.search_vec(vector, 1, prefilter_from=FORCED)} <= hidden
+    assert {i for i, _ in search(corpus, vector, 1, prefilter_from=FORCED)} <= hidden
     for groups in (frozenset(), frozenset({"other"})):
-        seen = corpus.search_vec(vector, 3, groups=groups, prefilter_from=FORCED)
+        seen = search(corpus, vector, 3, groups=groups, prefilter_from=FORCED)
         assert len(seen) == 3 and not {i for i, _ in seen} & hidden
-        assert seen == corpus.search_vec(vector, 3, groups=groups)
-    members = corpus.search_vec(vector, 3, groups=HONEYBEES, prefilter_from=FORCED)
-    assert members == corpus.search_vec(vector, 3, groups=HONEYBEES)
+        assert seen == search(corpus, vector, 3, groups=groups)
+    members = search(corpus, vector, 3, groups=HONEYBEES, prefilter_from=FORCED)
+    assert members == search(corpus, vector, 3, groups=HONEYBEES)
 
 
 def test_deleted_and_added_chunks_are_seen_by_the_next_search(
     corpus: Corpus, embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
     vector = vectors(embedder)[0]
-    before = corpus.search_vec(vector, 3, prefilter_from=FORCED)  # the bits are in memory now
+    before = search(corpus, vector, 3, prefilter_from=FORCED)  # the bits are in memory now
     assert corpus.delete_document(str((SAMPLE / "honeybees.txt").resolve()))
-    after = corpus.search_vec(vector, 3, prefilter_from=FORCED)
+    after = search(corpus, vector, 3, prefilter_from=FORCED)
     assert not {i for i, _ in before} & {i for i, _ in after}
-    assert after == corpus.search_vec(vector, 3)
+    assert after == search(corpus, vector, 3)
     (tmp_path / "hive.txt").write_text("Honeybees dance to tell the hive where flowers bloom.")
     ingest_into(corpus, embedder, [tmp_path / "hive.txt"])
-    [(nearest, _)] = corpus.search_vec(vector, 1, prefilter_from=FORCED)
+    [(nearest, _)] = search(corpus, vector, 1, prefilter_from=FORCED)
     assert corpus.get_chunks([nearest])[nearest].source.endswith("hive.txt")
+
+
+def search(
+    corpus: Corpus,
+    vector: Vector,
+    limit: int,
+    *,
+    groups: Groups = None,
+    prefilter_from: int | None = None,
+) -> list[tuple[int, float]]:
+    """`search_vec` with the pre-filter taking over from `prefilter_from` chunks (None:
+    exact at any size)."""
+    corpus.prefilter_from = prefilter_from
+    return corpus.search_vec(vector, limit, groups=groups)
 
 
 def make_version_5(path: Path) -> None:
@@ -181,22 +199,22 @@ def test_an_old_corpus_searches_exactly_read_only_and_gains_its_bits_read_write(
     vector = vectors(embedder)[1]
     with Corpus.open(path, readonly=True) as old:
         assert old.stats().schema_version == 5
-        assert old.search_vec(vector, 3, prefilter_from=FORCED) == old.search_vec(vector, 3)
+        assert search(old, vector, 3, prefilter_from=FORCED) == search(old, vector, 3)
     with Corpus.open(path) as upgraded:
         assert upgraded.stats().schema_version == SCHEMA_VERSION
         bits = dict(upgraded._conn.execute("SELECT chunk_id, bits FROM chunk_bits").fetchall())
         ids = upgraded.chunk_ids()
         assert sorted(bits) == ids
         assert [bits[i] for i in ids] == [r.tobytes() for r in quantize(upgraded.get_vectors(ids))]
-        prefiltered = upgraded.search_vec(vector, 3, prefilter_from=FORCED)
-        assert [i for i, _ in prefiltered] == [i for i, _ in upgraded.search_vec(vector, 3)]
+        prefiltered = search(upgraded, vector, 3, prefilter_from=FORCED)
+        assert [i for i, _ in prefiltered] == [i for i, _ in search(upgraded, vector, 3)]
 
 
 def test_below_the_threshold_the_search_is_exact(corpus: Corpus, embedder: OnnxEmbedder) -> None:
     """Past the corpus size the bits are never consulted: moving the nearest chunks' bits as
     far from the question as bits go changes nothing there, and hides them from the bits."""
     vector = vectors(embedder)[2]
-    exact = corpus.search_vec(vector, 5)
+    exact = search(corpus, vector, 5)
     farthest = bytes(byte ^ 0xFF for byte in quantize(vector).tobytes())
     with corpus.transaction():
         corpus._conn.executemany(
@@ -204,6 +222,6 @@ def test_below_the_threshold_the_search_is_exact(corpus: Corpus, embedder: OnnxE
             [(farthest, chunk_id) for chunk_id, _ in exact],
         )
     size = len(corpus.chunk_ids())
-    assert corpus.search_vec(vector, 5, prefilter_from=size + 1) == exact
-    prefiltered = corpus.search_vec(vector, 5, prefilter_from=size)  # the bits now decide
+    assert search(corpus, vector, 5, prefilter_from=size + 1) == exact
+    prefiltered = search(corpus, vector, 5, prefilter_from=size)  # the bits now decide
     assert len(prefiltered) == 5 and not dict(prefiltered).keys() & dict(exact).keys()

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crag_edge.retrieval import fts_query, rrf
+from crag_edge.retrieval import query_terms, rrf
+from crag_edge.store.lexical_view import match_expression
 
 HOSTILE = [
     "NEAR(a b)",
@@ -54,9 +55,10 @@ def fts() -> Iterator[apsw.Connection]:
 
 
 def run(conn: apsw.Connection, text: str) -> list[int]:
-    expr = fts_query(text)
-    if expr is None:
+    terms = query_terms(text)
+    if not terms:
         return []
+    expr = match_expression(terms)
     return [
         row[0]
         for row in conn.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", (expr,))
@@ -84,10 +86,11 @@ def test_keywords_are_searched_as_words(fts: apsw.Connection) -> None:
 
 
 def test_stopwords_dropped_unless_nothing_else_remains() -> None:
-    assert fts_query("what is the cat") == '"cat"'
-    assert fts_query("the and of") == '"the" OR "and" OR "of"'
-    assert fts_query("?!  ...") is None
-    assert fts_query("Cat cat CAT") == '"cat"'
+    assert query_terms("what is the cat") == ["cat"]
+    assert query_terms("the and of") == ["the", "and", "of"]
+    assert query_terms("?!  ...") == []
+    assert query_terms("Cat cat CAT") == ["cat"]
+    assert match_expression(['say "hi"', "or"]) == '"say ""hi""" OR "or"'
 
 
 def test_rrf_scores_and_ranks() -> None:

@@ -229,7 +229,7 @@ def test_a_version_3_corpus_gains_places_and_its_old_chunks_cite_none(
         assert upgraded.stats().schema_version == SCHEMA_VERSION
         chunks = upgraded.get_chunks(upgraded.chunk_ids()).values()
         assert [(c.places, c.pages, c.section) for c in chunks] == [((), None, None)] * 3
-        assert upgraded.search_fts("cat", 5)
+        assert upgraded.search_terms(["cat"], 5)
         doc = DocumentRecord("c.pdf", "", "One.\n\nTwo.", "hash-c")
         places = (Place(0, 1, "One"), Place(6, 2, "One \u203a Two"))
         chunk = ChunkRecord(doc.text, 0, len(doc.text), 2, places=places)
@@ -355,7 +355,7 @@ def test_readonly_corpus_refuses_writes_but_searches(corpus: Corpus, db: Path) -
     add_two_docs(corpus)
     corpus.close()
     with Corpus.open(db, readonly=True) as readonly:
-        assert [cid for cid, _ in readonly.search_fts("qubits", 5)] == [3]
+        assert [cid for cid, _ in readonly.search_terms(["qubits"], 5)] == [3]
         with pytest.raises(ReadOnlyCorpusError):
             readonly.delete_document("a.txt")
         with pytest.raises(ReadOnlyCorpusError):
@@ -390,8 +390,8 @@ def test_replacing_keeps_doc_id_and_drops_old_index_rows(corpus: Corpus, db: Pat
     old_id = corpus.document("a.txt").id  # type: ignore[union-attr]
     doc, chunks = make_doc("a.txt", ["Parrots talk."], "Birds")
     assert corpus.replace_document(doc, chunks, np.stack([unit(0, 0, 0, 1)])) == old_id
-    assert corpus.search_fts("cat", 5) == []
-    assert [cid for cid, _ in corpus.search_fts("parrot", 5)] == [4]
+    assert corpus.search_terms(["cat"], 5) == []
+    assert [cid for cid, _ in corpus.search_terms(["parrot"], 5)] == [4]
     assert {cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 10)} == {3, 4}
     assert index_counts(db) == (2, 2, 2)
 
@@ -406,8 +406,8 @@ def test_failed_replace_leaves_previous_version_intact(corpus: Corpus, db: Path)
     with pytest.raises(TypeError):
         corpus.replace_document(doc, chunks, np.stack([unit(1, 0, 0, 0), unit(0, 1, 0, 0)]))
     assert (corpus.document("a.txt"), corpus.get_chunks([1, 2]), index_counts(db)) == before
-    assert {cid for cid, _ in corpus.search_fts("cat", 5)} == {1, 2}
-    assert corpus.search_fts("new", 5) == []
+    assert {cid for cid, _ in corpus.search_terms(["cat"], 5)} == {1, 2}
+    assert corpus.search_terms(["new"], 5) == []
 
 
 def test_failure_inside_a_group_rolls_back_the_whole_group(corpus: Corpus, db: Path) -> None:
@@ -443,8 +443,8 @@ def test_killed_writer_leaves_the_last_committed_state(db: Path, readonly_first:
     assert Path(f"{db}-wal").exists()  # the crash left the WAL behind
     with Corpus.open(db, readonly=readonly_first) as corpus:
         assert corpus.document("a.txt").content_hash == "old"  # type: ignore[union-attr]
-        assert [cid for cid, _ in corpus.search_fts("alpha", 5)] == [1]
-        assert corpus.search_fts("gamma", 5) == []
+        assert [cid for cid, _ in corpus.search_terms(["alpha"], 5)] == [1]
+        assert corpus.search_terms(["gamma"], 5) == []
         assert [cid for cid, _ in corpus.search_vec(unit(0, 1, 0, 0), 5)] == [1]
     assert index_counts(db) == (1, 1, 1)
 
@@ -462,7 +462,7 @@ def test_delete_document_cascades_to_both_indexes(corpus: Corpus, db: Path) -> N
     assert corpus.delete_document("a.txt") is True
     assert corpus.delete_document("a.txt") is False
     assert index_counts(db) == (1, 1, 1)
-    assert corpus.search_fts("cat", 5) == []
+    assert corpus.search_terms(["cat"], 5) == []
     assert [cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 5)] == [3]
 
 
@@ -481,19 +481,17 @@ def test_set_meta_cannot_change_the_embedder(corpus: Corpus) -> None:
 # -- search --------------------------------------------------------------------------------
 
 
-def test_search_fts_ranks_by_bm25_with_stemming_and_titles(corpus: Corpus) -> None:
+def test_search_terms_ranks_by_bm25_with_stemming_and_titles(corpus: Corpus) -> None:
     add_two_docs(corpus)
     doc, chunks = make_doc("c.txt", ["A cat. A cat. A cat again, naïvely."], "Cats")
     corpus.replace_document(doc, chunks, np.stack([unit(0, 1, 0, 0)]))
-    hits = corpus.search_fts("cat", 10)
+    hits = corpus.search_terms(["cat"], 10)
     assert hits[0][0] == 4
     assert all(score > 0 for _, score in hits)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
-    assert {cid for cid, _ in corpus.search_fts("physics", 10)} == {3}  # title column
-    assert {cid for cid, _ in corpus.search_fts("naive", 10)} == {4}  # diacritics folded
-    assert corpus.search_fts("cat", 0) == []
-    with pytest.raises(ValueError, match="invalid FTS5 query"):
-        corpus.search_fts('"unterminated', 5)
+    assert {cid for cid, _ in corpus.search_terms(["physics"], 10)} == {3}  # title column
+    assert {cid for cid, _ in corpus.search_terms(["naive"], 10)} == {4}  # diacritics folded
+    assert corpus.search_terms(["cat"], 0) == []
 
 
 def test_search_vec_returns_cosine_similarity(corpus: Corpus) -> None:

@@ -1,4 +1,4 @@
-"""Dense retrieval: sqlite-vec KNN over normalised embeddings (cosine similarity)."""
+"""Dense retrieval: nearest chunks by cosine similarity of normalised embeddings."""
 
 from __future__ import annotations
 
@@ -8,14 +8,8 @@ from crag_edge.types import Vector
 
 
 def search_dense(
-    corpus: CorpusBackend,
-    vector: Vector,
-    limit: int,
-    groups: Groups = None,
-    *,
-    prefilter_from: int | None = None,
+    corpus: CorpusBackend, vector: Vector, limit: int, groups: Groups = None
 ) -> list[tuple[int, float]]:
     """(chunk id, cosine similarity) for an embedded query, best first (only chunks a
-    caller with `groups` may see); from `prefilter_from` chunks on through the binary
-    pre-filter (`Corpus.search_vec`)."""
-    return corpus.search_vec(vector, limit, groups=groups, prefilter_from=prefilter_from)
+    caller with `groups` may see; the backend's own index, tuned by `use_settings`)."""
+    return corpus.search_vec(vector, limit, groups=groups)

@@ -1,4 +1,4 @@
-"""Lexical retrieval: FTS5 bm25 over chunk text, with any user text turned into a safe query."""
+"""Lexical retrieval: bm25 over chunk text, from the plain terms of any user text."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from crag_edge.store import CorpusBackend
 
 MAX_QUERY_TERMS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
+_LETTERS_AND_DIGITS = re.compile(r"[^\W_]+")
 # Terms so common that OR-ing them in makes every chunk a candidate while adding almost no
 # ranking signal (bm25's idf is near zero for them).
 STOPWORDS = frozenset(
@@ -20,29 +21,26 @@ STOPWORDS = frozenset(
 )
 
 
-def fts_query(text: str) -> str | None:
-    """Turn arbitrary user text into an FTS5 MATCH expression, or None when nothing is left.
+def query_terms(text: str) -> list[str]:
+    """The words of arbitrary user text that a lexical search looks for, in order.
 
-    Every term is double-quoted, so FTS5 syntax in the input (quotes, `NEAR`, `AND`, `*`,
-    `column:`, parentheses) is treated as plain words and can never raise a syntax error.
-    Terms are OR-ed, as in classic bm25 retrieval; stopwords are dropped unless nothing else
-    remains; duplicates are removed and the count is bounded to keep the query cheap.
+    Lower-cased words, stopwords dropped unless nothing else remains, duplicates removed and
+    the count bounded to keep the query cheap. They are plain words: each backend turns them
+    into its own query (`CorpusBackend.search_terms`), so no search syntax can reach it.
     """
     terms = [t.lower() for t in _WORD.findall(text)]
-    if not terms:
-        return None
     content = [t for t in terms if t not in STOPWORDS] or terms
-    unique = list(dict.fromkeys(content))[:MAX_QUERY_TERMS]
-    return " OR ".join(f'"{term}"' for term in unique)
+    return list(dict.fromkeys(content))[:MAX_QUERY_TERMS]
 
 
 def mentions(corpus: CorpusBackend, word: str, groups: Groups = None) -> bool:
     """Whether a chunk a caller with `groups` may see holds `word`, one plain word (case
     folded, as the index holds it). A compound such as `--ignore-whitespace` is not one
-    word: the index keeps only its parts, which a corpus may hold apart."""
-    if _WORD.fullmatch(word) is None:
+    word (nor is `snake_case`): the index keeps only its parts, which a corpus may hold
+    apart."""
+    if _LETTERS_AND_DIGITS.fullmatch(word) is None:
         return False
-    return bool(corpus.search_fts(f'"{word.lower()}"', 1, groups=groups))
+    return bool(corpus.search_terms([word.lower()], 1, groups=groups))
 
 
 def search_bm25(
@@ -50,7 +48,7 @@ def search_bm25(
 ) -> list[tuple[int, float]]:
     """(chunk id, bm25 score with higher = better), best first (only chunks a caller with
     `groups` may see)."""
-    expression = fts_query(text)
-    if expression is None:
+    terms = query_terms(text)
+    if not terms:
         return []
-    return corpus.search_fts(expression, limit, groups=groups)
+    return corpus.search_terms(terms, limit, groups=groups)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from crag_edge.config import BINARY_PREFILTER_CHUNKS
 from crag_edge.config import RETRIEVAL_MODES as MODES
 from crag_edge.config import RetrievalMode as Mode
 from crag_edge.groups import Groups
@@ -14,8 +13,7 @@ from crag_edge.types import Embedder, Hit, Vector
 
 
 class Retriever:
-    """Searches one corpus; `candidates` hits per retriever feed the fusion. From
-    `prefilter_from` chunks on, dense search pre-filters by sign bits (`store.vector_bits`)."""
+    """Searches one corpus; `candidates` hits per retriever feed the fusion."""
 
     def __init__(
         self,
@@ -24,13 +22,11 @@ class Retriever:
         *,
         candidates: int = 100,
         rrf_k: int = 60,
-        prefilter_from: int = BINARY_PREFILTER_CHUNKS,
     ) -> None:
         self.corpus = corpus
         self.embedder = embedder
         self.candidates = candidates
         self.rrf_k = rrf_k
-        self.prefilter_from = prefilter_from
 
     def embed_query(self, query: str) -> Vector:
         """The query's embedding (callers that grade reuse it for similarities)."""
@@ -56,9 +52,7 @@ class Retriever:
             ranked["bm25"] = search_bm25(self.corpus, query, depth, groups)
         if mode in ("dense", "hybrid") and query.strip():
             vector = self.embed_query(query) if query_vector is None else query_vector
-            ranked["dense"] = search_dense(
-                self.corpus, vector, depth, groups, prefilter_from=self.prefilter_from
-            )
+            ranked["dense"] = search_dense(self.corpus, vector, depth, groups)
         fused = rrf(ranked, self.rrf_k)[:top_k]
         chunks = self.corpus.get_chunks([f.item_id for f in fused])
         return [

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
+from crag_edge.config import RetrievalSettings
 from crag_edge.groups import Groups
 from crag_edge.store.document_groups import NO_FILTER, Filter
 from crag_edge.store.jobs import JobTable
@@ -122,7 +123,7 @@ class CorpusBackend(Protocol):
 
     def reached_by(self) -> dict[str, str]:
         """Source -> the path ingest reached it by, for documents reached by a path not
-        their own (`store.reached_paths`)."""
+        their own (`store.base.SqlCorpus.reached_by`)."""
         ...
 
     def replace_document(
@@ -135,18 +136,26 @@ class CorpusBackend(Protocol):
 
     def delete_document(self, source: str) -> bool: ...
 
-    def search_fts(
-        self, match_expr: str, limit: int, *, groups: Groups = None
-    ) -> list[tuple[int, float]]: ...
+    def search_terms(
+        self, terms: Sequence[str], limit: int, *, groups: Groups = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, bm25 with higher = better) of the chunks holding any of `terms`, best
+        first. Terms are plain words (`retrieval.lexical.query_terms`), cut into index terms
+        by `store.terms` and never read as query syntax; bm25 is FTS5's (k1 1.2, b 0.75),
+        over the chunks a caller with `groups` may see when it has groups."""
+        ...
+
+    def use_settings(self, retrieval: RetrievalSettings) -> None:
+        """Take the retrieval settings that tune this backend's own indexes (a SQLite file:
+        the sign-bit pre-filter of dense search; PostgreSQL: none)."""
+        ...
 
     def search_vec(
-        self,
-        vector: Vector,
-        limit: int,
-        *,
-        groups: Groups = None,
-        prefilter_from: int | None = None,
-    ) -> list[tuple[int, float]]: ...
+        self, vector: Vector, limit: int, *, groups: Groups = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) of the nearest chunks a caller with `groups` may
+        see, best first."""
+        ...
 
     def get_vectors(self, ids: Sequence[int]) -> Vector: ...
 

@@ -12,27 +12,22 @@ import errno
 import json
 import os
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import apsw
 import numpy as np
 
+from crag_edge.config import BINARY_PREFILTER_CHUNKS, RetrievalSettings
 from crag_edge.groups import Groups
 from crag_edge.store import lexical_view
+from crag_edge.store.base import SqlCorpus
 from crag_edge.store.connection import connect, has_pending_journal, write_transaction
-from crag_edge.store.document_groups import (
-    count_rows,
-    read_groups,
-    visible_chunk_ids,
-    visible_chunks,
-    visible_documents,
-    write_groups,
-)
+from crag_edge.store.dialect import SQLITE
+from crag_edge.store.document_groups import visible_chunk_ids, write_groups
 from crag_edge.store.errors import (
     REPLACED,
     CorpusError,
@@ -46,23 +41,9 @@ from crag_edge.store.errors import (
     reports_storage_faults,
     storage_faults,
 )
-from crag_edge.store.jobs import JobDialect, JobTable
+from crag_edge.store.jobs import JobTable
 from crag_edge.store.passage_vectors import PassageVectors
-from crag_edge.store.reached_paths import read_reached, write_reached
-from crag_edge.store.records import (
-    META_CREATED,
-    META_DIM,
-    META_EMBEDDER,
-    ChunkRecord,
-    CorpusStats,
-    DocumentRecord,
-    EmbedderIdentity,
-    StoredDocument,
-    check_changeable,
-    check_new_identity,
-    checked_chunks,
-    chunk_from_row,
-)
+from crag_edge.store.records import ChunkRecord, DocumentRecord, first_meta, stored_dim
 from crag_edge.store.schema import (
     APPLICATION_ID,
     BITS_VERSION,
@@ -80,7 +61,7 @@ from crag_edge.store.score_cache import ScoreCache
 from crag_edge.store.vector_bits import BitIndex, insert_bits
 from crag_edge.store.view_stats import TotalsCache
 from crag_edge.text_boundary import is_valid, printable_path
-from crag_edge.types import Chunk, Closing, Vector
+from crag_edge.types import Vector
 
 MAX_DIM = 8192  # sqlite-vec's limit for a vec0 column
 # Later versions only added the evaluation cache, stored passage readings, chunk places and
@@ -94,13 +75,11 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 _T = TypeVar("_T")
 
 
-# The database clock in Unix seconds, to the millisecond.
-SQLITE_JOBS = JobDialect("?", "((julianday('now') - 2440587.5) * 86400.0)")
-
-
-@reports_storage_faults  # each method of its own: the decorator does not reach subclasses' ones
-class Corpus(EmbedderIdentity, Closing):
+@reports_storage_faults
+class Corpus(SqlCorpus):
     """A crag-edge corpus file. Build one with `create`, `open` or `open_or_create`."""
+
+    _dialect = SQLITE
 
     def __init__(self, conn: apsw.Connection, path: Path, *, readonly: bool) -> None:
         self._conn = conn
@@ -108,13 +87,17 @@ class Corpus(EmbedderIdentity, Closing):
         self._readonly = readonly
         self._meta = self.meta()
         # A read-only file of an older schema has no places column: its chunks cite none.
-        self._places_column = "c.places" if user_version(conn) >= PLACES_VERSION else "'[]'"
+        if user_version(conn) < PLACES_VERSION:
+            self._places_column = "'[]'"
         # Nor any access groups: its documents are all untagged.
         self._groups_present = user_version(conn) >= GROUPS_VERSION
+        # Nor the paths documents were reached by: none was reached through a link.
+        self._reached_present = user_version(conn) >= REACHED_VERSION
         # Nor the sign bits of the pre-filter: its dense search stays exact.
         self._bits = BitIndex(conn, self.dim) if user_version(conn) >= BITS_VERSION else None
         self._jobs_lock = threading.Lock()
         self._view_totals = TotalsCache()
+        self.prefilter_from: int | None = BINARY_PREFILTER_CHUNKS
         lexical_view.register(conn)
         self._replaced = _replacement_check(path)
         if not readonly:
@@ -130,7 +113,7 @@ class Corpus(EmbedderIdentity, Closing):
         when another process created it while this one was building.
         """
         path = _checked_path(path)
-        check_new_identity(embedder_id, dim, MAX_DIM)
+        meta = first_meta(embedder_id, dim, MAX_DIM)
         if path.exists() and (not path.is_file() or path.stat().st_size > 0):
             raise CorpusExistsError(path, "already exists; open it instead of creating it")
         try:
@@ -140,7 +123,7 @@ class Corpus(EmbedderIdentity, Closing):
         temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.creating")
         try:
             with storage_faults(path):
-                _build(temp, embedder_id, dim)
+                _build(temp, meta, dim)
             _publish(temp, path)
         except apsw.CantOpenError:
             raise CorpusError(path, "cannot create: no write access to its folder") from None
@@ -157,7 +140,7 @@ class Corpus(EmbedderIdentity, Closing):
         `readonly` is False: `readonly` then reads True and writes raise ReadOnlyCorpusError.
         """
         path = _checked_path(path)
-        version, meta = _inspect(path)
+        version, dim = _inspect(path)
         if readonly:
             _refuse_too_old(path, version)  # before connecting: a refused file stays untouched
         with storage_faults(path):
@@ -167,7 +150,7 @@ class Corpus(EmbedderIdentity, Closing):
                 if readonly:
                     _refuse_too_old(path, version)
                 elif version < SCHEMA_VERSION:
-                    migrate(conn, int(meta[META_DIM]))
+                    migrate(conn, dim)
                 return cls(conn, path, readonly=readonly)
             except BaseException:
                 conn.close()
@@ -183,12 +166,7 @@ class Corpus(EmbedderIdentity, Closing):
             except CorpusExistsError:
                 pass  # another process created it meanwhile: use theirs
         corpus = cls.open(path)
-        try:
-            corpus.check_embedder(embedder_id, dim)
-        except BaseException:
-            corpus.close()
-            raise
-        return corpus
+        return corpus.built_with(embedder_id, dim)
 
     def close(self) -> None:
         """Close the connection; the last writer to close checkpoints and removes the WAL."""
@@ -259,36 +237,16 @@ class Corpus(EmbedderIdentity, Closing):
         """The file's path as text (what `store.factory.open_corpus` takes)."""
         return str(self._path)
 
-    def meta(self) -> dict[str, str]:
-        """Every key/value in the `meta` table."""
-        rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
-        return {cast(str, key): cast(str, value) for key, value in rows}
+    def _reading(self) -> AbstractContextManager[apsw.Connection]:
+        return nullcontext(self._conn)  # WAL: a read takes no lock
 
-    def set_meta(self, values: Mapping[str, str]) -> None:
-        """Insert or overwrite meta entries (the embedder and dim cannot change)."""
-        self.require_writable()
-        check_changeable(values)
-        with self._conn:
-            self._conn.executemany(
-                "INSERT INTO meta (key, value) VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                list(values.items()),
-            )
-        self._meta = self.meta()
+    def _writing(self) -> AbstractContextManager[apsw.Connection]:
+        return self._conn  # a transaction, or a savepoint inside `transaction()`
 
-    def delete_meta(self, key: str) -> bool:
-        """Remove one meta entry (not the fixed ones); False when it was not there."""
-        self.require_writable()
-        check_changeable([key])
-        with self._conn:
-            self._conn.execute("DELETE FROM meta WHERE key = ?", (key,))
-            removed = self._conn.changes() > 0
-        self._meta = self.meta()
-        return removed
+    def _decode(self, stored: Any) -> Any:
+        return json.loads(stored)
 
-    def stats(self, *, groups: Groups = None) -> CorpusStats:
-        """Counts, size and provenance of the corpus. With `groups`, the documents, chunks,
-        cached scores and stored readings count only what such a caller may see."""
+    def _size_and_version(self) -> tuple[int, int]:
         pages, page_size = cast(
             tuple[int, int],
             self._conn.execute(
@@ -296,20 +254,17 @@ class Corpus(EmbedderIdentity, Closing):
                 "(SELECT page_size FROM pragma_page_size)"
             ).fetchall()[0],
         )
-        present = self._groups_present
-        chunk_filter = visible_chunks("chunk_id", groups, present=present)
-        return CorpusStats.from_meta(
-            self.meta(),
-            path=self._path,
-            documents=count_rows(
-                self._conn, "documents", visible_documents("id", groups, present=present)
-            ),
-            chunks=count_rows(self._conn, "chunks", visible_chunks("id", groups, present=present)),
-            db_bytes=pages * page_size,
-            schema_version=user_version(self._conn),
-            cached_scores=self.score_cache().count(chunk_filter),
-            stored_passages=self.passage_vectors().count(chunk_filter),
-        )
+        return pages * page_size, user_version(self._conn)
+
+    def _vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        rows = self._conn.execute(
+            "SELECT rowid, embedding FROM chunks_vec "
+            "WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(ids)),),
+        ).fetchall()
+        return {
+            cast(int, rowid): np.frombuffer(cast(bytes, blob), np.float32) for rowid, blob in rows
+        }
 
     # -- documents -----------------------------------------------------------------------
 
@@ -325,81 +280,17 @@ class Corpus(EmbedderIdentity, Closing):
         with self.transaction():
             return work()
 
-    def document(self, source: str) -> StoredDocument | None:
-        """The stored document for `source`, or None."""
-        rows = self._conn.execute(
-            "SELECT id, source, title, content_hash, metadata, size, mtime, ingested_at "
-            "FROM documents WHERE source = ?",
-            (source,),
-        ).fetchall()
-        if not rows:
-            return None
-        doc_id, src, title, content_hash, metadata, size, mtime, ingested_at = cast(
-            tuple[int, str, str, str, str, int | None, float | None, float], rows[0]
-        )
-        groups = read_groups(self._conn, doc_id, present=self._groups_present)
-        return StoredDocument(
-            doc_id, src, title, content_hash, json.loads(metadata), size, mtime, ingested_at, groups
-        )
-
-    def document_text(self, doc_id: int) -> str:
-        """The full extracted text of a document (chunk offsets index into it)."""
-        rows = self._conn.execute("SELECT text FROM documents WHERE id = ?", (doc_id,)).fetchall()
-        if not rows:
-            raise KeyError(f"no document with id {doc_id} in {self._path}")
-        return cast(str, rows[0][0])
-
     def list_sources(self) -> list[str]:
         """Every document source, sorted."""
         rows = self._conn.execute("SELECT source FROM documents ORDER BY source").fetchall()
         return [cast(str, row[0]) for row in rows]
 
-    def reached_by(self) -> dict[str, str]:
-        """Source -> the path ingest reached it by, where not its own (`store.reached_paths`)."""
-        return read_reached(self._conn, present=user_version(self._conn) >= REACHED_VERSION)
-
-    def replace_document(
-        self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: Vector
+    def _write_document(
+        self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], matrix: np.ndarray
     ) -> int:
-        """Store `doc` with its chunks and their vectors, replacing any previous version.
-
-        Everything happens in one transaction (a savepoint inside `transaction()`): a failure
-        at any point leaves the previous version, chunks and index rows exactly as they were.
-        Returns the document id, which stays the same across replacements.
-        """
-        self.require_writable()
-        matrix = checked_chunks(doc, chunks, vectors, self.dim)
-        with self._conn:
-            self._conn.execute(
-                "DELETE FROM chunks WHERE doc_id = (SELECT id FROM documents WHERE source = ?)",
-                (doc.source,),
-            )
-            doc_id = cast(
-                int,
-                self._conn.execute(
-                    "INSERT INTO documents (source, title, content_hash, text, metadata, "
-                    "size, mtime, ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (source) DO UPDATE SET title = excluded.title, "
-                    "content_hash = excluded.content_hash, text = excluded.text, "
-                    "metadata = excluded.metadata, size = excluded.size, "
-                    "mtime = excluded.mtime, ingested_at = excluded.ingested_at "
-                    "RETURNING id",
-                    (
-                        doc.source,
-                        doc.title,
-                        doc.content_hash,
-                        doc.text,
-                        _to_json(doc.metadata),
-                        doc.size,
-                        doc.mtime,
-                        time.time(),
-                    ),
-                ).fetchall()[0][0],
-            )
-            write_groups(self._conn, doc_id, doc.groups)
-            write_reached(self._conn, doc_id, doc.reached)
-            for ordinal, (chunk, vector) in enumerate(zip(chunks, matrix, strict=True)):
-                self._insert_chunk(doc_id, ordinal, chunk, vector)
+        doc_id = self._store_document(self._conn, doc, doc.text)
+        for ordinal, (chunk, vector) in enumerate(zip(chunks, matrix, strict=True)):
+            self._insert_chunk(doc_id, ordinal, chunk, vector)
         return doc_id
 
     def _insert_chunk(self, doc_id: int, ordinal: int, chunk: ChunkRecord, vector: Vector) -> None:
@@ -423,14 +314,6 @@ class Corpus(EmbedderIdentity, Closing):
         )
         insert_bits(self._conn, cast(int, chunk_id), vector)
 
-    def update_file_stat(self, source: str, size: int, mtime: float) -> None:
-        """Record a new size/mtime for an unchanged document so the next run can skip it."""
-        self.require_writable()
-        with self._conn:
-            self._conn.execute(
-                "UPDATE documents SET size = ?, mtime = ? WHERE source = ?", (size, mtime, source)
-            )
-
     def set_groups(self, source: str, groups: frozenset[str]) -> bool:
         """Retag a stored document (`crag_edge.groups`) without touching its chunks or
         vectors; False if it was not stored."""
@@ -440,7 +323,7 @@ class Corpus(EmbedderIdentity, Closing):
                 "SELECT id FROM documents WHERE source = ?", (source,)
             ).fetchall()
             if rows:
-                write_groups(self._conn, cast(int, rows[0][0]), groups)
+                write_groups(self._conn, SQLITE, cast(int, rows[0][0]), groups)
         return bool(rows)
 
     def delete_document(self, source: str) -> bool:
@@ -454,36 +337,33 @@ class Corpus(EmbedderIdentity, Closing):
 
     # -- search --------------------------------------------------------------------------
 
-    def search_fts(
-        self, match_expr: str, limit: int, *, groups: Groups = None
+    def search_terms(
+        self, terms: Sequence[str], limit: int, *, groups: Groups = None
     ) -> list[tuple[int, float]]:
-        """(chunk id, -bm25) for an FTS5 MATCH expression, best first (higher is better);
-        only chunks a caller with `groups` may see (`crag_edge.groups`), scored by the
-        statistics of those chunks alone (`store.view_stats`)."""
-        if limit <= 0:
+        """(chunk id, -bm25) of the chunks holding any of `terms`, best first (higher is
+        better); only chunks a caller with `groups` may see (`crag_edge.groups`), scored by
+        the statistics of those chunks alone (`store.view_stats`)."""
+        if limit <= 0 or not terms:
             return []
-        visible = visible_chunks("+rowid", groups, present=self._groups_present)
-        try:
-            if visible[0]:
-                totals = self._view_totals.get(
-                    groups, lambda: lexical_view.read_totals(self._conn, visible)
-                )
-                return lexical_view.search_view(self._conn, match_expr, limit, visible, totals)
-            rows = self._conn.execute(
-                "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-                (match_expr, limit),
-            ).fetchall()
-        except apsw.SQLError as exc:
-            raise ValueError(f"invalid FTS5 query {match_expr!r}: {exc}") from None
+        visible = self._visible_chunks("+rowid", groups)
+        if visible[0]:
+            totals = self._view_totals.get(
+                groups, lambda: lexical_view.read_totals(self._conn, visible)
+            )
+            return lexical_view.search_view(self._conn, terms, limit, visible, totals)
+        rows = self._conn.execute(
+            "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+            (lexical_view.match_expression(terms), limit),
+        ).fetchall()
         return [(cast(int, rowid), -cast(float, rank)) for rowid, rank in rows]
 
+    def use_settings(self, retrieval: RetrievalSettings) -> None:
+        """Take `binary_prefilter_chunks`: from that many chunks on, dense search draws its
+        candidates from the vectors' sign bits (`prefilter_from`)."""
+        self.prefilter_from = retrieval.binary_prefilter_chunks
+
     def search_vec(
-        self,
-        vector: Vector,
-        limit: int,
-        *,
-        groups: Groups = None,
-        prefilter_from: int | None = None,
+        self, vector: Vector, limit: int, *, groups: Groups = None
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the nearest chunks a caller with `groups` may
         see (`crag_edge.groups`), best first.
@@ -493,54 +373,24 @@ class Corpus(EmbedderIdentity, Closing):
         read-only file older than its table, the search is exact. `limit` is capped at
         sqlite-vec's maximum k (4096).
         """
-        query = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
-        if query.size != self.dim:
-            raise ValueError(f"query vector has {query.size} dimensions, corpus has {self.dim}")
+        query = self._query_vector(vector)
         if limit <= 0:
             return []
         limit = min(limit, MAX_KNN)
         bits = self._bits
-        if bits is not None and prefilter_from is not None and len(bits) >= prefilter_from:
-            visible_ids = visible_chunk_ids(self._conn, groups, present=self._groups_present)
+        start = self.prefilter_from
+        if bits is not None and start is not None and len(bits) >= start:
+            visible_ids = visible_chunk_ids(
+                self._conn, SQLITE, groups, present=self._groups_present
+            )
             return bits.search(query, limit, visible_ids)
-        visible, params = visible_chunks("rowid", groups, present=self._groups_present)
+        visible, params = self._visible_chunks("rowid", groups)
         rows = self._conn.execute(
             f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{visible} "
             "ORDER BY distance",
             (query.tobytes(), limit, *params),
         ).fetchall()
         return [(cast(int, rowid), 1.0 - cast(float, distance)) for rowid, distance in rows]
-
-    def get_vectors(self, ids: Sequence[int]) -> Vector:
-        """The stored embeddings of these chunk ids, in order (a row of NaN for unknown ids)."""
-        rows = self._conn.execute(
-            "SELECT rowid, embedding FROM chunks_vec "
-            "WHERE rowid IN (SELECT value FROM json_each(?))",
-            (json.dumps([int(i) for i in ids]),),
-        ).fetchall()
-        found = {cast(int, rowid): cast(bytes, blob) for rowid, blob in rows}
-        matrix = np.full((len(ids), self.dim), np.nan, dtype=np.float32)
-        for row, chunk_id in enumerate(ids):
-            if chunk_id in found:
-                matrix[row] = np.frombuffer(found[chunk_id], dtype=np.float32)
-        return matrix
-
-    def get_chunks(self, ids: Iterable[int]) -> dict[int, Chunk]:
-        """The chunks with these ids (missing ids are absent), with their document's source."""
-        rows = self._conn.execute(
-            "SELECT c.id, c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.metadata, "
-            f"d.source, d.title, c.token_count, {self._places_column} "
-            "FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id "
-            "WHERE c.id IN (SELECT value FROM json_each(?))",
-            (json.dumps([int(i) for i in ids]),),
-        ).fetchall()
-        chunks = (chunk_from_row(row, json.loads) for row in rows)
-        return {chunk.chunk_id: chunk for chunk in chunks}
-
-    def chunk_ids(self) -> list[int]:
-        """Every chunk id, ascending: for whole-corpus passes such as sampling training pairs."""
-        rows = self._conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
-        return [cast(int, row[0]) for row in rows]
 
     def score_cache(self) -> ScoreCache:
         """The evaluation cache in this file (reads only when the corpus is read-only)."""
@@ -555,9 +405,7 @@ class Corpus(EmbedderIdentity, Closing):
     def jobs(self) -> JobTable:
         """The service's ingest job records in this file (reads only when read-only)."""
         present = user_version(self._conn) >= JOBS_VERSION
-        return JobTable(
-            self._job_transaction, SQLITE_JOBS, writable=not self._readonly, present=present
-        )
+        return JobTable(self._job_transaction, SQLITE, writable=not self._readonly, present=present)
 
     @contextmanager
     def _job_transaction(self) -> Iterator[apsw.Connection]:
@@ -609,20 +457,13 @@ def _checked_path(path: Path | str) -> Path:
     return resolved
 
 
-def _build(path: Path, embedder_id: str, dim: int) -> None:
+def _build(path: Path, meta: list[tuple[str, str]], dim: int) -> None:
     """Write a complete new corpus at `path`, left in one file (not WAL) so it can be moved."""
     conn = connect(path, create=True)
     try:
         with conn:
             migrate(conn, dim)
-            conn.executemany(
-                "INSERT INTO meta (key, value) VALUES (?, ?)",
-                [
-                    (META_EMBEDDER, embedder_id),
-                    (META_DIM, str(dim)),
-                    (META_CREATED, repr(time.time())),
-                ],
-            )
+            conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta)
         conn.execute("PRAGMA journal_mode = DELETE")
     finally:
         conn.close()
@@ -649,8 +490,8 @@ def _journals(path: Path) -> list[Path]:
     return [Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")]
 
 
-def _inspect(path: Path) -> tuple[int, dict[str, str]]:
-    """Read-only checks before anything may write: return (schema version, meta)."""
+def _inspect(path: Path) -> tuple[int, int]:
+    """Read-only checks before anything may write: return (schema version, vector dim)."""
     if not path.exists():
         raise CorpusNotFoundError(path, "no such corpus file")
     if not path.is_file():
@@ -684,10 +525,7 @@ def _inspect(path: Path) -> tuple[int, dict[str, str]]:
     finally:
         conn.close()
     meta = {cast(str, key): cast(str, value) for key, value in rows}
-    missing = sorted({META_EMBEDDER, META_DIM, META_CREATED} - meta.keys())
-    if missing:
-        raise NotACorpusError(path, f"meta table lacks {', '.join(missing)}")
-    return version, meta
+    return version, stored_dim(meta, path)
 
 
 def _check_header(path: Path) -> None:

@@ -129,9 +129,11 @@ def storage_faults(path: Path | str) -> Iterator[None]:
 
 
 def reports_storage_faults(cls: _C) -> _C:
-    """Wrap every public method of a store class in `storage_faults` for its connection's
-    file: no SQLite storage failure leaves the store as a raw `apsw` exception."""
-    for name, member in list(vars(cls).items()):
+    """Wrap every public method of a store class, its own and those it inherits (the ones
+    shared with PostgreSQL: `store.base`), in `storage_faults` for its connection's file: no
+    SQLite storage failure leaves the store as a raw `apsw` exception."""
+    for name in dir(cls):
+        member = inspect.getattr_static(cls, name)
         if not name.startswith("_") and inspect.isfunction(member):
             setattr(cls, name, _guarded(member))
     return cls

@@ -6,16 +6,17 @@ database's clock, so replicas on machines whose clocks differ agree). A queued o
 job whose heartbeat is older than the caller's limit is one whose replica died: `fail_stale`
 marks it failed with the reason, and a finished job is never changed again, so a replica that
 was only slow finds its job failed and stops it. The SQL is the same for both backends but
-for the parameter mark and the clock (`JobDialect`).
+for the parameter mark and the clock (`store.dialect`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
+
+from crag_edge.store.dialect import Connect, Dialect
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 UNFINISHED: tuple[JobState, ...] = ("queued", "running")
@@ -31,23 +32,6 @@ MUTABLE = (
     "started_at",
     "finished_at",
 )
-
-
-class Executes(Protocol):
-    """A connection of either driver: `execute(sql, params)`."""
-
-    def execute(self, sql: Any, params: Any = ...) -> Any: ...
-
-
-Connect = Callable[[], AbstractContextManager[Executes]]
-
-
-@dataclass(frozen=True)
-class JobDialect:
-    """How a backend's SQL differs: the parameter mark and the database clock in seconds."""
-
-    mark: str
-    now: str
 
 
 @dataclass
@@ -92,7 +76,7 @@ class JobTable:
     """The `jobs` table of one corpus, through `connect` (each call one transaction)."""
 
     def __init__(
-        self, connect: Connect, dialect: JobDialect, *, writable: bool, present: bool = True
+        self, connect: Connect, dialect: Dialect, *, writable: bool, present: bool = True
     ) -> None:
         """`present=False`: a read-only file older than the table (it holds no job)."""
         self._connect = connect
@@ -101,7 +85,7 @@ class JobTable:
         self._present = present
 
     def _sql(self, text: str) -> str:
-        return text.replace("?", self._dialect.mark).replace("NOW", self._dialect.now)
+        return self._dialect.sql(text)
 
     def add(self, job: JobRecord) -> None:
         """Store a new job; its heartbeat starts now."""

@@ -1,5 +1,8 @@
-"""bm25 over a caller's view in a SQLite corpus (`store.view_stats` says why).
+"""Full-text search in a SQLite corpus: the FTS5 query of a search's terms, and bm25 over a
+caller's view (`store.view_stats` says why).
 
+Each term becomes a quoted FTS5 string, the strings joined by OR, so FTS5 syntax in a term
+(quotes, `NEAR`, `AND`, `*`, `column:`, parentheses) is a plain word and never an error.
 FTS5's built-in `bm25()` reads its statistics from the whole table, so the per-view score is
 an auxiliary function of our own, registered on every connection: `crag_view_bm25` takes the
 view's size, mean length and each phrase's frequency among the visible chunks, and reads the
@@ -15,12 +18,18 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import cast
 
 import apsw
 
 from crag_edge.store.document_groups import Filter
-from crag_edge.store.view_stats import Totals, idf, phrases, term_score
+from crag_edge.store.view_stats import Totals, idf, term_score
+
+
+def match_expression(terms: Sequence[str]) -> str:
+    """The FTS5 MATCH expression for chunks holding any of `terms`, each a quoted string."""
+    return " OR ".join(_quoted(term) for term in terms)
 
 
 def register(conn: apsw.Connection) -> None:
@@ -63,7 +72,7 @@ def read_totals(conn: apsw.Connection, visible: Filter) -> Totals:
 
 
 def search_view(
-    conn: apsw.Connection, match_expr: str, limit: int, visible: Filter, totals: Totals
+    conn: apsw.Connection, terms: Sequence[str], limit: int, visible: Filter, totals: Totals
 ) -> list[tuple[int, float]]:
     """(chunk id, bm25 over the view), best first, of the visible chunks matching."""
     sql, params = visible
@@ -75,12 +84,19 @@ def search_view(
                 (_quoted(phrase), *params),
             ).fetchall()[0][0],
         )
-        for phrase in phrases(match_expr)
+        for phrase in terms
     ]
     rows = conn.execute(
         "SELECT rowid, crag_view_bm25(chunks_fts, ?, ?, ?) AS score FROM chunks_fts "
         f"WHERE chunks_fts MATCH ?{sql} ORDER BY score DESC, rowid LIMIT ?",
-        (totals.chunks, totals.mean_length, json.dumps(frequencies), match_expr, *params, limit),
+        (
+            totals.chunks,
+            totals.mean_length,
+            json.dumps(frequencies),
+            match_expression(terms),
+            *params,
+            limit,
+        ),
     ).fetchall()
     return [(cast(int, rowid), cast(float, score)) for rowid, score in rows]
 

@@ -6,6 +6,7 @@ and the check of a document's chunks and vectors before any backend writes them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from crag_edge.citations import locate
-from crag_edge.store.errors import EmbedderMismatchError
+from crag_edge.store.errors import EmbedderMismatchError, NotACorpusError
 from crag_edge.types import Chunk, Place, Vector
 
 META_EMBEDDER = "embedder_id"
@@ -31,7 +32,7 @@ FIXED_META = frozenset({META_EMBEDDER, META_DIM})  # set when a corpus is create
 class DocumentRecord:
     """A document as ingest hands it to the store; `size`/`mtime` describe its source file,
     `groups` who may see it (`crag_edge.groups`; empty: everyone), `reached` the path ingest
-    reached it by when not its own (`store.reached_paths`)."""
+    reached it by when not its own (`SqlCorpus.reached_by`)."""
 
     source: str
     title: str
@@ -178,12 +179,23 @@ def checked_chunks(
     return matrix
 
 
-def check_new_identity(embedder_id: str, dim: int, max_dim: int) -> None:
-    """A new corpus's embedder: named, with a dimension the backend's vectors can hold."""
+def first_meta(embedder_id: str, dim: int, max_dim: int) -> list[tuple[str, str]]:
+    """The meta rows a new corpus starts with, once its embedder is named and its dimension is
+    one the backend's vectors can hold (ValueError else)."""
     if not embedder_id:
         raise ValueError("embedder_id must not be empty")
     if not 1 <= dim <= max_dim:
         raise ValueError(f"embedding dim must be between 1 and {max_dim}, got {dim}")
+    return [(META_EMBEDDER, embedder_id), (META_DIM, str(dim)), (META_CREATED, repr(time.time()))]
+
+
+def stored_dim(meta: Mapping[str, str], where: Path | str) -> int:
+    """The vector dimension in a corpus's meta; NotACorpusError naming `where` when the meta
+    lacks a key every corpus starts with."""
+    missing = sorted({META_EMBEDDER, META_DIM, META_CREATED} - meta.keys())
+    if missing:
+        raise NotACorpusError(where, f"meta table lacks {', '.join(missing)}")
+    return int(meta[META_DIM])
 
 
 def check_changeable(keys: Iterable[str]) -> None:

@@ -154,7 +154,7 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_created ON jobs (created_at);
 """
 
-# v8: the path ingest reached a document by, when not its own (`store.reached_paths`): a file
+# v8: the path ingest reached a document by, when not its own (`SqlCorpus.reached_by`): a file
 # named through a link, a folder named through one. Documents of a v7 file have none.
 _V8 = """
 CREATE TABLE reached_paths (

@@ -16,7 +16,6 @@ for every query.
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -24,9 +23,6 @@ from dataclasses import dataclass
 TOTALS_TTL_S = 30.0
 MAX_VIEWS = 256  # views whose totals are kept; beyond, the cache starts over
 K1, B = 1.2, 0.75  # FTS5's bm25 parameters
-_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
-_WORD = re.compile(r"\w+", re.UNICODE)
-_OPERATORS = frozenset({"OR", "AND", "NOT", "NEAR"})
 
 
 @dataclass(frozen=True)
@@ -54,13 +50,6 @@ class TotalsCache:
                 self._kept.clear()
             totals = self._kept[view] = read()
         return totals
-
-
-def phrases(match_expr: str) -> list[str]:
-    """The phrases of an FTS5 expression as `retrieval.lexical.fts_query` writes it (quoted
-    terms joined by OR), in order; an unquoted expression gives its words, operators excepted."""
-    quoted = [term.replace('""', '"') for term in _QUOTED.findall(match_expr)]
-    return quoted or [w for w in _WORD.findall(match_expr) if w not in _OPERATORS]
 
 
 def idf(chunks: float, holding: float) -> float:

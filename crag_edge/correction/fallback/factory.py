@@ -55,10 +55,7 @@ def _build(
         return LocalCorpusProvider(
             config.fallback_db,
             embedder,
-            mode=retrieval.retrieval_mode,
-            candidates=retrieval.candidates,
-            rrf_k=retrieval.rrf_k,
-            prefilter_from=retrieval.binary_prefilter_chunks,
+            retrieval=retrieval,
             timeout_s=timeout_s,
             max_results=max_results,
         )

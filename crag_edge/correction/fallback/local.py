@@ -14,11 +14,11 @@ from pathlib import Path
 
 import apsw
 
-from crag_edge.config import BINARY_PREFILTER_CHUNKS
+from crag_edge.config import RetrievalSettings
 from crag_edge.correction.fallback.base import ENV_DB, ENV_TIMEOUT, FallbackError, fallback_id
 from crag_edge.groups import Groups
 from crag_edge.locations import absolute_location, parse_location, shown_location
-from crag_edge.retrieval import Mode, Retriever
+from crag_edge.retrieval import Retriever
 from crag_edge.store import (
     CorpusError,
     CorpusNotFoundError,
@@ -49,20 +49,14 @@ class LocalCorpusProvider:
         *,
         timeout_s: float = 5.0,
         max_results: int = 5,
-        mode: Mode = "hybrid",
-        candidates: int = 100,
-        rrf_k: int = 60,
-        prefilter_from: int = BINARY_PREFILTER_CHUNKS,
+        retrieval: RetrievalSettings | None = None,
     ) -> None:
         self.location = absolute_location(parse_location(db))
         self.db = shown_location(self.location)  # what hits and messages name: no password
         self.embedder = embedder
         self.timeout_s = timeout_s
         self.max_results = max_results
-        self.mode: Mode = mode
-        self.candidates = candidates
-        self.rrf_k = rrf_k
-        self.prefilter_from = prefilter_from
+        self.retrieval = retrieval or RetrievalSettings.defaults()  # mode, depth, tuning
         self._retriever: Retriever | None = None
         # One lock for open, search and close: apsw refuses to close a connection that
         # another thread (a search abandoned at its deadline) is still using.
@@ -82,7 +76,9 @@ class LocalCorpusProvider:
             )
         try:
             retriever = self._open()
-            hits = retriever.search(query, top_k=count, mode=self.mode, groups=groups)
+            hits = retriever.search(
+                query, top_k=count, mode=self.retrieval.retrieval_mode, groups=groups
+            )
         except (CorpusError, apsw.Error) as exc:
             raise FallbackError(
                 self.name,
@@ -112,12 +108,12 @@ class LocalCorpusProvider:
             except EmbedderMismatchError as exc:
                 corpus.close()
                 raise _open_error(self.db, exc) from None
+            corpus.use_settings(self.retrieval)
             self._retriever = Retriever(
                 corpus,
                 self.embedder,
-                candidates=self.candidates,
-                rrf_k=self.rrf_k,
-                prefilter_from=self.prefilter_from,
+                candidates=self.retrieval.candidates,
+                rrf_k=self.retrieval.rrf_k,
             )
         return self._retriever
 

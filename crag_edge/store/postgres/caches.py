@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from crag_edge.store.document_groups import NO_FILTER, Filter
-from crag_edge.store.postgres.groups import count_rows
+from crag_edge.store.document_groups import NO_FILTER, Filter, count_rows
 from crag_edge.store.score_cache import query_key
 from crag_edge.types import EncodedPassage
 

@@ -12,7 +12,7 @@ conflict.
 
 The dense search uses the HNSW index (approximate, `hnsw.ef_search` raised to the depth
 asked for); a caller limited to some access groups gets an exact scan instead, since an HNSW
-scan filters after choosing its candidates (`store.postgres.groups`).
+scan filters after choosing its candidates (`store.document_groups`).
 """
 
 from __future__ import annotations
@@ -21,25 +21,28 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from crag_edge.config import RetrievalSettings
 from crag_edge.groups import Groups
+from crag_edge.store.base import SqlCorpus
+from crag_edge.store.dialect import POSTGRES
+from crag_edge.store.document_groups import write_groups
 from crag_edge.store.errors import (
     CorpusError,
     CorpusExistsError,
     CorpusNotFoundError,
-    NotACorpusError,
     ReadOnlyCorpusError,
     SchemaTooNewError,
     StorageError,
 )
-from crag_edge.store.jobs import JobDialect, JobTable
+from crag_edge.store.jobs import JobTable
 from crag_edge.store.postgres.caches import PostgresPassageVectors, PostgresScoreCache
 from crag_edge.store.postgres.connection import (
     connect,
@@ -48,20 +51,12 @@ from crag_edge.store.postgres.connection import (
     open_pool,
     redacted,
 )
-from crag_edge.store.postgres.groups import (
-    count_rows,
-    read_groups,
-    visible_chunks,
-    visible_documents,
-    write_groups,
-)
 from crag_edge.store.postgres.lexical import (
-    TEXT_SEARCH_CONFIG,
+    chunk_terms,
     read_totals,
     search_bm25,
-    term_count,
+    write_postings,
 )
-from crag_edge.store.postgres.reached_paths import read_reached, write_reached
 from crag_edge.store.postgres.schema import (
     MIGRATION_LOCK,
     SCHEMA,
@@ -69,22 +64,9 @@ from crag_edge.store.postgres.schema import (
     migrate,
     schema_version,
 )
-from crag_edge.store.records import (
-    META_CREATED,
-    META_DIM,
-    META_EMBEDDER,
-    ChunkRecord,
-    CorpusStats,
-    DocumentRecord,
-    EmbedderIdentity,
-    StoredDocument,
-    check_changeable,
-    check_new_identity,
-    checked_chunks,
-    chunk_from_row,
-)
+from crag_edge.store.records import ChunkRecord, DocumentRecord, first_meta, stored_dim
 from crag_edge.store.view_stats import TotalsCache
-from crag_edge.types import Chunk, Closing, Vector
+from crag_edge.types import Vector
 
 MAX_DIM = 16000  # pgvector's limit for a vector column (an HNSW index takes up to 2000)
 MAX_EF_SEARCH = 1000  # pgvector's limit
@@ -93,24 +75,24 @@ RETRY_PAUSE_S = 0.05  # doubled each attempt, times a random 0.5-1 so two victim
 # Aborts after which the same transaction, run again, can succeed.
 RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 T = TypeVar("T")
-# The server's clock (not the transaction's start) in Unix seconds.
 # The privileges the store's writes take, table by table (an upsert takes UPDATE too).
 WRITES = {
     "meta": ("INSERT", "UPDATE", "DELETE"),
     "documents": ("INSERT", "UPDATE", "DELETE"),
     "chunks": ("INSERT", "DELETE"),
+    "chunk_terms": ("INSERT", "DELETE"),
     "document_groups": ("INSERT", "DELETE"),
     "score_cache": ("INSERT", "UPDATE", "DELETE"),
     "passage_vectors": ("INSERT", "UPDATE", "DELETE"),
     "jobs": ("INSERT", "UPDATE", "DELETE"),
 }
-POSTGRES_JOBS = JobDialect("%s", "extract(epoch FROM clock_timestamp())::double precision")
 
 
-class PostgresCorpus(EmbedderIdentity, Closing):
+class PostgresCorpus(SqlCorpus):
     """A crag-edge corpus in a PostgreSQL database; build one with `create`, `open` or
     `open_or_create` and a `postgresql://` URL."""
 
+    _dialect = POSTGRES
     _fresh_store = "another database"
 
     def __init__(self, pool: ConnectionPool[psycopg.Connection[Any]], url: str, *, readonly: bool):
@@ -128,7 +110,7 @@ class PostgresCorpus(EmbedderIdentity, Closing):
     def create(cls, url: str, embedder_id: str, dim: int) -> PostgresCorpus:
         """Create the corpus tables (and the `vector` extension when missing) in the database
         at `url`; CorpusExistsError when it already holds a corpus."""
-        check_new_identity(embedder_id, dim, MAX_DIM)
+        meta = first_meta(embedder_id, dim, MAX_DIM)
         with connect(url) as conn, database_faults(redacted(url)):
             _ensure_vector_extension(conn, url)
             with conn.transaction():
@@ -137,14 +119,7 @@ class PostgresCorpus(EmbedderIdentity, Closing):
                     raise CorpusExistsError(redacted(url), "already holds a crag-edge corpus")
                 migrate(conn, dim)
                 with conn.cursor() as cur:
-                    cur.executemany(
-                        f"INSERT INTO {SCHEMA}.meta (key, value) VALUES (%s, %s)",
-                        [
-                            (META_EMBEDDER, embedder_id),
-                            (META_DIM, str(dim)),
-                            (META_CREATED, repr(time.time())),
-                        ],
-                    )
+                    cur.executemany(f"INSERT INTO {SCHEMA}.meta (key, value) VALUES (%s, %s)", meta)
         return cls.open(url)
 
     @classmethod
@@ -187,12 +162,7 @@ class PostgresCorpus(EmbedderIdentity, Closing):
                 return cls.create(url, embedder_id, dim)
             except CorpusExistsError:
                 corpus = cls.open(url)  # another process created it meanwhile: use theirs
-        try:
-            corpus.check_embedder(embedder_id, dim)
-        except BaseException:
-            corpus.close()
-            raise
-        return corpus
+        return corpus.built_with(embedder_id, dim)
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -217,15 +187,19 @@ class PostgresCorpus(EmbedderIdentity, Closing):
             conn.execute("SELECT 1").fetchall()
 
     def check(self) -> dict[str, Any]:
-        """That every chunk has its vector and its terms (the database checks its own pages)."""
+        """That every chunk has its vector and, unless it has no terms at all, its postings
+        (the database checks its own pages)."""
         with self._connection() as conn:
             row = conn.execute(
-                "SELECT count(*), count(embedding), count(terms) FROM chunks"
+                "SELECT count(*), count(embedding), count(*) FILTER (WHERE term_count > 0), "
+                "(SELECT count(DISTINCT chunk_id) FROM chunk_terms) FROM chunks"
             ).fetchone()
-        chunks, vectors, terms = row if row is not None else (0, 0, 0)
-        if not chunks == vectors == terms:
+        chunks, vectors, worded, posted = row if row is not None else (0, 0, 0, 0)
+        if not (chunks == vectors and worded == posted):
             raise CorpusError(
-                self._shown, f"index check: {chunks} chunks, {vectors} vectors, {terms} terms"
+                self._shown,
+                f"index check: {chunks} chunks, {vectors} vectors, "
+                f"{posted} of {worded} chunks with words have their terms",
             )
         return {"path": self._shown, "quick_check": "ok", "chunks": int(chunks)}
 
@@ -247,56 +221,30 @@ class PostgresCorpus(EmbedderIdentity, Closing):
     def _error_location(self) -> str:
         return self._shown
 
-    def meta(self) -> dict[str, str]:
-        """Every key/value in the `meta` table."""
-        with self._connection() as conn:
-            rows = conn.execute("SELECT key, value FROM meta").fetchall()
-        return {str(key): str(value) for key, value in rows}
+    def _reading(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        return self._connection()
 
-    def set_meta(self, values: Mapping[str, str]) -> None:
-        """Insert or overwrite meta entries (the embedder and dim cannot change)."""
-        self.require_writable()
-        check_changeable(values)
-        with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO meta (key, value) VALUES (%s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                list(values.items()),
-            )
-        self._meta = self.meta()
+    @contextmanager
+    def _writing(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._connection() as conn, conn.transaction():
+            yield conn
 
-    def delete_meta(self, key: str) -> bool:
-        """Remove one meta entry (not the fixed ones); False when it was not there."""
-        self.require_writable()
-        check_changeable([key])
+    def _size_and_version(self) -> tuple[int, int]:
         with self._connection() as conn:
-            removed = conn.execute("DELETE FROM meta WHERE key = %s", (key,)).rowcount > 0
-        self._meta = self.meta()
-        return removed
-
-    def stats(self, *, groups: Groups = None) -> CorpusStats:
-        """Counts, size and provenance; with `groups`, only what such a caller may see."""
-        chunk_filter = visible_chunks("chunk_id", groups)
-        with self._connection() as conn:
-            documents = count_rows(conn, "documents", visible_documents("id", groups))
-            chunks = count_rows(conn, "chunks", visible_chunks("id", groups))
             size = conn.execute(
                 "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c "
                 "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
                 "WHERE n.nspname = %s AND c.relkind = 'r'",
                 (SCHEMA,),
             ).fetchone()
-            version = schema_version(conn)
-        return CorpusStats.from_meta(
-            self.meta(),
-            path=self.path,
-            documents=documents,
-            chunks=chunks,
-            db_bytes=int(size[0]) if size is not None else 0,
-            schema_version=version,
-            cached_scores=self.score_cache().count(chunk_filter),
-            stored_passages=self.passage_vectors().count(chunk_filter),
-        )
+            return int(size[0]) if size is not None else 0, schema_version(conn)
+
+    def _vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (list(ids),)
+            ).fetchall()
+        return {int(chunk_id): embedding.to_numpy() for chunk_id, embedding in rows}
 
     # -- documents -----------------------------------------------------------------------
 
@@ -344,93 +292,23 @@ class PostgresCorpus(EmbedderIdentity, Closing):
             finally:
                 self._pinned.conn = None
 
-    def document(self, source: str) -> StoredDocument | None:
-        """The stored document for `source`, or None."""
-        with self._connection() as conn:
-            row = conn.execute(
-                "SELECT id, source, title, content_hash, metadata, size, mtime, ingested_at "
-                "FROM documents WHERE source = %s",
-                (source,),
-            ).fetchone()
-            if row is None:
-                return None
-            groups = read_groups(conn, int(row[0]))
-        doc_id, src, title, content_hash, metadata, size, mtime, ingested_at = row
-        return StoredDocument(
-            int(doc_id), src, title, content_hash, metadata, size, mtime, ingested_at, groups
-        )
-
-    def document_text(self, doc_id: int) -> str:
-        """The full extracted text of a document (chunk offsets index into it)."""
-        with self._connection() as conn:
-            row = conn.execute("SELECT text FROM documents WHERE id = %s", (doc_id,)).fetchone()
-        if row is None:
-            raise KeyError(f"no document with id {doc_id} in {self._shown}")
-        return str(row[0])
-
     def list_sources(self) -> list[str]:
         """Every document source, sorted (byte order, as SQLite sorts)."""
         with self._connection() as conn:
             rows = conn.execute('SELECT source FROM documents ORDER BY source COLLATE "C"')
             return [str(row[0]) for row in rows.fetchall()]
 
-    def reached_by(self) -> dict[str, str]:
-        """Source -> the path ingest reached it by, where not its own (`store.reached_paths`)."""
-        with self._connection() as conn:
-            return read_reached(conn)
-
-    def replace_document(
-        self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: Vector
-    ) -> int:
-        """Store `doc` with its chunks and their vectors, replacing any previous version, in
-        one transaction under the source's advisory lock (see the module docstring),
-        retried when the server aborts it as a deadlock's victim (`run_transaction`)."""
-        self.require_writable()
-        matrix = checked_chunks(doc, chunks, vectors, self.dim)
-        return self.run_transaction(lambda: self._write_document(doc, chunks, matrix))
-
     def _write_document(
         self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], matrix: np.ndarray
     ) -> int:
+        """Under the source's advisory lock (see the module docstring)."""
         with self._connection() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (doc.source,))
-            conn.execute(
-                "DELETE FROM chunks WHERE doc_id = (SELECT id FROM documents WHERE source = %s)",
-                (doc.source,),
-            )
-            row = conn.execute(
-                "INSERT INTO documents (source, title, content_hash, text, metadata, size, "
-                "mtime, ingested_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (source) DO UPDATE SET title = excluded.title, "
-                "content_hash = excluded.content_hash, text = excluded.text, "
-                "metadata = excluded.metadata, size = excluded.size, "
-                "mtime = excluded.mtime, ingested_at = excluded.ingested_at RETURNING id",
-                (
-                    doc.source,
-                    doc.title,
-                    doc.content_hash,
-                    _text(doc.text),
-                    json.dumps(doc.metadata, sort_keys=True),
-                    doc.size,
-                    doc.mtime,
-                    time.time(),
-                ),
-            ).fetchone()
-            assert row is not None  # INSERT ... RETURNING always returns the row
-            doc_id = int(row[0])
-            write_groups(conn, doc_id, doc.groups)
-            write_reached(conn, doc_id, doc.reached)
-            _insert_chunks(conn, doc_id, doc.title, chunks, matrix)
+            doc_id = self._store_document(conn, doc, _text(doc.text))
+            counted = chunk_terms(doc.title, [chunk.text for chunk in chunks])
+            _insert_chunks(conn, doc_id, chunks, [sum(t.values()) for t in counted], matrix)
+            write_postings(conn, doc_id, counted)
         return doc_id
-
-    def update_file_stat(self, source: str, size: int, mtime: float) -> None:
-        """Record a new size/mtime for an unchanged document so the next run can skip it."""
-        self.require_writable()
-        with self._connection() as conn:
-            conn.execute(
-                "UPDATE documents SET size = %s, mtime = %s WHERE source = %s",
-                (size, mtime, source),
-            )
 
     def set_groups(self, source: str, groups: frozenset[str]) -> bool:
         """Retag a stored document without touching its chunks; False if it was not stored."""
@@ -440,7 +318,7 @@ class PostgresCorpus(EmbedderIdentity, Closing):
                 "SELECT id FROM documents WHERE source = %s FOR UPDATE", (source,)
             ).fetchone()
             if row is not None:
-                write_groups(conn, int(row[0]), groups)
+                write_groups(conn, POSTGRES, int(row[0]), groups)
         return row is not None
 
     def delete_document(self, source: str) -> bool:
@@ -452,34 +330,32 @@ class PostgresCorpus(EmbedderIdentity, Closing):
 
     # -- search --------------------------------------------------------------------------
 
-    def search_fts(
-        self, match_expr: str, limit: int, *, groups: Groups = None
+    def search_terms(
+        self, terms: Sequence[str], limit: int, *, groups: Groups = None
     ) -> list[tuple[int, float]]:
-        """(chunk id, bm25) for the terms of an FTS5-style expression (quoted terms joined by
-        OR, as `retrieval.lexical.fts_query` writes it), best first; only visible chunks."""
-        if limit <= 0:
+        """(chunk id, bm25) of the chunks holding any of `terms`, best first, scored as
+        FTS5 scores them (`store.postgres.lexical`); only visible chunks, by their statistics."""
+        if limit <= 0 or not terms:
             return []
-        visible = visible_chunks("id", groups)
         with self._connection() as conn:
-            totals = self._totals.get(groups, lambda: read_totals(conn, visible))
-            return search_bm25(conn, match_expr, limit, visible, totals)
+            totals = self._totals.get(
+                groups, lambda: read_totals(conn, self._visible_chunks("id", groups))
+            )
+            return search_bm25(
+                conn, terms, limit, self._visible_chunks("p.chunk_id", groups), totals
+            )
+
+    def use_settings(self, retrieval: RetrievalSettings) -> None:
+        """None applies: pgvector's HNSW index serves dense search at every size."""
 
     def search_vec(
-        self,
-        vector: Vector,
-        limit: int,
-        *,
-        groups: Groups = None,
-        prefilter_from: int | None = None,
+        self, vector: Vector, limit: int, *, groups: Groups = None
     ) -> list[tuple[int, float]]:
-        """(chunk id, cosine similarity) of the nearest visible chunks, best first
-        (`prefilter_from` is for the SQLite file's sign bits: pgvector's index serves here)."""
-        query = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
-        if query.size != self.dim:
-            raise ValueError(f"query vector has {query.size} dimensions, corpus has {self.dim}")
+        """(chunk id, cosine similarity) of the nearest visible chunks, best first."""
+        query = self._query_vector(vector)
         if limit <= 0:
             return []
-        visible, params = visible_chunks("id", groups)
+        visible, params = self._visible_chunks("id", groups)
         with self._connection() as conn, conn.transaction():
             conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(limit, 40), MAX_EF_SEARCH)}")
             if groups is not None:
@@ -490,35 +366,6 @@ class PostgresCorpus(EmbedderIdentity, Closing):
                 (query, *params, query, limit),
             ).fetchall()
         return [(int(chunk_id), float(similarity)) for chunk_id, similarity in rows]
-
-    def get_vectors(self, ids: Sequence[int]) -> Vector:
-        """The stored embeddings of these chunk ids, in order (a row of NaN for unknown ids)."""
-        with self._connection() as conn:
-            rows = conn.execute(
-                "SELECT id, embedding FROM chunks WHERE id = ANY(%s)", ([int(i) for i in ids],)
-            ).fetchall()
-        found = {int(chunk_id): embedding.to_numpy() for chunk_id, embedding in rows}
-        matrix = np.full((len(ids), self.dim), np.nan, dtype=np.float32)
-        for row, chunk_id in enumerate(ids):
-            if chunk_id in found:
-                matrix[row] = found[chunk_id]
-        return matrix
-
-    def get_chunks(self, ids: Iterable[int]) -> dict[int, Chunk]:
-        """The chunks with these ids (missing ids are absent), with their document's source."""
-        with self._connection() as conn:
-            rows = conn.execute(
-                "SELECT c.id, c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.metadata, "
-                "d.source, d.title, c.token_count, c.places "
-                "FROM chunks AS c JOIN documents AS d ON d.id = c.doc_id WHERE c.id = ANY(%s)",
-                ([int(i) for i in ids],),
-            ).fetchall()
-        return {int(row[0]): chunk_from_row(row) for row in rows}
-
-    def chunk_ids(self) -> list[int]:
-        """Every chunk id, ascending."""
-        with self._connection() as conn:
-            return [int(row[0]) for row in conn.execute("SELECT id FROM chunks ORDER BY id")]
 
     def score_cache(self) -> PostgresScoreCache:
         """The evaluation cache (reads only when the corpus is read-only)."""
@@ -531,7 +378,7 @@ class PostgresCorpus(EmbedderIdentity, Closing):
     def jobs(self) -> JobTable:
         """The service's ingest job records, shared by every replica (reads only when
         read-only)."""
-        return JobTable(self._connection, POSTGRES_JOBS, writable=not self._readonly)
+        return JobTable(self._connection, POSTGRES, writable=not self._readonly)
 
     def require_writable(self) -> None:
         if self._readonly:
@@ -578,26 +425,24 @@ def _may_write(conn: psycopg.Connection[Any]) -> bool:
 
 def _dim(conn: psycopg.Connection[Any], shown: str) -> int:
     """The corpus's vector dimension from its meta (NotACorpusError when meta is broken)."""
-    rows = dict(conn.execute(f"SELECT key, value FROM {SCHEMA}.meta").fetchall())
-    missing = sorted({META_EMBEDDER, META_DIM, META_CREATED} - rows.keys())
-    if missing:
-        raise NotACorpusError(shown, f"meta table lacks {', '.join(missing)}")
-    return int(rows[META_DIM])
+    rows = conn.execute(f"SELECT key, value FROM {SCHEMA}.meta").fetchall()
+    return stored_dim({str(key): str(value) for key, value in rows}, shown)
 
 
 def _insert_chunks(
     conn: psycopg.Connection[Any],
     doc_id: int,
-    title: str,
     chunks: Sequence[ChunkRecord],
+    lengths: Sequence[int],
     matrix: np.ndarray,
 ) -> None:
-    """The chunk rows of one document with their terms and vectors."""
+    """The chunk rows of one document with their lengths in terms and their vectors (their
+    postings follow)."""
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO chunks (doc_id, ordinal, text, start_char, end_char, token_count, "
-            "metadata, places, terms, term_count, embedding) VALUES "
-            f"(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('{TEXT_SEARCH_CONFIG}', %s), %s, %s)",
+            "metadata, places, term_count, embedding) VALUES "
+            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
                 (
                     doc_id,
@@ -608,11 +453,12 @@ def _insert_chunks(
                     chunk.token_count,
                     json.dumps(chunk.metadata, sort_keys=True),
                     json.dumps([[p.offset, p.page, p.section] for p in chunk.places]),
-                    _text(f"{title} {chunk.text}"),
-                    term_count(title, chunk.text),
+                    length,
                     vector,
                 )
-                for ordinal, (chunk, vector) in enumerate(zip(chunks, matrix, strict=True))
+                for ordinal, (chunk, length, vector) in enumerate(
+                    zip(chunks, lengths, matrix, strict=True)
+                )
             ],
         )
 

@@ -1,76 +1,85 @@
-"""Full-text search in PostgreSQL ranked by bm25, as SQLite's FTS5 ranks it.
+"""Full-text search in PostgreSQL ranked by bm25 exactly as SQLite's FTS5 ranks it.
 
-PostgreSQL's own rankings (`ts_rank`, `ts_rank_cd`) weigh a term by its frequency in the
-chunk but not by its rarity in the corpus, so a query's common words would drown its rare
-ones. Here the GIN index finds the chunks holding any query term and bm25 (k1 = 1.2,
-b = 0.75, FTS5's idf with its floor) scores them from each chunk's stored term frequencies
-(`tsvector` positions, only the query's lexemes unpacked) and length in words (`term_count`,
-stopwords included, as FTS5 counts them). Each term's document frequency is read at query
-time from the index; the corpus size and mean length (a scan of every chunk) are read at most
+Both backends cut text into terms with one tokenizer (`store.terms`: FTS5's Porter stems of
+unicode61 words without diacritics). Here each chunk's terms are postings (term, chunk, number
+of occurrences in its title and text) and the chunk keeps its length in terms, as FTS5 counts
+its row; a search sums bm25 (k1 = 1.2, b = 0.75, FTS5's idf with its floor: `store.view_stats`)
+over the postings of the query's terms, so a term's rarity, a chunk's frequencies and its
+length are FTS5's own. Each term's document frequency is counted at query time from the
+postings; the number of chunks and their mean length (a scan of every chunk) are read at most
 every `TOTALS_TTL_S` seconds, since bm25 barely moves with a few more chunks. Nothing is
-maintained at ingest, so concurrent ingests share no statistic to lock. For a caller with
-groups, every statistic is of the chunks it may see (`store.view_stats`).
+summed at ingest, so concurrent ingests share no statistic to lock. For a caller with groups,
+every statistic is of the chunks it may see (`store.view_stats`).
+
+FTS5 reads a query term that its tokenizer cuts in several (`snake_case`) as a phrase, its
+parts side by side; postings hold no positions, so here each part counts as a term of its own.
 """
 
 from __future__ import annotations
 
-import re
 import time
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
 from crag_edge.store.document_groups import Filter
-from crag_edge.store.view_stats import Totals, phrases
-
-TEXT_SEARCH_CONFIG = "english"  # Snowball stemming and stopwords, as FTS5's porter tokenizer
-_WORD = re.compile(r"\w+", re.UNICODE)
+from crag_edge.store.terms import frequencies, terms
+from crag_edge.store.view_stats import K1, B, Totals
 
 _BM25 = """
 WITH wanted AS (
-    SELECT t.lexeme, quote_literal(t.lexeme)::tsquery AS query
-    FROM unnest(%(lexemes)s::text[]) AS t(lexeme)
+    SELECT * FROM unnest(%(terms)s::text[], %(weights)s::float8[]) AS w(term, weight)
 ),
-totals AS (SELECT %(n)s::float8 AS n, %(mean_length)s::float8 AS mean_length),
+hits AS (
+    SELECT p.term, p.chunk_id, p.tf FROM chunk_terms AS p
+    WHERE p.term = ANY(%(terms)s){visible}
+),
 rarity AS (
-    SELECT wanted.lexeme,
-        greatest(ln((greatest(totals.n, df.n) - df.n + 0.5) / (df.n + 0.5)), 1e-6) AS idf
-    FROM wanted CROSS JOIN totals
-    CROSS JOIN LATERAL (
-        SELECT count(*)::float8 AS n FROM chunks AS c WHERE c.terms @@ wanted.query{visible}
-    ) AS df
-),
-matches AS (
-    SELECT id, terms, term_count FROM chunks
-    WHERE terms @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM wanted){visible}
+    SELECT term, greatest(
+        ln((greatest(%(n)s, count(*)) - count(*) + 0.5) / (count(*) + 0.5)), 1e-6
+    ) AS idf
+    FROM hits GROUP BY term
 )
-SELECT m.id, sum(
-    r.idf * f.tf * 2.2 / (f.tf + 1.2 * (0.25 + 0.75 * m.term_count / totals.mean_length))
+SELECT h.chunk_id, sum(
+    w.weight * r.idf * h.tf * (%(k1)s + 1)
+    / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * c.term_count / %(mean_length)s))
 ) AS score
-FROM matches AS m CROSS JOIN totals
-CROSS JOIN LATERAL unnest(ts_filter(setweight(m.terms, 'A', %(lexemes)s), '{a}'))
-    AS u(lexeme, positions, labels)
-JOIN rarity AS r ON r.lexeme = u.lexeme
-CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf) AS f
-GROUP BY m.id
-ORDER BY score DESC, m.id
+FROM hits AS h
+JOIN rarity AS r USING (term)
+JOIN wanted AS w USING (term)
+JOIN chunks AS c ON c.id = h.chunk_id
+GROUP BY h.chunk_id
+ORDER BY score DESC, h.chunk_id
 LIMIT %(limit)s
 """
 
 
-def query_words(match_expr: str) -> str:
-    """The words of an FTS5 expression as `retrieval.lexical.fts_query` writes it (quoted
-    terms joined by OR); an unquoted expression gives its words, operators excepted."""
-    return " ".join(phrases(match_expr))
+def chunk_terms(title: str, texts: Sequence[str]) -> list[Counter[str]]:
+    """Each chunk's terms with their frequencies; the title counts in every chunk, as it
+    does in FTS5's row. A chunk's length is the sum of its frequencies."""
+    title_terms = frequencies(title)
+    return [title_terms + frequencies(text) for text in texts]
 
 
-def term_count(title: str, text: str) -> int:
-    """A chunk's length in words as FTS5 counts it (title and text, stopwords included)."""
-    return len(_WORD.findall(title)) + len(_WORD.findall(text))
+def write_postings(
+    conn: psycopg.Connection[Any], doc_id: int, counted: Sequence[Counter[str]]
+) -> None:
+    """The postings of a document's chunks (`counted`, by ordinal), whose rows are stored."""
+    rows = [
+        (ordinal, term, tf) for ordinal, terms in enumerate(counted) for term, tf in terms.items()
+    ]
+    conn.execute(
+        "INSERT INTO chunk_terms (term, chunk_id, tf) "
+        "SELECT t.term, c.id, t.tf FROM unnest(%s::int[], %s::text[], %s::int[]) "
+        "AS t(ordinal, term, tf) JOIN chunks AS c ON c.doc_id = %s AND c.ordinal = t.ordinal",
+        ([row[0] for row in rows], [row[1] for row in rows], [row[2] for row in rows], doc_id),
+    )
 
 
 def read_totals(conn: psycopg.Connection[Any], visible: Filter) -> Totals:
-    """The number of visible chunks and their mean length in words (at least 1)."""
+    """The number of visible chunks and their mean length in terms (at least 1)."""
     condition, params = visible
     row = conn.execute(
         f"SELECT count(*), greatest(coalesce(avg(term_count), 1), 1) FROM chunks "
@@ -82,23 +91,27 @@ def read_totals(conn: psycopg.Connection[Any], visible: Filter) -> Totals:
 
 
 def search_bm25(
-    conn: psycopg.Connection[Any], match_expr: str, limit: int, visible: Filter, totals: Totals
+    conn: psycopg.Connection[Any],
+    words: Sequence[str],
+    limit: int,
+    visible: Filter,
+    totals: Totals,
 ) -> list[tuple[int, float]]:
-    """(chunk id, bm25) of the best `limit` chunks holding any of the expression's terms."""
-    rows = conn.execute(
-        "SELECT DISTINCT lexeme FROM unnest(to_tsvector(%s::regconfig, %s))",
-        (TEXT_SEARCH_CONFIG, query_words(match_expr)),
-    ).fetchall()
-    lexemes = sorted(str(row[0]) for row in rows)
-    if not lexemes:
+    """(chunk id, bm25) of the best `limit` chunks holding any of the terms of `words`;
+    a term that two words give (`cats`, `cat`) counts twice, as two FTS5 phrases do."""
+    weights = Counter(term for word in words for term in dict.fromkeys(terms(word)))
+    if not weights:
         return []
     condition, params = visible
     sql = _BM25.replace("{visible}", condition.replace("%s", "%(groups)s"))
     named: dict[str, Any] = {
-        "lexemes": lexemes,
+        "terms": list(weights),
+        "weights": [float(weight) for weight in weights.values()],
         "limit": limit,
         "n": totals.chunks,
         "mean_length": totals.mean_length,
+        "k1": K1,
+        "b": B,
     }
     if params:
         named["groups"] = params[0]

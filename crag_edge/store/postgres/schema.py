@@ -2,8 +2,8 @@
 
 Every table lives in the `crag_edge` schema, so a corpus can share a database with other
 applications' tables. The tables mirror the SQLite file's (`store.schema`): documents, chunks
-with their vector (`vector(dim)`, HNSW index, cosine) and full-text vector (`tsvector`, GIN
-index), the evaluation cache, the evaluator's passage readings and access groups, each row
+with their vector (`vector(dim)`, HNSW index, cosine) and full-text postings (`chunk_terms`),
+the evaluation cache, the evaluator's passage readings and access groups, each row
 dying with its chunk or document. `schema_version` holds the version; `migrate` applies every
 newer migration in one transaction under an advisory lock, so processes opening one database
 at the same time upgrade it once.
@@ -11,16 +11,19 @@ at the same time upgrade it once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
+
+from crag_edge.store.postgres.lexical import chunk_terms, write_postings
 
 SCHEMA = "crag_edge"
 # Taken (transaction-scoped) by whoever creates or upgrades the schema.
 MIGRATION_LOCK = 0x43524147
 
-Migration = tuple[int, str]
+# (version, SQL, data steps that SQL cannot express, run after it in its transaction)
+Migration = tuple[int, str] | tuple[int, str, Callable[[psycopg.Connection[Any]], None]]
 
 _V1 = """
 CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL);
@@ -104,15 +107,47 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_created ON jobs (created_at);
 """
 
-# v3: the path ingest reached a document by, when not its own (`store.reached_paths`).
+# v3: full-text terms as postings cut by FTS5's tokenizer (`store.postgres.lexical`), in place
+# of a `tsvector` cut by PostgreSQL's English configuration; lengths counted as FTS5 counts.
 _V3 = """
+CREATE TABLE chunk_terms (
+    term     text NOT NULL,
+    chunk_id bigint NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    tf       integer NOT NULL CHECK (tf > 0),
+    PRIMARY KEY (term, chunk_id)
+);
+CREATE INDEX chunk_terms_chunk ON chunk_terms (chunk_id);
+DROP INDEX chunks_terms;
+ALTER TABLE chunks DROP COLUMN terms;
+"""
+
+
+def fill_terms(conn: psycopg.Connection[Any]) -> None:
+    """The postings and lengths of every stored chunk, document by document."""
+    documents = conn.execute("SELECT id, title FROM documents ORDER BY id").fetchall()
+    for doc_id, title in documents:
+        rows = conn.execute(
+            "SELECT text FROM chunks WHERE doc_id = %s ORDER BY ordinal", (doc_id,)
+        ).fetchall()
+        counted = chunk_terms(str(title), [str(row[0]) for row in rows])
+        write_postings(conn, int(doc_id), counted)
+        conn.execute(
+            "UPDATE chunks AS c SET term_count = t.length "
+            "FROM unnest(%s::int[]) WITH ORDINALITY AS t(length, ordinal) "
+            "WHERE c.doc_id = %s AND c.ordinal = t.ordinal - 1",
+            ([sum(terms.values()) for terms in counted], doc_id),
+        )
+
+
+# v4: the path ingest reached a document by, when not its own (`store.base.SqlCorpus.reached_by`).
+_V4 = """
 CREATE TABLE reached_paths (
     doc_id bigint PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
     path   text NOT NULL
 );
 """
 
-MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2), (3, _V3))
+MIGRATIONS: tuple[Migration, ...] = ((1, _V1), (2, _V2), (3, _V3, fill_terms), (4, _V4))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
@@ -133,11 +168,13 @@ def migrate(
     """Apply every migration newer than the database's version, all or nothing; return the
     version. The caller holds `MIGRATION_LOCK` in the same transaction."""
     current = schema_version(conn)
-    for version, sql in migrations:
+    for version, sql, *fill in migrations:
         if version > current:
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
             conn.execute(f"SET LOCAL search_path = {SCHEMA}, public")
             conn.execute(sql.replace("{dim}", str(int(dim))).encode())
+            for step in fill:
+                step(conn)
             conn.execute(f"DELETE FROM {SCHEMA}.schema_version")
             conn.execute(f"INSERT INTO {SCHEMA}.schema_version VALUES ({int(version)})")
             current = version
