@@ -332,9 +332,9 @@ class GradingSettings(_Section):
     )
     judge_floor: bool = Field(
         True,
-        description="A passage the LLM judge alone would keep (calibrated score at least "
-        "`discard_below`) is kept at the cut however the cheaper tiers score it (a table row "
-        "the judge found relevant is not discarded for the signals' disagreement).",
+        description="A passage the LLM judge finds relevant (calibrated score at least 0.5) "
+        "is kept at `discard_below` however the cheaper tiers score it (a table row the judge "
+        "found relevant is not discarded for the signals' disagreement).",
     )
     grading_tiers: list[Tier] = Field(
         default_factory=lambda: list(TIERS),

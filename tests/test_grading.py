@@ -244,10 +244,12 @@ def test_with_the_judge_floor_the_cheaper_tiers_cannot_push_a_judged_item_under_
     """The table-row case: the judge finds the row relevant, the signals and the evaluator
     (which read a run of cells as noise) do not. Their mean would drop it under
     `discard_below`; the judge keeps it at the cut (not at its own, yes-biased score), and
-    the cheaper tiers still order the items it did not read."""
-    signal_scores = {"money 8 bytes currency amount": 0.1, "prose": 0.08, "low": 0.06, "x": 0.05}
+    the cheaper tiers still order the items it did not read. A judge that is not sure (a
+    calibrated score under one half) does not keep it: on SciFact's claims with no evidence
+    that kept weak abstracts and answered them."""
+    signal_scores = {"money 8 bytes currency amount": 0.07, "prose": 0.06, "low": 0.05, "x": 0.04}
     cross = ScriptedScorer("ce", {})
-    judge = ScriptedScorer("llm", {"money 8 bytes currency amount": 0.4})
+    judge = ScriptedScorer("llm", {"money 8 bytes currency amount": 0.5})
     fused = _fused_grades("mean_with_signals", signal_scores, cross, judge)
     floored = _fused_grades("mean_with_signals", signal_scores, cross, judge, judge_floor=True)
     row = "money 8 bytes currency amount"
@@ -255,12 +257,12 @@ def test_with_the_judge_floor_the_cheaper_tiers_cannot_push_a_judged_item_under_
     assert fused[row].score < 0.3 and not fused[row].kept
     assert floored[row].score == pytest.approx(0.3) and floored[row].kept  # discard_below
     assert floored["prose"].score == fused["prose"].score  # unjudged: the mean, as before
-    # A judge that says no does not sink what the cheaper tiers trust either.
-    doubted = _fused_grades(
-        "mean_with_signals", signal_scores, cross, ScriptedScorer("llm", {row: 0.05}),
-        judge_floor=True,
-    )  # fmt: skip
-    assert doubted[row].score == pytest.approx((0.1 + 0.05) / 2)
+    for unsure in (0.4, 0.05):  # under one half: the cheaper tiers' mean decides
+        doubted = _fused_grades(
+            "mean_with_signals", signal_scores, cross, ScriptedScorer("llm", {row: unsure}),
+            judge_floor=True,
+        )  # fmt: skip
+        assert doubted[row].score == pytest.approx((0.07 + unsure) / 2)
 
 
 def _fixed_signals(scores: dict[str, float]):  # type: ignore[no-untyped-def]

@@ -49,6 +49,8 @@ FloatArray = npt.NDArray[np.float64]
 RANK_WEIGHTED_VARIANCE_LIMIT = 0.1  # above it, the ambiguous band stays ambiguous
 TierProgress = Callable[[str, int, float | None], None]
 MODEL_TIERS = tuple(tier for tier in TIERS if tier != "signals")
+# The judge finds an item relevant when its calibrated score says more likely than not.
+JUDGE_POSITIVE = 0.5
 
 
 @dataclass(frozen=True)
@@ -317,10 +319,11 @@ class Grader:
         evaluator tempers the judge; `mean`: the model tiers only (the signals count until a
         model has seen the item); `last`: the latest tier's. docs/grading.md has the numbers.
         With `judge_floor`, the most accurate tier has the last word on keeping: an item the
-        judge alone would keep (its score at least `discard_below`) is not pushed under the
-        cut by the cheaper tiers. It is kept at the cut, not raised to the judge's score: the
-        judge's yes-bias, lent to every item it read, made weak evidence look CORRECT
-        (docs/answer-quality.md, "The judge's score as a floor")."""
+        judge finds relevant (its calibrated score at least `JUDGE_POSITIVE`: more likely
+        relevant than not) is not pushed under the cut by the cheaper tiers. It is kept at
+        the cut, not raised to the judge's score: the judge's yes-bias, lent to every item it
+        read, made weak evidence look CORRECT (docs/answer-quality.md, "The judge's score as
+        a floor")."""
         fusion = self.settings.tier_fusion
         if fusion == "last":
             return latest
@@ -328,7 +331,7 @@ class Grader:
         fused = float(np.mean([item.tiers[t] for t in tiers if t in item.tiers]))
         judged = item.tiers.get("llm")
         cut = self.settings.discard_below
-        if judged is not None and self.settings.judge_floor and judged >= cut:
+        if judged is not None and self.settings.judge_floor and judged >= JUDGE_POSITIVE:
             return max(fused, cut)
         return fused
 
