@@ -141,9 +141,10 @@ def test_the_tui_opens_a_postgres_corpus_and_answers(pg_db: str) -> None:
         await wait_for(pilot, lambda: app.engine is not None)
         assert "40 documents" in str(app.sub_title)
         await pilot.press(*QUESTION, "enter")
-        await wait_for(pilot, lambda: app.result is not None and not busy(app))
-        assert app.result is not None and app.result.hits
-        assert "signals" in [stage.name for stage in app.stages.stages]
+        screen = app.main_screen
+        await wait_for(pilot, lambda: screen.result is not None and not busy(app))
+        assert screen.result is not None and screen.result.hits
+        assert "signals" in [stage.name for stage in screen.stages.stages]
 
     run(app, body, (120, 40))
 
