@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from crag_edge.answer.support import Mentioned, claim_text, orphans, term_support
+from crag_edge.answer.support import Mentioned, claim_text, orphans, stated, term_support
 from crag_edge.evaluation.qa import OUTCOMES, SCORES, outcome, read_questions
 from crag_edge.result import ContextItem
 from crag_edge.retrieval.lexical import mentions
@@ -43,9 +43,7 @@ def shown_text(
         text = sentence["text"]
         terms = term_support(text, context, mentioned)
         if claim_text(text) not in seen and not terms.meta:
-            stated = terms.quoted is not None or sentence["score"] >= threshold
-            ok = stated and not terms.missing
-            verdicts.append((text, ok))
+            verdicts.append((text, stated(terms, sentence["score"], threshold)))
         seen.append(claim_text(text))
     for i in orphans(verdicts):
         verdicts[i] = (verdicts[i][0], False)

@@ -40,6 +40,7 @@ from crag_edge.answer.support import (
     cited_numbers,
     claim_text,
     orphans,
+    stated,
     term_support,
 )
 from crag_edge.config import AnswerSettings
@@ -297,7 +298,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             ok = share >= self._settings.support_terms_accept and not sentence.terms.missing
             return _verdict(sentence, n, share, "budget", supported=ok)
         n, score = scored
-        ok = score >= threshold and not sentence.terms.missing
+        ok = stated(sentence.terms, score, threshold)
         return _verdict(sentence, n, score, "llm", supported=ok)
 
     def _show(self, sentence: _Pending) -> Generator[str, None, None]:

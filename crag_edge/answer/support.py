@@ -170,6 +170,12 @@ def _words(text: str) -> list[str]:
     return PLAIN_WORD.findall(folded)
 
 
+def stated(terms: TermSupport, score: float, threshold: float) -> bool:
+    """The rule a checked sentence passes by: a passage's own words, or an LLM support score
+    of at least `threshold`; never with a number or a name no passage holds."""
+    return (terms.quoted is not None or score >= threshold) and not terms.missing
+
+
 def names(claim: str) -> list[str]:
     """The words of `claim` that name something: each word written as code, and each word
     capitalised after the first (a sentence's first word is capitalised whatever it is)."""
