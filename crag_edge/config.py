@@ -482,6 +482,15 @@ class AnswerSettings(_Section):
         description="The LLM's P(yes) that a passage states a sentence, from which it counts "
         "as supported.",
     )
+    # 0.65 by measurement on the same sentences scored against every passage of their
+    # context (docs/answer-quality.md, "Located sentences").
+    support_threshold_located: float = Field(
+        0.65,
+        ge=0.0,
+        le=1.0,
+        description="The LLM's P(yes) from which a sentence counts as supported by a passage "
+        "that holds every number, name and option it states and most of its words.",
+    )
     support_terms_accept: float = Field(
         1.0,
         ge=0.0,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from crag_edge.answer.support import Mentioned, claim_text, orphans, stated, term_support
+from crag_edge.config import AnswerSettings
 from crag_edge.evaluation.qa import OUTCOMES, SCORES, outcome, read_questions
 from crag_edge.result import ContextItem
 from crag_edge.retrieval.lexical import mentions
@@ -39,11 +40,13 @@ def shown_text(
                for n, where, text in record["passages"]]  # fmt: skip
     seen: list[str] = []
     verdicts: list[tuple[str, bool]] = []  # the sentences a reader could see, and their verdict
+    located = AnswerSettings().support_threshold_located
     for sentence in record["support"]["sentences"]:
         text = sentence["text"]
-        terms = term_support(text, context, mentioned)
+        terms = term_support(text, context, mentioned, record["question"])
+        scored = None if sentence["passage"] is None else (sentence["passage"], sentence["score"])
         if claim_text(text) not in seen and not terms.meta:
-            verdicts.append((text, stated(terms, sentence["score"], threshold)))
+            verdicts.append((text, stated(terms, scored, threshold, located)))
         seen.append(claim_text(text))
     for i in orphans(verdicts):
         verdicts[i] = (verdicts[i][0], False)

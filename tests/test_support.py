@@ -26,6 +26,7 @@ from crag_edge.answer.support import (
     claim_text,
     orphans,
     refers_back,
+    stated,
     term_support,
 )
 from crag_edge.config import AnswerSettings, SupportMode
@@ -169,6 +170,47 @@ def test_the_cited_passage_is_asked_first_then_the_best_other() -> None:
     assert candidates(terms, [1]) == [1, 2]
     assert candidates(terms, []) == [2, 1]
     assert candidates(terms, [7]) == [2, 1]  # a number the context does not have is ignored
+
+
+def test_a_number_the_question_states_is_the_readers_and_never_missing() -> None:
+    sentence = "A checkpoint does not wait for 5000 pages."
+    assert term_support(sentence, context()).missing == ("5000",)
+    asked = "Does a checkpoint wait for 5000 pages?"
+    assert term_support(sentence, context(), question=asked).missing == ()
+    fossil = "How do I open a Fossil repository?"  # a name is not vouched for by being asked
+    assert term_support("Open it in Fossil [1].", context(), question=fossil).missing == ("Fossil",)
+
+
+OPTIONS = "Specify -d to remove untracked directories too; --dry-run only lists them."
+
+
+def test_a_sentence_is_located_where_one_passage_holds_its_facts_and_most_of_its_words() -> None:
+    asked = "When does a checkpoint run by default?"
+    runs = "A checkpoint runs by default once the log holds 1000 pages."
+    terms = term_support(runs, context(), question=asked)
+    assert terms.located == (2,) and candidates(terms, [1]) == [1, 2]
+    # Its one fact is the question's own: the passage must hold the answer, not the question.
+    only_asked = term_support(runs, context(), question="What happens at 1000 pages?")
+    assert only_asked.located == ()
+    options = [ContextItem(1, 1, 1, "clean.md", "", 0, len(OPTIONS), OPTIONS, "corpus", 0.9)]
+    asked = "Which option removes untracked directories?"
+    right = term_support("The -d option removes untracked directories.", options, question=asked)
+    assert right.located == (1,)
+    # A fact is a whole word or option: "-n" is not in the passage, nor "-dry" in "--dry-run".
+    for other in ("-n", "-dry"):
+        wrong = term_support(f"The {other} option removes untracked directories.", options)
+        assert wrong.located == ()
+
+
+def test_a_located_sentence_needs_less_of_the_judge_and_only_from_its_passage() -> None:
+    runs = "A checkpoint runs by default once the log holds 1000 pages."
+    terms = term_support(runs, context(), question="When does a checkpoint run?")
+    assert stated(terms, (2, 0.7), 0.77, 0.65)
+    assert not stated(terms, (1, 0.7), 0.77, 0.65)  # passage 1 does not hold its facts
+    assert not stated(terms, (2, 0.6), 0.77, 0.65)
+    assert stated(terms, (1, 0.8), 0.77, 0.65) and not stated(terms, None, 0.77, 0.65)
+    wrong = term_support("A checkpoint runs at 5000 pages.", context())
+    assert not stated(wrong, (2, 0.99), 0.77, 0.65)  # a number no passage holds: never
 
 
 def test_a_citation_is_placed_before_the_closing_punctuation() -> None:

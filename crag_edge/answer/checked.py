@@ -145,6 +145,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         self._inner: TextStream[AnswerFinish] | TextStream[FinishReason] = stream
         self._resume = resume
         self._context = result.context
+        self._question = result.question
         self._llm = llm
         self._settings = settings
         self._mentioned = mentioned
@@ -203,7 +204,8 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             text, gap, taken = buffer[start:end], buffer[taken:start], end
             if not any(c.isalnum() for c in claim_text(text)):
                 continue  # a stray citation or punctuation: nothing to show or check
-            sentence = _Pending(gap, text, term_support(text, self._context, self._mentioned))
+            terms = term_support(text, self._context, self._mentioned, self._question)
+            sentence = _Pending(gap, text, terms)
             self._read_by_terms(sentence, [*self._seen_sentences, *pending])
             pending.append(sentence)
         return taken
@@ -257,25 +259,32 @@ class CheckedAnswer(TextStream[AnswerFinish]):
 
     def _judge(self, waiting: Sequence[_Pending]) -> None:
         """The LLM tier for every waiting sentence: its best candidate first, the next one
-        for those that failed; what the deadline leaves unchecked is decided by terms."""
+        for those that failed; a passage it passes by is kept over a higher score it fails
+        by; what the deadline leaves unchecked is decided by terms."""
         deadline = time.monotonic() + self._settings.support_budget_s
         assert self._llm is not None
         tier = LlmSupport(self._llm)
-        threshold = self._settings.support_threshold
-        best: dict[int, tuple[int, float]] = {}
+        best: dict[int, tuple[bool, float, int]] = {}  # (passes, score, passage)
         for round_ in range(2):
             asks = [
                 (i, claim_text(s.text), c[round_])
                 for i, s in enumerate(waiting)
                 if len(c := candidates(s.terms, cited_numbers(s.text))) > round_
-                and best.get(i, (0, 0.0))[1] < threshold
+                and not best.get(i, (False,))[0]
             ]
             scores = tier.scores(self._context, [(t, n) for _, t, n in asks], deadline)
             for (i, _, n), score in zip(asks, scores, strict=True):
-                if score is not None and score > best.get(i, (0, -1.0))[1]:
-                    best[i] = (n, score)
+                if score is None:
+                    continue
+                passes = self._passes(waiting[i].terms, (n, score))
+                best[i] = max(best.get(i, (False, -1.0, n)), (passes, score, n))
         for i, sentence in enumerate(waiting):
-            sentence.verdict = self._llm_verdict(sentence, best.get(i), threshold)
+            scored = (best[i][2], best[i][1]) if i in best else None
+            sentence.verdict = self._llm_verdict(sentence, scored)
+
+    def _passes(self, terms: TermSupport, scored: tuple[int, float] | None) -> bool:
+        settings = self._settings
+        return stated(terms, scored, settings.support_threshold, settings.support_threshold_located)
 
     @staticmethod
     def _orphan(ordered: Sequence[_Pending]) -> None:
@@ -290,16 +299,13 @@ class CheckedAnswer(TextStream[AnswerFinish]):
                 sentence, verdict.passage, verdict.score, "orphan", supported=False
             )
 
-    def _llm_verdict(
-        self, sentence: _Pending, scored: tuple[int, float] | None, threshold: float
-    ) -> SentenceSupport:
+    def _llm_verdict(self, sentence: _Pending, scored: tuple[int, float] | None) -> SentenceSupport:
         if scored is None:  # the budget ran out first: the terms decide, strictly
             n, share = sentence.terms.best()
             ok = share >= self._settings.support_terms_accept and not sentence.terms.missing
             return _verdict(sentence, n, share, "budget", supported=ok)
         n, score = scored
-        ok = stated(sentence.terms, score, threshold)
-        return _verdict(sentence, n, score, "llm", supported=ok)
+        return _verdict(sentence, n, score, "llm", supported=self._passes(sentence.terms, scored))
 
     def _show(self, sentence: _Pending) -> Generator[str, None, None]:
         verdict = sentence.verdict

@@ -13,7 +13,16 @@ checked against the passages before a reader sees it, cheapest signal first:
   below its threshold now and then; otherwise the share decides alone only for a sentence
   the LLM could not check in time
   (`support_terms_accept`), since a sentence can hold every term of a passage and still say
-  the opposite ("If not, X" of a passage saying "if so, X").
+  the opposite ("If not, X" of a passage saying "if so, X"). A number the question itself
+  states is the reader's, not the model's, so it is never missing.
+- **located**: the passages that hold every fact the sentence states (its numbers, names
+  and command-line options, at least one of them beyond the question's own words) and at
+  least `LOCATED_SHARE` of its content terms. The judge scores one statement nearly alike
+  against every passage of the context (measured: a sentence's P(yes) varies by a median
+  0.08 from passage to passage, against 0.3 to 0.96 from sentence to sentence), so its
+  score says how plausible the sentence is more than where it is stated; a located
+  sentence has been found by the cheap tier, and the judge need only not doubt it
+  (`support_threshold_located`).
 - **llm**: the local LLM asked whether one passage states the sentence, scored as the
   judge scores relevance, P(yes) / (P(yes) + P(no)) over its first token, no generation.
   The prompt opens with the answer prompt's own system turn and context passages, so the
@@ -49,6 +58,12 @@ NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 # another product, it names that product beside a passage about this one.
 WORD = re.compile(r"[^\W\d_][\w-]*")
 CODE = re.compile(r"`([^`]+)`")
+# A command-line option ("-d", "--bare"): a fact as a number is, the one a question about a
+# command most often asks for.
+OPTION = re.compile(r"(?<![\w-])--?[^\W\d_][\w-]*")
+# The share of a sentence's content terms a passage must hold, beside its every fact, for the
+# sentence to count as located there: its facts with most of its words, not a stray number.
+LOCATED_SHARE = 0.75
 # Words as a quote is compared: letters and digits, an apostrophe kept inside a word.
 PLAIN_WORD = re.compile(r"\w+(?:'\w+)*")
 MIN_QUOTE_WORDS = 5
@@ -105,6 +120,7 @@ class TermSupport:
     terms: int
     meta: bool = False
     quoted: int | None = None
+    located: tuple[int, ...] = ()
 
     def best(self) -> tuple[int | None, float]:
         if not self.shares:
@@ -123,13 +139,17 @@ def cited_numbers(sentence: str) -> tuple[int, ...]:
 
 
 def term_support(
-    sentence: str, context: Sequence[ContextItem], mentioned: Mentioned = None
+    sentence: str,
+    context: Sequence[ContextItem],
+    mentioned: Mentioned = None,
+    question: str = "",
 ) -> TermSupport:
-    """Per passage, the share of the sentence's content terms it holds; and the numbers and
+    """Per passage, the share of the sentence's content terms it holds; the numbers and
     names the sentence states that appear in no passage (a version, a size, a year, another
-    product the model supplied). `mentioned` tells whether the corpus names a word
-    anywhere: a name it does (its own subject, "SQLite", beside a passage that does not repeat
-    it) is left to the LLM tier; one it never names ("Fossil" in a git manual) is the model's."""
+    product the model supplied); and the passages it is located in (`located`).
+    `mentioned` tells whether the corpus names a word anywhere: a name it does (its own
+    subject, "SQLite", beside a passage that does not repeat it) is left to the LLM tier; one
+    it never names ("Fossil" in a git manual) is the model's."""
     claim = claim_text(sentence)
     terms = set(tokenize(claim))
     shares = {
@@ -137,7 +157,9 @@ def term_support(
         for item in context
     }
     everywhere = " ".join(item.text for item in context)
-    known = {m.group() for m in NUMBER.finditer(everywhere)}
+    # The question's numbers are the reader's; its names are not vouched for (asked about
+    # Fossil, the model must not name Fossil beside a passage that never does).
+    known = {m.group() for m in NUMBER.finditer(f"{question} {everywhere}")}
     missing = [m.group() for m in NUMBER.finditer(claim) if m.group() not in known]
     words = {w.lower() for w in WORD.findall(everywhere)}
     missing += [
@@ -150,7 +172,38 @@ def term_support(
         unique.setdefault(word.lower(), word)
     meta = terms - pointer_terms(claim) <= META_TERMS
     quoted = next((item.n for item in context if quotes(claim, item.text)), None)
-    return TermSupport(shares, tuple(unique.values()), len(terms), meta, quoted)
+    found = located(claim, context, shares, question)
+    return TermSupport(shares, tuple(unique.values()), len(terms), meta, quoted, found)
+
+
+def facts(text: str) -> set[str]:
+    """The facts a text states as the model most often supplies them from memory: its
+    numbers, its names and its command-line options, in lower case."""
+    found = [m.group() for m in NUMBER.finditer(text)] + names(text) + OPTION.findall(text)
+    return {fact.lower() for fact in found}
+
+
+def located(
+    claim: str, context: Sequence[ContextItem], shares: dict[int, float], question: str
+) -> tuple[int, ...]:
+    """The passages holding every fact of `claim` and `LOCATED_SHARE` of its content terms,
+    when at least one of its facts is not the question's own (a sentence that only repeats
+    the question's names is located nowhere: the answer is what the passage must hold)."""
+    stated_facts = facts(claim)
+    asked = facts(question) | {w.lower() for w in WORD.findall(question)}
+    if not stated_facts - asked:
+        return ()
+    return tuple(
+        item.n
+        for item in context
+        if shares[item.n] >= LOCATED_SHARE and stated_facts <= _words_and_facts(item.text)
+    )
+
+
+def _words_and_facts(text: str) -> set[str]:
+    """What a fact of a sentence is matched against in a passage: its facts and its words,
+    whole (so "10" is not found in "100", nor "-d" in "--dry-run")."""
+    return facts(text) | {w.lower() for w in WORD.findall(text)}
 
 
 def quotes(claim: str, passage: str) -> bool:
@@ -170,10 +223,21 @@ def _words(text: str) -> list[str]:
     return PLAIN_WORD.findall(folded)
 
 
-def stated(terms: TermSupport, score: float, threshold: float) -> bool:
-    """The rule a checked sentence passes by: a passage's own words, or an LLM support score
-    of at least `threshold`; never with a number or a name no passage holds."""
-    return (terms.quoted is not None or score >= threshold) and not terms.missing
+def stated(
+    terms: TermSupport, scored: tuple[int, float] | None, threshold: float, located: float
+) -> bool:
+    """The rule a checked sentence passes by: a passage's own words, or the LLM's support
+    score for passage n (`scored`: n and its score) of at least `threshold`, or of at least
+    `located` for a passage the sentence is located in; never with a number or a name no
+    passage holds."""
+    if terms.missing:
+        return False
+    if terms.quoted is not None:
+        return True
+    if scored is None:
+        return False
+    n, score = scored
+    return score >= threshold or (n in terms.located and score >= located)
 
 
 def names(claim: str) -> list[str]:
@@ -216,10 +280,11 @@ def orphans(sentences: Sequence[tuple[str, bool]]) -> list[int]:
 
 
 def candidates(terms: TermSupport, cited: Sequence[int]) -> list[int]:
-    """The passages to ask about, in order: the cited ones that exist, then the rest by
-    their share of the sentence's terms; at most `MAX_CANDIDATES`."""
+    """The passages to ask about, in order: the cited ones that exist, the ones the sentence
+    is located in, then the rest by their share of the sentence's terms; at most
+    `MAX_CANDIDATES`."""
     ranked = sorted(terms.shares, key=lambda n: -terms.shares[n])
-    ordered = [n for n in cited if n in terms.shares] + ranked
+    ordered = [n for n in cited if n in terms.shares] + list(terms.located) + ranked
     return list(dict.fromkeys(ordered))[:MAX_CANDIDATES]
 
 
