@@ -280,11 +280,15 @@ def orphans(sentences: Sequence[tuple[str, bool]]) -> list[int]:
 
 
 def candidates(terms: TermSupport, cited: Sequence[int]) -> list[int]:
-    """The passages to ask about, in order: the cited ones that exist, the ones the sentence
-    is located in, then the rest by their share of the sentence's terms; at most
-    `MAX_CANDIDATES`."""
+    """The passages to ask about, in order: the ones the sentence is located in (a cited one
+    first), the cited ones that exist, then the rest by their share of the sentence's terms;
+    at most `MAX_CANDIDATES`. Where its facts are outranks where the model pointed: a small
+    model cites one passage for what another states, and the first passage that passes is
+    the one cited to the reader."""
     ranked = sorted(terms.shares, key=lambda n: -terms.shares[n])
-    ordered = [n for n in cited if n in terms.shares] + list(terms.located) + ranked
+    cited_here = [n for n in cited if n in terms.shares]
+    located = sorted(terms.located, key=lambda n: n not in cited_here)
+    ordered = located + cited_here + ranked
     return list(dict.fromkeys(ordered))[:MAX_CANDIDATES]
 
 
