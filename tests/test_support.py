@@ -197,6 +197,14 @@ def test_a_sentence_is_located_where_one_passage_holds_its_facts_and_most_of_its
     asked = "Which option removes untracked directories?"
     right = term_support("The -d option removes untracked directories.", options, question=asked)
     assert right.located == (1,)
+    # A word that turns what it says must be the passage's too: "If not, X" of "X when …".
+    trusted = "The evidence is trusted as CORRECT when the best passage scores at least 0.5."
+    decisions = [ContextItem(1, 1, 1, "crag.md", "", 0, len(trusted), trusted, "corpus", 0.9)]
+    asked = "When is the evidence trusted?"
+    turned = "If not, the evidence is trusted as CORRECT when it scores at least 0.5."
+    assert term_support(turned, decisions, question=asked).located == ()
+    plain = "The evidence is trusted as CORRECT when the best passage scores 0.5 or more."
+    assert term_support(plain, decisions, question=asked).located == (1,)
     # A fact is a whole word or option: "-n" is not in the passage, nor "-dry" in "--dry-run".
     for other in ("-n", "-dry"):
         wrong = term_support(f"The {other} option removes untracked directories.", options)

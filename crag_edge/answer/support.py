@@ -64,6 +64,12 @@ OPTION = re.compile(r"(?<![\w-])--?[^\W\d_][\w-]*")
 # The share of a sentence's content terms a passage must hold, beside its every fact, for the
 # sentence to count as located there: its facts with most of its words, not a stray number.
 LOCATED_SHARE = 0.75
+# Words that turn what a sentence says (a negation, a condition) and that content terms do
+# not count: "If not, X" holds every term of a passage saying "X when …" and every fact.
+TURNING_WORDS = frozenset(
+    "not no never none nor without cannot can't don't doesn't isn't aren't won't if unless "
+    "only except".split()
+)
 # Words as a quote is compared: letters and digits, an apostrophe kept inside a word.
 PLAIN_WORD = re.compile(r"\w+(?:'\w+)*")
 MIN_QUOTE_WORDS = 5
@@ -186,24 +192,30 @@ def facts(text: str) -> set[str]:
 def located(
     claim: str, context: Sequence[ContextItem], shares: dict[int, float], question: str
 ) -> tuple[int, ...]:
-    """The passages holding every fact of `claim` and `LOCATED_SHARE` of its content terms,
-    when at least one of its facts is not the question's own (a sentence that only repeats
-    the question's names is located nowhere: the answer is what the passage must hold)."""
+    """The passages holding every fact of `claim`, every word of it that turns what it says
+    (`TURNING_WORDS`) and `LOCATED_SHARE` of its content terms, when at least one of its
+    facts is not the question's own (a sentence that only repeats the question's names is
+    located nowhere: the answer is what the passage must hold)."""
     stated_facts = facts(claim)
     asked = facts(question) | {w.lower() for w in WORD.findall(question)}
     if not stated_facts - asked:
         return ()
+    needed = stated_facts | (_plain_words(claim) & TURNING_WORDS)
     return tuple(
         item.n
         for item in context
-        if shares[item.n] >= LOCATED_SHARE and stated_facts <= _words_and_facts(item.text)
+        if shares[item.n] >= LOCATED_SHARE and needed <= _words_and_facts(item.text)
     )
 
 
 def _words_and_facts(text: str) -> set[str]:
     """What a fact of a sentence is matched against in a passage: its facts and its words,
     whole (so "10" is not found in "100", nor "-d" in "--dry-run")."""
-    return facts(text) | {w.lower() for w in WORD.findall(text)}
+    return facts(text) | {w.lower() for w in WORD.findall(text)} | _plain_words(text)
+
+
+def _plain_words(text: str) -> set[str]:
+    return set(_words(text))
 
 
 def quotes(claim: str, passage: str) -> bool:
