@@ -21,7 +21,7 @@ from crag_edge.grading.factory import build_grader
 from crag_edge.groups import FolderGroups, Groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.locations import parse_location
-from crag_edge.loop import CragLoop, Stages
+from crag_edge.loop import CragLoop, Request, Stages
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
@@ -197,16 +197,18 @@ class Engine(Closing):
         a caller with `groups` may see are searched (`crag_edge.groups`; None: all). A
         question with nothing to search for raises `QuestionError`."""
         self._check_open()
-        question = asked_question(arguments.question(question))
-        top_k = arguments.top_k(top_k)
-        groups = arguments.groups(groups)
-        history = [
-            {key: repair(text) for key, text in message.items()}
-            for message in arguments.history(history)
-        ]
-        result = self.loop.run(
-            question, mode=mode, top_k=top_k, progress=progress, history=history, groups=groups
+        request = Request(
+            asked_question(arguments.question(question)),
+            mode=mode,
+            top_k=arguments.top_k(top_k),
+            progress=progress,
+            groups=arguments.groups(groups),
+            history=[
+                {key: repair(text) for key, text in message.items()}
+                for message in arguments.history(history)
+            ],
         )
+        result = self.loop.run(request)
         if self.audit_sink:
             events = [
                 AuditEvent(
@@ -214,7 +216,7 @@ class Engine(Closing):
                 )
                 for e in result.audit
             ]
-            self.audit_sink.write(events, question=question, corpus=self.corpus.location)
+            self.audit_sink.write(events, question=request.question, corpus=self.corpus.location)
         return result
 
     def answer(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -74,6 +76,30 @@ RecordsOption = Annotated[
 ]
 
 
+def _first_n(what: str) -> Any:
+    """The `--limit` of an evaluation over a file's items: only its first N `what`."""
+    return typer.Option("--limit", min=1, help=f"Only the first N {what}.")
+
+
+def _subset_of(systems: Sequence[str]) -> Any:
+    """The `--systems` of an answer evaluation: which of `systems` answer."""
+    return typer.Option("--systems", help="Comma-separated subset of " + ",".join(systems))
+
+
+@contextmanager
+def _evaluating(
+    db: Path, settings: Settings, name: str, unit: str, total: int, as_json: bool
+) -> Iterator[tuple[Engine, Callable[[], None]]]:
+    """The corpus opened read-only, and the step of a bar (`eval name`) counting `total`
+    `unit` as each is evaluated: what every evaluation over a corpus runs in."""
+    with (
+        Engine.open(db, settings, readonly=True) as engine,
+        counting_bar(f"eval {name}", as_json) as bar,
+    ):
+        task = bar.add_task(unit, total=total)
+        yield engine, lambda: bar.advance(task)
+
+
 def _with_fallback(settings: Settings, fallback_db: Path | None) -> Settings:
     """The settings with `--fallback-db` as the `local` fallback's corpus, when given."""
     return settings if fallback_db is None else settings.replace(fallback_db=fallback_db)
@@ -90,14 +116,9 @@ def eval_retrieval(
 ) -> None:
     """nDCG@10, Recall@10/100 and latency of one retrieval mode; documents ranked by best chunk."""
     query_texts, judgements = judged_queries(queries, qrels)
-    with (
-        Engine.open(db, settings_of(ctx), readonly=True) as engine,
-        counting_bar(f"eval {mode}", as_json) as bar,
-    ):
-        task = bar.add_task("queries", total=len(query_texts))
-        result = evaluate_retrieval(
-            engine.retriever, query_texts, judgements, mode, on_query=lambda: bar.advance(task)
-        )
+    settings = settings_of(ctx)
+    with _evaluating(db, settings, mode, "queries", len(query_texts), as_json) as (engine, step):
+        result = evaluate_retrieval(engine.retriever, query_texts, judgements, mode, on_query=step)
     print_report(result, as_json)
 
 
@@ -108,9 +129,7 @@ def eval_crag(
     queries: QueriesOption,
     qrels: QrelsOption,
     fallback_db: FallbackDbOption = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Only the first N judged queries.")
-    ] = None,
+    limit: Annotated[int | None, _first_n("judged queries")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """The full loop per query vs plain top-k RAG: decisions, fallback rate, evidence recall,
@@ -119,17 +138,9 @@ def eval_crag(
     texts, judgements = judged_queries(queries, qrels)
     if limit is not None:
         texts = dict(list(texts.items())[:limit])
-    with (
-        Engine.open(db, settings, readonly=True) as engine,
-        counting_bar("eval crag", as_json) as bar,
-    ):
-        task = bar.add_task("queries", total=len(texts))
+    with _evaluating(db, settings, "crag", "queries", len(texts), as_json) as (engine, step):
         report = evaluate_crag(
-            engine.query,
-            lambda q: engine.search(q),
-            texts,
-            judgements,
-            on_query=lambda: bar.advance(task),
+            engine.query, lambda q: engine.search(q), texts, judgements, on_query=step
         )
     print_report(report, as_json)
 
@@ -142,12 +153,8 @@ def eval_answers(
         Path, typer.Option("--claims", help="SciFact claims .csv (one row per evidence doc).")
     ],
     fallback_db: FallbackDbOption = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Only the first N claims.")
-    ] = None,
-    systems: Annotated[
-        str, typer.Option("--systems", help="Comma-separated subset of " + ",".join(SYSTEMS))
-    ] = ",".join(SYSTEMS),
+    limit: Annotated[int | None, _first_n("claims")] = None,
+    systems: Annotated[str, _subset_of(SYSTEMS)] = ",".join(SYSTEMS),
     records: RecordsOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -156,21 +163,13 @@ def eval_answers(
     settings = _with_fallback(settings_of(ctx), fallback_db)
     chosen = choices_option(systems, SYSTEMS, "--systems")
     claim_list = read_claims(claims)[:limit]
-    with (
-        Engine.open(db, settings, readonly=True) as engine,
-        counting_bar("eval answers", as_json) as bar,
-    ):
+    with _evaluating(db, settings, "answers", "claims", len(claim_list), as_json) as (engine, step):
         llm = _llm_of(engine)
         every = answer_systems(
             llm, lambda q: engine.search(q), engine.query, timeout_s=settings.models.llm_timeout_s
         )
-        task = bar.add_task("claims", total=len(claim_list))
-        answered = run_answers(
-            claim_list,
-            {name: every[name] for name in chosen},
-            RecordLog(records, llm.model_id, Record),
-            on_claim=lambda: bar.advance(task),
-        )
+        log = RecordLog(records, llm.model_id, Record)
+        answered = run_answers(claim_list, {n: every[n] for n in chosen}, log, on_claim=step)
     _report(summarise(answered, chosen), [*ANSWER_METRICS], as_json)
 
 
@@ -205,33 +204,22 @@ def eval_qa(
             help='JSON Lines of {"id", "question", "in_corpus": true|false, "must": [[...]]}.',
         ),
     ],
-    systems: Annotated[
-        str, typer.Option("--systems", help="Comma-separated subset of " + ",".join(QA_SYSTEMS))
-    ] = ",".join(QA_SYSTEMS),
+    systems: Annotated[str, _subset_of(QA_SYSTEMS)] = ",".join(QA_SYSTEMS),
     records: RecordsOption = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Only the first N questions.")
-    ] = None,
+    limit: Annotated[int | None, _first_n("questions")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Free-form answers to questions your corpus answers and questions it cannot: right,
     wrong, refused, invented, truthfulness (+1 right, 0 refused, -1 wrong) and time per
     question, for plain top-k RAG and CRAG with the same LLM."""
     chosen = choices_option(systems, QA_SYSTEMS, "--systems")
-    question_list = read_questions(questions)[:limit]
-    with (
-        Engine.open(db, settings_of(ctx), readonly=True) as engine,
-        counting_bar("eval qa", as_json) as bar,
-    ):
+    to_ask = read_questions(questions)[:limit]
+    settings = settings_of(ctx)
+    with _evaluating(db, settings, "qa", "questions", len(to_ask), as_json) as (engine, step):
         llm = _llm_of(engine)
         every = qa_systems(llm, lambda q: engine.search(q), engine.answer)
-        task = bar.add_task("questions", total=len(question_list))
-        answered = run_qa(
-            question_list,
-            {name: every[name] for name in chosen},
-            RecordLog(records, llm.model_id, QaRecord),
-            on_question=lambda: bar.advance(task),
-        )
+        log = RecordLog(records, llm.model_id, QaRecord)
+        answered = run_qa(to_ask, {n: every[n] for n in chosen}, log, on_question=step)
     _report(summarise_qa(answered, chosen), [*QA_METRICS], as_json)
 
 

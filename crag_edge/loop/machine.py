@@ -34,7 +34,6 @@ from typing import Any
 
 from crag_edge.correction.expand import expand, load_synonyms
 from crag_edge.correction.followup import standalone_question
-from crag_edge.groups import Groups
 from crag_edge.loop.stages import Stages
 from crag_edge.loop.state import (
     ANSWERING_STOPS,
@@ -45,14 +44,14 @@ from crag_edge.loop.state import (
     NextRound,
     Phase,
     QueryKey,
+    Request,
     Run,
     query_key,
 )
 from crag_edge.models.chat_model import ChatModel, Message
 from crag_edge.observability import Metrics
-from crag_edge.progress import Progress, Stopwatch
+from crag_edge.progress import Stopwatch
 from crag_edge.result import ContextItem, Correction, CorrectionType, CragResult
-from crag_edge.retrieval import Mode
 from crag_edge.types import Action, Decision, Hit
 
 Widening = tuple[CorrectionType, str, str, str]  # (correction, query, strategy, how)
@@ -67,35 +66,27 @@ class CragLoop:
         self.metrics = metrics
         self.synonyms = load_synonyms(stages.correction.synonyms_file)
 
-    def run(
-        self,
-        question: str,
-        *,
-        mode: Mode | None = None,
-        top_k: int | None = None,
-        progress: Progress | None = None,
-        history: Sequence[Message] = (),
-        groups: Groups = None,
-    ) -> CragResult:
-        """Answerable evidence for `question`, or an explicit "insufficient evidence";
-        `progress` hears each stage as it starts and ends. `history` (the conversation's
-        earlier turns, oldest first) makes a follow-up question standalone before retrieval.
-        Every search, the local fallback's included, sees only the documents a caller with
-        `groups` may see (`crag_edge.groups`), so nothing later can hold any other."""
-        clock = Stopwatch(self.metrics, progress)
+    def run(self, request: Request) -> CragResult:
+        """Answerable evidence for the request's question, or an explicit "insufficient
+        evidence"; its `progress` hears each stage as it starts and ends. Its `history` (the
+        conversation's earlier turns, oldest first) makes a follow-up question standalone
+        before retrieval. Every search, the local fallback's included, sees only the documents
+        a caller with its `groups` may see (`crag_edge.groups`), so nothing later can hold any
+        other."""
+        clock = Stopwatch(self.metrics, request.progress)
         corrections = Corrections(clock)
-        question = self._standalone(question, history, clock, corrections)
+        question = self._standalone(request.question, request.history, clock, corrections)
         with clock.stage("embed"):
             vector = self.stages.embed(question)
         run = Run(
             question,
-            mode or self.stages.retrieval.retrieval_mode,
-            top_k or self.stages.retrieval.top_k,
+            request.mode or self.stages.retrieval.retrieval_mode,
+            request.top_k or self.stages.retrieval.top_k,
             vector,
             clock,
             corrections,
             keywords=lambda: self.stages.keywords(question),
-            groups=groups,
+            groups=request.groups,
         )
         while run.phase is not Phase.STOPPED:
             run.transition(self._work(run))

@@ -1,7 +1,7 @@
-"""The loop's state: where a question stands (`Phase`), what moves it on (`Event`), the table
-of moves (`TRANSITIONS`), and the state object `Run`, whose fields change only in
-`Run.transition`. The journal (corrections, audit events, warnings) is appended to as the
-work happens, in the order it happens.
+"""The loop's state: the question as asked (`Request`), where it stands (`Phase`), what moves
+it on (`Event`), the table of moves (`TRANSITIONS`), and the state object `Run`, whose fields
+change only in `Run.transition`. The journal (corrections, audit events, warnings) is appended
+to as the work happens, in the order it happens.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from typing import Any, Literal
 from crag_edge.correction.fallback import FallbackOutcome
 from crag_edge.grading import Grading, ItemGrade
 from crag_edge.groups import Groups
+from crag_edge.models.chat_model import Message
 from crag_edge.observability import AuditLog
-from crag_edge.progress import Stopwatch
+from crag_edge.progress import Progress, Stopwatch
 from crag_edge.result import Correction, Round
+from crag_edge.retrieval import Mode
 from crag_edge.types import Hit, Vector
 
 StopReason = Literal[
@@ -64,6 +66,20 @@ TRANSITIONS: dict[tuple[Phase, Event], tuple[Phase, StopReason | None]] = {
     (Phase.RECOVER, Event.NEW_EVIDENCE): (Phase.GRADE, None),
     (Phase.RECOVER, Event.NOTHING_TRUSTWORTHY): (Phase.STOPPED, "insufficient_evidence"),
 }
+
+
+@dataclass(frozen=True)
+class Request:
+    """One question as the engine hands it to the loop, its arguments checked and repaired
+    (`Engine.query` documents each): one object, so that a new option is written once on its
+    way from the engine to the run. `mode` and `top_k` left None take the settings' values."""
+
+    question: str
+    mode: Mode | None = None
+    top_k: int | None = None
+    progress: Progress | None = None
+    history: Sequence[Message] = ()
+    groups: Groups = None
 
 
 def query_key(query: str, strategy: str) -> QueryKey:

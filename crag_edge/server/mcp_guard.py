@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from crag_edge.server.errors import MCP_PATH, ApiError, error_body, shaped_for
+from crag_edge.server.middleware import replay
 
 # Set by `guarded` for the request being served; the MCP tools' tasks copy it.
 client_gone: ContextVar[threading.Event | None] = ContextVar("crag_edge_mcp_gone", default=None)
@@ -46,20 +47,17 @@ async def guarded(app: ASGIApp, scope: AsgiScope, receive: Receive, send: Send) 
     _check_id(body)
     gone = threading.Event()
     client_gone.set(gone)
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await anyio.sleep_forever()  # the body was all; `_watch` hears the hang-up
-        raise AssertionError("unreachable")
-
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(_watch, receive, gone)
-        await app(scope, replay, _Reshaped(send))
+        await app(scope, replay(body, _nothing_more), _Reshaped(send))
         tasks.cancel_scope.cancel()
+
+
+async def _nothing_more() -> Message:
+    """What the app hears after the body: nothing, ever; `_watch` hears the hang-up, since
+    one `receive` cannot serve two listeners."""
+    await anyio.sleep_forever()
+    raise AssertionError("unreachable")
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -103,7 +103,7 @@ class RequestContext:
                 ),
             )
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
     def _log(self, scope: Scope, status: int, started: float) -> None:
         route = _route(scope)
@@ -180,7 +180,9 @@ async def _read_body(receive: Receive, headers: dict[str, str], limit: int) -> b
     return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` for an app after the body was read whole here: the body as one message,
+    then whatever `receive` hears next (the hang-up, for one)."""
     sent = False
 
     async def replay() -> Message:

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import cast
 
-import apsw
 import numpy as np
 
 from crag_edge.store.connection import (
@@ -25,20 +24,16 @@ from crag_edge.store.connection import (
     BEST_EFFORT_TIMEOUT_MS,
     busy_timeout,
 )
-from crag_edge.store.document_groups import NO_FILTER, Filter, count_rows
 from crag_edge.store.errors import reports_storage_faults
+from crag_edge.store.score_cache import ChunkRows
 from crag_edge.types import EncodedPassage
 
 
 @reports_storage_faults
-class PassageVectors:
+class PassageVectors(ChunkRows):
     """Get and put encoded passages for one corpus; see the module docstring."""
 
-    def __init__(self, conn: apsw.Connection, *, writable: bool, present: bool = True) -> None:
-        """`present=False`: a read-only file older than the table (always empty)."""
-        self._conn = conn
-        self._writable = writable and present
-        self._present = present
+    table = "passage_vectors"
 
     def get(self, scorer: str, chunk_ids: Sequence[int]) -> dict[int, EncodedPassage]:
         """The stored readings among `chunk_ids` (absent ids were never encoded)."""
@@ -104,11 +99,3 @@ class PassageVectors:
                 "DELETE FROM passage_vectors WHERE scorer != ? RETURNING 1", (scorer,)
             ).fetchall()
         return len(rows)
-
-    def count(self, condition: Filter = NO_FILTER) -> int:
-        """How many are stored (of chunks passing `condition`, a caller's view in
-        `store.document_groups`)."""
-        return count_rows(self._conn, "passage_vectors", condition) if self._present else 0
-
-    def __len__(self) -> int:
-        return self.count()

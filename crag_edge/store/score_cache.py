@@ -23,7 +23,7 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import cast
+from typing import ClassVar, cast
 
 import apsw
 
@@ -41,15 +41,32 @@ def query_key(query: str) -> bytes:
     return hashlib.sha256(query.strip().encode("utf-8")).digest()
 
 
-@reports_storage_faults
-class ScoreCache:
-    """Get and put raw model scores for one corpus; see the module docstring."""
+class ChunkRows:
+    """A table of rows that die with their chunk, written best effort: what the evaluation
+    cache and the stored passage readings (`store.passage_vectors`) share, written once."""
+
+    table: ClassVar[str]
 
     def __init__(self, conn: apsw.Connection, *, writable: bool, present: bool = True) -> None:
-        """`present=False`: a read-only file older than the cache table (always empty)."""
+        """`present=False`: a read-only file older than the table (always empty)."""
         self._conn = conn
         self._writable = writable and present
         self._present = present
+
+    def count(self, condition: Filter = NO_FILTER) -> int:
+        """How many are stored (of chunks passing `condition`, a caller's view in
+        `store.document_groups`)."""
+        return count_rows(self._conn, self.table, condition) if self._present else 0
+
+    def __len__(self) -> int:
+        return self.count()
+
+
+@reports_storage_faults
+class ScoreCache(ChunkRows):
+    """Get and put raw model scores for one corpus; see the module docstring."""
+
+    table = "score_cache"
 
     def get(self, scorer: str, query: str, chunk_ids: Sequence[int]) -> dict[int, float]:
         """The cached scores among `chunk_ids` (absent ids were never scored or changed)."""
@@ -88,11 +105,3 @@ class ScoreCache:
         with self._conn:
             rows = self._conn.execute("DELETE FROM score_cache RETURNING 1").fetchall()
         return len(rows)
-
-    def count(self, condition: Filter = NO_FILTER) -> int:
-        """How many are stored (of chunks passing `condition`, a caller's view in
-        `store.document_groups`)."""
-        return count_rows(self._conn, "score_cache", condition) if self._present else 0
-
-    def __len__(self) -> int:
-        return self.count()

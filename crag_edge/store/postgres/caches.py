@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import psycopg
@@ -50,22 +50,42 @@ def _best_effort(
     return True
 
 
-class PostgresScoreCache:
-    """Get and put raw model scores (`store.score_cache` describes the rules)."""
+class PostgresChunkRows:
+    """A table of rows that die with their chunk, written best effort: what the evaluation
+    cache and the passage readings share, as `store.score_cache.ChunkRows` on SQLite."""
+
+    table: ClassVar[str]
 
     def __init__(self, connect: Connect, *, writable: bool) -> None:
         self._connect = connect
         self._writable = writable
 
+    def count(self, condition: Filter = NO_FILTER) -> int:
+        with self._connect() as conn:
+            return count_rows(conn, self.table, condition)
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        """The rows of one query, on a connection of its own for just that long."""
+        with self._connect() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def __len__(self) -> int:
+        return self.count()
+
+
+class PostgresScoreCache(PostgresChunkRows):
+    """Get and put raw model scores (`store.score_cache` describes the rules)."""
+
+    table = "score_cache"
+
     def get(self, scorer: str, query: str, chunk_ids: Sequence[int]) -> dict[int, float]:
         if not chunk_ids:
             return {}
-        with self._connect() as conn:
-            rows = conn.execute(
-                "SELECT chunk_id, score FROM score_cache WHERE scorer = %s AND query_key = %s "
-                "AND chunk_id = ANY(%s)",
-                (scorer, query_key(query), [int(i) for i in chunk_ids]),
-            ).fetchall()
+        rows = self._read(
+            "SELECT chunk_id, score FROM score_cache WHERE scorer = %s AND query_key = %s "
+            "AND chunk_id = ANY(%s)",
+            (scorer, query_key(query), [int(i) for i in chunk_ids]),
+        )
         return {int(chunk_id): float(score) for chunk_id, score in rows}
 
     def put(self, scorer: str, query: str, scores: Mapping[int, float]) -> bool:
@@ -85,30 +105,20 @@ class PostgresScoreCache:
         with self._connect() as conn:
             return conn.execute("DELETE FROM score_cache").rowcount
 
-    def count(self, condition: Filter = NO_FILTER) -> int:
-        with self._connect() as conn:
-            return count_rows(conn, "score_cache", condition)
 
-    def __len__(self) -> int:
-        return self.count()
-
-
-class PostgresPassageVectors:
+class PostgresPassageVectors(PostgresChunkRows):
     """Get and put encoded passages (`store.passage_vectors` describes the rules)."""
 
-    def __init__(self, connect: Connect, *, writable: bool) -> None:
-        self._connect = connect
-        self._writable = writable
+    table = "passage_vectors"
 
     def get(self, scorer: str, chunk_ids: Sequence[int]) -> dict[int, EncodedPassage]:
         if not chunk_ids:
             return {}
-        with self._connect() as conn:
-            rows = conn.execute(
-                "SELECT chunk_id, vector, truncated FROM passage_vectors "
-                "WHERE scorer = %s AND chunk_id = ANY(%s)",
-                (scorer, [int(i) for i in chunk_ids]),
-            ).fetchall()
+        rows = self._read(
+            "SELECT chunk_id, vector, truncated FROM passage_vectors "
+            "WHERE scorer = %s AND chunk_id = ANY(%s)",
+            (scorer, [int(i) for i in chunk_ids]),
+        )
         return {
             int(chunk_id): EncodedPassage(np.frombuffer(bytes(blob), dtype=np.float32), truncated)
             for chunk_id, blob, truncated in rows
@@ -134,12 +144,11 @@ class PostgresPassageVectors:
         )
 
     def missing(self, scorer: str) -> list[int]:
-        with self._connect() as conn:
-            rows = conn.execute(
-                "SELECT id FROM chunks AS c WHERE NOT EXISTS (SELECT 1 FROM passage_vectors AS p "
-                "WHERE p.scorer = %s AND p.chunk_id = c.id) ORDER BY id",
-                (scorer,),
-            ).fetchall()
+        rows = self._read(
+            "SELECT id FROM chunks AS c WHERE NOT EXISTS (SELECT 1 FROM passage_vectors AS p "
+            "WHERE p.scorer = %s AND p.chunk_id = c.id) ORDER BY id",
+            (scorer,),
+        )
         return [int(row[0]) for row in rows]
 
     def drop_others(self, scorer: str) -> int:
@@ -149,10 +158,3 @@ class PostgresPassageVectors:
             return conn.execute(
                 "DELETE FROM passage_vectors WHERE scorer <> %s", (scorer,)
             ).rowcount
-
-    def count(self, condition: Filter = NO_FILTER) -> int:
-        with self._connect() as conn:
-            return count_rows(conn, "passage_vectors", condition)
-
-    def __len__(self) -> int:
-        return self.count()
