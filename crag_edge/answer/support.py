@@ -79,7 +79,9 @@ class SentenceSupport:
     number or name no passage holds; `quote`: a passage's own words; `repeat`; `meta`: says
     nothing of its own; `llm`; `orphan`: points back to a removed sentence; `budget`: the
     LLM's time ran out and the terms decided), `shown` whether the reader sees it, `reason`
-    why it was removed or flagged (empty when supported)."""
+    why it was removed or flagged (empty when supported), `locator` where a reader checks a
+    supported one: its passage's citation, narrowed to the row, slide or page of it that
+    states the sentence (`narrowing`)."""
 
     text: str
     supported: bool
@@ -89,6 +91,7 @@ class SentenceSupport:
     checked_by: str
     shown: bool
     reason: str = ""
+    locator: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self) | {"cited": list(self.cited)}
