@@ -8,7 +8,9 @@ ingest without groups keeps each stored document's groups; an ingest by a caller
 (a non-admin token) leaves every stored document it cannot see exactly as it is, and reports
 it as refused.
 Files whose size and mtime match the stored ones are not even re-read (like make or rsync),
-provided the stored text still hashes to the stored hash.
+provided the stored text still hashes to the stored hash. A mail file's attachments are
+documents of their own (`crag_edge.attached`) that go with it: unchanged, retagged and pruned
+with it, and given its groups.
 
 Chunks from several documents are embedded together for throughput, then those documents are
 written in one transaction: an interruption at any point leaves each document either fully
