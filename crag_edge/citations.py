@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from crag_edge.attached import shown_name
 from crag_edge.types import Chunk, Place
 
 SECTION_SEPARATOR = " \u203a "  # "A > B" with a single angle quotation mark
@@ -110,9 +111,10 @@ def place_label(item: Locatable, *, whole_path: bool = False) -> str:
 
 
 def locator(item: Locatable) -> str:
-    """The source as a reader finds it: the file name (a URL or other identifier whole),
-    then its page or section: `report.pdf p. 12`, `guide.md § Install`."""
-    name = item.source if "://" in item.source else Path(item.source).name or item.source
+    """The source as a reader finds it: the file name (a URL or other identifier whole; an
+    e-mail attachment by its message: `attached.shown_name`), then its page or section:
+    `report.pdf p. 12`, `guide.md § Install`."""
+    name = item.source if "://" in item.source else shown_name(item.source)
     label = place_label(item)
     return f"{name} {label}" if label else name
 

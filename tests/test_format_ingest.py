@@ -29,8 +29,9 @@ SETTINGS = Settings.load(chunk_tokens=64, chunk_overlap=8)
 
 
 def user_folder(root: Path) -> Path:
-    """The fixtures, a mailbox and a saved message, as a user's folder holds them (also the
-    corpus of `scripts/formats_answers.py`, which asks the default LLM these questions)."""
+    """The fixtures, a mailbox (a Word file attached to a message) and a saved message, as a
+    user's folder holds them (also the corpus of `scripts/formats_folder.py`, for asking the
+    default LLM these questions)."""
     docs = root.resolve() / "docs"
     docs.mkdir()
     for name in DOCUMENTS:
@@ -39,7 +40,12 @@ def user_folder(root: Path) -> Path:
         docs / "thread.mbox",
         [
             mail("migration plan", "We move the customer database to the new cluster.", 1),
-            mail("Re: migration plan", "The rollback window for the migration is two hours.", 2),
+            mail(
+                "Re: migration plan",
+                "The rollback window for the migration is two hours.",
+                2,
+                ("plan.docx", (FIXTURES / "plan.docx").read_bytes()),
+            ),
         ],
     )
     (docs / "invoice.eml").write_bytes(
@@ -74,6 +80,11 @@ QUESTIONS = [
         "thread.mbox § Re: migration plan (2026-03-02)",
     ),
     (
+        "At what time does the database cutover start?",
+        "cutover starts at 02:00 on Saturday 14 March",
+        "thread.mbox \u203a Re: migration plan (2026-03-02) \u203a plan.docx § Cutover",
+    ),
+    (
         "When is the invoice for the crane repair due?",
         "due on 30 April",
         "invoice.eml § Invoice 311 (2026-03-05)",
@@ -104,7 +115,7 @@ def test_a_question_each_format_alone_answers_finds_it_cited_by_place(
     with Engine.open(tmp_path / "kb.db", SETTINGS, create=True, embedder=embedder) as engine:
         report = engine.ingest([folder])
         assert report.errors == [] and report.skipped == []
-        assert report.added == len(DOCUMENTS) + 2
+        assert report.added == len(DOCUMENTS) + 3  # the mailbox, its attachment, the message
         for question, words, expected in QUESTIONS + ([SCANNED] if OCR else []):
             [best] = engine.search(question, top_k=1)
             assert words in best.chunk.text, (question, locator(best.chunk))

@@ -159,7 +159,7 @@ def test_mbox_messages_are_sections_named_by_subject_and_day(tmp_path: Path) -> 
     assert "Subject: Re: migration plan" in doc.text
 
 
-def test_eml_headers_body_and_readable_attachments(tmp_path: Path) -> None:
+def test_eml_attachments_are_documents_of_their_own_read_by_their_type(tmp_path: Path) -> None:
     docx = (FIXTURES / "handbook.docx").read_bytes()
     message = mail("Harbour rules", "See the attached handbook.", 3, ("handbook.docx", docx))
     message.add_attachment(b"\x89PNG\r\n", maintype="image", subtype="png", filename="x.png")
@@ -169,9 +169,16 @@ def test_eml_headers_body_and_readable_attachments(tmp_path: Path) -> None:
     assert doc.title == "Harbour rules"
     assert doc.metadata["from"] == "Ana <ana@example.org>"
     assert "See the attached handbook." in doc.text
-    assert "emergency generator runs on biodiesel" in doc.text
-    assert cite(doc, "biodiesel") == "rules.eml § attachment handbook.docx"
-    assert "PNG" not in doc.text
+    assert "Attachments: handbook.docx, x.png" in doc.text
+    assert "biodiesel" not in doc.text and "PNG" not in doc.text
+    [handbook] = doc.attached  # the image is of no type that is read
+    assert isinstance(handbook, LoadedDocument)
+    assert handbook.source == f"{path} \u203a Harbour rules (2026-03-03) \u203a handbook.docx"
+    assert handbook.title == "Harbour Handbook"  # read as a .docx, titled as one
+    assert handbook.metadata["subject"] == "Harbour rules"
+    assert cite(handbook, "tested every second Tuesday") == (
+        "rules.eml \u203a Harbour rules (2026-03-03) \u203a handbook.docx § Power"
+    )
 
 
 @pytest.mark.skipif(not OCR, reason="Tesseract is not installed (apt-get install tesseract-ocr)")

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "locations",
             "http_bounds",
             "kernels",
+            "attached",
             "citations",
         ],
     ),

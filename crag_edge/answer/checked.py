@@ -30,6 +30,7 @@ from crag_edge.answer.generation import (
     answer_reply,
     cited,
 )
+from crag_edge.answer.narrowing import passage_places, sentence_locator
 from crag_edge.answer.support import (
     CITATION,
     LlmSupport,
@@ -146,6 +147,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         self._resume = resume
         self._context = result.context
         self._question = result.question
+        self._places = passage_places(result.context, (hit.chunk for hit, _ in result.hits))
         self._llm = llm
         self._settings = settings
         self._mentioned = mentioned
@@ -319,13 +321,20 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             text = text if passage in verdict.cited else with_citation(text, passage)
         elif mode == "flag" and not verdict.supported:
             text += FLAG
-        record = replace(verdict, text=text, shown=shown)
+        record = replace(verdict, text=text, shown=shown, locator=self._locator(verdict))
         self.support.sentences.append(record)
         if not shown:
             return
         if self.support.held_s is None and self._first_word is not None:
             self.support.held_s = time.monotonic() - self._first_word
         yield (sentence.gap if any(s.shown for s in self.support.sentences[:-1]) else "") + text
+
+    def _locator(self, verdict: SentenceSupport) -> str | None:
+        """Where the passage that states a supported sentence is cited for it."""
+        item = next((c for c in self._context if c.n == verdict.passage), None)
+        if not verdict.supported or item is None:
+            return None
+        return sentence_locator(verdict.text, item, self._places[item.n])
 
     def _finish_reason(self) -> AnswerFinish:
         """`unsupported` when the model ended its answer and no sentence of it was shown. An

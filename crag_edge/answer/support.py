@@ -67,8 +67,10 @@ LOCATED_SHARE = 0.75
 # Words that turn what a sentence says (a negation, a condition) and that content terms do
 # not count: "If not, X" holds every term of a passage saying "X when …" and every fact.
 TURNING_WORDS = frozenset(
-    "not no never none nor without cannot can't don't doesn't isn't aren't won't if unless "
-    "only except".split()
+    {
+        *("not", "no", "never", "none", "nor", "without", "cannot", "can't", "don't"),
+        *("doesn't", "isn't", "aren't", "won't", "if", "unless", "only", "except"),
+    }
 )
 # Words as a quote is compared: letters and digits, an apostrophe kept inside a word.
 PLAIN_WORD = re.compile(r"\w+(?:'\w+)*")
@@ -100,7 +102,9 @@ class SentenceSupport:
     number or name no passage holds; `quote`: a passage's own words; `repeat`; `meta`: says
     nothing of its own; `llm`; `orphan`: points back to a removed sentence; `budget`: the
     LLM's time ran out and the terms decided), `shown` whether the reader sees it, `reason`
-    why it was removed or flagged (empty when supported)."""
+    why it was removed or flagged (empty when supported), `locator` where a reader checks a
+    supported one: its passage's citation, narrowed to the row, slide or page of it that
+    states the sentence (`narrowing`)."""
 
     text: str
     supported: bool
@@ -110,6 +114,7 @@ class SentenceSupport:
     checked_by: str
     shown: bool
     reason: str = ""
+    locator: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self) | {"cited": list(self.cited)}

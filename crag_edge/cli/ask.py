@@ -10,6 +10,7 @@ import typer
 
 from crag_edge.answer.checked import SupportReport
 from crag_edge.answer.generation import cited, incomplete_note, source_line, uncited
+from crag_edge.answer.support import claim_text
 from crag_edge.answer.timing import timings_line
 from crag_edge.citations import location_fields, locator
 from crag_edge.console.errors import friendly_errors
@@ -153,7 +154,7 @@ def answer(
             }
         )
     else:
-        _print_answer_tail(text, result, sources, note)
+        _print_answer_tail(text, result, sources, note, stream.support)
         if stream.support is not None and stream.support.sentences:
             _print_support(stream.support)
         if text.strip():  # an empty answer is one error line, below
@@ -171,12 +172,21 @@ def _print_support(report: SupportReport) -> None:
 
 
 def _print_answer_tail(
-    text: str, result: CragResult, sources: list[ContextItem], note: str | None
+    text: str,
+    result: CragResult,
+    sources: list[ContextItem],
+    note: str | None,
+    support: SupportReport | None,
 ) -> None:
-    """After the streamed text: its citations, then what the reader should know about it."""
+    """After the streamed text: its citations, each with the rows or slides of it its
+    sentences were found in, then what the reader should know about it."""
     out.print()
     for item in sources:
         say(source_line(item), "  ", (f"{item.source} [{item.start}:{item.end}]", "dim"))
+        for sentence in support.sentences if support is not None else []:
+            narrower = sentence.locator not in (None, locator(item))
+            if sentence.shown and sentence.passage == item.n and narrower:
+                say(f"    {sentence.locator}: ", (claim_text(sentence.text), "dim"))
     if not text.strip():
         return  # `answer` reports an empty answer as the error it is
     if note:

@@ -34,8 +34,10 @@ from crag_edge.text_boundary import has_no_controls, repair
 @dataclass(frozen=True)
 class LoadedDocument:
     """Extracted text of one document; `source` is its stable identity in the corpus,
-    `outline` where its pages start and its headings stand (for citations), and `warnings`
-    what of it could not be read (the ingest report carries them)."""
+    `outline` where its pages start and its headings stand (for citations), `warnings`
+    what of it could not be read (the ingest report carries them), and `attached` the
+    documents its file carries (an e-mail's attachments: `crag_edge.attached`), each read,
+    or the error it could not be read with."""
 
     source: str
     title: str
@@ -43,6 +45,7 @@ class LoadedDocument:
     metadata: dict[str, Any] = field(default_factory=dict)
     outline: Outline = field(default_factory=Outline)
     warnings: tuple[str, ...] = ()
+    attached: tuple[LoadedDocument | LoadError, ...] = ()
 
 
 class LoadError(Exception):

@@ -9,8 +9,9 @@ watched folder stays finance's instead of coming back untagged, visible to every
 Matched by the text alone: a plain-text document's title is its file name, so the content
 hash (which covers the title) changes with a rename. A file is gone when its path holds no
 regular file any more (a link, a pipe or a folder in its place is not the file that was
-indexed). The gone tagged documents are found once per run, at its first new document, by a
-stat of each stored path: no file is read.
+indexed); an e-mail attachment's file is the mail file it came in. The gone tagged
+documents are found once per run, at its first new document, by a stat of each stored path:
+no file is read.
 
 A file moved out of a watched folder is pruned at that folder's sync, before anything sees it
 arrive elsewhere; so a pruned tagged document leaves its text's hash and groups behind, in
@@ -26,6 +27,7 @@ import json
 import os
 import stat
 
+from crag_edge.attached import file_of
 from crag_edge.store import CorpusBackend, StoredDocument
 
 META_DEPARTED = "departed_groups"
@@ -80,7 +82,7 @@ class Departed:
             key: [frozenset(groups)] for key, groups in _pruned_before(self._corpus).items()
         }
         for source in self._corpus.list_sources():
-            if not os.path.isabs(source) or holds_a_file(source):
+            if not os.path.isabs(source) or holds_a_file(file_of(source)):
                 continue
             stored = self._corpus.document(source)
             if stored is not None and stored.groups:

@@ -8,7 +8,9 @@ ingest without groups keeps each stored document's groups; an ingest by a caller
 (a non-admin token) leaves every stored document it cannot see exactly as it is, and reports
 it as refused.
 Files whose size and mtime match the stored ones are not even re-read (like make or rsync),
-provided the stored text still hashes to the stored hash.
+provided the stored text still hashes to the stored hash. A mail file's attachments are
+documents of their own (`crag_edge.attached`) that go with it: unchanged, retagged and pruned
+with it, and given its groups.
 
 Chunks from several documents are embedded together for throughput, then those documents are
 written in one transaction: an interruption at any point leaves each document either fully
@@ -32,7 +34,7 @@ import hashlib
 import json
 import os
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +43,7 @@ from typing import Literal
 import numpy as np
 from tokenizers import Tokenizer
 
+from crag_edge.attached import file_of, is_container
 from crag_edge.citations import places_within
 from crag_edge.config import IngestSettings
 from crag_edge.groups import FolderGroups, Groups, Tagging
@@ -397,6 +400,7 @@ class _IngestBatch:
         self.embedded = 0  # written by the embedding thread only
         self.report = IngestReport()
         self.seen: set[str] = set()
+        self.attached_by_file: dict[str, list[str]] | None = None  # `_stored_attached`
         self.beir_complete = True
         self.pending: list[_Pending] = []
         self.pending_chunks = 0
@@ -427,9 +431,46 @@ class _IngestBatch:
             self._fail(source, exc.reason)
             return
         if loaded is not None:
-            self._add(*loaded, origin=path, reached=None if reached == source else reached)
+            tags = self._add(*loaded, origin=path, reached=None if reached == source else reached)
+            if tags is not None:
+                self._add_attached(loaded[0].attached, tags, path)
         elif stored is not None:  # `_load` reads nothing only for a stored, unchanged file
-            self._keep(stored)
+            tags = self._keep(stored)
+            if is_container(path):
+                self._keep_attached(source, tags)
+
+    def _add_attached(
+        self, items: tuple[LoadedDocument | LoadError, ...], tags: frozenset[str], origin: Path
+    ) -> None:
+        """The documents the file `origin` carries (its attachments), or their errors: each
+        is indexed as a file is, with the groups of the file it came in."""
+        self.total += len(items)
+        for item in items:
+            self.seen.add(item.source)
+            if isinstance(item, LoadError):
+                self._fail(item.source, item.reason)
+            else:
+                stored = self.corpus.document(item.source)
+                self._add(item, stored, None, None, origin=origin, tags=tags)
+
+    def _keep_attached(self, file: str, tags: frozenset[str]) -> None:
+        """The stored attachments of an unchanged mail file: unchanged, with its groups."""
+        sources = self._stored_attached().get(file, [])
+        self.total += len(sources)
+        for source in sources:
+            self.seen.add(source)
+            if (stored := self.corpus.document(source)) is not None:
+                self._keep(stored, tags)
+
+    def _stored_attached(self) -> dict[str, list[str]]:
+        """The stored attachments, by the file they came in; listed once a run, at its first
+        unchanged mail file (an unchanged file is not read, so it cannot name them)."""
+        if self.attached_by_file is None:
+            self.attached_by_file = defaultdict(list)
+            for source in self.corpus.list_sources():
+                if (file := file_of(source)) != source:
+                    self.attached_by_file[file].append(source)
+        return self.attached_by_file
 
     def _load(
         self, path: Path, stored: StoredDocument | None
@@ -511,17 +552,21 @@ class _IngestBatch:
 
     def prune(self, plan: _Plan) -> None:
         """Delete the documents of the run's scope it did not find; their groups are stored
-        for their text first (`ingest.moves`), so no interruption can lose them."""
+        for their text first (`ingest.moves`), so no interruption can lose them. An
+        attachment is in scope when the file it came in is, and is kept as it was while that
+        file is there but could not be read."""
         prefixes = tuple(f"{d}{os.sep}" for d in plan.scope_dirs)
         complete = plan.complete and self.beir_complete
         reached_by = self.corpus.reached_by()
+        unread = {source for source, _ in self.report.errors} & self.seen
         doomed = []
         for source in self.corpus.list_sources():
-            if source in self.seen:
+            file = file_of(source)
+            if source in self.seen or file in unread:
                 continue
-            in_scope = source in plan.scope_files or source.startswith(prefixes)
-            if (reached := reached_by.get(source)) is not None:
-                in_scope = in_scope or _lost(source, reached, plan.scope_files, prefixes)
+            in_scope = file in plan.scope_files or file.startswith(prefixes)
+            if (reached := reached_by.get(file)) is not None:
+                in_scope = in_scope or _lost(file, reached, plan.scope_files, prefixes)
             is_beir = source.startswith(BEIR_PREFIX) and bool(plan.beir) and complete
             if (in_scope or is_beir) and (stored := self._prunable(source)) is not None:
                 self.departed.remember(stored)
@@ -552,24 +597,26 @@ class _IngestBatch:
         *,
         origin: Path,
         reached: str | None = None,
-    ) -> None:
+        tags: frozenset[str] | None = None,
+    ) -> frozenset[str] | None:
         """Queue `doc`, read from the file `origin` (reached by the path `reached` when not
-        its own), for embedding, unless it is unchanged or this caller may not take it in."""
+        its own), for embedding, unless it is unchanged or this caller may not take it in.
+        With `tags` (an attachment: its file's), it has those groups. The groups it has now;
+        None when it was not taken in."""
         text_bytes = len(doc.text.encode("utf-8"))
         if text_bytes > self.limits.max_bytes:
             self._fail(doc.source, "its text has " + too_large(text_bytes, self.limits.max_bytes))
-            return
+            return None
         self.report.warnings.extend((doc.source, warning) for warning in doc.warnings)
         content_hash = self._hash(doc.title, doc.text)
         if stored is not None and stored.content_hash == content_hash:
             if size is not None and mtime is not None:
                 self.corpus.update_file_stat(doc.source, size, mtime)
-            self._keep(stored)
-            return
-        tags = self._tags(doc, stored, origin)
+            return self._keep(stored, tags)
+        tags = self._tags(doc, stored, origin) if tags is None else tags
         if tags is None:
             self._fail(doc.source, REFUSED)
-            return
+            return None
         spans = self.chunker.split(doc.text)
         if not spans and not doc.warnings:  # the loader's warning already says why
             self.report.warnings.append((doc.source, _no_text(doc, size)))
@@ -587,6 +634,7 @@ class _IngestBatch:
         self.pending_chunks += len(chunks)
         if self.pending_chunks >= self.group_chunks:
             self.flush()
+        return tags
 
     def _tags(
         self, doc: LoadedDocument, stored: StoredDocument | None, origin: Path
@@ -601,14 +649,16 @@ class _IngestBatch:
         union = frozenset().union(*moved) if moved else None
         return self.tagging.tags_for(None, moved=union, origin=origin)
 
-    def _keep(self, stored: StoredDocument) -> None:
-        """An unchanged document: only retagged when this run gives it other groups."""
-        tags = self.tagging.tags_for(stored.groups)
+    def _keep(self, stored: StoredDocument, tags: frozenset[str] | None = None) -> frozenset[str]:
+        """An unchanged document: only retagged when this run gives it other groups (`tags`,
+        else those `tagging` gives it). The groups it has now."""
+        tags = self.tagging.tags_for(stored.groups) if tags is None else tags
         if stored.groups == tags:
             self._finish(stored.source, "unchanged")
         else:
             self.corpus.set_groups(stored.source, tags)
             self._finish(stored.source, "retagged")
+        return tags
 
     def _embed(self, texts: list[str], places: list[tuple[str, int, int]]) -> Vector:
         """Embed in groups. Within a document of more chunks than a group (a large file),

@@ -48,9 +48,9 @@ def _unbounded(loader: Loader) -> Read:
     return lambda path, raw, _max_bytes: loader(path, raw)
 
 
-def _attachment(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument | None:
-    """An e-mail attachment read as a file of its name would be; None if unsupported."""
-    return load_file(path, raw, max_bytes) if is_supported(path) else None
+def _attachment_loader(path: Path) -> Callable[[bytes, int], LoadedDocument] | None:
+    """How an e-mail attachment is read: as a file of its name would be; None if unsupported."""
+    return partial(load_file, path) if is_supported(path) else None
 
 
 FORMATS: dict[str, Format] = {
@@ -61,8 +61,8 @@ FORMATS: dict[str, Format] = {
     ".html": Format("text", _unbounded(load_html)),
     ".htm": Format("text", _unbounded(load_html)),
     ".csv": Format("text", load_csv),
-    ".eml": Format("text", partial(load_eml, attachments=_attachment)),
-    ".mbox": Format("text", partial(load_mbox, attachments=_attachment)),
+    ".eml": Format("text", partial(load_eml, attachments=_attachment_loader)),
+    ".mbox": Format("text", partial(load_mbox, attachments=_attachment_loader)),
     ".pdf": Format("pdf", load_pdf_file),
     ".rtf": Format("rtf", load_rtf),
     ".docx": Format("docx", load_docx),

@@ -2,8 +2,9 @@
 
 Each message is a section titled by its subject and date (`thread.mbox § Re: migration plan
 (2026-03-02)`), opening with its From, To, Date and Subject lines, then its text body (the
-HTML one read as a page when there is no plain one), then each attachment of a supported
-type, read by its own loader, under its file name. A mailbox is split at its `From ` lines
+HTML one read as a page when there is no plain one), then the names of its attachments.
+Each attachment of a supported type is a document of its own (`attachments`), carried
+beside the mail file's in `LoadedDocument.attached`. A mailbox is split at its `From ` lines
 and each message parsed and written in turn: a mailbox of 100,000 messages costs the file
 and its text, never 100,000 parsed messages, and stops at the text budget like any document.
 """
@@ -13,43 +14,44 @@ from __future__ import annotations
 import email
 import email.policy
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import replace
 from email.header import decode_header, make_header
 from email.message import Message
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+from crag_edge.ingest.formats.attachments import Attachments, LoaderFor
 from crag_edge.ingest.formats.builder import DocumentText
-from crag_edge.ingest.loaders import LoadedDocument, LoadError, read_html
+from crag_edge.ingest.loaders import LoadedDocument, LoadError, clean_text, read_html
+from crag_edge.ingest.outline import short_title
 
 _HEADERS = ("From", "To", "Date", "Subject")
 # A message starts at a line "From " at the start of the file or after a blank line (mboxo,
 # mboxrd; a "From " inside a body is escaped as ">From ").
 _MBOX_SEPARATOR = re.compile(rb"(?:\A|\n\n|\r\n\r\n)From [^\n]*\n")
-# Reads an attachment by its file name: its document, or None for a type not supported.
-ReadAttachment = Callable[[Path, bytes, int], LoadedDocument | None]
 
 
-def load_eml(
-    path: Path, raw: bytes, max_bytes: int, *, attachments: ReadAttachment
-) -> LoadedDocument:
+def load_eml(path: Path, raw: bytes, max_bytes: int, *, attachments: LoaderFor) -> LoadedDocument:
     message = _parse(raw)
     text = DocumentText(str(path), max_bytes)
-    write_message(text, message, attachments)
-    headers = {name.lower(): _header(message, name) for name in _HEADERS}
-    return text.document(headers["subject"] or path.stem, {k: v for k, v in headers.items() if v})
+    attached = Attachments(str(path), max_bytes, attachments)
+    write_message(text, message, attached)
+    headers = _headers(message)
+    document = text.document(headers.get("subject") or path.stem, headers)
+    return replace(document, attached=attached.documents())
 
 
-def load_mbox(
-    path: Path, raw: bytes, max_bytes: int, *, attachments: ReadAttachment
-) -> LoadedDocument:
+def load_mbox(path: Path, raw: bytes, max_bytes: int, *, attachments: LoaderFor) -> LoadedDocument:
     if not raw.startswith(b"From "):
         raise LoadError(str(path), "not an mbox mailbox: it does not start with a 'From ' line")
     text = DocumentText(str(path), max_bytes)
+    attached = Attachments(str(path), max_bytes, attachments)
     count = 0
     for count, message in enumerate(_mbox_messages(raw), start=1):  # noqa: B007
-        write_message(text, _parse(message), attachments)
-    return text.document(path.stem, {"message_count": count})
+        write_message(text, _parse(message), attached)
+    document = text.document(path.stem, {"message_count": count})
+    return replace(document, attached=attached.documents())
 
 
 def _mbox_messages(raw: bytes) -> Iterator[bytes]:
@@ -59,16 +61,32 @@ def _mbox_messages(raw: bytes) -> Iterator[bytes]:
         yield re.sub(rb"(?m)^>(>*From )", rb"\1", raw[body_start:next_start])
 
 
-def write_message(text: DocumentText, message: Message, attachments: ReadAttachment) -> None:
-    """A message's section: its headers, its body, then its readable attachments."""
-    subject = _header(message, "Subject") or "(no subject)"
-    day = _day(message)
-    text.section(1, f"{subject} ({day})" if day else subject)
-    text.block("\n".join(f"{name}: {v}" for name in _HEADERS if (v := _header(message, name))))
+def write_message(text: DocumentText, message: Message, attached: Attachments) -> None:
+    """A message's section: its headers, its body, the names of its attachments; those of a
+    supported type go to `attached`, to be documents of their own."""
+    title, headers = _title(message), _headers(message)
+    text.section(1, title)
+    text.block("\n".join(f"{name.title()}: {value}" for name, value in headers.items()))
     body, parts = _parts(message)
     text.block(body)
-    for part in parts:
-        _attachment(text, part, attachments)
+    named = [(name, part) for part in parts if (name := _file_name(part))]
+    text.block("Attachments: " + ", ".join(name for name, _ in named) if named else "")
+    for name, part in named:
+        payload = part.get_payload(decode=True)
+        if isinstance(payload, bytes):
+            attached.add(title, headers, name, payload)
+
+
+def _title(message: Message) -> str:
+    """The message's section title, which its attachments' names hold too: `Subject (day)`."""
+    subject = _header(message, "Subject") or "(no subject)"
+    day = _day(message)
+    return short_title(clean_text(f"{subject} ({day})" if day else subject))
+
+
+def _headers(message: Message) -> dict[str, str]:
+    """From, To, Date and Subject, as metadata (`from`, ...), those the message has."""
+    return {name.lower(): v for name in _HEADERS if (v := _header(message, name))}
 
 
 def _parts(message: Message) -> tuple[str, list[Message]]:
@@ -100,21 +118,9 @@ def _decoded(part: Message) -> str:
         return payload.decode("utf-8", "replace")
 
 
-def _attachment(text: DocumentText, part: Message, read: ReadAttachment) -> None:
-    """An attachment read by the loader for its file name; others are left out."""
-    name = _decode_words(part.get_filename() or "")
-    payload = part.get_payload(decode=True)
-    if not name or not isinstance(payload, bytes):
-        return
-    try:
-        loaded = read(Path(name), payload, text.max_bytes)
-    except LoadError as exc:
-        text.warnings.append(f"attachment {name}: {exc.reason}")
-        return
-    if loaded is None:
-        return
-    text.section(2, f"attachment {name}")
-    text.block(f"Attachment {name}:\n{loaded.text}")
+def _file_name(part: Message) -> str:
+    """An attachment's file name as text (its encoded words decoded); "" if it has none."""
+    return " ".join(clean_text(_decode_words(part.get_filename() or "")).split())
 
 
 def _parse(raw: bytes) -> Message:

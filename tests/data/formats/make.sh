@@ -9,6 +9,7 @@ trap 'rm -rf "$work"' EXIT
 office() { soffice --headless -env:UserInstallation=file://$work/profile --convert-to "$@" >/dev/null 2>&1; }
 
 pandoc sources/handbook.md -o handbook.docx          # headings, list, table, footnote, tracked changes
+pandoc sources/plan.md -o plan.docx                  # attached to a message of the mail tests
 pandoc sources/deck.md -o deck.pptx                  # slides with a title, a table and speaker notes
 pandoc sources/book.md -o book.epub --epub-chapter-level=1  # one chapter per top-level heading
 pandoc sources/handbook.md -s -o handbook.rtf
