@@ -205,6 +205,14 @@ def test_a_sentence_is_located_where_one_passage_holds_its_facts_and_most_of_its
     assert term_support(turned, decisions, question=asked).located == ()
     plain = "The evidence is trusted as CORRECT when the best passage scores 0.5 or more."
     assert term_support(plain, decisions, question=asked).located == (1,)
+    # A number written as a word is a fact as one in digits is.
+    fog = "In fog, a vessel sounds one prolonged blast at intervals of not more than two minutes."
+    chapter = [ContextItem(1, 1, 1, "book.epub", "", 0, len(fog), fog, "corpus", 0.9)]
+    asked = "What sound signal does a vessel make in fog?"
+    heard = "A vessel in fog sounds one prolonged blast at most every two minutes, not more."
+    assert term_support(heard, chapter, question=asked).located == (1,)
+    wrong = "A vessel in fog sounds three prolonged blasts at most every two minutes, not more."
+    assert term_support(wrong, chapter, question=asked).located == ()
     # A fact is a whole word or option: "-n" is not in the passage, nor "-dry" in "--dry-run".
     for other in ("-n", "-dry"):
         wrong = term_support(f"The {other} option removes untracked directories.", options)

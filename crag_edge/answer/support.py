@@ -64,6 +64,14 @@ OPTION = re.compile(r"(?<![\w-])--?[^\W\d_][\w-]*")
 # The share of a sentence's content terms a passage must hold, beside its every fact, for the
 # sentence to count as located there: its facts with most of its words, not a stray number.
 LOCATED_SHARE = 0.75
+# A number written as a word ("two minutes", "four thousand hours") is a fact as "2" is.
+NUMBER_WORDS = frozenset(
+    {
+        *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"),
+        *("ten", "eleven", "twelve", "twenty", "thirty", "forty", "fifty", "sixty"),
+        *("hundred", "thousand", "million", "billion"),
+    }
+)
 # Words that turn what a sentence says (a negation, a condition) and that content terms do
 # not count: "If not, X" holds every term of a passage saying "X when …" and every fact.
 TURNING_WORDS = frozenset(
@@ -189,9 +197,9 @@ def term_support(
 
 def facts(text: str) -> set[str]:
     """The facts a text states as the model most often supplies them from memory: its
-    numbers, its names and its command-line options, in lower case."""
+    numbers (in digits or in words), its names and its command-line options, in lower case."""
     found = [m.group() for m in NUMBER.finditer(text)] + names(text) + OPTION.findall(text)
-    return {fact.lower() for fact in found}
+    return {fact.lower() for fact in found} | (_plain_words(text) & NUMBER_WORDS)
 
 
 def located(
