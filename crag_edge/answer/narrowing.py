@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from crag_edge.answer.support import NUMBER, WORD, claim_text, names
+from crag_edge.answer.support import claim_text, facts, held_words
 from crag_edge.citations import document_places, locate, locator, places_within
 from crag_edge.grading.terms import tokenize
 from crag_edge.result import ContextItem
@@ -81,9 +81,5 @@ def _winner(claim: str, texts: Sequence[str]) -> int | None:
 
 
 def _facts(claim: str, text: str) -> frozenset[str]:
-    """The numbers and names of `claim` that `text` holds, as the support check reads them."""
-    numbers = {m.group() for m in NUMBER.finditer(text)}
-    words = {w.lower() for w in WORD.findall(text)}
-    held = [m.group() for m in NUMBER.finditer(claim) if m.group() in numbers]
-    held += [name.lower() for name in names(claim) if name.lower() in words]
-    return frozenset(held)
+    """The facts of `claim` that `text` holds, as the support check locates a sentence."""
+    return frozenset(facts(claim) & held_words(text))

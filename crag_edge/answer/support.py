@@ -15,9 +15,10 @@ checked against the passages before a reader sees it, cheapest signal first:
   (`support_terms_accept`), since a sentence can hold every term of a passage and still say
   the opposite ("If not, X" of a passage saying "if so, X"). A number the question itself
   states is the reader's, not the model's, so it is never missing.
-- **located**: the passages that hold every fact the sentence states (its numbers, names
-  and command-line options, at least one of them beyond the question's own words) and at
-  least `LOCATED_SHARE` of its content terms. The judge scores one statement nearly alike
+- **located**: the passages that hold every fact the sentence states (its numbers, in
+  digits or words, names and command-line options, at least one of them beyond the
+  question's own words), every word of it that turns its meaning (not, if, unless, …) and
+  at least `LOCATED_SHARE` of its content terms. The judge scores one statement nearly alike
   against every passage of the context (measured: a sentence's P(yes) varies by a median
   0.08 from passage to passage, against 0.3 to 0.96 from sentence to sentence), so its
   score says how plausible the sentence is more than where it is stated; a located
@@ -217,13 +218,13 @@ def located(
     return tuple(
         item.n
         for item in context
-        if shares[item.n] >= LOCATED_SHARE and needed <= _words_and_facts(item.text)
+        if shares[item.n] >= LOCATED_SHARE and needed <= held_words(item.text)
     )
 
 
-def _words_and_facts(text: str) -> set[str]:
-    """What a fact of a sentence is matched against in a passage: its facts and its words,
-    whole (so "10" is not found in "100", nor "-d" in "--dry-run")."""
+def held_words(text: str) -> set[str]:
+    """What a fact of a sentence is matched against in a passage (or a row of one): its
+    facts and its words, whole (so "10" is not found in "100", nor "-d" in "--dry-run")."""
     return facts(text) | {w.lower() for w in WORD.findall(text)} | _plain_words(text)
 
 
