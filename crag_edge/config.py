@@ -506,6 +506,15 @@ class AnswerSettings(_Section):
         description="Seconds the LLM may spend checking one answer; sentences left unchecked "
         "are decided by `support_terms_accept` alone.",
     )
+    # On by measurement (docs/answer-quality.md, "The next page"): the budget's first page
+    # sometimes leaves out the one sentence that answers, and the model then writes its answer
+    # from memory; only CORRECT evidence is read again, which no off-corpus question reached.
+    support_next_page: bool = Field(
+        True,
+        description="When no sentence of an answer from CORRECT evidence is stated, write it "
+        "once more from the next page of that evidence (what `context_budget_tokens` left "
+        "out), checked the same way, before replying that the evidence is insufficient.",
+    )
 
 
 class ServerSettings(_Section):

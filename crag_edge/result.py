@@ -20,7 +20,7 @@ Shape (stable; `to_dict` is what `query --json`, the HTTP service and checks rea
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from crag_edge.citations import location_fields
@@ -28,7 +28,7 @@ from crag_edge.grading import ItemGrade
 from crag_edge.types import Action, Decision, Hit
 
 CorrectionType = Literal[
-    "keep", "discard", "refine", "cap", "expand", "rewrite", "fallback", "stop"
+    "keep", "discard", "refine", "cap", "expand", "rewrite", "fallback", "stop", "next_page"
 ]
 
 
@@ -81,6 +81,7 @@ class CragResult:
     reason: str
     context: list[ContextItem]
     hits: list[tuple[Hit, ItemGrade]]
+    next_page: list[ContextItem] = field(default_factory=list)
     corrections: list[Correction] = field(default_factory=list)
     rounds: list[Round] = field(default_factory=list)
     fallback: dict[str, Any] = field(default_factory=dict)
@@ -96,12 +97,22 @@ class CragResult:
     audit: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if k != "hits"}
+        data = {k: v for k, v in asdict(self).items() if k not in ("hits", "next_page")}
         data["decision"], data["action"] = str(self.decision), str(self.action)
         data["context"] = [asdict(item) | location_fields(item) for item in self.context]
         data["rounds"] = [asdict(r) | {"decision": str(r.decision)} for r in self.rounds]
         data["hits"] = [hit_to_dict(hit, grade) for hit, grade in self.hits]
         return data
+
+    def turn_page(self) -> CragResult:
+        """The result an answer from the next page of evidence is written from. This result's
+        context gains that page (so the sources a reader is shown hold every passage the
+        answer may cite) and a `next_page` correction says so."""
+        page = self.next_page
+        self.context.extend(page)
+        self.corrections.append(Correction("next_page", {"passages": [item.n for item in page]}))
+        self.next_page = []
+        return replace(self, context=list(page))
 
 
 def hit_to_dict(hit: Hit, grade: ItemGrade | None) -> dict[str, Any]:

@@ -11,8 +11,11 @@ says "if so, X". What a sentence that fails becomes depends
 on `support_check`: `remove` (default) leaves it out and lists it in the report, `flag` shows
 it marked "(unsupported)", `keep` shows every sentence as written. A shown sentence's
 citation is corrected to the passage that supports it. An answer none of whose sentences is
-supported is not an answer: the reader gets the insufficient-evidence reply and the finish
-reason `unsupported`.
+supported is not an answer. When the loop trusted its evidence (CORRECT) and the context budget
+left some of it out, the answer is written once more from that next page and checked the same
+way (`support_next_page`): the first page sometimes lacks the one sentence that answers, and
+the model then answers from memory. Otherwise, or when the second answer fares no better,
+the reader gets the insufficient-evidence reply and the finish reason `unsupported`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from crag_edge.answer.generation import (
     AnswerStream,
     answer_reply,
     cited,
+    stream_answer,
 )
 from crag_edge.answer.narrowing import passage_places, sentence_locator
 from crag_edge.answer.support import (
@@ -48,6 +52,7 @@ from crag_edge.config import AnswerSettings
 from crag_edge.models.chat_model import ChatModel, FinishReason, TextStream
 from crag_edge.result import CragResult
 from crag_edge.sentences import sentence_spans
+from crag_edge.types import Decision
 
 FLAG = " (unsupported)"
 # Verdicts on sentences that add nothing (a repeat, a sentence only about the passages):
@@ -60,12 +65,15 @@ _LEADING_CITATIONS = re.compile(r"(?:\[\d+\]\s*)*\[\d+\]")
 class SupportReport:
     """Every sentence of the model's answer with its check, in order; `seconds` spent
     checking (model calls included), `mode` the `support_check` setting it ran under,
-    `held_s` from the model's first word to the first shown sentence (None: none shown)."""
+    `held_s` from the model's first word to the first shown sentence (None: none shown),
+    `pages` the pages of evidence the answer was written from (2: written again from the next
+    page, `support_next_page`)."""
 
     mode: str
     sentences: list[SentenceSupport] = field(default_factory=list)
     seconds: float = 0.0
     held_s: float | None = None
+    pages: int = 1
 
     @property
     def supported_share(self) -> float | None:
@@ -88,6 +96,8 @@ class SupportReport:
         flagged = [s for s in self.sentences if s.shown and not s.supported]
         if flagged:
             line += f", {len(flagged)} shown unsupported ({self.mode})"
+        if self.pages > 1:
+            line += "; written again from the next page of evidence"
         return line
 
     def to_dict(self) -> dict[str, object]:
@@ -96,6 +106,7 @@ class SupportReport:
             "supported_share": self.supported_share,
             "seconds": round(self.seconds, 3),
             "held_s": None if self.held_s is None else round(self.held_s, 3),
+            "pages": self.pages,
             "sentences": [s.to_dict() for s in self.sentences],
         }
 
@@ -127,6 +138,8 @@ def complete_sentences(text: str, final: bool) -> list[tuple[int, int]]:
 
 # Carries an answer on from the text it has so far (`generation.answer_reply`'s `prefix`).
 Resume = Callable[[str], TextStream[FinishReason]]
+# The answer written again from the next page of evidence, checked (`check_answer`).
+NextPage = Callable[[], "CheckedAnswer"]
 
 
 class CheckedAnswer(TextStream[AnswerFinish]):
@@ -142,6 +155,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         settings: AnswerSettings,
         resume: Resume | None = None,
         mentioned: Mentioned = None,
+        next_page: NextPage | None = None,
     ) -> None:
         self._inner: TextStream[AnswerFinish] | TextStream[FinishReason] = stream
         self._resume = resume
@@ -151,6 +165,8 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         self._llm = llm
         self._settings = settings
         self._mentioned = mentioned
+        self._next_page = next_page
+        self._again: CheckedAnswer | None = None
         self.support = SupportReport(settings.support_check)
         self._first_word: float | None = None
         self._seen_sentences: list[_Pending] = []
@@ -252,7 +268,25 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         if self._settings.support_check == "keep" and note and not cited(buffer, self._context):
             yield note
         if not any(s.shown for s in self.support.sentences) and self._answered():
+            yield from self._answer_again()
+
+    def _answer_again(self) -> Generator[str, None, None]:
+        """The answer from the next page of evidence, when there is one and the model ended
+        its first answer on its own; else the insufficient-evidence reply. Every sentence of
+        both answers is in the report, in the order written."""
+        ended = self._inner.finish_reason == "stop"
+        again = self._next_page() if self._next_page is not None and ended else None
+        if again is None:
             yield UNSUPPORTED
+            return
+        self._again = again
+        self.support.pages += 1
+        for piece in again:
+            if self.support.held_s is None and self._first_word is not None:
+                self.support.held_s = time.monotonic() - self._first_word
+            yield piece
+        self.support.sentences += again.support.sentences
+        self.support.seconds += again.support.seconds
 
     def _answered(self) -> bool:
         """Whether the model wrote anything to check: an empty or stalled answer keeps its
@@ -340,6 +374,8 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         """`unsupported` when the model ended its answer and no sentence of it was shown. An
         answer cut off or stalled keeps that reason, so its note says what to change (the
         reader still gets the insufficient-evidence reply in place of what was not stated)."""
+        if self._again is not None:
+            return self._again.finish_reason
         inner = self._inner.finish_reason
         shown = any(s.shown for s in self.support.sentences)
         return "unsupported" if inner == "stop" and self.support.sentences and not shown else inner
@@ -394,12 +430,26 @@ def check_answer(
     mentioned: Mentioned = None,
 ) -> CheckedAnswer:
     """The support-checked stream of `stream`, written from `result.context` by `llm`; a
-    model that can continue a reply is paused after its first sentence. `mentioned` as for
-    `support.term_support`."""
+    model that can continue a reply is paused after its first sentence, and an answer with
+    nothing stated is written again from `result.next_page` when the loop trusted its
+    evidence. `mentioned` as for `support.term_support`."""
 
     def resume(prefix: str) -> TextStream[FinishReason]:
         assert llm is not None
         return answer_reply(llm, result.question, result.context, prefix=prefix)
 
+    def next_page() -> CheckedAnswer:
+        page = result.turn_page()
+        return check_answer(stream_answer(llm, page), page, llm, settings, mentioned)
+
     can_resume = llm is not None and llm.continues
-    return CheckedAnswer(stream, result, llm, settings, resume if can_resume else None, mentioned)
+    can_turn = settings.support_next_page and result.decision == Decision.CORRECT
+    return CheckedAnswer(
+        stream,
+        result,
+        llm,
+        settings,
+        resume if can_resume else None,
+        mentioned,
+        next_page if can_turn and result.next_page else None,
+    )

@@ -27,6 +27,15 @@ from crag_edge.types import Chunk, Embedder, Hit, Vector
 Kept = list[tuple[Hit, ItemGrade]]
 
 
+@dataclass(frozen=True)
+class Pages:
+    """The answer's context, and the next page of what its budget left out (numbered after
+    it): the evidence an answer is written from again when none of its first is supported."""
+
+    context: list[ContextItem]
+    next_page: list[ContextItem]
+
+
 @dataclass
 class Stages:
     """The work of each phase, with the corpus's models and the loop's settings."""
@@ -141,17 +150,20 @@ class Stages:
         run.audit.emit("fallback", providers=outcome.used, results=len(outcome.hits), reason=why)
         return FallbackAsked(why, query, outcome)
 
-    def context(self, run: Run, items: Kept, fast_path: bool) -> list[ContextItem]:
+    def context(self, run: Run, items: Kept, fast_path: bool) -> Pages:
         """The answer's evidence: whole chunks within the budget on the fast path (which calls
-        no model, refinement included), else the refined strips."""
+        no model, refinement included), else the refined strips; each with the next page of
+        what the budget left out, numbered after it."""
         for hit, _ in items:
             run.corrections.append(Correction("keep", {"chunk_id": hit.chunk.chunk_id}))
         if fast_path:
-            return _whole_chunks(self._within_budget(items, run))
+            first, rest = self._within_budget(items, run)
+            second, _ = self._within_budget(rest, run=None)
+            return Pages(_whole_chunks(first), _whole_chunks(second, start=len(first) + 1))
         with run.clock.stage("refine"):
             return self._refine(run, items)
 
-    def _refine(self, run: Run, items: Kept) -> list[ContextItem]:
+    def _refine(self, run: Run, items: Kept) -> Pages:
         chunks = [hit.chunk for hit, _ in items]
         origin = {hit.chunk.chunk_id: hit.origin for hit, _ in items}
         settings = self.correction
@@ -181,12 +193,13 @@ class Stages:
                 },
             )
         )
-        return _refined_context(strips, chunks, origin)
+        next_page = _refined_context(refined.next_page, chunks, origin, start=len(strips) + 1)
+        return Pages(_refined_context(strips, chunks, origin), next_page)
 
-    def _within_budget(self, items: Kept, run: Run) -> Kept:
+    def _within_budget(self, items: Kept, run: Run | None) -> tuple[Kept, Kept]:
         """Whole chunks, best graded first, while they fit `context_budget_tokens` (the best
-        one always), in their order; the ones left out are a `cap` correction. Titles count
-        as refinement counts them."""
+        one always), in their order, and the ones left out; with a `run`, those left out are
+        a `cap` correction. Titles count as refinement counts them."""
         limit = self.correction.context_budget_tokens
         budget = ContextBudget(embedder_tokens(self.embedder))
         chosen: set[int] = set()
@@ -195,10 +208,11 @@ class Stages:
                 continue
             chosen.add(hit.chunk.chunk_id)
             budget.spend(hit.chunk)
-        dropped = [hit.chunk.chunk_id for hit, _ in items if hit.chunk.chunk_id not in chosen]
-        if dropped:
-            _note_cap(run, limit, "chunks", len(dropped), dropped)
-        return [item for item in items if item[0].chunk.chunk_id in chosen]
+        dropped = [item for item in items if item[0].chunk.chunk_id not in chosen]
+        if dropped and run is not None:
+            ids = [hit.chunk.chunk_id for hit, _ in dropped]
+            _note_cap(run, limit, "chunks", len(dropped), ids)
+        return [item for item in items if item[0].chunk.chunk_id in chosen], dropped
 
 
 def _note_cap(
@@ -217,13 +231,13 @@ def _note_cap(
 
 
 def _refined_context(
-    pieces: Sequence[Strip], chunks: Sequence[Chunk], origin: dict[int, str]
+    pieces: Sequence[Strip], chunks: Sequence[Chunk], origin: dict[int, str], start: int = 1
 ) -> list[ContextItem]:
     """The refined pieces as numbered evidence, each located by the places of its document's
     chunks (a piece may join sentences of neighbouring chunks, or hold one page of a chunk
     that spans two)."""
     items = []
-    for n, s in enumerate(pieces, start=1):
+    for n, s in enumerate(pieces, start=start):
         same_document = (c for c in chunks if (c.doc_id, c.source) == (s.doc_id, s.source))
         where = locate(document_places(same_document), s.start, s.end)
         items.append(
@@ -245,7 +259,7 @@ def _refined_context(
     return items
 
 
-def _whole_chunks(items: Kept) -> list[ContextItem]:
+def _whole_chunks(items: Kept, start: int = 1) -> list[ContextItem]:
     return [
         ContextItem(
             n,
@@ -261,5 +275,5 @@ def _whole_chunks(items: Kept) -> list[ContextItem]:
             h.chunk.pages,
             h.chunk.section,
         )
-        for n, (h, g) in enumerate(items, start=1)
+        for n, (h, g) in enumerate(items, start=start)
     ]
