@@ -8,8 +8,9 @@ Shape (stable; `to_dict` is what `query --json`, the HTTP service and checks rea
   (first, last) and `section` (heading path) where the document has them, and `locator`.
 - `hits`: every graded hit of every round, with its grade per tier and signal.
 - `corrections`: typed actions (keep, discard, refine, cap — relevant evidence left out of the
-  answer's context by `context_budget_tokens` —, expand, rewrite, fallback, and the `stop`
-  that ended the loop, with why).
+  answer's context by `context_budget_tokens` —, expand, rewrite, fallback, the `stop`
+  that ended the loop, with why, and `next_page` when an answer was written again from what
+  the budget left out, whose passages then follow the first ones in `context`).
 - `rounds`: one entry per iteration: the query used, its decision and score.
 - `fallback`: providers used, why, and their failures.
 - `stop_reason`: why the loop ended: `correct`, `max_iterations`, `no_untried_query`,

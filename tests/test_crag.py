@@ -168,6 +168,13 @@ def test_a_tight_context_budget_leaves_strips_out_and_says_so(corpora, embedder)
     assert 0 < len(tight.context) <= len(roomy.context)
     for item in tight.context:  # whole strips of the roomy context, none cut
         assert any(item.text in wide.text for wide in roomy.context if wide.doc_id == item.doc_id)
+    # What the budget left out is the next page, numbered after the context, none of it in it.
+    assert roomy.next_page == [] and tight.next_page
+    assert [item.n for item in tight.next_page] == list(
+        range(len(tight.context) + 1, len(tight.context) + 1 + len(tight.next_page))
+    )
+    shown = {(item.doc_id, item.start) for item in tight.context}
+    assert not any((item.doc_id, item.start) in shown for item in tight.next_page)
 
 
 def test_the_fast_path_keeps_whole_chunks_within_the_budget(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
@@ -181,6 +188,8 @@ def test_the_fast_path_keeps_whole_chunks_within_the_budget(corpora, embedder) -
     assert best.context[0].text in {item.text for item in both.context}
     cap = next(c for c in best.corrections if c.type == "cap")
     assert cap.detail["chunks_left_out"] == 1 and len(cap.detail["chunk_ids"]) == 1
+    (left_out,) = best.next_page  # the other chunk, whole, numbered after the context
+    assert left_out.n == 2 and left_out.chunk_id == cap.detail["chunk_ids"][0]
 
 
 def test_progress_hears_every_stage_in_order(corpora, embedder) -> None:  # type: ignore[no-untyped-def]

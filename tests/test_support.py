@@ -391,6 +391,22 @@ def test_an_unstated_answer_from_trusted_evidence_is_written_again_from_the_next
 
 
 @pytest.mark.models
+def test_an_empty_answer_from_the_next_page_leaves_the_insufficient_evidence_reply(
+    smollm: LlamaRuntime,
+) -> None:
+    trusted = trusted_with_next_page()
+    settings = AnswerSettings(support_budget_s=60.0)
+
+    def next_page() -> CheckedAnswer:
+        return CheckedAnswer(stream_of([]), trusted.turn_page(), smollm, settings)
+
+    first = stream_of(["The log is kept by Fossil [1]."])
+    answer = CheckedAnswer(first, trusted, smollm, settings, next_page=next_page)
+    assert "".join(answer) == UNSUPPORTED and answer.finish_reason == "unsupported"
+    assert answer.support.pages == 2 and len(answer.support.sentences) == 1
+
+
+@pytest.mark.models
 @pytest.mark.parametrize("decision", [Decision.CORRECT, Decision.AMBIGUOUS])
 def test_the_next_page_is_read_only_for_trusted_evidence_and_when_the_setting_allows(
     smollm: LlamaRuntime, decision: Decision

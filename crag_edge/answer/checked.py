@@ -272,21 +272,24 @@ class CheckedAnswer(TextStream[AnswerFinish]):
 
     def _answer_again(self) -> Generator[str, None, None]:
         """The answer from the next page of evidence, when there is one and the model ended
-        its first answer on its own; else the insufficient-evidence reply. Every sentence of
-        both answers is in the report, in the order written."""
+        its first answer on its own; else, or when the second answer is empty, the
+        insufficient-evidence reply. Every sentence of both answers is in the report, in the
+        order written."""
         ended = self._inner.finish_reason == "stop"
         again = self._next_page() if self._next_page is not None and ended else None
         if again is None:
             yield UNSUPPORTED
             return
-        self._again = again
         self.support.pages += 1
         for piece in again:
             if self.support.held_s is None and self._first_word is not None:
                 self.support.held_s = time.monotonic() - self._first_word
+            self._again = again
             yield piece
         self.support.sentences += again.support.sentences
         self.support.seconds += again.support.seconds
+        if self._again is None:  # the second answer wrote nothing: the first one's verdict stands
+            yield UNSUPPORTED
 
     def _answered(self) -> bool:
         """Whether the model wrote anything to check: an empty or stalled answer keeps its

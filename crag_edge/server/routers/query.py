@@ -134,7 +134,12 @@ async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> Stre
         release()
         raise
     state.metrics.observe_result(result)
-    shown = state.view.shown(result.to_dict(), caller.visible_groups)
+
+    def shown() -> dict[str, Any]:
+        """The result as this caller may see it, read when the answer has ended: an answer
+        written again from the next page of evidence has added that page to its context."""
+        return state.view.shown(result.to_dict(), caller.visible_groups)
+
     return StreamingResponse(
         _answer_events(result, shown, tokens, release, request_id_var.get()),
         media_type="text/event-stream",
@@ -152,7 +157,7 @@ _END = object()
 
 async def _answer_events(
     result: CragResult,
-    shown: dict[str, Any],
+    shown: Callable[[], dict[str, Any]],
     tokens: TimedAnswer,
     release: Callable[[], None],
     request_id: str | None,
@@ -171,7 +176,7 @@ async def _answer_events(
                 "cited": [item.n for item in cited(tokens.text, result.context)],
                 "timings": tokens.timings.to_dict(),
                 "support": None if tokens.support is None else tokens.support.to_dict(),
-                "result": shown,
+                "result": shown(),
             },
         )
     except Exception as exc:
@@ -182,7 +187,7 @@ async def _answer_events(
                 "error": code,
                 "message": message,
                 "request_id": request_id,
-                "result": shown,
+                "result": shown(),
             },
         )
     finally:
