@@ -397,6 +397,16 @@ class CorrectionSettings(_Section):
         "once): refined strips, or whole chunks on the fast path, best first; what does not "
         "fit is a `cap` correction.",
     )
+    # 2,000 by measurement (docs/answer-quality.md, "Reading again"): the top 10 hits' whole
+    # chunks at the default chunk size (200), which plain RAG answers from, well inside the
+    # default model's 4,096-token window with its answer.
+    reread_budget_tokens: int = Field(
+        2000,
+        ge=64,
+        le=131072,
+        description="Token budget of the evidence an unstated answer is written from again "
+        "(`support_reread`): the search's top hits, whole, in their order.",
+    )
     synonyms_file: Path | None = Field(None, description="TOML table term = [synonyms].")
     synonyms_per_term: int = Field(2, ge=0, le=20)
     rewrite_with_llm: bool = Field(True, description="Let the LLM write keyword queries.")
@@ -506,14 +516,15 @@ class AnswerSettings(_Section):
         description="Seconds the LLM may spend checking one answer; sentences left unchecked "
         "are decided by `support_terms_accept` alone.",
     )
-    # On by measurement (docs/answer-quality.md, "The next page"): the budget's first page
-    # sometimes leaves out the one sentence that answers, and the model then writes its answer
-    # from memory; only CORRECT evidence is read again, which no off-corpus question reached.
-    support_next_page: bool = Field(
+    # On by measurement (docs/answer-quality.md, "Reading again"): the refined strips
+    # sometimes lack the sentence that answers, and the grading sometimes discards the chunk
+    # that holds it; the model then answers from memory and the check empties the answer.
+    # Only CORRECT evidence is read again, which no off-corpus question reached.
+    support_reread: bool = Field(
         True,
         description="When no sentence of an answer from CORRECT evidence is stated, write it "
-        "once more from the next page of that evidence (what `context_budget_tokens` left "
-        "out), checked the same way, before replying that the evidence is insufficient.",
+        "once more from the search's top hits read whole (`reread_budget_tokens`), checked "
+        "the same way, before replying that the evidence is insufficient.",
     )
 
 

@@ -9,8 +9,8 @@ Shape (stable; `to_dict` is what `query --json`, the HTTP service and checks rea
 - `hits`: every graded hit of every round, with its grade per tier and signal.
 - `corrections`: typed actions (keep, discard, refine, cap — relevant evidence left out of the
   answer's context by `context_budget_tokens` —, expand, rewrite, fallback, the `stop`
-  that ended the loop, with why, and `next_page` when an answer was written again from what
-  the budget left out, whose passages then follow the first ones in `context`).
+  that ended the loop, with why, and `reread` when an answer was written again from the
+  search's top hits read whole, whose passages then follow the first ones in `context`).
 - `rounds`: one entry per iteration: the query used, its decision and score.
 - `fallback`: providers used, why, and their failures.
 - `stop_reason`: why the loop ended: `correct`, `max_iterations`, `no_untried_query`,
@@ -29,7 +29,7 @@ from crag_edge.grading import ItemGrade
 from crag_edge.types import Action, Decision, Hit
 
 CorrectionType = Literal[
-    "keep", "discard", "refine", "cap", "expand", "rewrite", "fallback", "stop", "next_page"
+    "keep", "discard", "refine", "cap", "expand", "rewrite", "fallback", "stop", "reread"
 ]
 
 
@@ -82,7 +82,7 @@ class CragResult:
     reason: str
     context: list[ContextItem]
     hits: list[tuple[Hit, ItemGrade]]
-    next_page: list[ContextItem] = field(default_factory=list)
+    reread: list[ContextItem] = field(default_factory=list)
     corrections: list[Correction] = field(default_factory=list)
     rounds: list[Round] = field(default_factory=list)
     fallback: dict[str, Any] = field(default_factory=dict)
@@ -98,22 +98,23 @@ class CragResult:
     audit: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if k not in ("hits", "next_page")}
+        data = {k: v for k, v in asdict(self).items() if k not in ("hits", "reread")}
         data["decision"], data["action"] = str(self.decision), str(self.action)
         data["context"] = [asdict(item) | location_fields(item) for item in self.context]
         data["rounds"] = [asdict(r) | {"decision": str(r.decision)} for r in self.rounds]
         data["hits"] = [hit_to_dict(hit, grade) for hit, grade in self.hits]
         return data
 
-    def turn_page(self) -> CragResult:
-        """The result an answer from the next page of evidence is written from. This result's
-        context gains that page (so the sources a reader is shown hold every passage the
-        answer may cite) and a `next_page` correction says so."""
-        page = self.next_page
-        self.context.extend(page)
-        self.corrections.append(Correction("next_page", {"passages": [item.n for item in page]}))
-        self.next_page = []
-        return replace(self, context=list(page))
+    def read_again(self) -> CragResult:
+        """The result an answer is written from again (`reread`: evidence read whole when
+        nothing of the answer from `context` was stated). This result's context gains those
+        passages, so the sources a reader is shown hold every passage the answer may cite, and
+        a `reread` correction says so."""
+        again = self.reread
+        self.context.extend(again)
+        self.corrections.append(Correction("reread", {"passages": [item.n for item in again]}))
+        self.reread = []
+        return replace(self, context=list(again))
 
 
 def hit_to_dict(hit: Hit, grade: ItemGrade | None) -> dict[str, Any]:

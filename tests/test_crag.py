@@ -168,13 +168,6 @@ def test_a_tight_context_budget_leaves_strips_out_and_says_so(corpora, embedder)
     assert 0 < len(tight.context) <= len(roomy.context)
     for item in tight.context:  # whole strips of the roomy context, none cut
         assert any(item.text in wide.text for wide in roomy.context if wide.doc_id == item.doc_id)
-    # What the budget left out is the next page, numbered after the context, none of it in it.
-    assert roomy.next_page == [] and tight.next_page
-    assert [item.n for item in tight.next_page] == list(
-        range(len(tight.context) + 1, len(tight.context) + 1 + len(tight.next_page))
-    )
-    shown = {(item.doc_id, item.start) for item in tight.context}
-    assert not any((item.doc_id, item.start) in shown for item in tight.next_page)
 
 
 def test_the_fast_path_keeps_whole_chunks_within_the_budget(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
@@ -188,8 +181,6 @@ def test_the_fast_path_keeps_whole_chunks_within_the_budget(corpora, embedder) -
     assert best.context[0].text in {item.text for item in both.context}
     cap = next(c for c in best.corrections if c.type == "cap")
     assert cap.detail["chunks_left_out"] == 1 and len(cap.detail["chunk_ids"]) == 1
-    (left_out,) = best.next_page  # the other chunk, whole, numbered after the context
-    assert left_out.n == 2 and left_out.chunk_id == cap.detail["chunk_ids"][0]
 
 
 def test_progress_hears_every_stage_in_order(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
@@ -366,3 +357,25 @@ def test_small_llm_streams_an_answer(corpora, embedder) -> None:  # type: ignore
     assert uncited("An answer without numbers.", result)
     assert not uncited(f"A traced answer [{result.context[0].n}].", result)
     assert not uncited("Anything.", replace(result, context=[]))
+
+
+def test_trusted_evidence_carries_the_top_hits_whole_to_read_again(corpora, embedder) -> None:  # type: ignore[no-untyped-def]
+    """CORRECT evidence comes with the search's top hits, whole, in their order and numbered
+    after the context, within their budget; AMBIGUOUS evidence with none, and none of it is in
+    the result's JSON until an answer reads it."""
+    main, _ = corpora
+    question = "How does the waggle dance encode the distance to food?"
+    trusting = {"correct_threshold": 0.01, "incorrect_threshold": 0.0, "discard_below": 0.0}
+    trusted = run(main, embedder, question, top_k=3, **trusting)
+    assert trusted.decision == Decision.CORRECT
+    hits = list(dict.fromkeys(hit.chunk.chunk_id for hit, _ in trusted.hits))[:3]
+    assert [item.chunk_id for item in trusted.reread] == hits
+    first = len(trusted.context) + 1
+    assert [item.n for item in trusted.reread] == list(range(first, first + len(hits)))
+    by_id = {hit.chunk.chunk_id: hit.chunk for hit, _ in trusted.hits}
+    assert all(item.text == by_id[item.chunk_id].text for item in trusted.reread)  # whole
+    assert "reread" not in trusted.to_dict()
+    tight = run(main, embedder, question, top_k=3, reread_budget_tokens=64, **trusting)
+    assert len(tight.reread) < len(trusted.reread)
+    doubtful = run(main, embedder, question, **ALWAYS_AMBIGUOUS)
+    assert doubtful.decision == Decision.AMBIGUOUS and doubtful.reread == []

@@ -14,7 +14,6 @@ from tokenizers import Tokenizer
 from crag_edge.correction.refine import (
     Strip,
     decompose,
-    embedder_tokens,
     join_neighbours,
     recompose,
     refine,
@@ -293,18 +292,3 @@ def test_the_best_graded_chunk_keeps_its_best_strip_whatever_coverage_says(
     assert anchored.over_budget == 0
     present = refine(question, [evidence, other], embedder, threshold=0.3, anchor=other)
     assert [p.text for p in present.pieces] == [p.text for p in without.pieces]
-
-
-def test_what_the_budget_leaves_out_is_the_next_page(embedder: OnnxEmbedder) -> None:
-    """The strips above the threshold the budget could not hold are the next page, within the
-    same budget, none of them on the first page: an answer the first page cannot support is
-    written from them."""
-    whole = refine(QUESTION, [CHUNK], embedder, threshold=0.0)
-    assert whole.next_page == [] and whole.over_budget == 0
-    count = embedder_tokens(embedder)
-    budget = max(count(s.text) for s in whole.scored) + count(CHUNK.source)
-    paged = refine(QUESTION, [CHUNK], embedder, threshold=0.0, budget_tokens=budget)
-    assert paged.over_budget > 0 and paged.next_page
-    first = {(s.start, s.end) for s in paged.kept}
-    assert all(not any(a <= s.start < b for a, b in first) for s in paged.next_page)
-    assert sum(count(s.text) for s in paged.next_page) + count(CHUNK.source) <= budget

@@ -349,78 +349,76 @@ def test_a_checked_answer_pauses_the_model_for_its_first_sentence_and_carries_on
     assert text.startswith(texts[0])
 
 
-NEXT_PAGE = "The log file is named after the database file, with the suffix -wal appended."
+AGAIN = "The log file is named after the database file, with the suffix -wal appended."
 
 
-def trusted_with_next_page(decision: Decision = Decision.CORRECT) -> CragResult:
+def trusted_with_reread(decision: Decision = Decision.CORRECT) -> CragResult:
     answered = result()
     answered.decision = decision
-    answered.next_page = [
-        ContextItem(3, 3, 3, "doc3.md", "", 0, len(NEXT_PAGE), NEXT_PAGE, "corpus", 0.5)
-    ]
+    answered.reread = [ContextItem(3, 3, 3, "doc3.md", "", 0, len(AGAIN), AGAIN, "corpus", 0.5)]
     return answered
 
 
 @pytest.mark.models
-def test_an_unstated_answer_from_trusted_evidence_is_written_again_from_the_next_page(
+def test_an_unstated_answer_from_trusted_evidence_is_written_again_from_the_reread(
     smollm: LlamaRuntime,
 ) -> None:
-    """The first page's answer names what no passage holds; the second, from the page the
-    budget left out, quotes it: the reader sees the second, cited by its passage, and the
-    report lists both."""
-    trusted = trusted_with_next_page()
+    """The first answer names what no passage holds; the second, from the evidence read
+    again, quotes it: the reader sees the second, cited by its passage, and the report lists
+    both."""
+    trusted = trusted_with_reread()
     settings = AnswerSettings(support_budget_s=60.0)
 
-    def next_page() -> CheckedAnswer:
-        page = trusted.turn_page()
-        pieces = NEXT_PAGE.removesuffix(".").split(", ")
+    def reread() -> CheckedAnswer:
+        page = trusted.read_again()
+        pieces = AGAIN.removesuffix(".").split(", ")
         again = stream_of([pieces[0], ", " + pieces[1] + "."])
         return CheckedAnswer(again, page, smollm, settings)
 
     first = stream_of(["The log is kept by Fossil [1]."])
-    answer = CheckedAnswer(first, trusted, smollm, settings, next_page=next_page)
-    assert "".join(answer) == NEXT_PAGE.removesuffix(".") + " [3]."
+    answer = CheckedAnswer(first, trusted, smollm, settings, reread=reread)
+    assert "".join(answer) == AGAIN.removesuffix(".") + " [3]."
     assert answer.finish_reason == "stop"
-    assert answer.support.pages == 2 and answer.support.held_s is not None
+    assert answer.support.reread and answer.support.held_s is not None
     removed, shown = answer.support.sentences
     assert removed.checked_by == "terms" and not removed.shown
     assert shown.checked_by == "quote" and shown.passage == 3
-    assert "next page" in answer.support.summary()
+    assert "written again" in answer.support.summary()
     assert [item.n for item in trusted.context] == [1, 2, 3]  # the reader's sources hold [3]
-    assert trusted.corrections[-1].type == "next_page" and trusted.next_page == []
+    assert trusted.corrections[-1].type == "reread" and trusted.reread == []
 
 
 @pytest.mark.models
-def test_an_empty_answer_from_the_next_page_leaves_the_insufficient_evidence_reply(
+def test_an_empty_answer_read_again_leaves_the_insufficient_evidence_reply(
     smollm: LlamaRuntime,
 ) -> None:
-    trusted = trusted_with_next_page()
+    trusted = trusted_with_reread()
     settings = AnswerSettings(support_budget_s=60.0)
 
-    def next_page() -> CheckedAnswer:
-        return CheckedAnswer(stream_of([]), trusted.turn_page(), smollm, settings)
+    def reread() -> CheckedAnswer:
+        return CheckedAnswer(stream_of([]), trusted.read_again(), smollm, settings)
 
     first = stream_of(["The log is kept by Fossil [1]."])
-    answer = CheckedAnswer(first, trusted, smollm, settings, next_page=next_page)
+    answer = CheckedAnswer(first, trusted, smollm, settings, reread=reread)
     assert "".join(answer) == UNSUPPORTED and answer.finish_reason == "unsupported"
-    assert answer.support.pages == 2 and len(answer.support.sentences) == 1
+    assert answer.support.reread and len(answer.support.sentences) == 1
 
 
 @pytest.mark.models
 @pytest.mark.parametrize("decision", [Decision.CORRECT, Decision.AMBIGUOUS])
-def test_the_next_page_is_read_only_for_trusted_evidence_and_when_the_setting_allows(
+def test_evidence_is_read_again_only_when_trusted_and_when_the_setting_allows(
     smollm: LlamaRuntime, decision: Decision
 ) -> None:
     """AMBIGUOUS evidence is where off-corpus questions end: an answer the check empties there
-    is not written again from more of it."""
+    is not written again from more text."""
     for allowed in (True, False):
-        trusted = trusted_with_next_page(decision)
-        settings = AnswerSettings(support_budget_s=60.0, support_next_page=allowed)
+        trusted = trusted_with_reread(decision)
+        settings = AnswerSettings(support_budget_s=60.0, support_reread=allowed)
         first = stream_of(["The log is kept by Fossil [1]."])
         answer = check_answer(first, trusted, smollm, settings)
         text = "".join(answer)
         turned = allowed and decision == Decision.CORRECT
-        assert answer.support.pages == (2 if turned else 1)
+        assert answer.support.reread == turned
         assert len(trusted.context) == (3 if turned else 2)
         if not turned:
             assert text == UNSUPPORTED and answer.finish_reason == "unsupported"

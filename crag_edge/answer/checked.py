@@ -11,11 +11,11 @@ says "if so, X". What a sentence that fails becomes depends
 on `support_check`: `remove` (default) leaves it out and lists it in the report, `flag` shows
 it marked "(unsupported)", `keep` shows every sentence as written. A shown sentence's
 citation is corrected to the passage that supports it. An answer none of whose sentences is
-supported is not an answer. When the loop trusted its evidence (CORRECT) and the context budget
-left some of it out, the answer is written once more from that next page and checked the same
-way (`support_next_page`): the first page sometimes lacks the one sentence that answers, and
-the model then answers from memory. Otherwise, or when the second answer fares no better,
-the reader gets the insufficient-evidence reply and the finish reason `unsupported`.
+supported is not an answer. When the loop trusted its evidence (CORRECT), the answer is written
+once more from the search's top hits read whole (`support_reread`, `CragResult.reread`) and
+checked the same way: the refined strips sometimes lack the sentence that answers, and the
+model then answers from memory. Otherwise, or when the second answer fares no better, the
+reader gets the insufficient-evidence reply and the finish reason `unsupported`.
 """
 
 from __future__ import annotations
@@ -66,14 +66,14 @@ class SupportReport:
     """Every sentence of the model's answer with its check, in order; `seconds` spent
     checking (model calls included), `mode` the `support_check` setting it ran under,
     `held_s` from the model's first word to the first shown sentence (None: none shown),
-    `pages` the pages of evidence the answer was written from (2: written again from the next
-    page, `support_next_page`)."""
+    `reread` whether the answer shown was written again from the top hits read whole
+    (`support_reread`)."""
 
     mode: str
     sentences: list[SentenceSupport] = field(default_factory=list)
     seconds: float = 0.0
     held_s: float | None = None
-    pages: int = 1
+    reread: bool = False
 
     @property
     def supported_share(self) -> float | None:
@@ -96,8 +96,8 @@ class SupportReport:
         flagged = [s for s in self.sentences if s.shown and not s.supported]
         if flagged:
             line += f", {len(flagged)} shown unsupported ({self.mode})"
-        if self.pages > 1:
-            line += "; written again from the next page of evidence"
+        if self.reread:
+            line += "; written again from the top hits read whole"
         return line
 
     def to_dict(self) -> dict[str, object]:
@@ -106,7 +106,7 @@ class SupportReport:
             "supported_share": self.supported_share,
             "seconds": round(self.seconds, 3),
             "held_s": None if self.held_s is None else round(self.held_s, 3),
-            "pages": self.pages,
+            "reread": self.reread,
             "sentences": [s.to_dict() for s in self.sentences],
         }
 
@@ -138,8 +138,8 @@ def complete_sentences(text: str, final: bool) -> list[tuple[int, int]]:
 
 # Carries an answer on from the text it has so far (`generation.answer_reply`'s `prefix`).
 Resume = Callable[[str], TextStream[FinishReason]]
-# The answer written again from the next page of evidence, checked (`check_answer`).
-NextPage = Callable[[], "CheckedAnswer"]
+# The answer written again from the top hits read whole, checked (`check_answer`).
+Reread = Callable[[], "CheckedAnswer"]
 
 
 class CheckedAnswer(TextStream[AnswerFinish]):
@@ -155,7 +155,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         settings: AnswerSettings,
         resume: Resume | None = None,
         mentioned: Mentioned = None,
-        next_page: NextPage | None = None,
+        reread: Reread | None = None,
     ) -> None:
         self._inner: TextStream[AnswerFinish] | TextStream[FinishReason] = stream
         self._resume = resume
@@ -165,7 +165,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         self._llm = llm
         self._settings = settings
         self._mentioned = mentioned
-        self._next_page = next_page
+        self._reread = reread
         self._again: CheckedAnswer | None = None
         self.support = SupportReport(settings.support_check)
         self._first_word: float | None = None
@@ -271,16 +271,16 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             yield from self._answer_again()
 
     def _answer_again(self) -> Generator[str, None, None]:
-        """The answer from the next page of evidence, when there is one and the model ended
+        """The answer written again (`reread`), when there is one and the model ended
         its first answer on its own; else, or when the second answer is empty, the
         insufficient-evidence reply. Every sentence of both answers is in the report, in the
         order written."""
         ended = self._inner.finish_reason == "stop"
-        again = self._next_page() if self._next_page is not None and ended else None
+        again = self._reread() if self._reread is not None and ended else None
         if again is None:
             yield UNSUPPORTED
             return
-        self.support.pages += 1
+        self.support.reread = True
         for piece in again:
             if self.support.held_s is None and self._first_word is not None:
                 self.support.held_s = time.monotonic() - self._first_word
@@ -434,19 +434,19 @@ def check_answer(
 ) -> CheckedAnswer:
     """The support-checked stream of `stream`, written from `result.context` by `llm`; a
     model that can continue a reply is paused after its first sentence, and an answer with
-    nothing stated is written again from `result.next_page` when the loop trusted its
+    nothing stated is written again from `result.reread` when the loop trusted its
     evidence. `mentioned` as for `support.term_support`."""
 
     def resume(prefix: str) -> TextStream[FinishReason]:
         assert llm is not None
         return answer_reply(llm, result.question, result.context, prefix=prefix)
 
-    def next_page() -> CheckedAnswer:
-        page = result.turn_page()
-        return check_answer(stream_answer(llm, page), page, llm, settings, mentioned)
+    def reread() -> CheckedAnswer:
+        again = result.read_again()
+        return check_answer(stream_answer(llm, again), again, llm, settings, mentioned)
 
     can_resume = llm is not None and llm.continues
-    can_turn = settings.support_next_page and result.decision == Decision.CORRECT
+    can_reread = settings.support_reread and result.decision == Decision.CORRECT
     return CheckedAnswer(
         stream,
         result,
@@ -454,5 +454,5 @@ def check_answer(
         settings,
         resume if can_resume else None,
         mentioned,
-        next_page if can_turn and result.next_page else None,
+        reread if can_reread and result.reread else None,
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -245,15 +245,12 @@ def _gap_text(a: Strip, b: Strip, chunks: Sequence[Chunk]) -> str | None:
 class Refinement:
     """The context pieces in document order (one kept strip, or neighbouring kept strips
     joined), the strips kept, every distinct strip scored, and how many strips passed the
-    threshold but were left out because the token budget was spent. `next_page` is what the
-    budget would hold of those left out, as pieces: the evidence read next when an answer
-    from `pieces` is not supported."""
+    threshold but were left out because the token budget was spent."""
 
     pieces: list[Strip]
     kept: list[Strip]
     scored: list[Strip]
     over_budget: int = 0
-    next_page: list[Strip] = field(default_factory=list)
 
 
 def refine(
@@ -284,7 +281,5 @@ def refine(
     kept = recompose(scored, threshold, budget_tokens, count)
     if anchor is not None and not any(_same_document(anchor, strip) for strip in kept):
         kept = recompose(scored, threshold, budget_tokens, count, best_strip_of(anchor, scored))
-    rest = [strip for strip in scored if strip not in kept]
-    left_out = sum(1 for strip in rest if strip.score >= threshold)
-    next_page = join_neighbours(recompose(rest, threshold, budget_tokens, count), chunks)
-    return Refinement(join_neighbours(kept, chunks), kept, scored, left_out, next_page)
+    left_out = sum(1 for strip in scored if strip.score >= threshold and strip not in kept)
+    return Refinement(join_neighbours(kept, chunks), kept, scored, left_out)

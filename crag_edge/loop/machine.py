@@ -34,7 +34,7 @@ from typing import Any
 
 from crag_edge.correction.expand import expand, load_synonyms
 from crag_edge.correction.followup import standalone_question
-from crag_edge.loop.stages import Pages, Stages
+from crag_edge.loop.stages import Stages
 from crag_edge.loop.state import (
     ANSWERING_STOPS,
     Corrections,
@@ -51,7 +51,7 @@ from crag_edge.loop.state import (
 from crag_edge.models.chat_model import ChatModel, Message
 from crag_edge.observability import Metrics
 from crag_edge.progress import Stopwatch
-from crag_edge.result import Correction, CorrectionType, CragResult
+from crag_edge.result import ContextItem, Correction, CorrectionType, CragResult
 from crag_edge.types import Action, Decision, Hit
 
 Widening = tuple[CorrectionType, str, str, str]  # (correction, query, strategy, how)
@@ -237,10 +237,11 @@ class CragLoop:
         insufficient = run.stop == "insufficient_evidence" or (
             grading.decision == Decision.INCORRECT and not items
         )
-        pages = Pages([], [])
+        context: list[ContextItem] = []
         if not insufficient and items:
-            pages = self.stages.context(run, items, fast_path=grading.rule is not None)
-        context = pages.context
+            context = self.stages.context(run, items, fast_path=grading.rule is not None)
+        trusted = bool(context) and grading.decision == Decision.CORRECT
+        reread = self.stages.reread(run, start=len(context) + 1) if trusted else []
         if insufficient:
             run.audit.emit("insufficient_evidence", iterations=run.iteration)
         decision = Decision.INCORRECT if insufficient else grading.decision
@@ -256,7 +257,7 @@ class CragLoop:
             score=grading.score,
             reason=reason,
             context=context,
-            next_page=pages.next_page,
+            reread=reread,
             hits=run.graded,
             corrections=list(run.corrections),
             rounds=run.rounds,

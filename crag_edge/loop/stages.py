@@ -27,15 +27,6 @@ from crag_edge.types import Chunk, Embedder, Hit, Vector
 Kept = list[tuple[Hit, ItemGrade]]
 
 
-@dataclass(frozen=True)
-class Pages:
-    """The answer's context, and the next page of what its budget left out (numbered after
-    it): the evidence an answer is written from again when none of its first is supported."""
-
-    context: list[ContextItem]
-    next_page: list[ContextItem]
-
-
 @dataclass
 class Stages:
     """The work of each phase, with the corpus's models and the loop's settings."""
@@ -150,20 +141,38 @@ class Stages:
         run.audit.emit("fallback", providers=outcome.used, results=len(outcome.hits), reason=why)
         return FallbackAsked(why, query, outcome)
 
-    def context(self, run: Run, items: Kept, fast_path: bool) -> Pages:
+    def context(self, run: Run, items: Kept, fast_path: bool) -> list[ContextItem]:
         """The answer's evidence: whole chunks within the budget on the fast path (which calls
-        no model, refinement included), else the refined strips; each with the next page of
-        what the budget left out, numbered after it."""
+        no model, refinement included), else the refined strips."""
         for hit, _ in items:
             run.corrections.append(Correction("keep", {"chunk_id": hit.chunk.chunk_id}))
         if fast_path:
-            first, rest = self._within_budget(items, run)
-            second, _ = self._within_budget(rest, run=None)
-            return Pages(_whole_chunks(first), _whole_chunks(second, start=len(first) + 1))
+            return _whole_chunks(self._within_budget(items, run))
         with run.clock.stage("refine"):
             return self._refine(run, items)
 
-    def _refine(self, run: Run, items: Kept) -> Pages:
+    def reread(self, run: Run, start: int) -> list[ContextItem]:
+        """The evidence an answer is written from again when nothing of the first one is
+        stated: the search's top hits (`top_k`, every round's in order, each chunk once) read
+        whole, ungraded, while they fit `reread_budget_tokens`, numbered from `start`. Whole
+        and ungraded because that is what the refined context lacked: the strip that answers,
+        or the chunk the grading discarded; the support check still reads every sentence."""
+        budget = ContextBudget(embedder_tokens(self.embedder))
+        seen: set[int] = set()
+        chosen: Kept = []
+        for hit, grade in run.graded:
+            if len(chosen) == run.k:
+                break
+            if hit.chunk.chunk_id in seen:
+                continue
+            if budget.spent + budget.cost(hit.chunk) > self.correction.reread_budget_tokens:
+                break
+            seen.add(hit.chunk.chunk_id)
+            chosen.append((hit, grade))
+            budget.spend(hit.chunk)
+        return _whole_chunks(chosen, start)
+
+    def _refine(self, run: Run, items: Kept) -> list[ContextItem]:
         chunks = [hit.chunk for hit, _ in items]
         origin = {hit.chunk.chunk_id: hit.origin for hit, _ in items}
         settings = self.correction
@@ -193,13 +202,12 @@ class Stages:
                 },
             )
         )
-        next_page = _refined_context(refined.next_page, chunks, origin, start=len(strips) + 1)
-        return Pages(_refined_context(strips, chunks, origin), next_page)
+        return _refined_context(strips, chunks, origin)
 
-    def _within_budget(self, items: Kept, run: Run | None) -> tuple[Kept, Kept]:
+    def _within_budget(self, items: Kept, run: Run) -> Kept:
         """Whole chunks, best graded first, while they fit `context_budget_tokens` (the best
-        one always), in their order, and the ones left out; with a `run`, those left out are
-        a `cap` correction. Titles count as refinement counts them."""
+        one always), in their order; the ones left out are a `cap` correction. Titles count
+        as refinement counts them."""
         limit = self.correction.context_budget_tokens
         budget = ContextBudget(embedder_tokens(self.embedder))
         chosen: set[int] = set()
@@ -208,11 +216,10 @@ class Stages:
                 continue
             chosen.add(hit.chunk.chunk_id)
             budget.spend(hit.chunk)
-        dropped = [item for item in items if item[0].chunk.chunk_id not in chosen]
-        if dropped and run is not None:
-            ids = [hit.chunk.chunk_id for hit, _ in dropped]
-            _note_cap(run, limit, "chunks", len(dropped), ids)
-        return [item for item in items if item[0].chunk.chunk_id in chosen], dropped
+        dropped = [hit.chunk.chunk_id for hit, _ in items if hit.chunk.chunk_id not in chosen]
+        if dropped:
+            _note_cap(run, limit, "chunks", len(dropped), dropped)
+        return [item for item in items if item[0].chunk.chunk_id in chosen]
 
 
 def _note_cap(
@@ -231,13 +238,13 @@ def _note_cap(
 
 
 def _refined_context(
-    pieces: Sequence[Strip], chunks: Sequence[Chunk], origin: dict[int, str], start: int = 1
+    pieces: Sequence[Strip], chunks: Sequence[Chunk], origin: dict[int, str]
 ) -> list[ContextItem]:
     """The refined pieces as numbered evidence, each located by the places of its document's
     chunks (a piece may join sentences of neighbouring chunks, or hold one page of a chunk
     that spans two)."""
     items = []
-    for n, s in enumerate(pieces, start=start):
+    for n, s in enumerate(pieces, start=1):
         same_document = (c for c in chunks if (c.doc_id, c.source) == (s.doc_id, s.source))
         where = locate(document_places(same_document), s.start, s.end)
         items.append(

@@ -137,7 +137,7 @@ async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> Stre
 
     def shown() -> dict[str, Any]:
         """The result as this caller may see it, read when the answer has ended: an answer
-        written again from the next page of evidence has added that page to its context."""
+        written again from the top hits read whole has added them to its context."""
         return state.view.shown(result.to_dict(), caller.visible_groups)
 
     return StreamingResponse(
