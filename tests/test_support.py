@@ -166,10 +166,18 @@ def test_a_sentence_pointing_back_to_a_failed_one_fails_with_it() -> None:
 
 
 def test_the_cited_passage_is_asked_first_then_the_best_other() -> None:
-    terms = term_support("A checkpoint copies the log's pages into the database file.", context())
-    assert candidates(terms, [1]) == [1, 2]
+    terms = term_support("A writer appends the log's pages to the database file.", context())
+    assert terms.shares[1] < terms.shares[2] and candidates(terms, [1]) == [1, 2]
     assert candidates(terms, []) == [2, 1]
     assert candidates(terms, [7]) == [2, 1]  # a number the context does not have is ignored
+
+
+def test_a_cited_passage_holding_few_of_the_sentences_words_goes_after_the_best() -> None:
+    """The small model cites [1] for what [2] states; the judge would pass it on either, and
+    the first passage that passes is the one the reader is sent to."""
+    terms = term_support("A checkpoint copies the log's pages into the database file.", context())
+    assert terms.shares[1] < terms.shares[2] / 2
+    assert candidates(terms, [1]) == [2, 1]
 
 
 def test_a_number_the_question_states_is_the_readers_and_never_missing() -> None:
