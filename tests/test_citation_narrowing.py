@@ -18,6 +18,8 @@ from crag_edge.loop.stages import _whole_chunks
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.models.llm import LlamaRuntime
 from crag_edge.result import ContextItem, CragResult
+from crag_edge.server.routers.openai_api import _Reply
+from crag_edge.tui.widgets import citation_label
 from crag_edge.types import Action, Decision, Hit, Place
 from tests.test_formats import FIXTURES, load
 from tests.test_support import smollm, stream_of
@@ -91,6 +93,14 @@ def test_the_checked_answer_records_each_sentence_at_its_row(
     [record] = answer.support.sentences
     assert (record.checked_by, record.locator) == ("quote", "suppliers.xlsx row 3 § suppliers")
     assert record.to_dict()["locator"] == "suppliers.xlsx row 3 § suppliers"
+    # Every list of sources sends the reader to the row: the CLI's and the chat API's lines
+    # under the passage, the TUI's citation list in its place.
+    row = ("suppliers.xlsx row 3 § suppliers", "Supplier: Baltic Steel; Lead time: 3 weeks.")
+    assert answer.support.narrowed(passage) == [row]
+    tail = _Reply("m", result, settings).tail(words, "stop", answer.support)
+    assert f"\n    {row[0]}: {row[1]}" in tail
+    label = citation_label(passage, [place for place, _ in answer.support.narrowed(passage)])
+    assert label.startswith("[1] suppliers.xlsx row 3 § suppliers  chars")
 
 
 def _result(hits: list[Hit]) -> CragResult:

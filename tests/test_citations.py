@@ -98,6 +98,10 @@ def test_a_span_is_located_by_the_places_it_covers() -> None:
 def test_tui_citations_and_evidence_view_show_the_place() -> None:
     cited = item("/docs/report.pdf", (3, 3))
     assert citation_label(cited) == "[1] report.pdf p. 3  chars 0-5"
+    # Where the answer's sentences were found in it, those places (each once) stand instead.
+    places = ["report.pdf p. 3 row 2", "report.pdf p. 3 row 2", "report.pdf p. 3 row 4"]
+    label = "[1] report.pdf p. 3 row 2; report.pdf p. 3 row 4  chars 0-5"
+    assert citation_label(cited, places) == label
     path = f"CREATE INDEX{SEP}Index Storage Parameters"
     chunk = Chunk(1, 1, 0, "The fillfactor.", 0, 15, "/d/sql-createindex.html", section=path)
     grade = ItemGrade(1, 1, 0.9, "signals", {}, {}, True, "")

@@ -48,9 +48,10 @@ from crag_edge.answer.support import (
     stated,
     term_support,
 )
+from crag_edge.citations import locator
 from crag_edge.config import AnswerSettings
 from crag_edge.models.chat_model import ChatModel, FinishReason, TextStream
-from crag_edge.result import CragResult
+from crag_edge.result import ContextItem, CragResult
 from crag_edge.sentences import sentence_spans
 from crag_edge.types import Decision
 
@@ -99,6 +100,17 @@ class SupportReport:
         if self.reread:
             line += "; written again from the top hits read whole"
         return line
+
+    def narrowed(self, item: ContextItem) -> list[tuple[str, str]]:
+        """(place, claim) for each shown sentence that passage `item` states in a narrower
+        place than the passage's own citation (its row, slide or page): where a reader checks
+        that sentence."""
+        whole = locator(item)
+        return [
+            (s.locator, claim_text(s.text))
+            for s in self.sentences
+            if s.shown and s.passage == item.n and s.locator not in (None, whole)
+        ]
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -10,7 +10,6 @@ import typer
 
 from crag_edge.answer.checked import SupportReport
 from crag_edge.answer.generation import cited, incomplete_note, source_line, uncited
-from crag_edge.answer.support import claim_text
 from crag_edge.answer.timing import timings_line
 from crag_edge.citations import location_fields, locator
 from crag_edge.console.errors import friendly_errors
@@ -183,10 +182,8 @@ def _print_answer_tail(
     out.print()
     for item in sources:
         say(source_line(item), "  ", (f"{item.source} [{item.start}:{item.end}]", "dim"))
-        for sentence in support.sentences if support is not None else []:
-            narrower = sentence.locator not in (None, locator(item))
-            if sentence.shown and sentence.passage == item.n and narrower:
-                say(f"    {sentence.locator}: ", (claim_text(sentence.text), "dim"))
+        for place, claim in support.narrowed(item) if support is not None else []:
+            say(f"    {place}: ", (claim, "dim"))
     if not text.strip():
         return  # `answer` reports an empty answer as the error it is
     if note:

@@ -257,9 +257,10 @@ class AskScreen(Screen[None]):
                 text += piece
                 ui("answer_text", text)
             note = incomplete_note(stream.finish_reason, stream.text, engine.settings.models)
-            self.app.call_from_thread(self._finish_answer, run, result, note)
-            if note is None and stream.support is not None and stream.support.sentences:
-                ui("support", stream.support)
+            support = stream.support
+            self.app.call_from_thread(self._finish_answer, run, result, note, support)
+            if note is None and support is not None and support.sentences:
+                ui("support", support)
         except Exception as exc:
             ui("failure", f"{type(exc).__name__}: {exc}")
         finally:
@@ -280,9 +281,12 @@ class AskScreen(Screen[None]):
         else:
             self.stages.done(name, event.detail)
 
-    def _finish_answer(self, run: int, result: CragResult, note: str | None) -> None:
-        """Citations under the answer, and `note` (why it is empty or cut off). An answer
-        joins the conversation under its standalone question."""
+    def _finish_answer(
+        self, run: int, result: CragResult, note: str | None, support: SupportReport | None
+    ) -> None:
+        """Citations under the answer, each by the rows, slides or pages of it its sentences
+        were found in, and `note` (why it is empty or cut off). An answer joins the
+        conversation under its standalone question."""
         if run != self._run:
             return
         if self.answer_text.strip():
@@ -290,8 +294,11 @@ class AskScreen(Screen[None]):
                 {"role": "user", "content": result.question},
                 {"role": "assistant", "content": self.answer_text},
             ]
-        items = cited(self.answer_text, result.context)
-        self._show_citations([Option(citation_label(item), id=str(item.n)) for item in items])
+        options = []
+        for item in cited(self.answer_text, result.context):
+            places = [place for place, _ in support.narrowed(item)] if support else []
+            options.append(Option(citation_label(item, places), id=str(item.n)))
+        self._show_citations(options)
         self.note = note
 
     # -- evidence ----------------------------------------------------------------------------

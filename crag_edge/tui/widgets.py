@@ -469,5 +469,8 @@ def chunk_view(hit: Hit, grade: ItemGrade, context: Sequence[ContextItem]) -> Te
     return text
 
 
-def citation_label(item: ContextItem) -> str:
-    return f"[{item.n}] {clipped(locator(item), 56)}  chars {item.start}-{item.end}"
+def citation_label(item: ContextItem, places: Sequence[str] = ()) -> str:
+    """A cited passage as the citation list shows it: by the rows, slides or pages of it
+    the answer's sentences were found in (`places`), else by its own place."""
+    where = "; ".join(dict.fromkeys(places)) or locator(item)
+    return f"[{item.n}] {clipped(where, 56)}  chars {item.start}-{item.end}"

@@ -193,7 +193,7 @@ async def _chunks(
         while (token := await run_in_threadpool(next, tokens, _END)) is not _END:
             yield _event(reply.chunk({"content": token}))
         text, finish = tokens.text, tokens.finish_reason
-        tail = reply.tail(text, finish)
+        tail = reply.tail(text, finish, tokens.support)
         if tail:
             yield _event(reply.chunk({"content": tail}))
         crag = reply.crag(text, finish, tokens.support)
@@ -226,9 +226,14 @@ class _Reply:
         self.id = f"chatcmpl-{self.request_id or uuid.uuid4().hex}"
         self.created = int(time.time())
 
-    def tail(self, text: str, finish: AnswerFinish) -> str:
-        """The cited sources, one a line, and a note when the answer is incomplete."""
-        lines = [source_line(item) for item in cited(text, self.result.context)]
+    def tail(self, text: str, finish: AnswerFinish, support: SupportReport | None) -> str:
+        """The cited sources, one a line, each followed by the rows, slides or pages of it
+        its sentences were found in, and a note when the answer is incomplete."""
+        lines = []
+        for item in cited(text, self.result.context):
+            lines.append(source_line(item))
+            narrowed = support.narrowed(item) if support is not None else []
+            lines += [f"    {place}: {claim}" for place, claim in narrowed]
         tail = "\n\nSources:\n" + "\n".join(lines) if lines else ""
         note = incomplete_note(finish, text, self.settings.models)
         return f"{tail}\n\n({note})" if note else tail
@@ -254,7 +259,7 @@ class _Reply:
     def completion(
         self, text: str, finish: AnswerFinish, support: SupportReport | None
     ) -> dict[str, Any]:
-        message = {"role": "assistant", "content": text + self.tail(text, finish)}
+        message = {"role": "assistant", "content": text + self.tail(text, finish, support)}
         choice = {"index": 0, "message": message, "finish_reason": _finish(finish)}
         crag = self.crag(text, finish, support)
         return self._envelope("chat.completion", choice) | {"crag": crag}
