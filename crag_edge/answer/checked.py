@@ -293,14 +293,17 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             yield UNSUPPORTED
             return
         self.support.reread = True
+        wrote = False
         for piece in again:
             if self.support.held_s is None and self._first_word is not None:
                 self.support.held_s = time.monotonic() - self._first_word
-            self._again = again
+            wrote = True
             yield piece
         self.support.sentences += again.support.sentences
         self.support.seconds += again.support.seconds
-        if self._again is None:  # the second answer wrote nothing: the first one's verdict stands
+        if wrote:
+            self._again = again
+        else:  # the second answer wrote nothing: the first one's verdict stands
             yield UNSUPPORTED
 
     def _answered(self) -> bool:
@@ -458,7 +461,8 @@ def check_answer(
         return check_answer(stream_answer(llm, again), again, llm, settings, mentioned)
 
     can_resume = llm is not None and llm.continues
-    can_reread = settings.support_reread and result.decision == Decision.CORRECT
+    trusted = result.decision == Decision.CORRECT
+    can_reread = settings.support_reread and trusted and bool(result.reread)
     return CheckedAnswer(
         stream,
         result,
@@ -466,5 +470,5 @@ def check_answer(
         settings,
         resume if can_resume else None,
         mentioned,
-        reread if can_reread and result.reread else None,
+        reread if can_reread else None,
     )
