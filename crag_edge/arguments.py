@@ -13,6 +13,7 @@ from pathlib import Path
 
 from crag_edge.config import Settings, field_range
 from crag_edge.groups import FolderGroups, Groups, checked_groups, folder_groups
+from crag_edge.ingest.exclude import checked_globs
 from crag_edge.models.llm import Message
 
 
@@ -25,6 +26,17 @@ def paths(inputs: Iterable[Path | str]) -> list[Path | str]:
         if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
             raise TypeError(f"input {path!r} is not a path (a str or pathlib.Path)")
     return paths
+
+
+def globs(globs: Iterable[str]) -> tuple[str, ...]:
+    """Exclude globs as a tuple (`ingest.exclude.checked_globs`); a str is a TypeError, not
+    the globs of its characters."""
+    if isinstance(globs, str | bytes) or not isinstance(globs, Iterable):
+        raise TypeError(f"exclude must be a list of globs, not {globs!r}: pass [glob]")
+    given = list(globs)
+    if not all(isinstance(glob, str) for glob in given):
+        raise TypeError(f"exclude must be a list of globs (str), not {given!r}")
+    return checked_globs(given)
 
 
 def top_k(top_k: int | None) -> int | None:

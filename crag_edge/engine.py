@@ -29,6 +29,7 @@ from crag_edge.progress import Progress, StageEvent
 from crag_edge.result import CragResult
 from crag_edge.retrieval import Mode, Retriever
 from crag_edge.retrieval.lexical import mentions
+from crag_edge.retrieval.passages import Passage, passages
 from crag_edge.store import CorpusBackend
 from crag_edge.store.factory import is_database_url, open_corpus, open_or_create_corpus
 from crag_edge.text_boundary import asked_question, repair
@@ -126,6 +127,7 @@ class Engine(Closing):
         groups: frozenset[str] | None = None,
         caller: Groups = None,
         default_groups: FolderGroups | None = None,
+        exclude: Sequence[str] = (),
     ) -> IngestReport:
         """Add or update files (incremental by content hash); see `crag_edge.ingest`.
         `corpus` is another connection to the same file to write through (a writer thread's
@@ -137,7 +139,8 @@ class Engine(Closing):
         `default_groups` holding it (watched folders; none: `caller`'s), unless it is a moved
         tagged document, which keeps its groups wherever it lands. `caller` is
         the ingesting caller's groups (as `groups` of `search`; None: the owner): a stored
-        document it cannot see is left unchanged.
+        document it cannot see is left unchanged. A file an `exclude` glob (a list of str)
+        matches is left out, and with `prune` deleted (`crag_edge.ingest.exclude`).
         `inputs` is a list (any iterable) of paths: one path alone is a TypeError, since a
         string read as a list would ingest each of its characters (`/` the whole disk)."""
         self._check_open()
@@ -155,6 +158,7 @@ class Engine(Closing):
             groups=arguments.groups(groups),
             caller=arguments.groups(caller),
             default_groups=arguments.default_groups(default_groups),
+            exclude=arguments.globs(exclude),
         )
 
     def search(
@@ -176,6 +180,20 @@ class Engine(Closing):
             mode=mode or self.settings.retrieval.retrieval_mode,
             groups=arguments.groups(groups),
         )
+
+    def search_passages(
+        self,
+        question: str,
+        *,
+        mode: Mode | None = None,
+        top_k: int | None = None,
+        groups: Groups = None,
+    ) -> list[Passage]:
+        """`search`'s hits as a person reads them: each with its snippet, the question's
+        words marked (`retrieval.passages`). Retrieval only: no model but the embedder, no
+        grading; a question with nothing to search for raises `QuestionError`."""
+        asked = asked_question(arguments.question(question))
+        return passages(asked, self.search(asked, mode=mode, top_k=top_k, groups=groups))
 
     def query(
         self,

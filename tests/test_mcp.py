@@ -99,6 +99,18 @@ async def check_the_tools(session: ClientSession) -> None:
     }
     assert followed["context"][0]["source"].endswith("sqlite-wal.md")
 
+    plain = await call(session, "search", question=WAL)
+    first = plain["passages"][0]
+    assert "decision" not in plain and "grade" not in first  # no model judged them
+    assert first["source"].endswith("sqlite-wal.md") and first["rank"] == 1
+    assert first["locator"] == "sqlite-wal.md § SQLite write-ahead logging"
+    marked = {first["snippet"][start:end].lower() for start, end in first["marks"]}
+    assert {"write", "logging"} <= marked, first["snippet"]
+    followed_plainly = await session.call_tool(
+        "search", {"question": FOLLOW_UP, "history": HISTORY}
+    )
+    assert followed_plainly.is_error and "history needs grade" in str(followed_plainly.content)
+
     nothing = await call(session, "ask", question=NONSENSE)
     assert nothing["decision"] == "INCORRECT" and nothing["insufficient_evidence"] is True
     assert nothing["context"] == [] and "do not answer" in nothing["meaning"]
@@ -115,7 +127,8 @@ async def over_stdio(db: Path) -> None:
         await session.initialize()
         await check_the_tools(session)
 
-        found = await call(session, "search", question=WAL)
+        found = await call(session, "search", question=WAL, grade=True)
+        assert found["decision"] in ("CORRECT", "AMBIGUOUS")
         hit = found["hits"][0]
         assert {"source", "text", "retrieval_score", "grade", "tier", "kept"} <= set(hit)
         assert any(h["kept"] and h["tier"] for h in found["hits"])

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from crag_edge.cli import ask, corpus, evals, models
+from crag_edge.cli import ask, corpus, evals, inventory, models, search
 from crag_edge.config import Settings, SettingsError
 from crag_edge.console.errors import DEBUG_ENV, fail, friendly_errors, show_tracebacks
 from crag_edge.console.options import corpus_defaults
@@ -72,9 +72,11 @@ def main_options(
 
 app.command("ingest")(corpus.ingest)
 app.command("check")(corpus.check)
-app.command("stats")(corpus.stats)
+app.command("stats")(inventory.stats)
+app.command("documents")(inventory.documents)
 app.command("calibrate")(corpus.calibrate)
 cache_app.command("clear")(corpus.cache_clear)
+app.command("search")(search.search)
 app.command("query")(ask.query)
 app.command("answer")(ask.answer)
 models_app.command("pull")(models.models_pull)

@@ -1,4 +1,4 @@
-"""The commands that build and look after a corpus: `ingest` (and `--watch`), `check`, `stats`,
+"""The commands that build and look after a corpus: `ingest` (and `--watch`), `check`,
 `calibrate` and `cache clear`."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from crag_edge.console.errors import friendly_errors
 from crag_edge.console.options import (
     DbOption,
     JsonOption,
-    ViewGroupsOption,
     groups_option,
     settings_of,
 )
@@ -25,16 +24,26 @@ from crag_edge.console.output import (
     out,
     print_json,
     say,
+    stage_bar,
     tell,
 )
 from crag_edge.engine import Engine
 from crag_edge.grading import corpus_calibration
 from crag_edge.groups import folder_groups, watched_folders
-from crag_edge.ingest import Format, IngestReport, ProgressEvent
-from crag_edge.ingest.rate import ChunkRate
+from crag_edge.ingest import Format, IngestReport
+from crag_edge.ingest.exclude import checked_globs
+from crag_edge.ingest.rate import Frame, IngestMeter
 from crag_edge.ingest.watch import FolderWatcher
 from crag_edge.store.factory import open_corpus
 from crag_edge.text_boundary import printable_path
+
+
+def _globs(globs: list[str] | None) -> list[str] | None:
+    """`--exclude` globs, each one that cannot match a path a usage error (exit 2)."""
+    try:
+        return None if globs is None else list(checked_globs(globs))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--exclude") from None
 
 
 @friendly_errors
@@ -79,34 +88,45 @@ def ingest(
             "folder, keep theirs).",
         ),
     ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude",
+            metavar="GLOB",
+            callback=_globs,
+            help="Leave out the files a glob matches at the end of their path: a name "
+            "('*.fr.html', 'index.html') or a folder's files ('toc/*'); repeatable. With "
+            "--prune (and --watch), stored documents of excluded files are deleted.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Add files to a corpus (created if missing). Incremental: unchanged files cost nothing."""
     tags = frozenset() if groups is not None and not groups.strip() else groups_option(groups)
     if watch:
-        _watch_folders(ctx, inputs, db, fmt, as_json, tags)
+        _watch_folders(ctx, inputs, db, fmt, as_json, tags, exclude or [])
         return
+    meter = IngestMeter()
     with (
         Engine.open(db, settings_of(ctx), create=True) as engine,
-        counting_bar("{task.description}", as_json) as bar,
+        stage_bar(as_json) as bar,
     ):
-        task = bar.add_task("ingest", total=None)
-        rate = ChunkRate()
+        task = bar.add_task("reading files", total=None)
 
-        def on_progress(event: ProgressEvent) -> None:
-            name = Path(event.source).name[-40:]
-            description = {
-                "documents": f"ingest {name}",
-                "chunks": f"embed {name} (chunks)",
-                "passages": "evaluator: reading passages",
-            }[event.stage]
-            if rate.update(event):  # a new stage: its ETA must not use the last one's speed
-                bar.reset(task)
-            if speed := rate.describe():
-                description = f"{description} · {speed}"
-            bar.update(task, completed=event.done, total=event.total, description=description)
+        def show(frame: Frame) -> None:
+            total = max(frame.total, frame.done, 1) if frame.finished else frame.total or None
+            completed = total if frame.finished else frame.done
+            bar.update(task, completed=completed, total=total, description=frame.describe())
 
-        report = engine.ingest(inputs, fmt=fmt, prune=prune, progress=on_progress, groups=tags)
+        report = engine.ingest(
+            inputs,
+            fmt=fmt,
+            prune=prune,
+            progress=lambda event: show(meter.update(event)),
+            groups=tags,
+            exclude=exclude or [],
+        )
+        show(meter.final(report))
     _print_ingest_report(report, as_json)
     if nothing := report.nothing_indexed():
         if not as_json:
@@ -121,6 +141,7 @@ def _watch_folders(
     fmt: str,
     as_json: bool,
     groups: frozenset[str] | None,
+    exclude: list[str],
 ) -> None:
     """`ingest --watch`: sync the folders now and after every change; Ctrl+C ends it (exit 0)
     with a summary. Each sync that changed or failed something prints its ingest report."""
@@ -132,7 +153,7 @@ def _watch_folders(
 
         def sync(touched: list[Path]) -> None:
             nonlocal syncs
-            report = engine.ingest(touched, prune=True, default_groups=defaults)
+            report = engine.ingest(touched, prune=True, default_groups=defaults, exclude=exclude)
             syncs += 1
             totals.added += report.added
             totals.updated += report.updated
@@ -180,22 +201,6 @@ def check(db: DbOption, as_json: JsonOption = False) -> None:
         print_json(report)
         return
     say(f"ok: {report['path']} ({report['chunks']} chunks, quick_check ok)")
-
-
-@friendly_errors
-def stats(db: DbOption, groups: ViewGroupsOption = None, as_json: JsonOption = False) -> None:
-    """Documents, chunks, size, embedder, chunking, cached scores and stored evaluator readings
-    of a corpus (no model loads)."""
-    view = groups_option(groups)
-    with open_corpus(db, readonly=True) as corpus:
-        info = corpus.stats(groups=view)
-    if as_json:
-        print_json(asdict(info) | {"path": str(info.path)})
-        return
-    table = Table(show_header=False, box=None)
-    for key, value in asdict(info).items():
-        table.add_row(key, str(value))
-    out.print(table)
 
 
 @friendly_errors
@@ -278,7 +283,8 @@ def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
     say(
         f"added {report.added}, updated {report.updated}, unchanged {report.unchanged}, "
         f"retagged {report.retagged}, pruned {report.pruned}, skipped {len(report.skipped)}, "
-        f"errors {len(report.errors)}; "
+        + (f"excluded {report.excluded}, " if report.excluded else "")
+        + f"errors {len(report.errors)}; "
         f"{report.chunks_written} chunks in {report.seconds:.1f} s "
         f"({report.chunks_per_second:.1f} chunks/s)"
         + (

@@ -82,6 +82,13 @@ def counting_bar(label: str, quiet: bool) -> Progress:
     return stderr_bar(*columns, TimeRemainingColumn(), quiet=quiet)
 
 
+def stage_bar(quiet: bool) -> Progress:
+    """A bar and the line beside it (the task's description) on stderr, that stays once the
+    work is done: a long run's last frame says what it did (`ingest.rate.Frame`)."""
+    columns = (BarColumn(bar_width=30), TextColumn("{task.description}", markup=False))
+    return stderr_bar(*columns, quiet=quiet, transient=False)
+
+
 def print_report(report: dict[str, Any], as_json: bool) -> None:
     """An evaluation report: JSON, or one aligned `key: value` line per entry."""
     if as_json:

@@ -49,6 +49,7 @@ from crag_edge.config import IngestSettings
 from crag_edge.groups import FolderGroups, Groups, Tagging
 from crag_edge.ingest.chunker import Chunker
 from crag_edge.ingest.embed_ahead import EmbedAhead
+from crag_edge.ingest.exclude import is_excluded
 from crag_edge.ingest.files import NotAFileError, canonical, open_source, within
 from crag_edge.ingest.formats import is_supported, load_file, unsupported
 from crag_edge.ingest.loaders import (
@@ -93,7 +94,9 @@ class ProgressEvent:
     `chunks` stage, `done` of `total` chunks of one large document (`source`) embedded, so a
     large file shows progress within it; in the `passages` stage, `done` of `total` chunks
     read by the evaluator (`source` names it). `chunks`: chunks this run has embedded so far,
-    so a face can show chunks/s (documents vary too much in size to measure speed by).
+    so a face can show chunks/s (documents vary too much in size to measure speed by), and
+    `expected`: how many it will embed in all, estimated from the bytes of the files read so
+    far (exact once every file is read: `_Reading`).
     `chunks`-stage events come from the embedding thread (`ingest.embed_ahead`)."""
 
     done: int
@@ -102,6 +105,7 @@ class ProgressEvent:
     status: Status
     stage: Literal["documents", "chunks", "passages"] = "documents"
     chunks: int = 0
+    expected: int = 0
 
 
 Progress = Callable[[ProgressEvent], None]
@@ -110,13 +114,15 @@ Progress = Callable[[ProgressEvent], None]
 @dataclass
 class IngestReport:
     """What one ingest run did; `errors`, `skipped` and `warnings` are (source, reason).
-    `retagged` documents were unchanged but given other access groups."""
+    `retagged` documents were unchanged but given other access groups; `excluded` files were
+    left out by an exclude glob (`ingest.exclude`)."""
 
     added: int = 0
     updated: int = 0
     unchanged: int = 0
     retagged: int = 0
     pruned: int = 0
+    excluded: int = 0
     chunks_written: int = 0
     passages_encoded: int = 0
     seconds: float = 0.0
@@ -162,6 +168,7 @@ def ingest(
     caller: Groups = None,
     default_groups: FolderGroups | None = None,
     overlap: bool = True,
+    exclude: Sequence[str] = (),
 ) -> IngestReport:
     """Bring `corpus` up to date with `inputs` (files and folders, or BEIR corpus files).
 
@@ -178,7 +185,8 @@ def ingest(
     caller's groups (None: the owner); a stored document it cannot see is refused, never
     replaced, retagged or pruned (`groups.Tagging`; ValueError if `groups` holds one `caller`
     lacks). Each group is embedded on a worker thread while the next one is read and chunked
-    (`ingest.embed_ahead`); `overlap=False` embeds on the calling thread instead.
+    (`ingest.embed_ahead`); `overlap=False` embeds on the calling thread instead. A file
+    an `exclude` glob matches is left out (`ingest.exclude`), and pruned if it was stored.
     Per-document problems, documents over `settings.max_document_bytes` included, are
     collected in the report. The corpus is checked before the first write (writing into a
     damaged file spreads the damage); embedder or database failures propagate, leaving every
@@ -191,13 +199,14 @@ def ingest(
     tagging = Tagging(caller, groups, default_groups or {})
     _check_before_writing(corpus, embedder)
     started = time.perf_counter()
-    plan = _discover([Path(p) for p in inputs], fmt, roots)
+    plan = _discover([Path(p) for p in inputs], fmt, roots, exclude)
     chunker = Chunker(tokenizer, settings.chunk_tokens, settings.chunk_overlap)
     limits = _Limits(settings.max_document_bytes, roots)
     total = len(plan.files) + sum(_count_lines(path, limits) for path in plan.beir)
     run = _IngestBatch(
         corpus, embedder, chunker, progress, total, group_chunks, limits, tagging, overlap
     )
+    run.reading.total_bytes = sum(_size(path) for path in [*plan.files, *plan.beir])
     try:
         _index(run, plan, prune)
     except StorageError:
@@ -246,6 +255,7 @@ def _check_before_writing(corpus: CorpusBackend, embedder: Embedder) -> None:
 
 
 def _index(run: _IngestBatch, plan: _Plan, prune: bool) -> None:
+    run.report.excluded = plan.excluded
     run.report.skipped.extend(plan.skipped)
     run.report.errors.extend(plan.errors)
     for path in plan.files:
@@ -271,6 +281,7 @@ class _Plan:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
     complete: bool = True  # every input found and read: only then may BEIR documents be pruned
+    excluded: int = 0  # files an exclude glob left out
 
 
 @dataclass(frozen=True)
@@ -281,9 +292,12 @@ class _Limits:
     roots: Sequence[Path] | None = None
 
 
-def _discover(inputs: list[Path], fmt: Format, roots: Sequence[Path] | None) -> _Plan:
-    """Expand folders (skipping hidden entries), dispatch by suffix, record the prune scope:
-    each input by its real path and by the path it was named by."""
+def _discover(
+    inputs: list[Path], fmt: Format, roots: Sequence[Path] | None, exclude: Sequence[str]
+) -> _Plan:
+    """Expand folders (skipping hidden entries), leave out what `exclude` matches, dispatch by
+    suffix, record the prune scope: each input by its real path and by the path it was named
+    by."""
     plan = _Plan()
     found: dict[Path, bool] = {}  # file -> named explicitly (not found by walking a folder)
     for raw in inputs:
@@ -306,7 +320,9 @@ def _discover(inputs: list[Path], fmt: Format, roots: Sequence[Path] | None) -> 
             _note_reached(plan, path, named)
             plan.scope_files.update((str(path), str(named)))
     for path, explicit in found.items():
-        if path.suffix.lower() == ".jsonl" and (explicit or path.name == BEIR_CORPUS):
+        if is_excluded(path, exclude):
+            plan.excluded += 1
+        elif path.suffix.lower() == ".jsonl" and (explicit or path.name == BEIR_CORPUS):
             plan.beir.append(path)
         elif path.suffix.lower() == ".jsonl":
             reason = f"in a folder only {BEIR_CORPUS} is read; name this file to ingest it"
@@ -366,6 +382,34 @@ def _note_reached(plan: _Plan, path: Path, reached: Path) -> None:
 
 
 @dataclass
+class _Reading:
+    """How far reading has got, in bytes of the files to read, and the chunks it has made:
+    the chunks the run will embed are those plus as many per byte for the bytes left. Bytes
+    rather than files, since one large file can hold more text than all the others."""
+
+    total_bytes: int = 0
+    read_bytes: int = 0
+    chunked: int = 0
+
+    def expected(self) -> int:
+        left = self.total_bytes - self.read_bytes
+        if left <= 0 or self.read_bytes <= 0:
+            return self.chunked
+        return self.chunked + round(left * self.chunked / self.read_bytes)
+
+    def add(self, size: int) -> None:
+        self.read_bytes = min(self.read_bytes + size, self.total_bytes)
+
+
+def _size(path: Path) -> int:
+    """A file's size for the progress estimate (0 if it cannot be read: it fails later)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+@dataclass
 class _Pending:
     doc: DocumentRecord
     chunks: list[ChunkRecord]
@@ -398,6 +442,7 @@ class _IngestBatch:
         self.departed = Departed(corpus)
         self.done = 0
         self.embedded = 0  # written by the embedding thread only
+        self.reading = _Reading()
         self.report = IngestReport()
         self.seen: set[str] = set()
         self.attached_by_file: dict[str, list[str]] | None = None  # `_stored_attached`
@@ -417,6 +462,7 @@ class _IngestBatch:
 
     def add_file(self, path: Path, reached: str | None = None) -> None:
         """Index the file at `path` (its real path), `reached` by that path or another."""
+        self.reading.add(_size(path))
         source = str(path)
         self.seen.add(source)
         stored = self.corpus.document(source)
@@ -491,14 +537,20 @@ class _IngestBatch:
             raise LoadError(str(path), f"unexpected {type(exc).__name__}: {exc}") from None
 
     def add_beir(self, path: Path) -> None:
+        """Index each record of a BEIR corpus file; reading is counted record by record (by
+        the size of its text), so a large file's estimate grows as it is read."""
+        end = self.reading.read_bytes + _size(path)
         try:
             with open_source(path, self.limits.roots) as file:
                 for item in iter_beir(path, file.file, self.limits.max_bytes):
+                    if isinstance(item, LoadedDocument):
+                        self.reading.add(len(item.text))
                     self._add_beir_item(item, path)
         except (LoadError, OSError) as exc:
             self.beir_complete = False
             reason = exc.reason if isinstance(exc, LoadError) else exc.strerror or str(exc)
             self._fail(str(path), reason)
+        self.reading.read_bytes = min(end, self.reading.total_bytes)
 
     def _add_beir_item(self, item: LoadedDocument | LoadError, path: Path) -> None:
         if isinstance(item, LoadError):
@@ -632,6 +684,7 @@ class _IngestBatch:
         ]
         self.pending.append(_Pending(record, chunks, "added" if stored is None else "updated"))
         self.pending_chunks += len(chunks)
+        self.reading.chunked += len(chunks)
         if self.pending_chunks >= self.group_chunks:
             self.flush()
         return tags
@@ -670,7 +723,15 @@ class _IngestBatch:
             self.embedded += len(parts[-1])
             source, done, total = places[min(start + self.group_chunks, len(texts)) - 1]
             if self.progress is not None and total > self.group_chunks:
-                event = ProgressEvent(done, total, source, "embedding", "chunks", self.embedded)
+                event = ProgressEvent(
+                    done,
+                    total,
+                    source,
+                    "embedding",
+                    "chunks",
+                    self.embedded,
+                    self.reading.expected(),
+                )
                 self.progress(event)
         if not parts:
             return np.empty((0, self.embedder.dim), dtype=np.float32)
@@ -698,7 +759,15 @@ class _IngestBatch:
             self.report.retagged += 1
         self.done += 1
         if self.progress is not None:
-            event = ProgressEvent(self.done, self.total, source, status, chunks=self.embedded)
+            event = ProgressEvent(
+                self.done,
+                self.total,
+                source,
+                status,
+                "documents",
+                self.embedded,
+                self.reading.expected(),
+            )
             self.progress(event)
 
 

@@ -1,4 +1,4 @@
-"""The FastAPI app: query, streamed answer, ingest jobs, stats, health and metrics.
+"""The FastAPI app: search, query, streamed answer, ingest jobs, stats, health and metrics.
 
 Everything that touches the models goes through `Admission` (a few running, a bounded line
 waiting, the rest refused with 503 + Retry-After); ingest runs on one writer thread with its
@@ -23,7 +23,7 @@ from crag_edge.server.config import ServerConfig
 from crag_edge.server.errors import install_error_handlers
 from crag_edge.server.middleware import RequestContext
 from crag_edge.server.openapi import install_openapi
-from crag_edge.server.routers import ingest, openai_api, ops, query
+from crag_edge.server.routers import ingest, openai_api, ops, query, search
 from crag_edge.server.routers.mcp import mcp_router
 from crag_edge.server.state import EngineFactory, ServerState
 
@@ -63,6 +63,7 @@ def create_app(
     install_openapi(app, config)
     app.include_router(ops.router)
     app.include_router(query.router)
+    app.include_router(search.router)
     app.include_router(ingest.router)
     app.include_router(openai_api.router)
     app.include_router(mcp_router(state))

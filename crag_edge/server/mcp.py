@@ -1,6 +1,7 @@
 """crag-edge for assistants that speak the Model Context Protocol.
 
-Three tools over one corpus: `search` (every graded hit), `ask` (the CRAG verdict and the
+Three tools over one corpus: `search` (the ranked passages; with `grade`, every hit
+graded), `ask` (the CRAG verdict and the
 refined, numbered evidence: the assistant writes the answer) and `answer` (crag-edge's own
 cited answer). What sets them apart from a plain retriever is the verdict, so each tool's
 description tells the calling model what CORRECT, AMBIGUOUS and INCORRECT mean for it.
@@ -45,9 +46,16 @@ INSTRUCTIONS = (
     "from it. Every result carries a decision. " + DECISIONS
 )
 SEARCH_DESCRIPTION = (
-    "Search the corpus and grade every hit: source, offsets, text, retrieval score, grade "
-    "(0-1), the grading tier that settled it, and whether it was kept. For browsing what the "
-    "corpus holds; to answer a question, prefer `ask`. " + DECISIONS
+    "Search the corpus: the best passages, ranked, each with its source, `locator` (file and "
+    "page or section), a `snippet` with the question's words at the character spans `marks`, "
+    "its text and retrieval scores; fast, no model judges them. For browsing what the corpus "
+    "holds; to answer a question, prefer `ask`. With `grade`, the corrective loop grades "
+    "every hit instead (grade 0-1, the tier that settled it, whether it was kept) and the "
+    "result carries a decision. " + DECISIONS
+)
+GRADE_NOTE = (
+    "Grade every hit with the corrective loop (slower: a model reads each one) and return "
+    "the decision; needed to follow up on `history`."
 )
 ASK_DESCRIPTION = (
     "Ask the corpus a question and get the corrective-RAG verdict with the evidence to answer "
@@ -75,6 +83,7 @@ class Turn(BaseModel):
 
 Question = Annotated[str, Field(description="The question, in plain words.")]
 History = Annotated[list[Turn] | None, Field(description=HISTORY_NOTE)]
+Grade = Annotated[bool, Field(description=GRADE_NOTE)]
 
 
 class EngineRunner(Protocol):
@@ -137,9 +146,17 @@ def build_server(
         return await run(lambda engine, groups: engine.query(asked, history=turns, groups=groups))
 
     @server.tool(description=SEARCH_DESCRIPTION, annotations=read_only)
-    async def search(question: Question, history: History = None) -> dict[str, Any]:
-        result = await crag(question, history)
-        return verdict(result) | {"hits": graded_hits(result)}
+    async def search(
+        question: Question, history: History = None, grade: Grade = False
+    ) -> dict[str, Any]:
+        if grade:
+            result = await crag(question, history)
+            return verdict(result) | {"hits": graded_hits(result)}
+        if history:
+            raise ToolError("history needs grade: a plain search looks for the words as given")
+        asked = checked(question)
+        found = await run(lambda engine, groups: engine.search_passages(asked, groups=groups))
+        return {"question": asked, "passages": [passage.to_dict() for passage in found]}
 
     @server.tool(description=ASK_DESCRIPTION, annotations=read_only)
     async def ask(question: Question, history: History = None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -169,10 +169,11 @@ class ServerState:
         prune: bool = False,
         roots: tuple[Path, ...] | None = None,
         tagging: Tagging = AS_OWNER,
+        exclude: Sequence[str] = (),
     ) -> IngestReport:
         """Ingest confined to `roots` (default: the ingest roots; the watcher's: its folders),
         as `tagging` says (`crag_edge.groups`; by default as the owner, keeping every stored
-        document's groups: the watcher's syncs)."""
+        document's groups: the watcher's syncs), leaving out the files `exclude` matches."""
         engine = self.require_engine()
         # The one writer: its own connection, so queries keep reading committed data (WAL).
         with open_corpus(engine.corpus.location) as writer:
@@ -185,12 +186,13 @@ class ServerState:
                 groups=tagging.groups,
                 caller=tagging.caller,
                 default_groups=tagging.defaults,
+                exclude=exclude,
             )
 
-    def tagged_ingest(self, tagging: Tagging) -> IngestFn:
-        """An ingest of the ingest roots as `tagging` says: an API job's, run as the token
-        that started it."""
-        return functools.partial(self._ingest, tagging=tagging)
+    def tagged_ingest(self, tagging: Tagging, exclude: Sequence[str] = ()) -> IngestFn:
+        """An ingest of the ingest roots as `tagging` says, without the files `exclude`
+        matches: an API job's, run as the token that started it."""
+        return functools.partial(self._ingest, tagging=tagging, exclude=exclude)
 
     async def close(self) -> None:
         self.closing = True

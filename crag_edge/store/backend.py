@@ -19,7 +19,13 @@ from crag_edge.config import RetrievalSettings
 from crag_edge.groups import Groups
 from crag_edge.store.document_groups import NO_FILTER, Filter
 from crag_edge.store.jobs import JobTable
-from crag_edge.store.records import ChunkRecord, CorpusStats, DocumentRecord, StoredDocument
+from crag_edge.store.records import (
+    ChunkRecord,
+    CorpusStats,
+    DocumentEntry,
+    DocumentRecord,
+    StoredDocument,
+)
 from crag_edge.types import Chunk, EncodedPassage, Vector
 
 T = TypeVar("T")
@@ -120,6 +126,10 @@ class CorpusBackend(Protocol):
     def document_text(self, doc_id: int) -> str: ...
 
     def list_sources(self) -> list[str]: ...
+
+    def list_documents(self, *, groups: Groups = None) -> list[DocumentEntry]:
+        """Every document a caller with `groups` may see, by source, without its text."""
+        ...
 
     def reached_by(self) -> dict[str, str]:
         """Source -> the path ingest reached it by, for documents reached by a path not

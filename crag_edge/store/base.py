@@ -32,6 +32,7 @@ from crag_edge.store.document_groups import (
 from crag_edge.store.records import (
     ChunkRecord,
     CorpusStats,
+    DocumentEntry,
     DocumentRecord,
     EmbedderIdentity,
     StoredDocument,
@@ -49,6 +50,11 @@ _UPSERT_META = (
 _DOCUMENT = (
     "SELECT id, source, title, content_hash, metadata, size, mtime, ingested_at "
     "FROM documents WHERE source = ?"
+)
+# Every document with its number of chunks; `visible_documents` appends its condition.
+_LISTING = (
+    "SELECT d.id, d.source, d.title, d.size, d.ingested_at, "
+    "(SELECT count(*) FROM chunks c WHERE c.doc_id = d.id) FROM documents d WHERE true"
 )
 _UPSERT_DOCUMENT = (
     "INSERT INTO documents (source, title, content_hash, text, metadata, size, mtime, "
@@ -179,6 +185,31 @@ class SqlCorpus(EmbedderIdentity, Closing):
             cached_scores=self.score_cache().count(chunk_filter),
             stored_passages=self.passage_vectors().count(chunk_filter),
         )
+
+    def list_documents(self, *, groups: Groups = None) -> list[DocumentEntry]:
+        """Every document a caller with `groups` may see, by source, without its text."""
+        condition, params = visible_documents(
+            self._dialect, "d.id", groups, present=self._groups_present
+        )
+        with self._reading() as conn:
+            rows = conn.execute(self._dialect.sql(_LISTING) + condition, params).fetchall()
+            tags: dict[int, set[str]] = {}
+            if self._groups_present:
+                named = conn.execute("SELECT doc_id, name FROM document_groups", ()).fetchall()
+                for doc_id, name in named:
+                    tags.setdefault(int(doc_id), set()).add(str(name))
+        entries = [
+            DocumentEntry(
+                str(source),
+                str(title),
+                int(chunks),
+                frozenset(tags.get(int(doc_id), ())),
+                size,
+                float(ingested_at),
+            )
+            for doc_id, source, title, size, ingested_at, chunks in rows
+        ]
+        return sorted(entries, key=lambda entry: entry.source)
 
     def document(self, source: str) -> StoredDocument | None:
         """The stored document for `source`, or None."""

@@ -74,6 +74,19 @@ class StoredDocument:
 
 
 @dataclass(frozen=True)
+class DocumentEntry:
+    """One line of a corpus's listing (`crag-edge documents`): a document without its text;
+    `ingested_at` in unix seconds, `size` of its file in bytes (None: not read from a file)."""
+
+    source: str
+    title: str
+    chunks: int
+    groups: frozenset[str]
+    size: int | None
+    ingested_at: float
+
+
+@dataclass(frozen=True)
 class CorpusStats:
     """What `crag-edge` shows about a corpus; times are unix seconds. `path`: the file, or
     the database's URL with its password masked."""

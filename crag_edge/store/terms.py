@@ -22,11 +22,36 @@ _LOCK = threading.Lock()  # one tokenizer, on one in-memory connection, used by 
 
 def terms(text: str) -> list[str]:
     """The terms of `text` in order, as FTS5 indexes them (`Cats` and `cats` → `cat`)."""
-    if not text:
+    return [term for _, _, term in _tokens(text.encode("utf-8"))]
+
+
+def term_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, term) of every term of `text`, offsets in characters: where each word a
+    search matched stands, to mark it in a snippet."""
+    encoded = text.encode("utf-8")
+    tokens = _tokens(encoded)
+    if len(encoded) == len(text):  # ASCII: bytes are characters
+        return tokens
+    chars = _char_offsets(text)
+    return [(chars[start], chars[end], term) for start, end, term in tokens]
+
+
+def _tokens(encoded: bytes) -> list[tuple[int, int, str]]:
+    """(start, end, term) of every term, offsets in bytes."""
+    if not encoded:
         return []
     with _LOCK:
-        found = _tokenizer()(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None)
-    return [cast(tuple[int, int, str], token)[2] for token in found]  # start, end, term
+        found = _tokenizer()(encoded, apsw.FTS5_TOKENIZE_DOCUMENT, None)
+    return [cast(tuple[int, int, str], token) for token in found]
+
+
+def _char_offsets(text: str) -> list[int]:
+    """The character offset of every byte offset of `text` in UTF-8 (and of its end)."""
+    offsets: list[int] = []
+    for index, char in enumerate(text):
+        offsets.extend([index] * len(char.encode("utf-8")))
+    offsets.append(len(text))
+    return offsets
 
 
 def frequencies(*texts: str) -> Counter[str]:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from crag_edge.groups import NAME_PATTERN, Tagging
+from crag_edge.ingest.exclude import MAX_GLOB_CHARS, checked_globs
 from crag_edge.server.deps import PROTECTED, CallerDep, StateDep, requires
 from crag_edge.server.errors import ApiError, error_responses
 from crag_edge.server.scopes import Principal
@@ -26,6 +27,7 @@ from crag_edge.text_boundary import printable_path
 
 log = logging.getLogger("crag_edge.server")
 MAX_GROUPS = 64  # access groups in one ingest request
+MAX_EXCLUDE = 64  # exclude globs in one ingest request
 router = APIRouter(tags=["corpus"], dependencies=requires("ingest"), responses=PROTECTED)
 
 
@@ -42,6 +44,13 @@ class IngestRequest(BaseModel):
         "untagged, visible to every caller. Without it, stored documents keep their groups "
         "and new ones get the token's (an admin's: none). A non-admin token may only name "
         "groups it has, and its job refuses every stored document it cannot see.",
+    )
+    exclude: list[Annotated[str, Field(min_length=1, max_length=MAX_GLOB_CHARS)]] = Field(
+        default_factory=list,
+        max_length=MAX_EXCLUDE,
+        description="Globs of files to leave out, matched at the end of each file's path: a "
+        "name ('*.fr.html', 'index.html') or a folder's files ('toc/*'), as `crag-edge "
+        "ingest --exclude`. Not absolute, no NUL.",
     )
 
 
@@ -70,9 +79,14 @@ async def ingest_paths(body: IngestRequest, state: StateDep, caller: CallerDep) 
         shown = printable_path(exc.requested)  # a walked file name may not be UTF-8
         raise ApiError(exc.status, code, f"{shown}: {exc.reason}") from None
     tagging = _tagging(body, caller)
+    try:
+        exclude = checked_globs(body.exclude)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_exclude", str(exc)) from None
+    ingest = state.tagged_ingest(tagging, exclude)
     job = await run_in_threadpool(
         lambda: state.jobs.submit(
-            list(confined.files), body.paths, ingest=state.tagged_ingest(tagging), owner=caller.name
+            list(confined.files), body.paths, ingest=ingest, owner=caller.name
         )
     )
     log.info("ingest job queued", extra={"job": job.id, "files": len(confined.files)})
