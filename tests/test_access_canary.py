@@ -111,7 +111,7 @@ def ask(client: httpx.Client, way: str, question: str) -> httpx.Response:
 
 
 # /v1/answer is server-sent events; a chat completion whole, or streamed as chunks.
-WAYS = ["query", "answer", "chat", "chat stream"]
+WAYS = ["search", "query", "answer", "chat", "chat stream"]
 
 
 def test_without_the_filter_the_bravo_question_finds_bravos_canary(canary: Canary) -> None:

@@ -59,6 +59,8 @@ def beir_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["models", "verify"],
         ["ingest"],
         ["query"],
+        ["search"],
+        ["documents"],
         ["eval"],
         ["eval", "retrieval"],
         ["eval", "crag"],

@@ -34,6 +34,7 @@ BEES = "How do honeybees tell other bees where flowers are?"
 # protected one 503 too: an unreadable token file).
 ERROR_STATUSES = {
     ("post", "/v1/query"): {400, 401, 403, 408, 413, 422, 503},
+    ("post", "/v1/search"): {400, 401, 403, 408, 413, 422, 503},
     ("post", "/v1/answer"): {400, 401, 403, 408, 413, 422, 503},
     ("post", "/v1/ingest"): {400, 401, 403, 404, 408, 413, 422, 503},
     ("get", "/v1/jobs/{job_id}"): {401, 403, 404, 503},

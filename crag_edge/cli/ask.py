@@ -50,6 +50,8 @@ def print_result(result: CragResult) -> None:
     if unavailable:
         not_run = ", ".join(f"{t} ({result.tiers[t]})" for t in unavailable)
         say((f"tiers not run: {not_run}", "dim"))
+    for warning in result.warnings:  # each one changed what is shown below
+        tell(("warning", "yellow"), f": {warning}")
     if result.cache_hits:
         served = ", ".join(f"{tier} {n}" for tier, n in result.cache_hits.items())
         say((f"scores from the evaluation cache: {served}", "dim"))

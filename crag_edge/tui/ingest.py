@@ -21,6 +21,7 @@ from textual.worker import get_current_worker
 
 from crag_edge.engine import Engine
 from crag_edge.ingest import IngestReport, ProgressEvent
+from crag_edge.ingest.rate import IngestMeter
 from crag_edge.locations import parse_location
 from crag_edge.tui.screens import (
     CragScreen,
@@ -116,6 +117,7 @@ class IngestScreen(CragScreen[None]):
         self.set_reactive(IngestScreen.stats, self._stats())
         self.report: IngestReport | None = None
         self._waiting: Path | None = None  # a file or folder to ingest once the corpus opens
+        self._meter = IngestMeter()  # the run's rate and ETA; a new one for each run
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -185,6 +187,7 @@ class IngestScreen(CragScreen[None]):
         self.running = True
         self.remove_class("-browsing")  # the log shows the progress
         self.total, self.done = None, 0
+        self._meter = IngestMeter()
         if self.engine is None:
             self._waiting = path
             self.status = f"Creating {relative_name(db)}…"
@@ -224,12 +227,12 @@ class IngestScreen(CragScreen[None]):
             app.call_from_thread(self._finished, report, "")
 
     def _progress(self, event: ProgressEvent) -> None:
+        """The bar counts files (passages in the evaluator's stage), the status line chunks
+        with their rate and ETA (`ingest.rate`), the log each finished file."""
         self.total, self.done = event.total, event.done
-        if event.stage == "passages":
-            self.status = f"evaluator {event.source} read {event.done}/{event.total} passages"
-            return
-        self.query_one(Log).write_line(f"{event.status:<9} {event.source}")
-        self.status = f"{event.done}/{event.total} · {event.source}"
+        self.status = self._meter.update(event).describe()
+        if event.stage == "documents":
+            self.query_one(Log).write_line(f"{event.status:<9} {event.source}")
 
     def _finished(self, report: IngestReport | None, message: RenderableType) -> None:
         self.report = report
