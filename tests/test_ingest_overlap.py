@@ -1,6 +1,6 @@
-"""Ingest with embedding overlapped (`ingest.embed_ahead`) and its progress rate
-(`ingest.rate`): the same corpus as embedding in line, work really on another thread,
-failures surfacing where the caller can see them, and chunks/s per stage."""
+"""Ingest with embedding overlapped (`ingest.embed_ahead`): the same corpus as embedding in
+line, work really on another thread, and failures surfacing where the caller can see them.
+(Its progress rate, `ingest.rate`: tests/test_corpus_commands.py.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import pytest
 from crag_edge.config import Settings
 from crag_edge.ingest import IngestReport, ProgressEvent, ingest
 from crag_edge.ingest.embed_ahead import EmbedAhead
-from crag_edge.ingest.rate import ChunkRate
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.store import Corpus, connect
 from crag_edge.types import Vector
@@ -188,30 +187,3 @@ def test_ctrl_c_while_closing_waits_for_the_part_in_flight() -> None:
     with pytest.raises(KeyboardInterrupt):
         ahead.close()
     assert ended.is_set(), "close returned while the worker was still embedding"
-
-
-class Clock:
-    """A clock the test advances by hand, so rates are exact."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_chunk_rate_per_stage() -> None:
-    clock = Clock()
-    rate = ChunkRate(clock)
-    assert not rate.update(ProgressEvent(1, 10, "a.txt", "added", chunks=30))
-    clock.now += 0.5
-    assert rate.describe() == ""  # under a second: no rate from model warm-up alone
-    clock.now += 1.5
-    assert rate.update(ProgressEvent(2, 10, "b.txt", "added", chunks=50)) is False
-    assert rate.per_second == pytest.approx(25.0)
-    assert rate.describe() == "25.0 chunks/s"
-    # the evaluator's stage starts its own clock and counts passages read
-    assert rate.update(ProgressEvent(64, 200, "evaluator", "encoded", "passages"))
-    clock.now += 4.0
-    assert not rate.update(ProgressEvent(128, 200, "evaluator", "encoded", "passages"))
-    assert rate.per_second == pytest.approx(32.0)

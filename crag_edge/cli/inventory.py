@@ -20,6 +20,8 @@ from crag_edge.store.factory import open_corpus
 from crag_edge.store.records import DocumentEntry
 from crag_edge.text_boundary import printable_path
 
+LISTING_HEADER = ("type", "chunks", "groups", "size", "ingested", "source")
+
 
 @friendly_errors
 def documents(db: DbOption, groups: ViewGroupsOption = None, as_json: JsonOption = False) -> None:
@@ -34,23 +36,32 @@ def documents(db: DbOption, groups: ViewGroupsOption = None, as_json: JsonOption
     if not entries:
         say("no documents: ingest some with `crag-edge ingest`")
         return
-    table = Table(box=None)
-    table.add_column("source", overflow="fold", ratio=1)
-    for name in ("type", "chunks", "groups", "size", "ingested"):
-        table.add_column(
-            name, no_wrap=name != "groups", justify="right" if name == "chunks" else "left"
-        )
-    for entry in entries:
-        table.add_row(
-            shown_source(entry.source),
+    rows = [
+        (
             kind(entry.source),
             f"{entry.chunks:,}",
             ", ".join(sorted(entry.groups)) or "-",
             readable_size(entry.size),
             readable_date(entry.ingested_at),
+            shown_source(entry.source),
         )
-    out.print(table)
+        for entry in entries
+    ]
+    for row in aligned([LISTING_HEADER, *rows]):
+        say(row)
     say(f"{len(entries):,} documents, {sum(e.chunks for e in entries):,} chunks")
+
+
+def aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows as lines of columns padded to their widest cell, the last (the source, the
+    longest) unpadded: a long path wraps at the end of its own line, never through a table."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  ".join(
+            [*(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)), row[-1]]
+        )
+        for row in rows
+    ]
 
 
 def entry_fields(entry: DocumentEntry) -> dict[str, Any]:
