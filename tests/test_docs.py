@@ -44,6 +44,33 @@ def test_every_command_is_documented_in_the_readme() -> None:
     assert not missing, f"commands without a line in the README: {missing}"
 
 
+def test_every_command_is_documented_in_the_commands_page() -> None:
+    page = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
+    commands = command_paths(typer.main.get_command(app))
+    missing = [" ".join(c) for c in commands if f"`{' '.join(c)}" not in page]
+    assert not missing, f"commands without a word in docs/commands.md: {missing}"
+
+
+def help_texts(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(where, text) of every command's help and every option's and argument's."""
+    texts = [(" ".join(prefix) or "crag-edge", group.help or "")]
+    texts += [
+        (f"{' '.join(prefix)} {p.name}", getattr(p, "help", None) or "") for p in group.params
+    ]
+    for name, command in getattr(group, "commands", {}).items():
+        texts += help_texts(command, (*prefix, name))
+    return texts
+
+
+def test_no_help_text_breaks_a_line_inside_a_paragraph() -> None:
+    """The terminal wraps help at its own width; a line break kept from a docstring's source
+    broke it mid-sentence (`console.commands.flowing`). Paragraphs stay apart."""
+    texts = help_texts(typer.main.get_command(app))
+    assert len(texts) > 100 and any(where == "answer" for where, _ in texts)
+    broken = [where for where, text in texts if "\n" in text.replace("\n\n", "")]
+    assert not broken, f"help texts with a line break inside a paragraph: {broken}"
+
+
 SETTINGS_PAGE = ROOT / "docs" / "settings.md"
 
 

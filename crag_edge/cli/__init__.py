@@ -14,6 +14,7 @@ import typer
 
 from crag_edge.cli import ask, corpus, evals, inventory, models, search
 from crag_edge.config import Settings, SettingsError
+from crag_edge.console.commands import command
 from crag_edge.console.errors import DEBUG_ENV, fail, friendly_errors, show_tracebacks
 from crag_edge.console.options import corpus_defaults
 from crag_edge.server.cli import mcp, serve
@@ -70,27 +71,27 @@ def main_options(
         ctx.default_map = corpus_defaults(ctx.command, ctx.obj.store.db_url)
 
 
-app.command("ingest")(corpus.ingest)
-app.command("check")(corpus.check)
-app.command("stats")(inventory.stats)
-app.command("documents")(inventory.documents)
-app.command("calibrate")(corpus.calibrate)
-cache_app.command("clear")(corpus.cache_clear)
-app.command("search")(search.search)
-app.command("query")(ask.query)
-app.command("answer")(ask.answer)
-models_app.command("pull")(models.models_pull)
-models_app.command("list")(models.models_list)
-models_app.command("verify")(models.models_verify)
-eval_app.command("retrieval")(evals.eval_retrieval)
-eval_app.command("crag")(evals.eval_crag)
-eval_app.command("answers")(evals.eval_answers)
-eval_app.command("qa")(evals.eval_qa)
-eval_app.command("pairs")(evals.eval_pairs)
-eval_app.command("grading")(evals.eval_grading)
-app.command("serve")(serve)
-app.command("mcp")(friendly_errors(mcp))
-app.command("tui")(friendly_errors(tui_command))
+command(app, "ingest")(corpus.ingest)
+command(app, "check")(corpus.check)
+command(app, "stats")(inventory.stats)
+command(app, "documents")(inventory.documents)
+command(app, "calibrate")(corpus.calibrate)
+command(cache_app, "clear")(corpus.cache_clear)
+command(app, "search")(search.search)
+command(app, "query")(ask.query)
+command(app, "answer")(ask.answer)
+command(models_app, "pull")(models.models_pull)
+command(models_app, "list")(models.models_list)
+command(models_app, "verify")(models.models_verify)
+command(eval_app, "retrieval")(evals.eval_retrieval)
+command(eval_app, "crag")(evals.eval_crag)
+command(eval_app, "answers")(evals.eval_answers)
+command(eval_app, "qa")(evals.eval_qa)
+command(eval_app, "pairs")(evals.eval_pairs)
+command(eval_app, "grading")(evals.eval_grading)
+command(app, "serve")(serve)
+command(app, "mcp")(friendly_errors(mcp))
+command(app, "tui")(friendly_errors(tui_command))
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from rich.progress import (
 )
 
 from crag_edge.config import Settings
+from crag_edge.console.commands import command
 from crag_edge.console.errors import EXPECTED_ERRORS, fail
 from crag_edge.console.output import stderr_bar, tell
 from crag_edge.locations import corpus_name, is_database_url, parse_location, shown_location
@@ -81,7 +82,7 @@ def _positive(value: float) -> float:
     return value
 
 
-@evaluator_app.command("train")
+@command(evaluator_app, "train")
 def train(
     ctx: typer.Context,
     db: Annotated[
