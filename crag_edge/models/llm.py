@@ -56,7 +56,7 @@ from crag_edge.models.errors import ModelFileError
 from crag_edge.models.llama_backends import load_cpu_backends
 from crag_edge.models.manifest import load_manifest
 from crag_edge.models.prefix_states import PrefixStates, StateFiles
-from crag_edge.models.registry import ModelNotInstalledError, installed_file
+from crag_edge.models.registry import ModelNotInstalledError, announce, installed_file
 from crag_edge.models.remote_llm import OpenAiLlm
 
 if TYPE_CHECKING:
@@ -495,6 +495,7 @@ def load_llm(settings: ModelSettings, model_id: str | None = None) -> LlamaRunti
     spec = load_manifest(settings.model_dir).get(model_id)
     if spec.role not in ("llm", "llm-small"):
         raise SettingsError(f"llm: {model_id!r} is a {spec.role}, not an LLM")
+    announce("LLM", model_id)
     return LlamaRuntime(
         installed_file(settings, model_id, spec.files[0].name),
         model_id=model_id,

@@ -37,6 +37,12 @@ def installed_file(settings: ModelSettings, model_id: str, name: str) -> Path:
     return path
 
 
+def announce(role: str, model_id: str) -> None:
+    """One log line as a model starts loading (`serve` writes it to stderr as it loads, so a
+    slow start says what it is waiting for); silent where no logging is configured."""
+    _log.info("loading the %s %s", role, model_id, extra={"model": model_id, "role": role})
+
+
 def embedder_spec(settings: ModelSettings) -> ModelSpec:
     spec = load_manifest(settings.model_dir).get(settings.embedder)
     if spec.role != "embedder":
@@ -54,6 +60,7 @@ def load_embedder(settings: ModelSettings) -> OnnxEmbedder:
 
     spec = embedder_spec(settings)
     graph = EMBEDDER_ONNX_INT8 if settings.embedder_precision == "int8" else EMBEDDER_ONNX
+    announce("embedder", spec.model_id)
     return OnnxEmbedder(
         onnx_path=installed_file(settings, spec.model_id, graph),
         tokenizer_path=installed_file(settings, spec.model_id, "tokenizer.json"),
@@ -96,6 +103,7 @@ def load_cross_encoder(
         tokenizer = folder / "tokenizer.json"
         if graph is None or not tokenizer.is_file():
             continue
+        announce("evaluator", spec.model_id)
         try:
             return open_cross_encoder(
                 graph,
