@@ -68,9 +68,12 @@ def note(folder: Path, name: str, text: str) -> Path:
 
 
 @contextmanager
-def watching_process(db: Path, *folders: Path | str, log: Path) -> Iterator[subprocess.Popen[str]]:
+def watching_process(
+    db: Path, *folders: Path | str, log: Path, options: tuple[str, ...] = ()
+) -> Iterator[subprocess.Popen[str]]:
     """`crag-edge ingest --watch` in its own process; its stderr goes to `log`."""
     command = [sys.executable, "-m", "crag_edge.cli", "ingest", "--watch", "--db", str(db)]
+    command += options
     with log.open("w") as stderr:
         process = subprocess.Popen(
             [*command, *map(str, folders)],
@@ -131,6 +134,22 @@ def test_ingest_watch_follows_edits_renames_and_deletions_and_stops_on_ctrl_c(
     summary = out.strip().splitlines()[-1]
     assert summary.startswith("stopped watching after") and "pruned 2" in summary, out
     assert "Traceback" not in log.read_text()
+
+
+def test_ingest_watch_leaves_out_what_exclude_matches(tmp_path: Path) -> None:
+    notes, db, log = tmp_path / "notes", tmp_path / "c.db", tmp_path / "log"
+    kept = note(notes, "kept.md", "Bees dance to tell the hive where flowers grow.")
+    note(notes, "kept.fr.md", "Les abeilles dansent.")
+    globs = ("--exclude", "*.fr.md", "--exclude", "toc/")
+    with watching_process(db, notes, log=log, options=globs) as process:
+        wait_for(lambda: sources(db) == {str(kept)}, "the first sync")
+        note(notes, "deep/toc/contents.md", "Every chapter of the manual.")
+        note(notes, "deep/later.fr.md", "Plus tard.")
+        later = note(notes, "deep/later.md", "Glaciers carve valleys over thousands of years.")
+        wait_for(lambda: str(later) in sources(db), "a new file beside excluded ones")
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=DEADLINE_S)
+    assert sources(db) == {str(kept), str(later)}, log.read_text()
 
 
 def test_ingest_watch_refuses_what_it_cannot_watch(tmp_path: Path) -> None:
