@@ -20,11 +20,9 @@ from crag_edge.console.options import (
     groups_option,
     settings_of,
 )
-from crag_edge.console.output import Part, fmt_number, print_json, say
+from crag_edge.console.output import fmt_number, marked, print_json, say
 from crag_edge.engine import Engine
-from crag_edge.retrieval.passages import Passage, Snippet
-
-MARK_STYLE = "bold yellow"
+from crag_edge.retrieval.passages import Passage
 
 
 @friendly_errors
@@ -65,14 +63,4 @@ def print_passage(passage: Passage) -> None:
             "dim",
         ),
     )
-    say("   ", *marked(passage.snippet))
-
-
-def marked(snippet: Snippet) -> list[Part]:
-    """The snippet's text as parts, its marks in `MARK_STYLE`."""
-    parts: list[Part] = []
-    at = 0
-    for start, end in snippet.marks:
-        parts += [snippet.text[at:start], (snippet.text[start:end], MARK_STYLE)]
-        at = end
-    return [*parts, snippet.text[at:]]
+    say("   ", *marked(passage.snippet.text, passage.snippet.marks))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -29,6 +30,7 @@ from rich.text import Text
 from crag_edge.text_boundary import repair
 
 Part = str | tuple[str, str]
+MARK_STYLE = "bold yellow"  # words a search matched
 
 out = Console(soft_wrap=True, markup=False, emoji=False, highlight=False)
 err = Console(stderr=True, soft_wrap=True, markup=False, emoji=False, highlight=False)
@@ -42,6 +44,17 @@ def line(*parts: Part) -> Text:
         words, style = (part, "") if isinstance(part, str) else part
         text.append(repair(words), style=style)
     return text
+
+
+def marked(text: str, marks: Sequence[tuple[int, int]]) -> list[Part]:
+    """`text` as parts, the (start, end) spans `marks` in `MARK_STYLE`: a search snippet's
+    words of the question (`retrieval.passages`), in the CLI and the TUI alike."""
+    parts: list[Part] = []
+    at = 0
+    for start, end in marks:
+        parts += [text[at:start], (text[start:end], MARK_STYLE)]
+        at = end
+    return [*parts, text[at:]]
 
 
 def say(*parts: Part, end: str = "\n") -> None:

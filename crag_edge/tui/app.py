@@ -29,6 +29,7 @@ from crag_edge.tui.ask import IDLE, AskScreen
 from crag_edge.tui.corpora import CorpusChoice, CorpusScreen, open_error
 from crag_edge.tui.ingest import IngestScreen
 from crag_edge.tui.screens import HelpScreen, current_stats
+from crag_edge.tui.search import SearchScreen
 from crag_edge.tui.settings import SettingsScreen, save_settings
 from crag_edge.tui.widgets import NoControlCodes
 from crag_edge.types import Embedder
@@ -46,6 +47,7 @@ class CragApp(App[None]):
         Binding("f1", "help", "Help"),
         Binding("question_mark", "help", "Help", show=False),
         Binding("ctrl+o", "ingest", "Ingest"),
+        Binding("ctrl+f", "search", "Search", show=False),
         Binding("f2", "settings", "Settings"),
         Binding("f3", "corpora", "Corpora"),
         Binding("ctrl+t", "toggle_theme", "Theme"),
@@ -156,7 +158,7 @@ class CragApp(App[None]):
         """Give `engine` to every screen that uses it."""
         self.main_screen.engine = engine
         for screen in self.screen_stack:
-            if isinstance(screen, IngestScreen):
+            if isinstance(screen, IngestScreen | SearchScreen):
                 screen.engine = engine
         self.corpus_ready()
 
@@ -210,6 +212,10 @@ class CragApp(App[None]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_search(self) -> None:
+        if not isinstance(self.screen, SearchScreen):
+            self.push_screen(SearchScreen(self.engine))
 
     def action_ingest(self) -> None:
         if not isinstance(self.screen, IngestScreen):

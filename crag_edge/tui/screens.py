@@ -33,6 +33,7 @@ HELP = """\
 | **ctrl+r** | focus the evidence table (↑/↓ shows each chunk) |
 | **Tab / shift+Tab** | move between panels; Enter on a citation jumps to its evidence |
 | **ctrl+y** | copy the answer |
+| **ctrl+f** | search: passages and their places, no model (↑/↓ shows each whole) |
 | **ctrl+o** | ingest files or folders into the corpus (there ctrl+d: directory tree) |
 | **F2** | settings: thresholds, tiers, fallback, LLM (Enter applies, ctrl+s also saves) |
 | **F3** | corpora: switch to another corpus file, or create one |
