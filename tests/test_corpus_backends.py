@@ -346,3 +346,27 @@ def test_writes_in_one_run_transaction_commit_or_roll_back_together(
     )
     stored = corpus.document("a.txt")
     assert stored is not None and stored.id == written
+
+
+def test_the_listing_counts_each_documents_chunks_and_hides_other_groups(
+    corpus: CorpusBackend,
+) -> None:
+    add_two_docs(corpus)
+    before = time.time()
+    tagged = DocumentRecord("c.txt", "T", "Payroll.", "h", {}, 8, 1.5, frozenset({"hr", "ops"}))
+    corpus.replace_document(
+        tagged, [ChunkRecord("Payroll.", 0, 8, 2)], np.stack([unit(0, 1, 0, 0)])
+    )
+    listing = corpus.list_documents()
+    assert [(e.source, e.chunks, e.groups) for e in listing] == [
+        ("a.txt", 2, frozenset()),
+        ("b.txt", 1, frozenset()),
+        ("c.txt", 1, frozenset({"hr", "ops"})),
+    ]
+    assert listing[2].size == 8 and listing[2].ingested_at >= before - 1
+    assert [e.source for e in corpus.list_documents(groups=frozenset({"hr"}))] == [
+        "a.txt",
+        "b.txt",
+        "c.txt",
+    ]
+    assert [e.source for e in corpus.list_documents(groups=frozenset({"x"}))] == ["a.txt", "b.txt"]
