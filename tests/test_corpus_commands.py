@@ -52,12 +52,12 @@ def test_the_meter_shows_chunks_a_rate_and_an_eta_per_stage() -> None:
     meter = IngestMeter(clock)
     first = meter.update(ProgressEvent(1, 16, "/d/ch01.html", "added", chunks=30, expected=300))
     assert (first.done, first.total, first.eta_s) == (30, 300, None)  # no rate in warm-up
-    assert first.describe() == "embedding · 30/~300 chunks · file 1/16 · ch01.html"
+    assert first.describe() == "embedding · 30/~300 chunks · 1/16 documents · ch01.html"
     clock.now += 10.0
     frame = meter.update(ProgressEvent(4, 16, "/d/ch04.html", "added", chunks=100, expected=320))
     assert frame.per_second == pytest.approx(10.0) and frame.eta_s == pytest.approx(22.0)
     assert frame.describe() == (
-        "embedding · 100/~320 chunks · 10.0 chunks/s · file 4/16 · ETA 0:22 · ch04.html"
+        "embedding · 100/~320 chunks · 10.0 chunks/s · 4/16 documents · ETA 0:22 · ch04.html"
     )
     clock.now += 2.0  # the evaluator's stage has its own clock and counts passages
     reading = meter.update(ProgressEvent(64, 320, "evaluator", "encoded", "passages"))
@@ -76,7 +76,7 @@ def test_the_last_frame_comes_from_the_report() -> None:
     report.errors.append(("bad.html", "unreadable"))
     last = IngestMeter().final(report)
     assert (last.done, last.total, last.files, last.file_total) == (3412, 3412, 16, 16)
-    assert last.describe() == "ingested 3,412 chunks from 16 files · 47.0 chunks/s"
+    assert last.describe() == "ingested 3,412 chunks from 16 documents · 47.0 chunks/s"
 
 
 def test_a_real_ingest_reports_chunks_expected_and_ends_exact(
@@ -117,7 +117,7 @@ def test_the_cli_ingest_ends_on_a_frame_that_says_what_was_done(tmp_path: Path) 
     assert result.exit_code == 0, result.output
     report = re.search(r"(\d+) chunks in", result.stdout)
     assert report is not None
-    last = f"ingested {report.group(1)} chunks from 6 files"
+    last = f"ingested {report.group(1)} chunks from 6 documents"
     assert last in result.stderr, result.stderr
     assert "0/6" not in result.stderr
 

@@ -23,7 +23,8 @@ from crag_edge.ingest.pipeline import IngestReport, ProgressEvent
 class Frame:
     """What a progress display shows: `done` of `total` chunks (0 total: not known yet) in
     `stage`, at `per_second`, with `eta_s` seconds left (None: no rate yet), `files` of
-    `file_total` files read, `current` the file at hand."""
+    `file_total` documents done (files, BEIR records and the attachments files carry),
+    `current` the file at hand."""
 
     stage: str
     done: int
@@ -36,18 +37,18 @@ class Frame:
     finished: bool = False
 
     def describe(self) -> str:
-        """`embedding · 1,234/~3,400 chunks · 45.1 chunks/s · file 3/16 · ETA 0:42`; the
-        last frame: `ingested 3,412 chunks from 16 files · 47.0 chunks/s`."""
+        """`embedding · 1,234/~3,400 chunks · 45.1 chunks/s · 3/16 documents · ETA 0:42`; the
+        last frame: `ingested 3,412 chunks from 16 documents · 47.0 chunks/s`."""
         rate = f"{self.per_second:.1f} chunks/s" if self.per_second > 0 else ""
         if self.finished:
-            head = f"{self.stage} {self.done:,} chunks from {self.file_total:,} files"
+            head = f"{self.stage} {self.done:,} chunks from {self.file_total:,} documents"
             return " · ".join(part for part in (head, rate) if part)
         total = f"{'' if self.files >= self.file_total else '~'}{self.total:,}"
         parts = [
             self.stage,
             f"{self.done:,}/{total} chunks" if self.total else f"{self.done:,} chunks",
             rate,
-            f"file {self.files:,}/{self.file_total:,}" if self.stage != "evaluator" else "",
+            f"{self.files:,}/{self.file_total:,} documents" if self.stage != "evaluator" else "",
             f"ETA {clock(self.eta_s)}" if self.eta_s is not None else "",
             Path(self.current).name[-40:],
         ]
