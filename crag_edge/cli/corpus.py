@@ -79,10 +79,21 @@ def ingest(
             "folder, keep theirs).",
         ),
     ] = None,
+    reread: Annotated[
+        bool,
+        typer.Option(
+            "--reread",
+            help="Read every file again, even those unchanged since they were ingested, and "
+            "index anew each whose text now reads differently (after an upgrade that reads "
+            "a format better); access groups are kept.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Add files to a corpus (created if missing). Incremental: unchanged files cost nothing."""
     tags = frozenset() if groups is not None and not groups.strip() else groups_option(groups)
+    if watch and reread:
+        raise typer.BadParameter("reads once; it does not go with --watch", param_hint="--reread")
     if watch:
         _watch_folders(ctx, inputs, db, fmt, as_json, tags)
         return
@@ -106,7 +117,9 @@ def ingest(
                 description = f"{description} · {speed}"
             bar.update(task, completed=event.done, total=event.total, description=description)
 
-        report = engine.ingest(inputs, fmt=fmt, prune=prune, progress=on_progress, groups=tags)
+        report = engine.ingest(
+            inputs, fmt=fmt, prune=prune, progress=on_progress, groups=tags, reread=reread
+        )
     _print_ingest_report(report, as_json)
     if nothing := report.nothing_indexed():
         if not as_json:
