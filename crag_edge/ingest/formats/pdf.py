@@ -57,7 +57,7 @@ def load_pdf_file(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
     if blank and not recognised:
         text.warnings.append(
             f"{len(blank)} of {len(pages)} pages have no text layer (scanned?); to read "
-            f"them, {OCR_HOW}, then re-ingest the file (touch it)"
+            f"them, {OCR_HOW}, then ingest the file again with --reread"
         )
     elif unread:
         text.warnings.append(f"{unread} of {len(pages)} pages have no text, even by OCR")
