@@ -308,6 +308,8 @@ def test_pdf_running_heads_and_page_numbers_are_dropped_and_broken_words_joined(
     assert cite(doc, "Berth C takes boats") == "manual.pdf p. 4"
     two = load_file(path, make_pdf(pages[:2]), MAX_BYTES)  # too few pages to tell
     assert two.text.count("Operations Manual") == 2
+    lines = ["Tide tables.", "Mooring fees.", "Fuel dock."]  # each page's one line, each once
+    assert load_file(path, make_pdf(lines), MAX_BYTES).text == "\n\n".join(lines)
 
 
 # Hostile files: each is one LoadError naming what is wrong.

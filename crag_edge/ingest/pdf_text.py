@@ -3,8 +3,9 @@ printed on every page, and with words hyphenated at line ends joined again.
 
 Running heads and feet are found by repetition: a line among the first or last
 `EDGE_LINES` of a page whose text, digits aside (`Page 3 of 40` and `Page 4 of 40` are one
-line), stands at the edge of more than `RUNNING_SHARE` of the pages is furniture, not text,
-in a document of at least `MIN_PAGES` pages. A page number alone on its line is such a line.
+line), stands at the edge of more than `RUNNING_SHARE` of the pages, and of two at least, is
+furniture, not text, in a document of at least `MIN_PAGES` pages. A page number alone on its
+line is such a line.
 
 A word broken at a line's end (`infor-` / `mation`) is joined when the next line goes on in
 lower case: `information`. It keeps its hyphen when the document writes the same compound
@@ -46,7 +47,7 @@ def running_lines(pages: list[str]) -> frozenset[str]:
     for page in pages:
         lines = page.splitlines()
         counts.update({_key(lines[index]) for index in _edges(lines)})
-    least = RUNNING_SHARE * len(pages)
+    least = max(RUNNING_SHARE * len(pages), 1)  # and on two pages at least
     return frozenset(key for key, count in counts.items() if key and count > least)
 
 
