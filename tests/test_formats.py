@@ -16,7 +16,7 @@ from crag_edge.citations import locate, locator
 from crag_edge.ingest import LoadError, load_file
 from crag_edge.ingest.formats.archive import EXPANSION, MAX_MEMBERS
 from crag_edge.ingest.formats.numbers import shown
-from crag_edge.ingest.loaders import LoadedDocument
+from crag_edge.ingest.loaders import LoadedDocument, pdf_pages
 from crag_edge.ingest.outline import outline_places
 from crag_edge.types import Chunk
 from tests.documents import make_pdf
@@ -280,6 +280,21 @@ def test_document_table_rows_read_alone_with_caption_and_columns_cited_by_row(
     assert cite(doc, row) == f"{name} row {number} § {section}"
     after = doc.text.rsplit("\n\n", 1)[-1]  # the paragraph after the table is on no row
     assert cite(doc, after) == f"{name} § {section}"
+
+
+def test_a_manual_printed_by_libreoffice_reads_without_its_running_heads() -> None:
+    """Four pages under the head `Harbour Operations Manual · Moorings` and over the foot
+    `Page N of 4`; words with soft hyphens broken where LibreOffice's lines end."""
+    raw, _ = pdf_pages("manual.pdf", (FIXTURES / "manual.pdf").read_bytes())
+    printed = "\n".join(raw)
+    assert printed.count("Operations Manual") == 4 and "Page 3 of 4" in printed
+    assert "infor-\nmation" in printed and "moor-\nings" in printed
+    doc = load("manual.pdf")
+    assert "Operations Manual" not in doc.text and "of 4" not in doc.text
+    assert "-\n" not in doc.text  # every broken word joined
+    words = " ".join(doc.text.split())  # line breaks between words aside
+    assert words.count("information about moorings and well-known pontoon rules") == 12
+    assert cite(doc, "mooring fee of twelve euros") == "manual.pdf p. 2"
 
 
 def manual_page(number: int, lines: list[str]) -> str:

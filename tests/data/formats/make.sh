@@ -29,6 +29,8 @@ pandoc sources/scan.md -o "$work/scan.docx"
 office pdf --outdir "$work" "$work/scan.docx"
 pdftoppm -r 150 -gray -png "$work/scan.pdf" "$work/page"
 img2pdf "$work"/page-*.png -o scan.pdf
+# A 4-page PDF with a running head, "Page N of 4" feet and words broken at soft hyphens.
+office pdf --outdir "$work" sources/manual.fodt && mv "$work/manual.pdf" manual.pdf
 # A PDF with a ruled table (LibreOffice draws its borders as lines).
 office pdf:writer_pdf_Export --outdir "$work" sources/tables.html && mv "$work/tables.pdf" tables.pdf
 
