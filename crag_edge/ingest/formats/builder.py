@@ -73,10 +73,9 @@ class DocumentText:
     def table(self, rows: list[list[str]], caption: str | None = None) -> None:
         """A table of a document without pages (Word, OpenDocument text): titled by its
         `caption`, else by the block just before it when that is short enough to be one
-        (`caption_of`); its header
-        line, then each row a record on its own place numbered from 1 under the header, so a
-        row found alone says which table and columns it is from and is cited by its number:
-        `sizes.docx row 3 § Numeric Types`."""
+        (`caption_of`); its header line, then each row a record on its own place numbered
+        from 1 under the header, so a row found alone says which table and columns it is
+        from and is cited by its number: `sizes.docx row 3 § Numeric Types`."""
         records = rows_as_records(rows, caption or caption_of(self._last_block))
         self.blocks(records[:1])
         for number, line in enumerate(records[1:], start=1):

@@ -11,7 +11,9 @@ notation) gives None, and the cell reads as its plain value.
 from __future__ import annotations
 
 import datetime
+import functools
 import re
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
 # Excel's built-in formats a file names by number only (ECMA-376 18.8.30), non-General ones.
@@ -32,23 +34,36 @@ _PLACEHOLDERS = frozenset("0#?.,")
 _ELAPSED = re.compile(r"\[(?:h+|m+|s+)\]", re.IGNORECASE)
 
 
+@dataclass(frozen=True)
+class _Format:
+    """What a format code shows: a date or time (`letters`: its pattern, lower case), or a
+    number with `decimals` places, thousands separated or not, between literal texts."""
+
+    letters: str = ""
+    prefix: str = ""
+    suffix: str = ""
+    decimals: int = 0
+    grouping: str = ""  # "," or ""
+    percent: bool = False
+
+
 def shown(value: float, code: str) -> str | None:
     """`value` as the format `code` shows it; None when the code is not one rendered here."""
-    if _ELAPSED.search(code):
+    form = _compiled(code)
+    if form is None:
         return None
+    if form.letters:
+        return _moment(value, form.letters)
+    return _number(value * 100 if form.percent else value, form)
+
+
+@functools.lru_cache(maxsize=256)  # a sheet has a few formats, used by every row
+def _compiled(code: str) -> _Format | None:
+    """The first section of `code` (the one for positive numbers, whose sign is written
+    before it for negative ones) read once; None for a code not rendered here."""
     section = code.split(";", 1)[0]
-    literals, pattern = _parse(section)
-    letters = pattern.lower()
-    if any(letter in letters for letter in "dmyhs"):
-        return _moment(value, letters)
-    if not any(c in "0#?" for c in pattern) or "e" in letters or "/" in section:
-        return None  # no number shown, scientific notation, a fraction
-    return _number(value, literals, pattern)
-
-
-def _parse(section: str) -> tuple[list[str], str]:
-    """(literal text around the number, split where the number stands; the number's and
-    date's pattern characters) of one section of a format code."""
+    if _ELAPSED.search(section):
+        return None
     before: list[str] = []
     after: list[str] = []
     pattern: list[str] = []
@@ -59,22 +74,38 @@ def _parse(section: str) -> tuple[list[str], str]:
             pattern.append(char)
         elif char is not None or literal:
             (after if pattern else before).append(literal or char or "")
-    return ["".join(before), "".join(after)], "".join(pattern)
+    letters = "".join(pattern).lower()
+    if any(letter in letters for letter in "dmyhs"):
+        return _Format(letters=letters)
+    if not any(c in "0#?" for c in letters) or "e" in letters or "/" in section:
+        return None  # no number shown, scientific notation, a fraction
+    integer, _, fraction = letters.partition(".")
+    prefix, suffix = "".join(before), "".join(after)
+    return _Format(
+        prefix=prefix,
+        suffix=suffix,
+        decimals=sum(1 for c in fraction if c in "0#?"),
+        grouping="," if "," in integer.strip(",") else "",
+        percent="%" in prefix + suffix,
+    )
 
 
-def _number(value: float, literals: list[str], pattern: str) -> str:
-    """`value` with the pattern's decimals and thousands separators, between its literals;
-    a percent sign among them shows the value times 100."""
-    prefix, suffix = literals
-    if "%" in prefix + suffix:
-        value *= 100
-    integer, _, fraction = pattern.partition(".")
-    decimals = sum(1 for c in fraction if c in "0#?")
-    grouping = "," if "," in integer.strip(",") else ""
-    rounded = Decimal(repr(abs(value))).quantize(Decimal(1).scaleb(-decimals), ROUND_HALF_UP)
-    digits = f"{rounded:{grouping}f}"  # half away from zero, as a spreadsheet rounds
+def _number(value: float, form: _Format) -> str:
+    """`value` with the format's decimals and thousands separators, between its literals."""
+    digits = _rounded(abs(value), form.decimals, form.grouping)
     sign = "-" if value < 0 and any(c not in "0.," for c in digits) else ""
-    return f"{sign}{prefix}{digits}{suffix}".strip()
+    return f"{sign}{form.prefix}{digits}{form.suffix}".strip()
+
+
+def _rounded(value: float, decimals: int, grouping: str) -> str:
+    """`value` (not negative) to `decimals` places, a tie rounded up as a spreadsheet rounds
+    it (2.675 to 2.68, where the float nearest 2.675 is a little under it)."""
+    written = repr(value)
+    _, point, fraction = written.partition(".")
+    if point and "e" not in written and len(fraction) == decimals + 1 and fraction[-1] == "5":
+        exact = Decimal(written).quantize(Decimal(1).scaleb(-decimals), ROUND_HALF_UP)
+        return f"{exact:{grouping}f}"
+    return f"{value:{grouping}.{decimals}f}"
 
 
 def _moment(value: float, letters: str) -> str | None:
