@@ -5,7 +5,7 @@ Dates read in ISO form (`2026-03-01`) whatever the format's order of day and mon
 reader of another locale would misread; times as `14:30` (`14:30:05` when the format shows
 seconds). Numbers keep the format's decimals, thousands separators, percent sign and
 currency symbol. A format this does not render (General, text, fractions, scientific
-notation) gives None, and the cell reads as its plain value.
+notation, elapsed time) gives None, and the cell reads as its plain value.
 """
 
 from __future__ import annotations
