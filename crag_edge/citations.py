@@ -31,6 +31,9 @@ _UNITS = {
     ".xlsx": ("row", "rows"),
     ".ods": ("row", "rows"),
     ".csv": ("row", "rows"),
+    ".docx": ("row", "rows"),  # documents without pages: their tables' rows
+    ".docm": ("row", "rows"),
+    ".odt": ("row", "rows"),
 }
 
 

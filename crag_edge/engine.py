@@ -128,8 +128,11 @@ class Engine(Closing):
         caller: Groups = None,
         default_groups: FolderGroups | None = None,
         exclude: Sequence[str] = (),
+        reread: bool = False,
     ) -> IngestReport:
         """Add or update files (incremental by content hash); see `crag_edge.ingest`.
+        `reread` reads every file again, even those whose size and mtime are unchanged, and
+        indexes anew each whose reading changed (after an upgrade that reads a format better).
         `corpus` is another connection to the same file to write through (a writer thread's
         own, so readers of the engine's connection are not held up); `roots` confines every
         file read to these folders, links never followed (the service's ingest roots).
@@ -159,6 +162,7 @@ class Engine(Closing):
             caller=arguments.groups(caller),
             default_groups=arguments.default_groups(default_groups),
             exclude=arguments.globs(exclude),
+            reread=reread,
         )
 
     def search(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 def make_pdf(pages: list[str], title: str | None = None) -> bytes:
-    """A minimal valid PDF: one line of Helvetica text per page, optional /Info title."""
+    """A minimal valid PDF: each page's text in Helvetica, a printed line per line of it
+    (lines 14 points apart, from the top), optional /Info title."""
     count = len(pages)
     kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(count))
     objects = {
@@ -13,7 +14,8 @@ def make_pdf(pages: list[str], title: str | None = None) -> bytes:
         3: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     }
     for i, text in enumerate(pages):
-        stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET"
+        lines = " Tj T* ".join(f"({line})" for line in text.split("\n"))
+        stream = f"BT /F1 12 Tf 14 TL 72 720 Td {lines} Tj ET"
         objects[4 + 2 * i] = (
             "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
             f"/Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>"

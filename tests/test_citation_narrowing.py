@@ -73,6 +73,18 @@ def test_a_sentence_is_cited_by_the_slide_that_states_it() -> None:
     )
 
 
+def test_a_sentence_is_cited_by_the_row_of_a_word_or_opendocument_table() -> None:
+    item, places = whole("numeric-types.docx")
+    sentence = "A smallserial is a small autoincrementing integer of 2 bytes [1]."
+    assert sentence_locator(sentence, item, places) == (
+        "numeric-types.docx row 8 § 8.1. Numeric Types"
+    )
+    item, places = whole("money-type.odt")
+    assert sentence_locator("The money type takes 8 bytes [1].", item, places) == (
+        "money-type.odt row 1 § 8.2. Monetary Types"
+    )
+
+
 def test_the_checked_answer_records_each_sentence_at_its_row(
     embedder: OnnxEmbedder, smollm: LlamaRuntime, tmp_path: Path
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +24,8 @@ from tests.test_formats import FIXTURES, OCR, mail, with_member, write_mbox
 
 DOCUMENTS = [
     "handbook.docx", "handbook.odt", "deck.pptx", "suppliers.xlsx", "crew.ods", "book.epub",
-    "tables.pdf", "scan.pdf",
+    "tables.pdf", "scan.pdf", "numeric-types.docx", "boolean-type.docx", "money-type.odt",
+    "values.xlsx",
 ]  # fmt: skip
 SETTINGS = Settings.load(chunk_tokens=64, chunk_overlap=8)
 
@@ -94,6 +96,30 @@ QUESTIONS = [
         "Crane lift; Default: 2 tonnes; Limit: 5 tonnes",
         "tables.pdf p. 2",
     ),
+    # A table row of a document, read alone with its table's caption and column names.
+    (
+        "How many bytes does the money type take?",
+        "Monetary Types \u2014 Name: money; Storage Size: 8 bytes",
+        "money-type.odt row 1 § 8.2. Monetary Types",
+    ),
+    (
+        "How much storage does a boolean use?",
+        "Boolean Data Type \u2014 Name: boolean; Storage Size: 1 byte",
+        "boolean-type.docx row 1 § 8.6. Boolean Type",
+    ),
+    (
+        "How many bytes does a bigint take?",
+        "Numeric Types \u2014 Name: bigint; Storage Size: 8 bytes",
+        "numeric-types.docx row 3 § 8.1. Numeric Types",
+    ),
+    # Values as the sheet shows them: not 0.125, 1234.5 or the day number 46082.
+    ("What discount did Harbour Cafe get?", "Discount: 12.5%", "values.xlsx row 2 § Orders"),
+    (
+        "What was the total of the Harbour Cafe order?",
+        "Total: $1,234.50",
+        "values.xlsx row 2 § Orders",
+    ),
+    ("When did Harbour Cafe order?", "Ordered on: 2026-03-01", "values.xlsx row 2 § Orders"),
 ]
 SCANNED = (
     "How often is the lighthouse lamp replaced?",
@@ -208,6 +234,39 @@ def test_reingest_and_watch_treat_new_formats_as_the_old(
         assert (last.updated, last.pruned, last.unchanged) == (1, 1, first.added - 2)
         [hit] = engine.search("lead time for anchor chain", top_k=1)
         assert "Nordic Chain" in hit.chunk.text
+
+
+def test_a_corpus_keeps_its_reading_until_asked_to_read_it_again(
+    embedder: OnnxEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PDF ingested while its tables could not be laid out (the office extra missing), the
+    extra installed since: ingesting again keeps what the corpus holds, cited as before, until
+    `ingest --reread` reads the file anew; its access groups stay."""
+    pdf = tmp_path.resolve() / "tables.pdf"
+    shutil.copy(FIXTURES / "tables.pdf", pdf)
+    db, row = tmp_path / "kb.db", "Service: Crane lift; Default: 2 tonnes; Limit: 5 tonnes"
+    with monkeypatch.context() as without_extra:
+        without_extra.setitem(sys.modules, "pdfplumber", None)  # its import fails
+        with Engine.open(db, SETTINGS, create=True, embedder=embedder) as engine:
+            engine.ingest([pdf], groups=frozenset({"crew"}))
+            [old] = engine.search("crane lift limit", top_k=1)
+    assert row not in old.chunk.text and "Crane lift" in old.chunk.text
+    with Engine.open(db, SETTINGS, embedder=embedder) as engine:
+        again = engine.ingest([pdf])
+        assert (again.unchanged, again.updated) == (1, 0)
+        [hit] = engine.search("crane lift limit", top_k=1)
+        assert (hit.chunk, locator(hit.chunk)) == (old.chunk, locator(old.chunk))
+    sized = {"CRAG_EDGE_CHUNK_TOKENS": "64", "CRAG_EDGE_CHUNK_OVERLAP": "8"}  # as SETTINGS
+    result = invoke("ingest", "--db", str(db), "--reread", str(pdf), env=sized)
+    assert result.exit_code == 0, result.output
+    assert "updated 1," in result.stdout
+    with Engine.open(db, SETTINGS, embedder=embedder) as engine:
+        [hit] = engine.search("crane lift limit", top_k=1)
+        assert row in hit.chunk.text and cited(hit.chunk, row) == "tables.pdf p. 2"
+        assert engine.corpus.document(str(pdf)).groups == frozenset({"crew"})  # type: ignore[union-attr]
+        assert engine.ingest([pdf], reread=True).unchanged == 1  # read again, the same: kept
+    watching = invoke("ingest", "--db", str(db), "--reread", "--watch", str(tmp_path))
+    assert watching.exit_code == 2 and "--watch" in watching.output
 
 
 def test_a_scan_without_ocr_is_one_warning_saying_how_to_read_it(

@@ -15,9 +15,11 @@ import pytest
 from crag_edge.citations import locate, locator
 from crag_edge.ingest import LoadError, load_file
 from crag_edge.ingest.formats.archive import EXPANSION, MAX_MEMBERS
-from crag_edge.ingest.loaders import LoadedDocument
+from crag_edge.ingest.formats.numbers import shown
+from crag_edge.ingest.loaders import LoadedDocument, pdf_pages
 from crag_edge.ingest.outline import outline_places
 from crag_edge.types import Chunk
+from tests.documents import make_pdf
 
 FIXTURES = Path(__file__).parent / "data" / "formats"
 MAX_BYTES = 10_000_000
@@ -42,6 +44,7 @@ def test_docx_headings_lists_tables_footnotes_and_accepted_changes() -> None:
     assert doc.title == "Harbour Handbook"
     assert "- Check the tide table before mooring" in doc.text
     assert "Berth: B7; Length: 18 m; Depth: 4.4 m" in doc.text  # a row names its columns
+    assert "\n\nBerth: B7;" in doc.text  # the prose before the table is too long for a caption
     assert "Fuel for it is kept in the locked shed" in doc.text  # a tracked insertion
     assert "runs on petrol" not in doc.text  # a tracked deletion
     assert "Power posts supply 16 amp shore power." in doc.text  # the footnote
@@ -101,6 +104,44 @@ def test_sheet_rows_read_as_records_cited_by_row(name: str, row: str, where: int
     assert row in doc.text
     sheet = "" if name.endswith(".csv") else f" § {Path(name).stem}"
     assert cite(doc, row) == f"{name} row {where}{sheet}"
+
+
+@pytest.mark.parametrize("name", ["values.xlsx", "values.ods"])
+def test_sheet_cells_read_as_their_number_format_shows_them(name: str) -> None:
+    """LibreOffice saved one sheet as both: a date as month/day/year, a time, a percentage
+    and a currency amount, each stored as a plain number (a day count, a fraction of a day)."""
+    doc = load(name)
+    row = (
+        "Customer: Harbour Cafe; Ordered on: 2026-03-01; Pickup time: 14:30; Discount: 12.5%; "
+        "Total: $1,234.50"
+    )
+    assert row in doc.text
+    assert "Discount: 5.0%; Total: $89.00" in doc.text
+    assert cite(doc, row) == f"{name} row 2 § Orders"
+
+
+@pytest.mark.parametrize(
+    ("value", "code", "text"),
+    [
+        (46082, "mm/dd/yyyy", "2026-03-01"),  # any order of day and month reads as ISO
+        (46082.75, "m/d/yy h:mm", "2026-03-01 18:00"),
+        (0.6041666666666666, "hh:mm:ss", "14:30:00"),
+        (0.125, "0.0%", "12.5%"),
+        (1234.5, "[$$-409]#,##0.00", "$1,234.50"),
+        (-1234.5, '"$"#,##0.00_);[Red]("$"#,##0.00)', "-$1,234.50"),  # the sign, not brackets
+        (1234.5, "#,##0.00 [$\u20ac-407]", "1,234.50 \u20ac"),
+        (2.5, "0", "3"),  # half away from zero, as a spreadsheet rounds
+        (12, '0 "kg"', "12 kg"),
+        (1.5, "[h]:mm", None),  # elapsed hours: no time of day shows them
+        (1234.5, "General", None),
+        (0.25, "# ?/?", None),
+        (1e6, "0.00E+00", None),
+    ],
+)
+def test_number_formats_show_values_as_a_spreadsheet_does(
+    value: float, code: str, text: str | None
+) -> None:
+    assert shown(value, code) == text
 
 
 def test_epub_chapters_in_reading_order_with_their_headings() -> None:
@@ -200,8 +241,90 @@ def test_scanned_pdf_without_ocr_says_how_to_read_it(monkeypatch: pytest.MonkeyP
 def test_pdf_table_rows_keep_their_column_names() -> None:
     doc = load("tables.pdf")
     row = "Service: Crane lift; Default: 2 tonnes; Limit: 5 tonnes"
-    assert row in doc.text
+    caption = "The following table lists the limits of each harbour service."  # the line above
+    assert f"\n{caption} \u2014 {row}\n" in doc.text
     assert cite(doc, row) == "tables.pdf p. 2"  # LibreOffice's export leaves page 1 blank
+
+
+@pytest.mark.parametrize(
+    ("name", "row", "number", "section"),
+    [
+        (
+            "numeric-types.docx",
+            "Numeric Types \u2014 Name: bigint; Storage Size: 8 bytes; Description: large-range "
+            "integer; Range: -9223372036854775808 to +9223372036854775807",
+            3,
+            "8.1. Numeric Types",
+        ),
+        (
+            "boolean-type.docx",
+            "Table 8.19. Boolean Data Type \u2014 Name: boolean; Storage Size: 1 byte; "
+            "Description: state of true or false",
+            1,
+            "8.6. Boolean Type",
+        ),
+        (
+            "money-type.odt",
+            "Table 8.3. Monetary Types \u2014 Name: money; Storage Size: 8 bytes; Description: "
+            "currency amount; Range: -92233720368547758.08 to +92233720368547758.07",
+            1,
+            "8.2. Monetary Types",
+        ),
+    ],
+)
+def test_document_table_rows_read_alone_with_caption_and_columns_cited_by_row(
+    name: str, row: str, number: int, section: str
+) -> None:
+    doc = load(name)
+    assert f"\n{row}\n" in doc.text  # a block of its own
+    assert cite(doc, row) == f"{name} row {number} § {section}"
+    after = doc.text.rsplit("\n\n", 1)[-1]  # the paragraph after the table is on no row
+    assert cite(doc, after) == f"{name} § {section}"
+
+
+def test_a_manual_printed_by_libreoffice_reads_without_its_running_heads() -> None:
+    """Four pages under the head `Harbour Operations Manual · Moorings` and over the foot
+    `Page N of 4`; words with soft hyphens broken where LibreOffice's lines end."""
+    raw, _ = pdf_pages("manual.pdf", (FIXTURES / "manual.pdf").read_bytes())
+    printed = "\n".join(raw)
+    assert printed.count("Operations Manual") == 4 and "Page 3 of 4" in printed
+    assert "infor-\nmation" in printed and "moor-\nings" in printed
+    doc = load("manual.pdf")
+    assert "Operations Manual" not in doc.text and "of 4" not in doc.text
+    assert "-\n" not in doc.text  # every broken word joined
+    words = " ".join(doc.text.split())  # line breaks between words aside
+    assert words.count("information about moorings and well-known pontoon rules") == 12
+    assert cite(doc, "mooring fee of twelve euros") == "manual.pdf p. 2"
+
+
+def manual_page(number: int, lines: list[str]) -> str:
+    """A page of a printed manual: its running head, its lines, its page number."""
+    return "\n".join(["Harbour Operations Manual \u00b7 Moorings", *lines, f"Page {number} of 5"])
+
+
+def test_pdf_running_heads_and_page_numbers_are_dropped_and_broken_words_joined(
+    tmp_path: Path,
+) -> None:
+    body = [
+        [f"Berth {letter} takes boats up to {metres} metres.", "Check the tide table first.",
+         f"The {letter} pontoon has {metres // 2} cleats.", f"Its water tap is number {metres}."]
+        for letter, metres in zip("ABCD", (12, 14, 16, 18), strict=True)
+    ]  # fmt: skip
+    broken = ["The harbour office keeps infor-", "mation on every berth, a well-", "known list;",
+              "ask Jean-", "Paul for the key. A well-known rule applies."]  # fmt: skip
+    pages = [manual_page(n, lines) for n, lines in enumerate([*body[:2], broken, *body[2:]], 1)]
+    path = tmp_path / "manual.pdf"
+    doc = load_file(path, make_pdf(pages), MAX_BYTES)
+    assert "Operations Manual" not in doc.text and "of 5" not in doc.text
+    assert doc.text.count("Check the tide table first.") == 4  # repeated, but not at the edge
+    assert "keeps information on every berth, a well-known list;" in doc.text
+    assert "ask Jean-\nPaul for the key" in doc.text  # a capital goes on: a name, not a break
+    assert cite(doc, "information on every berth") == "manual.pdf p. 3"
+    assert cite(doc, "Berth C takes boats") == "manual.pdf p. 4"
+    two = load_file(path, make_pdf(pages[:2]), MAX_BYTES)  # too few pages to tell
+    assert two.text.count("Operations Manual") == 2
+    lines = ["Tide tables.", "Mooring fees.", "Fuel dock."]  # each page's one line, each once
+    assert load_file(path, make_pdf(lines), MAX_BYTES).text == "\n\n".join(lines)
 
 
 # Hostile files: each is one LoadError naming what is wrong.

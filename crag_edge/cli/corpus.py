@@ -99,10 +99,21 @@ def ingest(
             "--prune (and --watch), stored documents of excluded files are deleted.",
         ),
     ] = None,
+    reread: Annotated[
+        bool,
+        typer.Option(
+            "--reread",
+            help="Read every file again, even those unchanged since they were ingested, and "
+            "index anew each whose text now reads differently (after an upgrade that reads "
+            "a format better); access groups are kept.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Add files to a corpus (created if missing). Incremental: unchanged files cost nothing."""
     tags = frozenset() if groups is not None and not groups.strip() else groups_option(groups)
+    if watch and reread:
+        raise typer.BadParameter("reads once; it does not go with --watch", param_hint="--reread")
     if watch:
         _watch_folders(ctx, inputs, db, fmt, as_json, tags, exclude or [])
         return
@@ -125,6 +136,7 @@ def ingest(
             progress=lambda event: show(meter.update(event)),
             groups=tags,
             exclude=exclude or [],
+            reread=reread,
         )
         show(meter.final(report))
     _print_ingest_report(report, as_json)

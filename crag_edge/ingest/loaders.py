@@ -28,6 +28,7 @@ from crag_edge.ingest.outline import (
     short_title,
     split_front_matter,
 )
+from crag_edge.ingest.pdf_text import readable_pages
 from crag_edge.text_boundary import has_no_controls, repair
 
 
@@ -92,9 +93,11 @@ def read_html(text: str) -> tuple[str, str, tuple[Heading, ...]]:
 
 
 def load_pdf(path: Path, raw: bytes) -> LoadedDocument:
-    """PDF text page by page, its outline holding each page's offset in the text."""
+    """PDF text page by page, its outline holding each page's offset in the text; running
+    heads and page numbers dropped, hyphenated line ends joined (`pdf_text`)."""
     source = str(path)
     pages, title = pdf_pages(source, raw)
+    pages = readable_pages(pages)
     starts, offset = [], 0
     for page in pages:
         starts.append(offset)

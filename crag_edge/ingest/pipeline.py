@@ -8,9 +8,12 @@ ingest without groups keeps each stored document's groups; an ingest by a caller
 (a non-admin token) leaves every stored document it cannot see exactly as it is, and reports
 it as refused.
 Files whose size and mtime match the stored ones are not even re-read (like make or rsync),
-provided the stored text still hashes to the stored hash. A mail file's attachments are
-documents of their own (`crag_edge.attached`) that go with it: unchanged, retagged and pruned
-with it, and given its groups.
+provided the stored text still hashes to the stored hash; so a corpus keeps the text its
+documents were read into until they change, even after the loaders learn to read a format
+better. `reread=True` reads every file again: a document whose new reading differs is
+indexed anew (its access groups kept), one that reads the same is left as it is.
+A mail file's attachments are documents of their own (`crag_edge.attached`) that go with
+it: unchanged, retagged and pruned with it, and given its groups.
 
 Chunks from several documents are embedded together for throughput, then those documents are
 written in one transaction: an interruption at any point leaves each document either fully
@@ -169,6 +172,7 @@ def ingest(
     default_groups: FolderGroups | None = None,
     overlap: bool = True,
     exclude: Sequence[str] = (),
+    reread: bool = False,
 ) -> IngestReport:
     """Bring `corpus` up to date with `inputs` (files and folders, or BEIR corpus files).
 
@@ -186,7 +190,8 @@ def ingest(
     replaced, retagged or pruned (`groups.Tagging`; ValueError if `groups` holds one `caller`
     lacks). Each group is embedded on a worker thread while the next one is read and chunked
     (`ingest.embed_ahead`); `overlap=False` embeds on the calling thread instead. A file
-    an `exclude` glob matches is left out (`ingest.exclude`), and pruned if it was stored.
+    an `exclude` glob matches is left out (`ingest.exclude`), and pruned if it was stored. With
+    `reread`, files are read even when their size and mtime say they are unchanged.
     Per-document problems, documents over `settings.max_document_bytes` included, are
     collected in the report. The corpus is checked before the first write (writing into a
     damaged file spreads the damage); embedder or database failures propagate, leaving every
@@ -207,6 +212,7 @@ def ingest(
         corpus, embedder, chunker, progress, total, group_chunks, limits, tagging, overlap
     )
     run.reading.total_bytes = sum(_size(path) for path in [*plan.files, *plan.beir])
+    run.reread = reread
     try:
         _index(run, plan, prune)
     except StorageError:
@@ -444,6 +450,7 @@ class _IngestBatch:
         self.embedded = 0  # written by the embedding thread only
         self.reading = _Reading()
         self.report = IngestReport()
+        self.reread = False  # read even the files whose size and mtime say they are unchanged
         self.seen: set[str] = set()
         self.attached_by_file: dict[str, list[str]] | None = None  # `_stored_attached`
         self.beir_complete = True
@@ -524,7 +531,8 @@ class _IngestBatch:
         """The file's document, or None when its size and mtime say it is unchanged."""
         try:
             with open_source(path, self.limits.roots) as file:
-                if stored is not None and self._same_file(stored, file.size, file.mtime):
+                unchanged = stored is not None and self._same_file(stored, file.size, file.mtime)
+                if unchanged and not self.reread:
                     return None
                 raw = file.read_capped(self.limits.max_bytes)
         except OSError as exc:  # the read itself failed (a disk or network error)

@@ -15,6 +15,10 @@ from typing import Any
 from crag_edge.ingest.loaders import LoadedDocument, LoadError, clean_text, too_large
 from crag_edge.ingest.outline import Heading, Outline, short_title
 
+# A block this short just before a table titles it (a caption, a heading, "Table 2. Sizes"):
+# each of the table's rows is written with it. A longer one is prose that leads into it.
+CAPTION_MAX_CHARS = 120
+
 
 class DocumentText:
     """The text of one document being read, block by block (a block ends in a blank line)."""
@@ -27,8 +31,9 @@ class DocumentText:
         self._length = 0  # characters written
         self._bytes = 0  # their UTF-8 size, for the budget
         self._page_starts: list[int] = []
-        self._page_numbers: list[int] = []
+        self._page_numbers: list[int | None] = []
         self._headings: list[Heading] = []
+        self._last_block = ""  # the text of the block just written; "" after a table
 
     def block(self, text: str) -> None:
         """A paragraph (a row, a list item); blank text writes nothing."""
@@ -42,6 +47,7 @@ class DocumentText:
             )
         self._parts.append(text + "\n\n")
         self._length += len(text) + 2
+        self._last_block = text
 
     def blocks(self, texts: Iterable[str]) -> None:
         for text in texts:
@@ -58,10 +64,26 @@ class DocumentText:
         title = short_title(" ".join(clean_text(title).split()))
         self._headings.append(Heading(self._length, level, title))
 
-    def page(self, number: int) -> None:
-        """The text from here on is on page (slide, row) `number`."""
+    def page(self, number: int | None) -> None:
+        """The text from here on is on page (slide, row) `number`; None: on no numbered
+        place (the text after a table in a document without pages)."""
         self._page_starts.append(self._length)
         self._page_numbers.append(number)
+
+    def table(self, rows: list[list[str]], caption: str | None = None) -> None:
+        """A table of a document without pages (Word, OpenDocument text): titled by its
+        `caption`, else by the block just before it when that is short enough to be one
+        (`caption_of`); its header line, then each row a record on its own place numbered
+        from 1 under the header, so a row found alone says which table and columns it is
+        from and is cited by its number: `sizes.docx row 3 § Numeric Types`."""
+        records = rows_as_records(rows, caption or caption_of(self._last_block))
+        self.blocks(records[:1])
+        for number, line in enumerate(records[1:], start=1):
+            self.page(number)
+            self.block(line)
+        if len(records) > 1:
+            self.page(None)
+        self._last_block = ""
 
     @property
     def empty(self) -> bool:
@@ -101,10 +123,20 @@ def column_letter(index: int) -> str:
     return name
 
 
-def rows_as_records(rows: list[list[str]]) -> list[str]:
-    """A small table (a Word, slide or PDF table) as its header line, then one record per row."""
-    rows = [row for row in rows if any(row)]
+def rows_as_records(rows: list[list[str]], caption: str = "") -> list[str]:
+    """A small table (a Word, slide or PDF table) as its header line, then one record per row;
+    each opens with the table's `caption` when it has one (`Numeric Types — Name: bigint;
+    Storage Size: 8 bytes`), so a row retrieved alone still says which table it is from."""
+    rows = [[" ".join(cell.split()) for cell in row] for row in rows if any(row)]
     if not rows:
         return []
     header = rows[0]
-    return [" | ".join(header)] + [record(header, row) for row in rows[1:]]
+    lead = f"{caption} — " if caption else ""
+    return [lead + " | ".join(header)] + [lead + record(header, row) for row in rows[1:]]
+
+
+def caption_of(block: str) -> str:
+    """`block` as the title of the table after it, on one line; "" when it is too long to be
+    one (`CAPTION_MAX_CHARS`)."""
+    line = " ".join(block.split())
+    return line if len(line) <= CAPTION_MAX_CHARS else ""

@@ -1,6 +1,7 @@
 """OpenDocument text and presentations (.odt, .odp), as LibreOffice writes them.
 
-Text documents: headings by outline level, paragraphs, list items, tables as records, notes
+Text documents: headings by outline level, paragraphs, list items, each table row a record
+titled by the table's caption and numbered for citations (`DocumentText.table`), notes
 after the body; tracked changes read as accepted (deletions are kept apart in
 `text:tracked-changes`, insertions are inline). Presentations: each slide (`draw:page`) a
 page numbered in order, titled by its title frame, with its speaker notes. A password-
@@ -70,7 +71,7 @@ def _text_block(element: Element, text: DocumentText, headings: list[str]) -> No
             if first is not None:
                 text.block(f"- {inline_text(first)}")
     elif tag == f"{TABLE}table":
-        text.blocks(rows_as_records(table_rows(element)))
+        text.table(table_rows(element))
     elif tag in (f"{TEXT}section", f"{TABLE}table-row-group"):
         for child in element:
             _text_block(child, text, headings)

@@ -5,8 +5,9 @@ and read by the `tesseract` program (Debian's `tesseract-ocr`) when both are ins
 citation says so: `scan.pdf p. 4 (OCR)`. Without Tesseract, the report says once per file
 how many pages have no text and how to read them; never a silently empty document. With
 `pdfplumber` (the `office` extra), a page holding ruled tables is read by it instead: the
-text around the tables, then each row as a record named by the header row, so one row is
-one unit.
+text around the tables, then each row as a record named by the header row and titled by
+the line above its table (`builder.caption_of`), so one row is one unit. Running heads and
+page numbers are dropped and hyphenated line ends joined (`pdf_text`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from typing import Any
 from pypdf import PdfReader
 
 from crag_edge.citations import RECOGNISED
-from crag_edge.ingest.formats.builder import DocumentText, rows_as_records
+from crag_edge.ingest.formats.builder import DocumentText, caption_of, rows_as_records
 from crag_edge.ingest.formats.extras import MissingExtra, require
 from crag_edge.ingest.loaders import LoadedDocument, LoadError, pdf_pages
+from crag_edge.ingest.pdf_text import readable_pages
 
 # Scans are rendered at this resolution for Tesseract (its accuracy drops below ~200 dpi).
 OCR_DPI = 300
@@ -40,7 +42,7 @@ OCR_HOW = "install Tesseract (apt-get install tesseract-ocr) and pip install 'cr
 def load_pdf_file(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
     source = str(path)
     pages, title = pdf_pages(source, raw)
-    pages = _with_tables(source, raw, pages)
+    pages = readable_pages(_with_tables(source, raw, pages))
     blank = [i for i, page in enumerate(pages) if not page]
     recognised = _recognise(source, raw, blank) if blank else {}
     text = DocumentText(source, max_bytes)
@@ -55,7 +57,7 @@ def load_pdf_file(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
     if blank and not recognised:
         text.warnings.append(
             f"{len(blank)} of {len(pages)} pages have no text layer (scanned?); to read "
-            f"them, {OCR_HOW}, then re-ingest the file (touch it)"
+            f"them, {OCR_HOW}, then ingest the file again with --reread"
         )
     elif unread:
         text.warnings.append(f"{unread} of {len(pages)} pages have no text, even by OCR")
@@ -155,6 +157,16 @@ def _page_with_tables(page: Any) -> str | None:
     rows = [
         record
         for table in tables
-        for record in rows_as_records([[cell or "" for cell in row] for row in table.extract()])
+        for record in rows_as_records(
+            [[cell or "" for cell in row] for row in table.extract()], _caption(page, table)
+        )
     ]
     return "\n\n".join([outside.extract_text() or "", *rows]).strip()
+
+
+def _caption(page: Any, table: Any) -> str:
+    """The line just above `table` on `page` when it is short enough to title it."""
+    top = table.bbox[1]
+    above = page.crop((0, 0, page.width, top)).extract_text() if top > 0 else ""
+    lines = [line for line in (above or "").splitlines() if line.strip()]
+    return caption_of(lines[-1]) if lines else ""

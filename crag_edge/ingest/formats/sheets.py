@@ -63,11 +63,11 @@ def write_sheet(text: DocumentText, name: str, rows: Iterable[Row]) -> None:
 
 def load_xlsx(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
     package = Package(str(path), raw, max_bytes)
-    strings, dates = workbook.shared_strings(package), workbook.date_styles(package)
+    strings, formats = workbook.shared_strings(package), workbook.number_formats(package)
     text = DocumentText(str(path), max_bytes)
     found = workbook.sheets(package)
     for name, member in found:
-        write_sheet(text, name, workbook.rows(package, member, strings, dates))
+        write_sheet(text, name, workbook.rows(package, member, strings, formats))
     return text.document(path.stem, {"sheet_count": len(found)})
 
 
@@ -128,9 +128,13 @@ def _ods_cells(row: Any) -> list[str]:
 
 
 def _ods_value(cell: Any) -> str:
+    """A cell as LibreOffice shows it: the text it wrote for the cell (its number format
+    applied: `12.5%`, `$1,234.50`, `14:30`), dates in ISO form (`2026-03-01`) whatever the
+    display's order of day and month; the plain value where no text was written."""
     kind = cell.get(f"{OFFICE}value-type")
-    if kind in ("float", "percentage", "currency"):
+    written = "\n".join(inline_text(p) for p in cell.iter(f"{TEXT}p"))
+    if kind == "date" and (moment := cell.get(f"{OFFICE}date-value")):
+        return moment.removesuffix("T00:00:00").replace("T", " ")
+    if kind in ("float", "percentage", "currency") and not written.strip():
         return cell_text(float(cell.get(f"{OFFICE}value", "0") or 0))
-    if kind == "date":
-        return (cell.get(f"{OFFICE}date-value") or "").removesuffix("T00:00:00")
-    return "\n".join(inline_text(p) for p in cell.iter(f"{TEXT}p"))
+    return written

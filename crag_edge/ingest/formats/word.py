@@ -2,9 +2,10 @@
 
 Read from the package's XML directly (`archive.Package`): paragraphs in body order, each
 heading by its style's outline level (so a heading style renamed or localised still counts),
-list items marked, table rows as records named by the header row, footnotes and endnotes
-after the body. Tracked changes read as accepted: insertions are text, deletions and moved-
-away text are not.
+list items marked, each table row a record named by the header row, titled by the table's
+caption and numbered for citations (`DocumentText.table`), footnotes and endnotes after the
+body. Tracked changes read as accepted: insertions are text, deletions and moved-away text
+are not.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from xml.etree.ElementTree import Element
 
 from crag_edge.ingest.formats.archive import Package
-from crag_edge.ingest.formats.builder import DocumentText, rows_as_records
+from crag_edge.ingest.formats.builder import DocumentText
 from crag_edge.ingest.loaders import LoadedDocument
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -31,7 +32,7 @@ def load_docx(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
     first_heading = ""
     for element in [] if body is None else _blocks(body):
         if element.tag == f"{W}tbl":
-            text.blocks(rows_as_records(_table_rows(element)))
+            text.table(_table_rows(element), _val(element.find(f"{W}tblPr/{W}tblCaption")))
             continue
         level, line = _paragraph_level(element, levels), paragraph_text(element)
         if level and line.strip():

@@ -3,27 +3,21 @@
 Read from the package's XML with `archive.iterparse`, row by row, each row cleared once read,
 so a sheet's size costs nothing beyond its text budget (openpyxl's read-only mode first scans
 a whole sheet that does not state its dimensions: 80 s for a million rows). Values read as
-Excel shows them where it matters for finding them: shared and inline strings, numbers
-(whole ones without `.0`), booleans, and dates for cells whose number format is a date's.
+Excel shows them: shared and inline strings, booleans, and numbers by their cell's number
+format (`numbers.shown`: dates, times, percentages, currency), else whole ones without `.0`.
 """
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Iterator
 from xml.etree.ElementTree import Element
 
+from crag_edge.ingest.formats import numbers
 from crag_edge.ingest.formats.archive import Package, streamed
 
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
-# Built-in number formats that show dates (ECMA-376 18.8.30).
-_DATE_FORMATS = frozenset({14, 15, 16, 17, 18, 19, 20, 21, 22, 45, 46, 47})
-# A custom format shows a date when it holds day, month or year letters outside quotes.
-_DATE_CODE = re.compile(r"[dmy]", re.IGNORECASE)
-_QUOTED = re.compile(r'"[^"]*"|\[[^\]]*\]|\\.')
-_EPOCH = datetime.datetime(1899, 12, 30)
 _COLUMN = re.compile(r"[A-Z]+")
 
 
@@ -45,41 +39,42 @@ def shared_strings(package: Package) -> list[str]:
         return [_string(item) for item in streamed(package.source, stream, f"{S}si")]
 
 
-def date_styles(package: Package) -> frozenset[int]:
-    """Indexes of the cell styles whose number format shows a date."""
+def number_formats(package: Package) -> dict[int, str]:
+    """The format code of each cell style that has one other than General, by the style's
+    index (a cell's `s`): built-in formats by number, the workbook's own by their code."""
     if "xl/styles.xml" not in package.names:
-        return frozenset()
+        return {}
     styles = package.xml("xl/styles.xml")
     custom = {
-        int(f.get("numFmtId", "0")): _QUOTED.sub("", f.get("formatCode", ""))
-        for f in styles.iter(f"{S}numFmt")
+        int(f.get("numFmtId", "0")): f.get("formatCode", "") for f in styles.iter(f"{S}numFmt")
     }
-    dated = set()
+    codes = {}
     xfs = styles.find(f"{S}cellXfs")
     for index, xf in enumerate([] if xfs is None else xfs.findall(f"{S}xf")):
         number = int(xf.get("numFmtId", "0") or 0)
-        if number in _DATE_FORMATS or _DATE_CODE.search(custom.get(number, "")):
-            dated.add(index)
-    return frozenset(dated)
+        code = custom.get(number) or numbers.BUILTIN.get(number)
+        if code and code.lower() != "general":
+            codes[index] = code
+    return codes
 
 
 def rows(
-    package: Package, member: str, strings: list[str], dates: frozenset[int]
+    package: Package, member: str, strings: list[str], formats: dict[int, str]
 ) -> Iterator[tuple[int, list[str]]]:
     """(row number, cell texts by column) of a sheet, streamed."""
     with package.open(member) as stream:
         number = 0
         for row in streamed(package.source, stream, f"{S}row"):
             number = int(row.get("r", number + 1) or number + 1)
-            yield number, _cells(row, strings, dates)
+            yield number, _cells(row, strings, formats)
 
 
-def _cells(row: Element, strings: list[str], dates: frozenset[int]) -> list[str]:
+def _cells(row: Element, strings: list[str], formats: dict[int, str]) -> list[str]:
     cells: list[str] = []
     for cell in row.iter(f"{S}c"):
         column = _column(cell.get("r", ""), len(cells))
         cells.extend([""] * (column - len(cells)))
-        cells.append(_value(cell, strings, dates))
+        cells.append(_value(cell, strings, formats))
     return cells
 
 
@@ -94,7 +89,7 @@ def _column(reference: str, default: int) -> int:
     return min(index - 1, 16383)
 
 
-def _value(cell: Element, strings: list[str], dates: frozenset[int]) -> str:
+def _value(cell: Element, strings: list[str], formats: dict[int, str]) -> str:
     kind, value = cell.get("t", "n"), cell.findtext(f"{S}v") or ""
     if kind == "s":
         index = int(value) if value.isdigit() else -1
@@ -106,17 +101,18 @@ def _value(cell: Element, strings: list[str], dates: frozenset[int]) -> str:
         return "TRUE" if value == "1" else "FALSE"
     if kind in ("str", "e") or not value:
         return value
-    return _number(value, int(cell.get("s", "0") or 0) in dates)
+    return _number(value, formats.get(int(cell.get("s", "0") or 0)))
 
 
-def _number(value: str, is_date: bool) -> str:
+def _number(value: str, code: str | None) -> str:
+    """A number cell as its format shows it (`numbers.shown`), else as written, whole numbers
+    without `.0`."""
     try:
         number = float(value)
     except ValueError:
         return value
-    if is_date and 0 <= number < 2958466:  # up to 9999-12-31
-        moment = _EPOCH + datetime.timedelta(days=number)
-        return moment.date().isoformat() if moment.time() == datetime.time() else str(moment)
+    if code is not None and (text := numbers.shown(number, code)) is not None:
+        return text
     return str(int(number)) if number.is_integer() and abs(number) < 1e15 else value
 
 

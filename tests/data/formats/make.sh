@@ -18,11 +18,19 @@ office odp --outdir "$work" deck.pptx && mv "$work/deck.odp" deck.odp
 office xlsx --outdir "$work" sources/suppliers.csv && mv "$work/suppliers.xlsx" suppliers.xlsx
 office ods --outdir "$work" sources/crew.csv && mv "$work/crew.ods" crew.ods
 cp sources/crew.csv crew.csv
+pandoc sources/money-type.md -o money-type.odt       # a captioned table of one row
+pandoc sources/boolean-type.md -o boolean-type.docx
+pandoc sources/numeric-types.md -o numeric-types.docx  # a wide table of ten rows
+# Dates, times, percentages and currency, each cell shown by its number format.
+office xlsx --outdir "$work" sources/values.fods && mv "$work/values.xlsx" values.xlsx
+office ods --outdir "$work" sources/values.fods && mv "$work/values.ods" values.ods
 # A scanned PDF: a text PDF rasterised to page images, the images put back in a PDF.
 pandoc sources/scan.md -o "$work/scan.docx"
 office pdf --outdir "$work" "$work/scan.docx"
 pdftoppm -r 150 -gray -png "$work/scan.pdf" "$work/page"
 img2pdf "$work"/page-*.png -o scan.pdf
+# A 4-page PDF with a running head, "Page N of 4" feet and words broken at soft hyphens.
+office pdf --outdir "$work" sources/manual.fodt && mv "$work/manual.pdf" manual.pdf
 # A PDF with a ruled table (LibreOffice draws its borders as lines).
 office pdf:writer_pdf_Export --outdir "$work" sources/tables.html && mv "$work/tables.pdf" tables.pdf
 
