@@ -47,7 +47,7 @@ from typing import Literal
 import numpy as np
 from tokenizers import Tokenizer
 
-from crag_edge.attached import file_of, is_container
+from crag_edge.attached import file_of, is_container, posing_as_attached
 from crag_edge.citations import places_within
 from crag_edge.config import IngestSettings
 from crag_edge.groups import FolderGroups, Groups, Tagging
@@ -310,7 +310,9 @@ def _discover(inputs: list[Path], fmt: Format, roots: Sequence[Path] | None) -> 
             _note_reached(plan, path, named)
             plan.scope_files.update((str(path), str(named)))
     for path, explicit in found.items():
-        if path.suffix.lower() == ".jsonl" and (explicit or path.name == BEIR_CORPUS):
+        if (posing := posing_as_attached(str(path))) is not None:
+            plan.errors.append((str(path), posing))
+        elif path.suffix.lower() == ".jsonl" and (explicit or path.name == BEIR_CORPUS):
             plan.beir.append(path)
         elif path.suffix.lower() == ".jsonl":
             reason = f"in a folder only {BEIR_CORPUS} is read; name this file to ingest it"

@@ -30,6 +30,9 @@ MAX_MEMBERS = 10_000
 EXPANSION = 20
 _RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 _FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+# Elements nested deeper than this are refused: documents nest a few tens of levels (a table
+# in a table adds four), and the readers of their parts recurse once per level.
+MAX_XML_DEPTH = 256
 T = TypeVar("T")
 XML_BOMB = "its XML declares entities or external references; refused (an XML bomb or XXE)"
 
@@ -105,25 +108,34 @@ def member_path(folder: str, target: str) -> str:
 
 
 def parse_xml(source: str, data: bytes, name: str) -> Element:
-    """`data` parsed with no entity expansion and no external references."""
-    try:
-        return SafeXml.fromstring(data, forbid_dtd=False)
-    except defusedxml.DefusedXmlException:
-        raise LoadError(source, XML_BOMB) from None
-    except ParseError as exc:
-        raise LoadError(source, f"damaged XML in {name} ({exc})") from None
+    """`data` parsed with no entity expansion, no external references and no nesting past
+    `MAX_XML_DEPTH`."""
+    events = iterparse(source, io.BytesIO(data), ("start",), name)
+    _, root = next(events)
+    for _ in events:
+        pass
+    return root
 
 
 def iterparse(
-    source: str, stream: IO[bytes], events: tuple[str, ...] = ("end",)
+    source: str, stream: IO[bytes], events: tuple[str, ...] = ("end",), name: str = ""
 ) -> Iterator[tuple[str, Element]]:
-    """(event, element) of a large XML member, read as it streams."""
+    """(event, element) of a large XML member (`name`), read as it streams; elements nested
+    past `MAX_XML_DEPTH` are refused before anything recurses into them."""
+    where = f" in {name}" if name else ""
+    depth = 0
     try:
-        yield from SafeXml.iterparse(stream, events=events, forbid_dtd=False)
+        for event, element in SafeXml.iterparse(stream, events=("start", "end"), forbid_dtd=False):
+            depth += 1 if event == "start" else -1
+            if depth > MAX_XML_DEPTH:
+                deep = f"its XML nests over {MAX_XML_DEPTH} levels deep{where}"
+                raise LoadError(source, deep + "; refused (a parser bomb?)")
+            if event in events:
+                yield event, element
     except defusedxml.DefusedXmlException:
         raise LoadError(source, XML_BOMB) from None
     except ParseError as exc:
-        raise LoadError(source, f"damaged XML ({exc})") from None
+        raise LoadError(source, f"damaged XML{where} ({exc})") from None
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         raise LoadError(source, f"damaged or truncated ZIP container ({exc})") from None
 

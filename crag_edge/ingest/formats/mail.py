@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from email.header import decode_header, make_header
 from email.message import Message
+from email.parser import BytesHeaderParser
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
@@ -30,9 +31,17 @@ _HEADERS = ("From", "To", "Date", "Subject")
 # A message starts at a line "From " at the start of the file or after a blank line (mboxo,
 # mboxrd; a "From " inside a body is escaped as ">From ").
 _MBOX_SEPARATOR = re.compile(rb"(?:\A|\n\n|\r\n\r\n)From [^\n]*\n")
+# Multipart and attached-message parts nested deeper than this are refused: real mail nests a
+# few levels (a forward of a forward of a reply: two per forward), and Python's parser
+# recurses once per level.
+MAX_MIME_DEPTH = 100
+_CONTAINER_TYPE = re.compile(rb"(?im)^content-type:\s*(multipart|message)/")
+_BOUNDARY = re.compile(rb'(?i)boundary\s*=\s*(?:"([^"\r\n]+)"|([^\s;"]+))')
 
 
 def load_eml(path: Path, raw: bytes, max_bytes: int, *, attachments: LoaderFor) -> LoadedDocument:
+    if (depth := mime_depth(raw)) > MAX_MIME_DEPTH:
+        raise LoadError(str(path), too_deep(depth))
     message = _parse(raw)
     text = DocumentText(str(path), max_bytes)
     attached = Attachments(str(path), max_bytes, attachments)
@@ -49,7 +58,10 @@ def load_mbox(path: Path, raw: bytes, max_bytes: int, *, attachments: LoaderFor)
     attached = Attachments(str(path), max_bytes, attachments)
     count = 0
     for count, message in enumerate(_mbox_messages(raw), start=1):  # noqa: B007
-        write_message(text, _parse(message), attached)
+        if (depth := mime_depth(message)) > MAX_MIME_DEPTH:  # this message alone is lost
+            attached.refuse(_title(_parse_headers(message)), too_deep(depth))
+        else:
+            write_message(text, _parse(message), attached)
     document = text.document(path.stem, {"message_count": count})
     return replace(document, attached=attached.documents())
 
@@ -125,6 +137,70 @@ def _file_name(part: Message) -> str:
 
 def _parse(raw: bytes) -> Message:
     return email.message_from_bytes(raw, policy=email.policy.compat32)
+
+
+def _parse_headers(raw: bytes) -> Message:
+    """The message's headers alone (its parts are not parsed, so they cannot nest)."""
+    return BytesHeaderParser(policy=email.policy.compat32).parsebytes(raw)
+
+
+def too_deep(depth: int) -> str:
+    return (
+        f"its MIME parts nest {depth:,} levels deep, over {MAX_MIME_DEPTH}; refused "
+        "(a parser bomb?)"
+    )
+
+
+def mime_depth(raw: bytes) -> int:
+    """How deep a message's multipart and attached-message parts nest, told from its lines
+    without parsing it (Python's parser recurses once per level and fails past ~250), up to
+    one level past `MAX_MIME_DEPTH`. A part's headers follow its boundary line; a boundary
+    line of an enclosing part closes every part inside it."""
+    open_parts: list[bytes] = []  # the boundaries of the parts open; b"" an attached message
+    deepest, lines = 0, iter(raw.splitlines())
+    in_headers = True
+    for line in lines:
+        if in_headers:
+            kind, boundary = _part_kind(line, lines)
+            in_headers = kind == "message"  # an attached message's own headers follow
+            if kind:
+                open_parts.append(boundary)
+                deepest = max(deepest, len(open_parts))
+                if deepest > MAX_MIME_DEPTH:
+                    break
+        elif line.startswith(b"--"):
+            in_headers = _close_parts(open_parts, line.rstrip())
+    return deepest
+
+
+def _part_kind(first: bytes, lines: Iterator[bytes]) -> tuple[str, bytes]:
+    """("multipart", its boundary), ("message", b"") or ("", b"") of the part whose header
+    block starts at `first` (the block is read up to its blank line)."""
+    block = [first]
+    while block[-1].strip():
+        block.append(next(lines, b""))
+    headers = b"\n".join(block)
+    found = _CONTAINER_TYPE.search(headers)
+    if found is None:
+        return "", b""
+    kind = found.group(1).decode().lower()
+    if kind == "message":
+        return kind, b""
+    boundary = _BOUNDARY.search(headers, found.end())
+    return (kind, boundary.group(1) or boundary.group(2)) if boundary else ("", b"")
+
+
+def _close_parts(open_parts: list[bytes], line: bytes) -> bool:
+    """Apply a `--boundary` or `--boundary--` line; whether a part's headers follow."""
+    for index in range(len(open_parts) - 1, -1, -1):
+        boundary = open_parts[index]
+        if boundary and line == b"--" + boundary + b"--":
+            del open_parts[index:]
+            return False
+        if boundary and line == b"--" + boundary:
+            del open_parts[index + 1 :]
+            return True
+    return False
 
 
 def _header(message: Message, name: str) -> str:
