@@ -33,6 +33,12 @@ _FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallba
 # Elements nested deeper than this are refused: documents nest a few tens of levels (a table
 # in a table adds four), and the readers of their parts recurse once per level.
 MAX_XML_DEPTH = 256
+# A container's parts may hold one XML element per this many bytes of `max_document_bytes`
+# (at least `MIN_ELEMENTS`): markup that carries no text (a million empty paragraphs) costs
+# time and memory all the same (docs/formats.md, "Files that amplify"). Office documents hold
+# about one per 10 to 20 characters of text, and a few thousand of styles and themes.
+BYTES_PER_ELEMENT = 8
+MIN_ELEMENTS = 100_000
 T = TypeVar("T")
 XML_BOMB = "its XML declares entities or external references; refused (an XML bomb or XXE)"
 
@@ -60,6 +66,8 @@ class Package:
                 "max_document_bytes); refused (a zip bomb?)",
             )
         self.names = frozenset(m.filename for m in members)
+        self.max_bytes = max_bytes
+        self.budget = ElementBudget(source, max_bytes)
 
     def read(self, name: str) -> bytes:
         with self.open(name) as member:
@@ -74,11 +82,39 @@ class Package:
     def xml(self, name: str) -> Element:
         """A member's XML without `mc:Fallback` copies: Office writes a shape or text box
         twice (for newer and older readers), and only the first is the document's."""
-        root = parse_xml(self.source, self.read(name), name)
-        for parent in root.iter():
-            for child in [c for c in parent if c.tag == _FALLBACK]:
-                parent.remove(child)
-        return root
+        return _without_fallbacks(parse_xml(self.source, self.read(name), name, self.budget))
+
+    def events(self, name: str, events: tuple[str, ...]) -> Iterator[tuple[str, Element]]:
+        """(event, element) of a member, read as it streams (a large sheet)."""
+        with self.open(name) as stream:
+            yield from iterparse(self.source, stream, events, name, self.budget)
+
+    def stream(self, name: str, tag: str) -> Iterator[Element]:
+        """Each `tag` element of a member once it is whole; it is then dropped from the tree
+        with its siblings before it (so a million rows are never held at once)."""
+        open_elements: list[Element] = []
+        for event, element in self.events(name, ("start", "end")):
+            if event == "start":
+                open_elements.append(element)
+                continue
+            open_elements.pop()
+            if element.tag == tag:
+                yield element
+                if open_elements:
+                    open_elements[-1].clear()
+
+    def children(self, name: str, parent: str) -> Iterator[Element]:
+        """Each child of the `parent` elements of a member, in order, once it is whole; it is
+        then dropped from the tree (a document's body, paragraph by paragraph)."""
+        open_elements: list[Element] = []
+        for event, element in self.events(name, ("start", "end")):
+            if event == "start":
+                open_elements.append(element)
+                continue
+            open_elements.pop()
+            if open_elements and open_elements[-1].tag == parent:
+                yield _without_fallbacks(element)
+                open_elements[-1].remove(element)
 
     def relations(self, part: str) -> dict[str, str]:
         """Relationship id -> member name of an Office part (`ppt/slides/slide1.xml`)."""
@@ -100,6 +136,16 @@ class Package:
             raise LoadError(self.source, f"damaged or truncated ZIP container ({exc})") from None
 
 
+def _without_fallbacks(root: Element) -> Element:
+    """`root` without the `mc:Fallback` copies of what it holds (`Package.xml`)."""
+    if not len(root):  # an empty paragraph: a body may hold millions
+        return root
+    for parent in root.iter():
+        for child in [c for c in parent if c.tag == _FALLBACK]:
+            parent.remove(child)
+    return root
+
+
 def member_path(folder: str, target: str) -> str:
     """A relationship's target as a member name: relative to `folder`, or from the root."""
     if target.startswith("/"):
@@ -107,10 +153,28 @@ def member_path(folder: str, target: str) -> str:
     return posixpath.normpath(posixpath.join(folder, target))
 
 
-def parse_xml(source: str, data: bytes, name: str) -> Element:
-    """`data` parsed with no entity expansion, no external references and no nesting past
-    `MAX_XML_DEPTH`."""
-    events = iterparse(source, io.BytesIO(data), ("start",), name)
+class ElementBudget:
+    """How many more XML elements the parts of one container may hold (`BYTES_PER_ELEMENT`)."""
+
+    def __init__(self, source: str, max_bytes: int) -> None:
+        self.source = source
+        self.limit = max(MIN_ELEMENTS, max_bytes // BYTES_PER_ELEMENT)
+        self.left = self.limit
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise LoadError(
+                self.source,
+                f"its XML holds over {self.limit:,} elements (one per {BYTES_PER_ELEMENT} bytes "
+                "of max_document_bytes); refused (markup that amplifies)",
+            )
+
+
+def parse_xml(source: str, data: bytes, name: str, budget: ElementBudget | None = None) -> Element:
+    """`data` parsed with no entity expansion, no external references, no nesting past
+    `MAX_XML_DEPTH` and no more elements than `budget` allows."""
+    events = iterparse(source, io.BytesIO(data), ("start",), name, budget)
     _, root = next(events)
     for _ in events:
         pass
@@ -118,15 +182,25 @@ def parse_xml(source: str, data: bytes, name: str) -> Element:
 
 
 def iterparse(
-    source: str, stream: IO[bytes], events: tuple[str, ...] = ("end",), name: str = ""
+    source: str,
+    stream: IO[bytes],
+    events: tuple[str, ...],
+    name: str,
+    budget: ElementBudget | None = None,
 ) -> Iterator[tuple[str, Element]]:
-    """(event, element) of a large XML member (`name`), read as it streams; elements nested
-    past `MAX_XML_DEPTH` are refused before anything recurses into them."""
+    """(event, element) of an XML member (`name`), read as it streams; elements nested past
+    `MAX_XML_DEPTH` are refused before anything recurses into them, and elements past the
+    `budget` before they are held."""
     where = f" in {name}" if name else ""
     depth = 0
     try:
         for event, element in SafeXml.iterparse(stream, events=("start", "end"), forbid_dtd=False):
-            depth += 1 if event == "start" else -1
+            if event == "start":
+                depth += 1
+                if budget is not None:
+                    budget.spend()
+            else:
+                depth -= 1
             if depth > MAX_XML_DEPTH:
                 deep = f"its XML nests over {MAX_XML_DEPTH} levels deep{where}"
                 raise LoadError(source, deep + "; refused (a parser bomb?)")
@@ -138,18 +212,3 @@ def iterparse(
         raise LoadError(source, f"damaged XML{where} ({exc})") from None
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         raise LoadError(source, f"damaged or truncated ZIP container ({exc})") from None
-
-
-def streamed(source: str, stream: IO[bytes], tag: str) -> Iterator[Element]:
-    """Each `tag` element of a large XML member once it is whole; it is then dropped from
-    the tree with its siblings before it (so a million rows are never held at once)."""
-    open_elements: list[Element] = []
-    for event, element in iterparse(source, stream, ("start", "end")):
-        if event == "start":
-            open_elements.append(element)
-            continue
-        open_elements.pop()
-        if element.tag == tag:
-            yield element
-            if open_elements:
-                open_elements[-1].clear()
