@@ -106,17 +106,18 @@ AMPLIFIERS: dict[str, Callable[[], bytes]] = {
     "repeated-slide.pptx": repeated_slide_pptx,
     "repeated-chapter.epub": repeated_chapter_epub,
     "huge-page.pdf": blank_pdf,
-    "many-pages.pdf": lambda: blank_pdf(pages=40, side=612),
+    "large-page.pdf": lambda: blank_pdf(side=3000),
+    "many-pages.pdf": lambda: blank_pdf(pages=60, side=612),
 }
 
 
-def write(folder: Path, name: str) -> Path:
-    """The hostile file `name` written into `folder`, with a canary text file beside it."""
+CANARY = "Canary: the lighthouse keeper logs the tide at dawn."
+
+
+def write(folder: Path, *names: str) -> Path:
+    """The hostile files `names` written into `folder`, with a canary text file beside them."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "canary.txt").write_text(CANARY, encoding="utf-8")
-    path = folder / name
-    path.write_bytes(AMPLIFIERS[name]())
-    return path
-
-
-CANARY = "Canary: the lighthouse keeper logs the tide at dawn."
+    for name in names:
+        (folder / name).write_bytes(AMPLIFIERS[name]())
+    return folder

@@ -55,6 +55,7 @@ from crag_edge.ingest.chunker import Chunker
 from crag_edge.ingest.embed_ahead import EmbedAhead
 from crag_edge.ingest.files import NotAFileError, canonical, open_source, within
 from crag_edge.ingest.formats import is_supported, load_file, unsupported
+from crag_edge.ingest.formats.pdf import DEFAULT_OCR, OcrLimits
 from crag_edge.ingest.loaders import (
     LoadedDocument,
     LoadError,
@@ -197,7 +198,8 @@ def ingest(
     started = time.perf_counter()
     plan = _discover([Path(p) for p in inputs], fmt, roots)
     chunker = Chunker(tokenizer, settings.chunk_tokens, settings.chunk_overlap)
-    limits = _Limits(settings.max_document_bytes, roots)
+    ocr = OcrLimits(settings.ocr_max_pages, settings.ocr_max_page_inches)
+    limits = _Limits(settings.max_document_bytes, roots, ocr)
     total = len(plan.files) + sum(_count_lines(path, limits) for path in plan.beir)
     run = _IngestBatch(
         corpus, embedder, chunker, progress, total, group_chunks, limits, tagging, overlap
@@ -283,6 +285,7 @@ class _Limits:
 
     max_bytes: int
     roots: Sequence[Path] | None = None
+    ocr: OcrLimits = DEFAULT_OCR
 
 
 def _discover(inputs: list[Path], fmt: Format, roots: Sequence[Path] | None) -> _Plan:
@@ -519,7 +522,8 @@ class _IngestBatch:
         except OSError as exc:  # the read itself failed (a disk or network error)
             raise LoadError(str(path), exc.strerror or str(exc)) from None
         try:
-            return load_file(path, raw, self.limits.max_bytes), stored, file.size, file.mtime
+            loaded = load_file(path, raw, self.limits.max_bytes, self.limits.ocr)
+            return loaded, stored, file.size, file.mtime
         except LoadError:
             raise
         except Exception as exc:  # a loader bug on one odd file must not abort the batch

@@ -38,6 +38,8 @@ MAX_XML_DEPTH = 256
 # time and memory all the same (docs/formats.md, "Files that amplify"). Office documents hold
 # about one per 10 to 20 characters of text, and a few thousand of styles and themes.
 BYTES_PER_ELEMENT = 8
+# A sheet of numbers holds one element per ~3 bytes of its records' text.
+SHEET_BYTES_PER_ELEMENT = 2
 MIN_ELEMENTS = 100_000
 T = TypeVar("T")
 XML_BOMB = "its XML declares entities or external references; refused (an XML bomb or XXE)"
@@ -46,7 +48,9 @@ XML_BOMB = "its XML declares entities or external references; refused (an XML bo
 class Package:
     """A ZIP container whose members are read by name; every failure is a `LoadError`."""
 
-    def __init__(self, source: str, raw: bytes, max_bytes: int) -> None:
+    def __init__(
+        self, source: str, raw: bytes, max_bytes: int, bytes_per_element: int = BYTES_PER_ELEMENT
+    ) -> None:
         self.source = source
         try:
             self._zip = zipfile.ZipFile(io.BytesIO(raw))
@@ -67,7 +71,7 @@ class Package:
             )
         self.names = frozenset(m.filename for m in members)
         self.max_bytes = max_bytes
-        self.budget = ElementBudget(source, max_bytes)
+        self.budget = ElementBudget(source, max_bytes, bytes_per_element)
 
     def read(self, name: str) -> bytes:
         with self.open(name) as member:
@@ -92,29 +96,30 @@ class Package:
     def stream(self, name: str, tag: str) -> Iterator[Element]:
         """Each `tag` element of a member once it is whole; it is then dropped from the tree
         with its siblings before it (so a million rows are never held at once)."""
-        open_elements: list[Element] = []
-        for event, element in self.events(name, ("start", "end")):
-            if event == "start":
-                open_elements.append(element)
-                continue
-            open_elements.pop()
+        for element, parent in self._closing(name):
             if element.tag == tag:
                 yield element
-                if open_elements:
-                    open_elements[-1].clear()
+                if parent is not None:
+                    parent.clear()
 
     def children(self, name: str, parent: str) -> Iterator[Element]:
         """Each child of the `parent` elements of a member, in order, once it is whole; it is
         then dropped from the tree (a document's body, paragraph by paragraph)."""
+        for element, holder in self._closing(name):
+            if holder is not None and holder.tag == parent:
+                yield _without_fallbacks(element)
+                holder.remove(element)
+
+    def _closing(self, name: str) -> Iterator[tuple[Element, Element | None]]:
+        """Each element of a member as it closes, with the element holding it (None: the
+        root)."""
         open_elements: list[Element] = []
         for event, element in self.events(name, ("start", "end")):
             if event == "start":
                 open_elements.append(element)
                 continue
             open_elements.pop()
-            if open_elements and open_elements[-1].tag == parent:
-                yield _without_fallbacks(element)
-                open_elements[-1].remove(element)
+            yield element, open_elements[-1] if open_elements else None
 
     def relations(self, part: str) -> dict[str, str]:
         """Relationship id -> member name of an Office part (`ppt/slides/slide1.xml`)."""
@@ -156,9 +161,10 @@ def member_path(folder: str, target: str) -> str:
 class ElementBudget:
     """How many more XML elements the parts of one container may hold (`BYTES_PER_ELEMENT`)."""
 
-    def __init__(self, source: str, max_bytes: int) -> None:
+    def __init__(self, source: str, max_bytes: int, bytes_per_element: int) -> None:
         self.source = source
-        self.limit = max(MIN_ELEMENTS, max_bytes // BYTES_PER_ELEMENT)
+        self.per = bytes_per_element
+        self.limit = max(MIN_ELEMENTS, max_bytes // bytes_per_element)
         self.left = self.limit
 
     def spend(self) -> None:
@@ -166,8 +172,8 @@ class ElementBudget:
         if self.left < 0:
             raise LoadError(
                 self.source,
-                f"its XML holds over {self.limit:,} elements (one per {BYTES_PER_ELEMENT} bytes "
-                "of max_document_bytes); refused (markup that amplifies)",
+                f"its XML holds over {self.limit:,} elements (one per {self.per} bytes of "
+                "max_document_bytes); refused (markup that amplifies)",
             )
 
 

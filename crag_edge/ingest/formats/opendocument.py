@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from xml.etree.ElementTree import Element
 
-from crag_edge.ingest.formats.archive import Package
+from crag_edge.ingest.formats.archive import BYTES_PER_ELEMENT, Package
 from crag_edge.ingest.formats.builder import DocumentText, rows_as_records
 from crag_edge.ingest.loaders import LoadedDocument, LoadError
 
@@ -29,9 +29,11 @@ _FURNITURE = frozenset({"page", "page-number", "header", "footer", "date-time"})
 _APART = frozenset({f"{TEXT}tracked-changes", f"{TEXT}note", f"{OFFICE}annotation"})
 
 
-def open_package(path: Path, raw: bytes, max_bytes: int) -> Package:
+def open_package(
+    path: Path, raw: bytes, max_bytes: int, bytes_per_element: int = BYTES_PER_ELEMENT
+) -> Package:
     """The container, refused when its parts are encrypted (a password-protected file)."""
-    package = Package(str(path), raw, max_bytes)
+    package = Package(str(path), raw, max_bytes, bytes_per_element)
     manifest = "META-INF/manifest.xml"
     if manifest in package.names and any(
         True for _ in package.xml(manifest).iter(f"{_MANIFEST}encryption-data")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from crag_edge.ingest.formats import workbook
-from crag_edge.ingest.formats.archive import Package
+from crag_edge.ingest.formats.archive import SHEET_BYTES_PER_ELEMENT, Package
 from crag_edge.ingest.formats.builder import DocumentText, record
 from crag_edge.ingest.formats.opendocument import OFFICE, TABLE, TEXT, inline_text, open_package
 from crag_edge.ingest.loaders import LoadedDocument, LoadError, decode_text
@@ -62,7 +62,7 @@ def write_sheet(text: DocumentText, name: str, rows: Iterable[Row]) -> None:
 
 
 def load_xlsx(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
-    package = Package(str(path), raw, max_bytes)
+    package = Package(str(path), raw, max_bytes, SHEET_BYTES_PER_ELEMENT)
     strings, dates = workbook.shared_strings(package), workbook.date_styles(package)
     text = DocumentText(str(path), max_bytes)
     found = workbook.sheets(package)
@@ -86,7 +86,7 @@ def cell_text(value: object) -> str:
 
 
 def load_ods(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
-    package = open_package(path, raw, max_bytes)
+    package = open_package(path, raw, max_bytes, SHEET_BYTES_PER_ELEMENT)
     text = DocumentText(str(path), max_bytes)
     sheets = 0
     events = package.events("content.xml", ("start", "end"))
