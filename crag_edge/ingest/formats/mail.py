@@ -15,7 +15,7 @@ import email
 import email.policy
 import re
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from email.header import decode_header, make_header
 from email.message import Message
 from email.parser import BytesHeaderParser
@@ -42,12 +42,11 @@ _BOUNDARY = re.compile(rb'(?i)boundary\s*=\s*(?:"([^"\r\n]+)"|([^\s;"]+))')
 def load_eml(path: Path, raw: bytes, max_bytes: int, *, attachments: LoaderFor) -> LoadedDocument:
     if (depth := mime_depth(raw)) > MAX_MIME_DEPTH:
         raise LoadError(str(path), too_deep(depth))
-    message = _parse(raw)
+    message = _read(_parse(raw))
     text = DocumentText(str(path), max_bytes)
     attached = Attachments(str(path), max_bytes, attachments)
     write_message(text, message, attached)
-    headers = _headers(message)
-    document = text.document(headers.get("subject") or path.stem, headers)
+    document = text.document(message.headers.get("subject") or path.stem, message.headers)
     return replace(document, attached=attached.documents())
 
 
@@ -57,11 +56,12 @@ def load_mbox(path: Path, raw: bytes, max_bytes: int, *, attachments: LoaderFor)
     text = DocumentText(str(path), max_bytes)
     attached = Attachments(str(path), max_bytes, attachments)
     count = 0
-    for count, message in enumerate(_mbox_messages(raw), start=1):  # noqa: B007
-        if (depth := mime_depth(message)) > MAX_MIME_DEPTH:  # this message alone is lost
-            attached.refuse(_title(_parse_headers(message)), too_deep(depth))
-        else:
-            write_message(text, _parse(message), attached)
+    for count, data in enumerate(_mbox_messages(raw), start=1):  # noqa: B007
+        message = _mbox_message(data)
+        if isinstance(message, _Message):
+            write_message(text, message, attached)
+        else:  # this message alone is lost
+            attached.refuse(*message)
     document = text.document(path.stem, {"message_count": count})
     return replace(document, attached=attached.documents())
 
@@ -73,20 +73,50 @@ def _mbox_messages(raw: bytes) -> Iterator[bytes]:
         yield re.sub(rb"(?m)^>(>*From )", rb"\1", raw[body_start:next_start])
 
 
-def write_message(text: DocumentText, message: Message, attached: Attachments) -> None:
+@dataclass(frozen=True)
+class _Message:
+    """A message read whole before any of it is written, so one that cannot be read leaves
+    nothing of it behind: its section title, headers, body, the names of its attachments and
+    the payloads of those that have one."""
+
+    title: str
+    headers: dict[str, str]
+    body: str
+    names: list[str]
+    files: list[tuple[str, bytes]]
+
+
+def _read(message: Message) -> _Message:
+    body, parts = _parts(message)
+    named = [(name, part) for part in parts if (name := _file_name(part))]
+    files = [
+        (name, payload)
+        for name, part in named
+        if isinstance(payload := part.get_payload(decode=True), bytes)
+    ]
+    names = [name for name, _ in named]
+    return _Message(_title(message), _headers(message), body, names, files)
+
+
+def _mbox_message(raw: bytes) -> _Message | tuple[str, str]:
+    """A mailbox's message, or (its title, why it cannot be read)."""
+    if (depth := mime_depth(raw)) > MAX_MIME_DEPTH:
+        return _title(_parse_headers(raw)), too_deep(depth)
+    try:
+        return _read(_parse(raw))
+    except Exception as exc:  # a parser bug on one odd message loses that message alone
+        return _title(_parse_headers(raw)), f"unexpected {type(exc).__name__}: {exc}"
+
+
+def write_message(text: DocumentText, message: _Message, attached: Attachments) -> None:
     """A message's section: its headers, its body, the names of its attachments; those of a
     supported type go to `attached`, to be documents of their own."""
-    title, headers = _title(message), _headers(message)
-    text.section(1, title)
-    text.block("\n".join(f"{name.title()}: {value}" for name, value in headers.items()))
-    body, parts = _parts(message)
-    text.block(body)
-    named = [(name, part) for part in parts if (name := _file_name(part))]
-    text.block("Attachments: " + ", ".join(name for name, _ in named) if named else "")
-    for name, part in named:
-        payload = part.get_payload(decode=True)
-        if isinstance(payload, bytes):
-            attached.add(title, headers, name, payload)
+    text.section(1, message.title)
+    text.block("\n".join(f"{name.title()}: {value}" for name, value in message.headers.items()))
+    text.block(message.body)
+    text.block("Attachments: " + ", ".join(message.names) if message.names else "")
+    for name, payload in message.files:
+        attached.add(message.title, message.headers, name, payload)
 
 
 def _title(message: Message) -> str:
