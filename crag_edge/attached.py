@@ -62,3 +62,17 @@ def shown_name(source: str) -> str:
         return Path(source).name or source
     file, rest = parts
     return f"{Path(file).name}{SEPARATOR}{rest}"
+
+
+def posing_as_attached(path: str) -> str | None:
+    """Why a file cannot be indexed under its own path: the path reads as an attachment's
+    name (a file named `q.eml > Hello (2026-01-01) > n.txt` beside `q.eml`), so the
+    mail file could carry a document of that very name, and pruning and access groups would
+    take it for one of the mail file's. None for any other path."""
+    file = file_of(path)
+    if file == path:
+        return None
+    return (
+        f"its path reads as the name of an attachment of {Path(file).name}; rename it "
+        f"('{SEPARATOR.strip()}' after .eml or .mbox is how attachments are named)"
+    )

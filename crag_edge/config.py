@@ -251,6 +251,20 @@ class IngestSettings(_Section):
         description="Largest document ingest indexes (file, BEIR line or extracted text): "
         "memory and time grow with it, so a larger one is refused with a per-file error.",
     )
+    ocr_max_pages: int = Field(
+        50,
+        ge=0,
+        le=1_000_000,
+        description="Scanned pages of one PDF read by OCR (each takes seconds); the rest are "
+        "named in one report line.",
+    )
+    ocr_max_page_inches: float = Field(
+        50.0,
+        gt=0,
+        le=10_000,
+        description="A scanned page larger than this on a side is not read by OCR (one report "
+        "line); a large page is rendered at a lower resolution to stay within memory.",
+    )
 
     @model_validator(mode="after")
     def _overlap_below_chunk(self) -> IngestSettings:

@@ -11,8 +11,10 @@ of their own). A new document whose text is that of a tagged document whose file
 rename or a move, `ingest.moves`) takes that document's groups instead: groups follow the
 document, not its path, and a tagged document never reappears untagged: a file moved from one
 team's folder into another's keeps its own groups, never the new folder's (handing it over
-is the owner's explicit retag, `ingest --groups`). An untagged document is visible to
-everyone.
+is the owner's explicit retag, `ingest --groups`). An e-mail attachment gets its mail
+file's groups, and a new mail file those of the gone tagged documents any of its parts has
+the text of, so an attachment keeps its groups through an edit, a rename or a move of its
+mail file (`ingest.pipeline`). An untagged document is visible to everyone.
 
 A caller is described by `groups`: None for the owner (the local CLI and TUI, an admin token),
 who sees every document; a set for anyone else, who sees the untagged documents plus those

@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from crag_edge.config import ServerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.server.mcp import _cited_answer
+from crag_edge.server.mcp_guard import BATCH
 from tests.live_service import (
     FOLLOW_UP,
     NONSENSE,
@@ -261,6 +262,17 @@ def test_a_request_without_a_usable_id_gets_a_json_rpc_error(service: Running, g
     body = r.json()
     assert body["error"]["code"] == -32600 and body["error"]["data"]["code"] == "invalid_request"
     assert "id" in body["error"]["message"] and body["request_id"]
+
+
+def test_a_batch_gets_a_short_json_rpc_error(service: Running) -> None:
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    call["params"] = {"name": "search", "arguments": {"question": "ECHO-ME-7f3a"}}
+    r = post_mcp(service, [call, call | {"id": 2}])
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert (error["code"], error["data"]["code"]) == (-32600, "invalid_request")
+    assert error["message"] == BATCH
+    assert "ECHO-ME" not in r.text and len(r.content) < 400
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ctypes
 import fnmatch
+import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -200,3 +202,64 @@ def test_every_data_file_of_the_package_goes_into_its_wheel() -> None:
     assert data, "no data files found under crag_edge/"
     left_out = [f for f in data if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)]
     assert not left_out, f"not in [tool.setuptools.package-data]: {left_out}"
+
+
+STUB = """import os, shutil, sys
+
+
+def main():
+    args = sys.argv[1:]
+    if args[:2] == ["models", "pull"]:  # copied as a copy keeps them: modes and all
+        target = os.path.join(os.environ["CRAG_EDGE_MODEL_DIR"], args[2])
+        shutil.copytree(args[args.index("--from") + 1], target)
+"""
+
+
+def stub_bundle(folder: Path) -> Path:
+    """A bundle of install.sh, one wheel whose `crag-edge` copies a model folder as `models
+    pull` does, and one model: what install.sh does with modes, without the real wheels."""
+    folder.mkdir(mode=0o777)
+    shutil.copy(ROOT / "packaging" / "bundle" / "install.sh", folder / "install.sh")
+    (folder / "wheelhouse").mkdir(mode=0o777)
+    info = "crag_edge-0.0.0.dist-info"
+    members = {
+        "crag_edge_stub.py": STUB,
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: crag-edge\nVersion: 0.0.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+        f"{info}/entry_points.txt": "[console_scripts]\ncrag-edge = crag_edge_stub:main\n",
+    }
+    members[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*members, f"{info}/RECORD"])
+    wheel = folder / "wheelhouse" / "crag_edge-0.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in members.items():
+            archive.writestr(name, text)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (folder / "requirements.txt").write_text(f"crag-edge==0.0.0 --hash=sha256:{digest}\n")
+    (folder / "models" / "tiny").mkdir(parents=True, mode=0o777)
+    (folder / "models" / "models.txt").write_text("tiny\n")
+    (folder / "models" / "tiny" / "model.onnx").write_bytes(b"weights")
+    return folder
+
+
+def test_install_sh_leaves_nothing_world_writable_under_a_loose_umask(tmp_path: Path) -> None:
+    previous = os.umask(0)
+    try:
+        bundle = stub_bundle(tmp_path / "bundle")
+        for path in [bundle, *bundle.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() or path.name == "install.sh" else 0o666)
+        done = subprocess.run(
+            ["sh", str(bundle / "install.sh"), str(tmp_path / "opt")],
+            capture_output=True,
+            text=True,
+            env=os.environ | {"PYTHON": sys.executable},
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.umask(previous)
+    assert done.returncode == 0, done.stderr
+    installed = list((tmp_path / "opt").rglob("*"))
+    assert tmp_path / "opt" / "share" / "crag-edge" / "models" / "tiny" / "model.onnx" in installed
+    writable = [p for p in installed if not p.is_symlink() and p.stat().st_mode & 0o002]
+    assert writable == []

@@ -11,9 +11,14 @@ Files whose size and mtime match the stored ones are not even re-read (like make
 provided the stored text still hashes to the stored hash; so a corpus keeps the text its
 documents were read into until they change, even after the loaders learn to read a format
 better. `reread=True` reads every file again: a document whose new reading differs is
-indexed anew (its access groups kept), one that reads the same is left as it is.
-A mail file's attachments are documents of their own (`crag_edge.attached`) that go with
-it: unchanged, retagged and pruned with it, and given its groups.
+indexed anew (its access groups kept), one that reads the same is left as it is. A mail
+file's attachments are documents of their own (`crag_edge.attached`) that go with it:
+unchanged, retagged and pruned with it. A new one gets the mail file's groups; a new mail
+file those of the gone tagged documents any of its parts has the text of (`ingest.moves`),
+so an attachment keeps its groups through a rename, a move or a prune of its mail file even
+when the body was edited, and the text of a gone attachment is refused to a caller who may
+not see it, as a file's is.
+Each part (the body, each attachment) is indexed or fails on its own.
 
 Chunks from several documents are embedded together for throughput, then those documents are
 written in one transaction: an interruption at any point leaves each document either fully
@@ -46,7 +51,7 @@ from typing import Literal
 import numpy as np
 from tokenizers import Tokenizer
 
-from crag_edge.attached import file_of, is_container
+from crag_edge.attached import file_of, is_container, posing_as_attached
 from crag_edge.citations import places_within
 from crag_edge.config import IngestSettings
 from crag_edge.groups import FolderGroups, Groups, Tagging
@@ -55,6 +60,7 @@ from crag_edge.ingest.embed_ahead import EmbedAhead
 from crag_edge.ingest.exclude import is_excluded
 from crag_edge.ingest.files import NotAFileError, canonical, open_source, within
 from crag_edge.ingest.formats import is_supported, load_file, unsupported
+from crag_edge.ingest.formats.pdf import DEFAULT_OCR, OcrLimits
 from crag_edge.ingest.loaders import (
     LoadedDocument,
     LoadError,
@@ -206,7 +212,8 @@ def ingest(
     started = time.perf_counter()
     plan = _discover([Path(p) for p in inputs], fmt, roots, exclude)
     chunker = Chunker(tokenizer, settings.chunk_tokens, settings.chunk_overlap)
-    limits = _Limits(settings.max_document_bytes, roots)
+    ocr = OcrLimits(settings.ocr_max_pages, settings.ocr_max_page_inches)
+    limits = _Limits(settings.max_document_bytes, roots, ocr)
     total = len(plan.files) + sum(_count_lines(path, limits) for path in plan.beir)
     run = _IngestBatch(
         corpus, embedder, chunker, progress, total, group_chunks, limits, tagging, overlap
@@ -296,6 +303,7 @@ class _Limits:
 
     max_bytes: int
     roots: Sequence[Path] | None = None
+    ocr: OcrLimits = DEFAULT_OCR
 
 
 def _discover(
@@ -328,6 +336,8 @@ def _discover(
     for path, explicit in found.items():
         if is_excluded(path, exclude):
             plan.excluded += 1
+        elif (posing := posing_as_attached(str(path))) is not None:
+            plan.errors.append((str(path), posing))
         elif path.suffix.lower() == ".jsonl" and (explicit or path.name == BEIR_CORPUS):
             plan.beir.append(path)
         elif path.suffix.lower() == ".jsonl":
@@ -484,36 +494,65 @@ class _IngestBatch:
             self._fail(source, exc.reason)
             return
         if loaded is not None:
-            tags = self._add(*loaded, origin=path, reached=None if reached == source else reached)
-            if tags is not None:
-                self._add_attached(loaded[0].attached, tags, path)
+            doc, other = loaded[0], None if reached == source else reached
+            shared = self._file_tags(doc, stored, path) if doc.attached else None
+            self._add(*loaded, origin=path, reached=other, shared=shared)
+            if shared is not None:
+                self._add_attached(doc.attached, shared, path)
         elif stored is not None:  # `_load` reads nothing only for a stored, unchanged file
-            tags = self._keep(stored)
+            self._keep(stored)
             if is_container(path):
-                self._keep_attached(source, tags)
+                self._keep_attached(source)
+
+    def _file_tags(
+        self, doc: LoadedDocument, stored: StoredDocument | None, origin: Path
+    ) -> frozenset[str]:
+        """The groups of the new parts of a file that carries others (a mail file and its
+        attachments) without groups of their own: the stored file's; for a new file, those
+        of every gone tagged document whose text one of its parts has (this caller may take
+        in), so an edited, renamed mail is still known by its attachments."""
+        if stored is not None:
+            return self.tagging.tags_for(stored.groups)
+        parts = (doc, *(item for item in doc.attached if isinstance(item, LoadedDocument)))
+        moved = [
+            groups
+            for part in parts
+            for groups in self.departed.groups_of(part.text)
+            if self.tagging.may_change(groups)
+        ]
+        union = frozenset().union(*moved) if moved else None
+        return self.tagging.tags_for(None, moved=union, origin=origin)
 
     def _add_attached(
-        self, items: tuple[LoadedDocument | LoadError, ...], tags: frozenset[str], origin: Path
+        self, items: tuple[LoadedDocument | LoadError, ...], shared: frozenset[str], origin: Path
     ) -> None:
         """The documents the file `origin` carries (its attachments), or their errors: each
-        is indexed as a file is, with the groups of the file it came in."""
+        is indexed as a file is, a new one given the `shared` groups of the file it came in
+        unless its text is a gone tagged document's."""
         self.total += len(items)
         for item in items:
             self.seen.add(item.source)
+            stored = None if isinstance(item, LoadError) else self.corpus.document(item.source)
             if isinstance(item, LoadError):
                 self._fail(item.source, item.reason)
+            elif stored is not None and not self.tagging.may_change(stored.groups):
+                self._fail(item.source, REFUSED)
             else:
-                stored = self.corpus.document(item.source)
-                self._add(item, stored, None, None, origin=origin, tags=tags)
+                self._add(item, stored, None, None, origin=origin, shared=shared)
 
-    def _keep_attached(self, file: str, tags: frozenset[str]) -> None:
-        """The stored attachments of an unchanged mail file: unchanged, with its groups."""
+    def _keep_attached(self, file: str) -> None:
+        """The stored attachments of an unchanged mail file: unchanged, each with its groups
+        (retagged only by an ingest given groups, and only those this caller may change)."""
         sources = self._stored_attached().get(file, [])
         self.total += len(sources)
         for source in sources:
             self.seen.add(source)
-            if (stored := self.corpus.document(source)) is not None:
-                self._keep(stored, tags)
+            if (stored := self.corpus.document(source)) is None:
+                continue
+            if self.tagging.may_change(stored.groups):
+                self._keep(stored)
+            else:
+                self._fail(source, REFUSED)
 
     def _stored_attached(self) -> dict[str, list[str]]:
         """The stored attachments, by the file they came in; listed once a run, at its first
@@ -538,7 +577,8 @@ class _IngestBatch:
         except OSError as exc:  # the read itself failed (a disk or network error)
             raise LoadError(str(path), exc.strerror or str(exc)) from None
         try:
-            return load_file(path, raw, self.limits.max_bytes), stored, file.size, file.mtime
+            loaded = load_file(path, raw, self.limits.max_bytes, self.limits.ocr)
+            return loaded, stored, file.size, file.mtime
         except LoadError:
             raise
         except Exception as exc:  # a loader bug on one odd file must not abort the batch
@@ -657,26 +697,27 @@ class _IngestBatch:
         *,
         origin: Path,
         reached: str | None = None,
-        tags: frozenset[str] | None = None,
-    ) -> frozenset[str] | None:
+        shared: frozenset[str] | None = None,
+    ) -> None:
         """Queue `doc`, read from the file `origin` (reached by the path `reached` when not
         its own), for embedding, unless it is unchanged or this caller may not take it in.
-        With `tags` (an attachment: its file's), it has those groups. The groups it has now;
-        None when it was not taken in."""
+        `shared`: the groups of the file's new parts (`_file_tags`), for a file carrying
+        others."""
         text_bytes = len(doc.text.encode("utf-8"))
         if text_bytes > self.limits.max_bytes:
             self._fail(doc.source, "its text has " + too_large(text_bytes, self.limits.max_bytes))
-            return None
+            return
         self.report.warnings.extend((doc.source, warning) for warning in doc.warnings)
         content_hash = self._hash(doc.title, doc.text)
         if stored is not None and stored.content_hash == content_hash:
             if size is not None and mtime is not None:
                 self.corpus.update_file_stat(doc.source, size, mtime)
-            return self._keep(stored, tags)
-        tags = self._tags(doc, stored, origin) if tags is None else tags
+            self._keep(stored)
+            return
+        tags = self._tags(doc, stored, origin, shared)
         if tags is None:
             self._fail(doc.source, REFUSED)
-            return None
+            return
         spans = self.chunker.split(doc.text)
         if not spans and not doc.warnings:  # the loader's warning already says why
             self.report.warnings.append((doc.source, _no_text(doc, size)))
@@ -695,31 +736,36 @@ class _IngestBatch:
         self.reading.chunked += len(chunks)
         if self.pending_chunks >= self.group_chunks:
             self.flush()
-        return tags
 
     def _tags(
-        self, doc: LoadedDocument, stored: StoredDocument | None, origin: Path
+        self,
+        doc: LoadedDocument,
+        stored: StoredDocument | None,
+        origin: Path,
+        shared: frozenset[str] | None,
     ) -> frozenset[str] | None:
         """The groups `doc` (read from `origin`) is written with; None when it is the moved
-        text of a document this caller may not see (taking it in would hand it that one)."""
+        text of a document this caller may not see (taking it in would hand it that one,
+        whether it comes as a file or as an attachment). A new part of a file carrying
+        others without moved text of its own gets the file's `shared` groups."""
         if stored is not None:
             return self.tagging.tags_for(stored.groups)
         moved = self.departed.groups_of(doc.text)
         if not all(self.tagging.may_change(tags) for tags in moved):
             return None
+        if not moved and shared is not None:
+            return shared
         union = frozenset().union(*moved) if moved else None
         return self.tagging.tags_for(None, moved=union, origin=origin)
 
-    def _keep(self, stored: StoredDocument, tags: frozenset[str] | None = None) -> frozenset[str]:
-        """An unchanged document: only retagged when this run gives it other groups (`tags`,
-        else those `tagging` gives it). The groups it has now."""
-        tags = self.tagging.tags_for(stored.groups) if tags is None else tags
+    def _keep(self, stored: StoredDocument) -> None:
+        """An unchanged document: only retagged when this run gives it other groups."""
+        tags = self.tagging.tags_for(stored.groups)
         if stored.groups == tags:
             self._finish(stored.source, "unchanged")
         else:
             self.corpus.set_groups(stored.source, tags)
             self._finish(stored.source, "retagged")
-        return tags
 
     def _embed(self, texts: list[str], places: list[tuple[str, int, int]]) -> Vector:
         """Embed in groups. Within a document of more chunks than a group (a large file),

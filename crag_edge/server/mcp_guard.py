@@ -1,6 +1,8 @@
 """What stands between `/mcp` and the MCP SDK's transport: the request's id, the shape of the
 transport's refusals, and whether the client is still there.
 
+- A JSON-RPC batch (an array) gets a short "Invalid Request" error, never the transport's
+  validation dump, which echoes the input.
 - A JSON-RPC request whose id is neither a string nor an integer (an object, null, a boolean,
   a float), or that has no id while its method is not a notification, gets a JSON-RPC
   "Invalid Request" error; the SDK would answer it 202 with an empty body, as a notification,
@@ -30,6 +32,8 @@ from crag_edge.server.middleware import replay
 
 # Set by `guarded` for the request being served; the MCP tools' tasks copy it.
 client_gone: ContextVar[threading.Event | None] = ContextVar("crag_edge_mcp_gone", default=None)
+# A JSON-RPC batch: the transport's own answer is a validation dump that echoes the input.
+BATCH = "JSON-RPC batches are not supported: send one request per POST"
 _CODES = {
     400: "bad_request",
     403: "forbidden",
@@ -78,11 +82,14 @@ async def _watch(receive: Receive, gone: threading.Event) -> None:
 
 
 def _check_id(body: bytes) -> None:
-    """400 invalid_request for a request (not a notification) without a usable id."""
+    """400 invalid_request for a batch, or a request (not a notification) without a usable
+    id."""
     try:
         message = json.loads(body)
     except ValueError:
         return  # the SDK answers a parse error itself
+    if isinstance(message, list):
+        raise ApiError(400, "invalid_request", BATCH)
     if not isinstance(message, dict) or not isinstance(message.get("method"), str):
         return
     if "id" not in message:

@@ -4,6 +4,9 @@
 # and every model from models/ (checked against the manifest's sha256). Needs Python 3.11
 # with its venv module; set PYTHON=/path/to/python3.11 if it is not on PATH as python3.11.
 set -eu
+# Whatever the caller's umask, nothing installed is writable by others (the program, its
+# libraries and the models are what the service runs and trusts).
+umask 022
 
 usage() {
     echo "usage: $0 DIR    install crag-edge into a new virtual environment in DIR" >&2
@@ -48,6 +51,8 @@ for id in $IDS; do
 done
 # shellcheck disable=SC2086 # one argument per model id
 CRAG_EDGE_MODEL_DIR="$MODELS" "$DIR/bin/crag-edge" models verify $IDS
+# Copies keep their source's modes: a bundle unpacked under a loose umask must not hand them on.
+chmod -R go-w "$DIR"
 
 cat <<EOF
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from crag_edge.ingest.formats.epub import load_epub
 from crag_edge.ingest.formats.mail import load_eml, load_mbox
 from crag_edge.ingest.formats.opendocument import load_odp, load_odt
-from crag_edge.ingest.formats.pdf import load_pdf_file
+from crag_edge.ingest.formats.pdf import DEFAULT_OCR, OcrLimits, load_pdf_file
 from crag_edge.ingest.formats.rtf import load_rtf
 from crag_edge.ingest.formats.sheets import load_csv, load_ods, load_xlsx
 from crag_edge.ingest.formats.slides import load_pptx
@@ -110,9 +110,12 @@ def unsupported(path: Path) -> str:
     return f"unsupported file type {path.suffix or '(none)'}; {route}"
 
 
-def load_file(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
+def load_file(
+    path: Path, raw: bytes, max_bytes: int, ocr: OcrLimits = DEFAULT_OCR
+) -> LoadedDocument:
     """The document in `raw`, read by the loader for `path`'s suffix once its content is
-    known to be of that kind; LoadError otherwise."""
+    known to be of that kind (a PDF's scanned pages by OCR within `ocr`; a mail file's
+    attachments within the defaults); LoadError otherwise."""
     expected = FORMATS[path.suffix.lower()]
     if not raw and expected.kind != "text":
         raise LoadError(str(path), "empty file")
@@ -123,6 +126,8 @@ def load_file(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
         raise LoadError(str(path), "password-protected Office file; save a copy without a password")
     if kind != expected.kind and not (kind == "zip-damaged" and expected.kind in _ZIP_KINDS):
         raise LoadError(str(path), _mismatch(path, kind))
+    if expected.kind == "pdf":
+        return load_pdf_file(path, raw, max_bytes, ocr)
     return expected.read(path, raw, max_bytes)
 
 

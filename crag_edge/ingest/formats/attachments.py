@@ -8,6 +8,7 @@ unpacking to as much text as a file: so a mail file's attachments are read up to
 never becomes thousands of documents or gigabytes of text. An attachment that cannot be read
 (a lying extension, a zip bomb, a mail file inside a mail file, one past those bounds) is an
 error of its own, named by the attachment; the message and the other attachments are read.
+So is a message of a mailbox that cannot be read (`refuse`), named by its title.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from crag_edge.attached import attached_source, file_name, is_container
+from crag_edge.attached import SEPARATOR, attached_source, file_name, is_container
 from crag_edge.ingest.loaders import LoadedDocument, LoadError, too_large
 
 # Attachments of supported types read per mail file; the rest are one error.
@@ -56,6 +57,11 @@ class Attachments:
         else:
             self._read.append(self._load(source, load, payload, headers))
 
+    def refuse(self, message: str, reason: str) -> None:
+        """A message of the mail file that cannot be read, named by its title: its error
+        stands beside the attachments, and the file's other messages are read."""
+        self._read.append(LoadError(SEPARATOR.join((self.file, message)), reason))
+
     def documents(self) -> tuple[LoadedDocument | LoadError, ...]:
         """Each attachment read, or why it was not; one error stands for all those past the
         count, so a flood of attachments is one line of the report."""
@@ -76,6 +82,8 @@ class Attachments:
             loaded = load(payload, self.max_bytes)
         except LoadError as exc:
             return LoadError(source, exc.reason)
+        except Exception as exc:  # a loader bug on one odd attachment loses it alone
+            return LoadError(source, f"unexpected {type(exc).__name__}: {exc}")
         total = self._text_bytes + len(loaded.text.encode("utf-8"))
         if total > self.max_bytes:
             reason = "with it, this mail file's attachments would hold "

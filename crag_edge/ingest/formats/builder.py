@@ -30,6 +30,7 @@ class DocumentText:
         self._parts: list[str] = []
         self._length = 0  # characters written
         self._bytes = 0  # their UTF-8 size, for the budget
+        self._expanding = 0  # repeated runs charged for the block being read (`expand`)
         self._page_starts: list[int] = []
         self._page_numbers: list[int | None] = []
         self._headings: list[Heading] = []
@@ -37,17 +38,27 @@ class DocumentText:
 
     def block(self, text: str) -> None:
         """A paragraph (a row, a list item); blank text writes nothing."""
+        self._expanding = 0
         text = clean_text(text).strip()
         if not text:
             return
         self._bytes += len(text.encode("utf-8")) + 2
-        if self._bytes > self.max_bytes:
-            raise LoadError(
-                self.source, "its text has over " + too_large(self._bytes, self.max_bytes)
-            )
+        self._check(self._bytes)
         self._parts.append(text + "\n\n")
         self._length += len(text) + 2
         self._last_block = text
+
+    def expand(self, count: int) -> int:
+        """`count`: the length of a repeated run (a run of spaces, a repeated cell) of the
+        block being read, charged before the run is built, so a markup's repeat count is
+        refused by what it expands to, not after it is held."""
+        self._expanding += count
+        self._check(self._bytes + self._expanding)
+        return count
+
+    def _check(self, size: int) -> None:
+        if size > self.max_bytes:
+            raise LoadError(self.source, "its text has over " + too_large(size, self.max_bytes))
 
     def blocks(self, texts: Iterable[str]) -> None:
         for text in texts:

@@ -3,7 +3,9 @@
 The package document (`META-INF/container.xml` names it) lists the chapters in its spine;
 each is XHTML, read like an HTML page (`loaders.read_html`), so a citation names the book's
 own headings: `book.epub § Section`, the whole path `Chapter 3 > Section` where there is room.
-A chapter without headings is titled by its <title> (an untitled one closes the last).
+A chapter without headings is titled by its <title> (an untitled one closes the last). A
+chapter the spine lists more than once is read once and written, and charged to the text
+budget, each time.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from xml.etree.ElementTree import Element
 from crag_edge.ingest.formats.archive import XML_BOMB, Package, member_path
 from crag_edge.ingest.formats.builder import DocumentText
 from crag_edge.ingest.loaders import LoadedDocument, LoadError, decode_text, read_html
+from crag_edge.ingest.outline import Heading
 
 _CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
 _OPF = "{http://www.idpf.org/2007/opf}"
@@ -32,12 +35,16 @@ def load_epub(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
     opf = package.xml(opf_path)
     text = DocumentText(str(path), max_bytes)
     chapters = _spine(opf, posixpath.dirname(opf_path))
+    read: dict[str, tuple[str, str, tuple[Heading, ...]]] = {}
     for member in chapters:
-        if member in package.names:
+        if member not in package.names:
+            continue
+        if member not in read:  # a chapter listed again is read once, and charged each time
             data = package.read(member)
             if b"<!ENTITY" in data:  # read as HTML it would not expand, but it is an attack
                 raise LoadError(str(path), XML_BOMB)
-            _chapter(text, decode_text(data, f"{path}:{member}"))
+            read[member] = read_html(decode_text(data, f"{path}:{member}"))
+        _chapter(text, *read[member])
     title = opf.find(f"{_OPF}metadata/{_DC}title")
     book_title = (title.text or "").strip() if title is not None else ""
     return text.document(book_title or path.stem, {"chapter_count": len(chapters)})
@@ -57,8 +64,7 @@ def _spine(opf: Element, folder: str) -> list[str]:
     ]
 
 
-def _chapter(text: DocumentText, html: str) -> None:
-    title, body, headings = read_html(html)
+def _chapter(text: DocumentText, title: str, body: str, headings: tuple[Heading, ...]) -> None:
     if not headings or headings[0].offset > 0:
         text.section(1, title)
     cuts = [h.offset for h in headings] + [len(body)]

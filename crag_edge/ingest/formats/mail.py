@@ -15,9 +15,10 @@ import email
 import email.policy
 import re
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from email.header import decode_header, make_header
 from email.message import Message
+from email.parser import BytesHeaderParser
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
@@ -30,15 +31,22 @@ _HEADERS = ("From", "To", "Date", "Subject")
 # A message starts at a line "From " at the start of the file or after a blank line (mboxo,
 # mboxrd; a "From " inside a body is escaped as ">From ").
 _MBOX_SEPARATOR = re.compile(rb"(?:\A|\n\n|\r\n\r\n)From [^\n]*\n")
+# Multipart and attached-message parts nested deeper than this are refused: real mail nests a
+# few levels (a forward of a forward of a reply: two per forward), and Python's parser
+# recurses once per level.
+MAX_MIME_DEPTH = 100
+_CONTAINER_TYPE = re.compile(rb"(?im)^content-type:\s*(multipart|message)/")
+_BOUNDARY = re.compile(rb'(?i)boundary\s*=\s*(?:"([^"\r\n]+)"|([^\s;"]+))')
 
 
 def load_eml(path: Path, raw: bytes, max_bytes: int, *, attachments: LoaderFor) -> LoadedDocument:
-    message = _parse(raw)
+    if (depth := mime_depth(raw)) > MAX_MIME_DEPTH:
+        raise LoadError(str(path), too_deep(depth))
+    message = _read(_parse(raw))
     text = DocumentText(str(path), max_bytes)
     attached = Attachments(str(path), max_bytes, attachments)
     write_message(text, message, attached)
-    headers = _headers(message)
-    document = text.document(headers.get("subject") or path.stem, headers)
+    document = text.document(message.headers.get("subject") or path.stem, message.headers)
     return replace(document, attached=attached.documents())
 
 
@@ -48,8 +56,12 @@ def load_mbox(path: Path, raw: bytes, max_bytes: int, *, attachments: LoaderFor)
     text = DocumentText(str(path), max_bytes)
     attached = Attachments(str(path), max_bytes, attachments)
     count = 0
-    for count, message in enumerate(_mbox_messages(raw), start=1):  # noqa: B007
-        write_message(text, _parse(message), attached)
+    for count, data in enumerate(_mbox_messages(raw), start=1):  # noqa: B007
+        message = _mbox_message(data)
+        if isinstance(message, _Message):
+            write_message(text, message, attached)
+        else:  # this message alone is lost
+            attached.refuse(*message)
     document = text.document(path.stem, {"message_count": count})
     return replace(document, attached=attached.documents())
 
@@ -61,20 +73,50 @@ def _mbox_messages(raw: bytes) -> Iterator[bytes]:
         yield re.sub(rb"(?m)^>(>*From )", rb"\1", raw[body_start:next_start])
 
 
-def write_message(text: DocumentText, message: Message, attached: Attachments) -> None:
+@dataclass(frozen=True)
+class _Message:
+    """A message read whole before any of it is written, so one that cannot be read leaves
+    nothing of it behind: its section title, headers, body, the names of its attachments and
+    the payloads of those that have one."""
+
+    title: str
+    headers: dict[str, str]
+    body: str
+    names: list[str]
+    files: list[tuple[str, bytes]]
+
+
+def _read(message: Message) -> _Message:
+    body, parts = _parts(message)
+    named = [(name, part) for part in parts if (name := _file_name(part))]
+    files = [
+        (name, payload)
+        for name, part in named
+        if isinstance(payload := part.get_payload(decode=True), bytes)
+    ]
+    names = [name for name, _ in named]
+    return _Message(_title(message), _headers(message), body, names, files)
+
+
+def _mbox_message(raw: bytes) -> _Message | tuple[str, str]:
+    """A mailbox's message, or (its title, why it cannot be read)."""
+    if (depth := mime_depth(raw)) > MAX_MIME_DEPTH:
+        return _title(_parse_headers(raw)), too_deep(depth)
+    try:
+        return _read(_parse(raw))
+    except Exception as exc:  # a parser bug on one odd message loses that message alone
+        return _title(_parse_headers(raw)), f"unexpected {type(exc).__name__}: {exc}"
+
+
+def write_message(text: DocumentText, message: _Message, attached: Attachments) -> None:
     """A message's section: its headers, its body, the names of its attachments; those of a
     supported type go to `attached`, to be documents of their own."""
-    title, headers = _title(message), _headers(message)
-    text.section(1, title)
-    text.block("\n".join(f"{name.title()}: {value}" for name, value in headers.items()))
-    body, parts = _parts(message)
-    text.block(body)
-    named = [(name, part) for part in parts if (name := _file_name(part))]
-    text.block("Attachments: " + ", ".join(name for name, _ in named) if named else "")
-    for name, part in named:
-        payload = part.get_payload(decode=True)
-        if isinstance(payload, bytes):
-            attached.add(title, headers, name, payload)
+    text.section(1, message.title)
+    text.block("\n".join(f"{name.title()}: {value}" for name, value in message.headers.items()))
+    text.block(message.body)
+    text.block("Attachments: " + ", ".join(message.names) if message.names else "")
+    for name, payload in message.files:
+        attached.add(message.title, message.headers, name, payload)
 
 
 def _title(message: Message) -> str:
@@ -125,6 +167,70 @@ def _file_name(part: Message) -> str:
 
 def _parse(raw: bytes) -> Message:
     return email.message_from_bytes(raw, policy=email.policy.compat32)
+
+
+def _parse_headers(raw: bytes) -> Message:
+    """The message's headers alone (its parts are not parsed, so they cannot nest)."""
+    return BytesHeaderParser(policy=email.policy.compat32).parsebytes(raw)
+
+
+def too_deep(depth: int) -> str:
+    return (
+        f"its MIME parts nest {depth:,} levels deep, over {MAX_MIME_DEPTH}; refused "
+        "(a parser bomb?)"
+    )
+
+
+def mime_depth(raw: bytes) -> int:
+    """How deep a message's multipart and attached-message parts nest, told from its lines
+    without parsing it (Python's parser recurses once per level and fails past ~250), up to
+    one level past `MAX_MIME_DEPTH`. A part's headers follow its boundary line; a boundary
+    line of an enclosing part closes every part inside it."""
+    open_parts: list[bytes] = []  # the boundaries of the parts open; b"" an attached message
+    deepest, lines = 0, iter(raw.splitlines())
+    in_headers = True
+    for line in lines:
+        if in_headers:
+            kind, boundary = _part_kind(line, lines)
+            in_headers = kind == "message"  # an attached message's own headers follow
+            if kind:
+                open_parts.append(boundary)
+                deepest = max(deepest, len(open_parts))
+                if deepest > MAX_MIME_DEPTH:
+                    break
+        elif line.startswith(b"--"):
+            in_headers = _close_parts(open_parts, line.rstrip())
+    return deepest
+
+
+def _part_kind(first: bytes, lines: Iterator[bytes]) -> tuple[str, bytes]:
+    """("multipart", its boundary), ("message", b"") or ("", b"") of the part whose header
+    block starts at `first` (the block is read up to its blank line)."""
+    block = [first]
+    while block[-1].strip():
+        block.append(next(lines, b""))
+    headers = b"\n".join(block)
+    found = _CONTAINER_TYPE.search(headers)
+    if found is None:
+        return "", b""
+    kind = found.group(1).decode().lower()
+    if kind == "message":
+        return kind, b""
+    boundary = _BOUNDARY.search(headers, found.end())
+    return (kind, boundary.group(1) or boundary.group(2)) if boundary else ("", b"")
+
+
+def _close_parts(open_parts: list[bytes], line: bytes) -> bool:
+    """Apply a `--boundary` or `--boundary--` line; whether a part's headers follow."""
+    for index in range(len(open_parts) - 1, -1, -1):
+        boundary = open_parts[index]
+        if boundary and line == b"--" + boundary + b"--":
+            del open_parts[index:]
+            return False
+        if boundary and line == b"--" + boundary:
+            del open_parts[index + 1 :]
+            return True
+    return False
 
 
 def _header(message: Message, name: str) -> str:

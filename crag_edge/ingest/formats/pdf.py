@@ -2,8 +2,10 @@
 
 A page without a text layer (a scan) is rendered at `OCR_DPI` (pypdfium2, the `ocr` extra)
 and read by the `tesseract` program (Debian's `tesseract-ocr`) when both are installed; its
-citation says so: `scan.pdf p. 4 (OCR)`. Without Tesseract, the report says once per file
-how many pages have no text and how to read them; never a silently empty document. With
+citation says so: `scan.pdf p. 4 (OCR)`. OCR reads at most `ocr_max_pages` pages of a file,
+none larger than `ocr_max_page_inches`, each rendered within `OCR_MAX_PIXELS`. Without
+Tesseract, the report says once per file how many pages have no text and how to read them;
+never a silently empty document. With
 `pdfplumber` (the `office` extra), a page holding ruled tables is read by it instead: the
 text around the tables, then each row as a record named by the header row and titled by
 the line above its table (`builder.caption_of`), so one row is one unit. Running heads and
@@ -13,10 +15,12 @@ page numbers are dropped and hyphenated line ends joined (`pdf_text`).
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +34,9 @@ from crag_edge.ingest.pdf_text import readable_pages
 
 # Scans are rendered at this resolution for Tesseract (its accuracy drops below ~200 dpi).
 OCR_DPI = 300
+# A page is rendered with at most this many pixels (one byte each, in gray): a larger page is
+# rendered at a lower resolution, so OCR's memory stays bounded (A4 at 300 dpi is 8.7 million).
+OCR_MAX_PIXELS = 36_000_000
 # A page Tesseract has not read in this long is left unread (a pathological scan).
 OCR_TIMEOUT_S = 300
 # Path operators that draw a table's rules: `re` (a rectangle) and `l` (a line), and how many
@@ -39,13 +46,28 @@ _MIN_RULES = 6
 OCR_HOW = "install Tesseract (apt-get install tesseract-ocr) and pip install 'crag-edge[ocr]'"
 
 
-def load_pdf_file(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
+@dataclass(frozen=True)
+class OcrLimits:
+    """How much of one PDF OCR reads (`ocr_max_pages`, `ocr_max_page_inches`): scanned pages
+    past the first `max_pages`, and pages larger than `max_page_inches` on a side, are left
+    unread, each kind said in one line of the report."""
+
+    max_pages: int = 50
+    max_page_inches: float = 50.0
+
+
+DEFAULT_OCR = OcrLimits()
+
+
+def load_pdf_file(
+    path: Path, raw: bytes, max_bytes: int, ocr: OcrLimits = DEFAULT_OCR
+) -> LoadedDocument:
     source = str(path)
     pages, title = pdf_pages(source, raw)
     pages = readable_pages(_with_tables(source, raw, pages))
     blank = [i for i, page in enumerate(pages) if not page]
-    recognised = _recognise(source, raw, blank) if blank else {}
     text = DocumentText(source, max_bytes)
+    recognised = _recognise(source, raw, blank, ocr, text.warnings) if blank else {}
     for number, page in enumerate(pages, start=1):
         text.page(number)
         if number - 1 in recognised:
@@ -53,8 +75,8 @@ def load_pdf_file(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
         elif number - 2 in recognised:  # the page after a scan has its own text layer
             text.section(1, "")
         text.block(recognised.get(number - 1, page))
-    unread = len(blank) - sum(1 for t in recognised.values() if t)
-    if blank and not recognised:
+    unread = len(recognised) - sum(1 for t in recognised.values() if t)
+    if blank and not recognised and not text.warnings:
         text.warnings.append(
             f"{len(blank)} of {len(pages)} pages have no text layer (scanned?); to read "
             f"them, {OCR_HOW}, then ingest the file again with --reread"
@@ -74,8 +96,11 @@ def ocr_available() -> bool:
     return shutil.which("tesseract") is not None
 
 
-def _recognise(source: str, raw: bytes, indexes: list[int]) -> dict[int, str]:
-    """The OCR text of the pages at `indexes` (0-based); {} when OCR is not installed."""
+def _recognise(
+    source: str, raw: bytes, indexes: list[int], ocr: OcrLimits, warnings: list[str]
+) -> dict[int, str]:
+    """The OCR text of the pages at `indexes` (0-based) within `ocr`'s limits, what is left
+    unread said in `warnings`; {} when OCR is not installed."""
     if not ocr_available():
         return {}
     pdfium = require("pypdfium2", "scans", source)
@@ -83,16 +108,39 @@ def _recognise(source: str, raw: bytes, indexes: list[int]) -> dict[int, str]:
         document = pdfium.PdfDocument(raw)
     except pdfium.PdfiumError as exc:
         raise LoadError(source, f"unreadable PDF for OCR ({exc})") from None
+    if len(indexes) > ocr.max_pages:
+        warnings.append(
+            f"{len(indexes) - ocr.max_pages} scanned pages after the first {ocr.max_pages} not "
+            "read by OCR (ocr_max_pages)"
+        )
+    read: dict[int, str] = {}
     try:
-        return {index: _tesseract(_page_image(document[index])) for index in indexes}
+        for index in indexes[: ocr.max_pages]:
+            page = document[index]
+            side = max(page.get_size()) / 72
+            if side > ocr.max_page_inches:
+                warnings.append(
+                    f"page {index + 1} is {side:,.0f} inches on a side, over "
+                    f"ocr_max_page_inches ({ocr.max_page_inches:g}); not read by OCR"
+                )
+                continue
+            image = _page_image(page)
+            read[index] = "" if image is None else _tesseract(image)
     finally:
         document.close()
+    return read
 
 
-def _page_image(page: Any) -> bytes:
-    """The page rendered in gray at `OCR_DPI`, as a PGM image (Tesseract reads it on stdin)."""
-    bitmap = page.render(scale=OCR_DPI / 72, grayscale=True)
+def _page_image(page: Any) -> bytes | None:
+    """The page rendered in gray at `OCR_DPI`, or lower for a page that would take more than
+    `OCR_MAX_PIXELS`, as a PGM image (Tesseract reads it on stdin); None for a page of one
+    shade, which holds nothing to read (Tesseract took 0.4 to 2 s on a blank page)."""
+    width, height = page.get_size()
+    scale = min(OCR_DPI / 72, math.sqrt(OCR_MAX_PIXELS / max(width * height, 1.0)))
+    bitmap = page.render(scale=scale, grayscale=True)
     width, height, stride, pixels = bitmap.width, bitmap.height, bitmap.stride, bytes(bitmap.buffer)
+    if not pixels.strip(pixels[:1]):
+        return None
     if stride != width:  # rows padded to an alignment
         pixels = b"".join(pixels[row * stride : row * stride + width] for row in range(height))
     return f"P5\n{width} {height}\n255\n".encode() + pixels

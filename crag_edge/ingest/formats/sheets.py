@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from crag_edge.ingest.formats import workbook
-from crag_edge.ingest.formats.archive import Package, iterparse
+from crag_edge.ingest.formats.archive import SHEET_BYTES_PER_ELEMENT, Package
 from crag_edge.ingest.formats.builder import DocumentText, record
 from crag_edge.ingest.formats.opendocument import OFFICE, TABLE, TEXT, inline_text, open_package
 from crag_edge.ingest.loaders import LoadedDocument, LoadError, decode_text
@@ -62,7 +62,7 @@ def write_sheet(text: DocumentText, name: str, rows: Iterable[Row]) -> None:
 
 
 def load_xlsx(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
-    package = Package(str(path), raw, max_bytes)
+    package = Package(str(path), raw, max_bytes, SHEET_BYTES_PER_ELEMENT)
     strings, formats = workbook.shared_strings(package), workbook.number_formats(package)
     text = DocumentText(str(path), max_bytes)
     found = workbook.sheets(package)
@@ -86,19 +86,19 @@ def cell_text(value: object) -> str:
 
 
 def load_ods(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
-    package = open_package(path, raw, max_bytes)
+    package = open_package(path, raw, max_bytes, SHEET_BYTES_PER_ELEMENT)
     text = DocumentText(str(path), max_bytes)
     sheets = 0
-    with package.open("content.xml") as stream:
-        events = iterparse(str(path), stream, ("start", "end"))
-        for event, element in events:
-            if event == "start" and element.tag == f"{TABLE}table":
-                sheets += 1
-                write_sheet(text, element.get(f"{TABLE}name", ""), _ods_rows(events, element))
+    events = package.events("content.xml", ("start", "end"))
+    for event, element in events:
+        if event == "start" and element.tag == f"{TABLE}table":
+            sheets += 1
+            rows = _ods_rows(events, element, text)
+            write_sheet(text, element.get(f"{TABLE}name", ""), rows)
     return text.document(path.stem, {"sheet_count": sheets})
 
 
-def _ods_rows(events: Iterator[tuple[str, Any]], table: Any) -> Iterator[Row]:
+def _ods_rows(events: Iterator[tuple[str, Any]], table: Any, text: DocumentText) -> Iterator[Row]:
     """The rows of the sheet `table` just opened, each dropped once read (bounded memory)."""
     number = 1
     for event, element in events:
@@ -108,7 +108,7 @@ def _ods_rows(events: Iterator[tuple[str, Any]], table: Any) -> Iterator[Row]:
             return
         if element.tag != f"{TABLE}table-row":
             continue
-        cells = _ods_cells(element)
+        cells = _ods_cells(element, text)
         repeat = int(element.get(f"{TABLE}number-rows-repeated", "1") or 1)
         for copy in range(min(repeat, _MAX_REPEAT) if any(cells) else 0):
             yield number + copy, cells
@@ -116,23 +116,26 @@ def _ods_rows(events: Iterator[tuple[str, Any]], table: Any) -> Iterator[Row]:
         table.clear()  # the rows read so far (the sheet's name was read at its start)
 
 
-def _ods_cells(row: Any) -> list[str]:
+def _ods_cells(row: Any, text: DocumentText) -> list[str]:
+    """A row's cells, a repeated cell's copies charged before they are made."""
     cells: list[str] = []
     for cell in row:
-        value = _ods_value(cell)
+        value = _ods_value(cell, text)
         repeat = int(cell.get(f"{TABLE}number-columns-repeated", "1") or 1)
-        cells.extend([value] * (min(repeat, _MAX_REPEAT) if value else min(repeat, 1)))
+        copies = min(repeat, _MAX_REPEAT) if value else min(repeat, 1)
+        text.expand(len(value) * copies)
+        cells.extend([value] * copies)
     while cells and not cells[-1]:
         cells.pop()
     return cells
 
 
-def _ods_value(cell: Any) -> str:
+def _ods_value(cell: Any, text: DocumentText) -> str:
     """A cell as LibreOffice shows it: the text it wrote for the cell (its number format
     applied: `12.5%`, `$1,234.50`, `14:30`), dates in ISO form (`2026-03-01`) whatever the
     display's order of day and month; the plain value where no text was written."""
     kind = cell.get(f"{OFFICE}value-type")
-    written = "\n".join(inline_text(p) for p in cell.iter(f"{TEXT}p"))
+    written = "\n".join(inline_text(p, text) for p in cell.iter(f"{TEXT}p"))
     if kind == "date" and (moment := cell.get(f"{OFFICE}date-value")):
         return moment.removesuffix("T00:00:00").replace("T", " ")
     if kind in ("float", "percentage", "currency") and not written.strip():

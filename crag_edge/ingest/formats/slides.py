@@ -3,7 +3,9 @@ text boxes, tables (rows as records) and speaker notes.
 
 Slides are read in the deck's order (`ppt/presentation.xml`), not the order of their files;
 each starts a page numbered by its position, so a citation reads `deck.pptx slide 7`, and
-its title is the section (a slide without one closes the previous slide's).
+its title is the section (a slide without one closes the previous slide's). A slide the
+deck lists more than once is read once and written, and charged to the text budget, each
+time.
 """
 
 from __future__ import annotations
@@ -29,13 +31,16 @@ def load_pptx(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
     slides = [relations[s.get(f"{R}id", "")] for s in order if s.get(f"{R}id") in relations]
     text = DocumentText(str(path), max_bytes)
     first_title = ""
+    read: dict[str, tuple[str, list[str], str]] = {}
     for number, part in enumerate(slides, start=1):
-        title, blocks = _shapes(package.xml(part))
+        if part not in read:  # a slide listed again is read once, and charged each time
+            read[part] = (*_shapes(package.xml(part)), _notes(package, part))
+        title, blocks, notes = read[part]
         first_title = first_title or title
         text.page(number)
         text.heading(1, title)
         text.blocks(blocks)
-        if notes := _notes(package, part):
+        if notes:
             text.block(f"Speaker notes: {notes}")
     return text.document(first_title or path.stem, {"slide_count": len(slides)})
 

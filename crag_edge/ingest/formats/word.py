@@ -1,15 +1,16 @@
 """Word documents (.docx): headings, lists, tables as rows, footnotes, tracked changes.
 
-Read from the package's XML directly (`archive.Package`): paragraphs in body order, each
-heading by its style's outline level (so a heading style renamed or localised still counts),
-list items marked, each table row a record named by the header row, titled by the table's
-caption and numbered for citations (`DocumentText.table`), footnotes and endnotes after the
-body. Tracked changes read as accepted: insertions are text, deletions and moved-away text
-are not.
+Read from the package's XML directly (`archive.Package`), the body as it streams:
+paragraphs in body order, each heading by its style's outline level (so a heading style
+renamed or localised still counts), list items marked, each table row a record named by the
+header row, titled by the table's caption and numbered for citations (`DocumentText.table`),
+footnotes and endnotes after the body. Tracked changes read as accepted: insertions are text,
+deletions and moved-away text are not.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from xml.etree.ElementTree import Element
 
@@ -27,10 +28,11 @@ _NOTES = (("word/footnotes.xml", "footnote"), ("word/endnotes.xml", "endnote"))
 def load_docx(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
     package = Package(str(path), raw, max_bytes)
     levels = _heading_levels(package)
-    body = package.xml("word/document.xml").find(f"{W}body")
     text = DocumentText(str(path), max_bytes)
     first_heading = ""
-    for element in [] if body is None else _blocks(body):
+    for element in _blocks(package.children("word/document.xml", f"{W}body")):
+        if not len(element):  # an empty paragraph: nothing to read, and a body may hold millions
+            continue
         if element.tag == f"{W}tbl":
             text.table(_table_rows(element), _val(element.find(f"{W}tblPr/{W}tblCaption")))
             continue
@@ -47,15 +49,14 @@ def load_docx(path: Path, raw: bytes, max_bytes: int) -> LoadedDocument:
     return text.document(_core_title(package) or first_heading or path.stem)
 
 
-def _blocks(container: Element) -> list[Element]:
-    """Paragraphs and tables in reading order, looking inside content controls."""
-    found: list[Element] = []
-    for child in container:
+def _blocks(children: Iterable[Element]) -> Iterator[Element]:
+    """Paragraphs and tables in reading order, looking inside content controls; the body's
+    children stream (`Package.children`), so a body is never held whole."""
+    for child in children:
         if child.tag in (f"{W}p", f"{W}tbl"):
-            found.append(child)
+            yield child
         elif child.tag in (f"{W}sdt", f"{W}sdtContent", f"{W}customXml", f"{W}ins"):
-            found.extend(_blocks(child))
-    return found
+            yield from _blocks(child)
 
 
 def paragraph_text(paragraph: Element) -> str:
@@ -110,14 +111,21 @@ def _heading_levels(package: Package) -> dict[str, int]:
 
 
 def _paragraph_level(paragraph: Element, levels: dict[str, int]) -> int:
-    outline = paragraph.find(f"{W}pPr/{W}outlineLvl")
+    outline = _property(paragraph, "outlineLvl")
     if outline is not None and (_val(outline) or "").isdigit() and int(_val(outline) or 9) < 9:
         return int(_val(outline) or 0) + 1
-    return levels.get(_val(paragraph.find(f"{W}pPr/{W}pStyle")) or "", 0)
+    return levels.get(_val(_property(paragraph, "pStyle")) or "", 0)
 
 
 def _is_list_item(paragraph: Element) -> bool:
-    return paragraph.find(f"{W}pPr/{W}numPr") is not None
+    return _property(paragraph, "numPr") is not None
+
+
+def _property(paragraph: Element, name: str) -> Element | None:
+    """A paragraph property (`w:pPr/w:<name>`), found one tag at a time: a path holding '/'
+    is matched in Python, ten times slower, and a body may hold millions of paragraphs."""
+    properties = paragraph.find(f"{W}pPr")
+    return None if properties is None else properties.find(f"{W}{name}")
 
 
 def _notes(package: Package, part: str, tag: str) -> list[str]:

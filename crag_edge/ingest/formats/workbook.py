@@ -1,10 +1,11 @@
 """Excel workbooks (.xlsx) read as they stream: sheet names, shared strings, cell values.
 
-Read from the package's XML with `archive.iterparse`, row by row, each row cleared once read,
-so a sheet's size costs nothing beyond its text budget (openpyxl's read-only mode first scans
-a whole sheet that does not state its dimensions: 80 s for a million rows). Values read as
-Excel shows them: shared and inline strings, booleans, and numbers by their cell's number
-format (`numbers.shown`: dates, times, percentages, currency), else whole ones without `.0`.
+Read from the package's XML as it streams (`archive.Package.stream`), row by row, each row
+cleared once read, so a sheet's size costs nothing beyond its text budget (openpyxl's
+read-only mode first scans a whole sheet that does not state its dimensions: 80 s for a
+million rows). Values read as Excel shows them: shared and inline strings, booleans, and
+numbers by their cell's number format (`numbers.shown`: dates, times, percentages,
+currency), else whole ones without `.0`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Iterator
 from xml.etree.ElementTree import Element
 
 from crag_edge.ingest.formats import numbers
-from crag_edge.ingest.formats.archive import Package, streamed
+from crag_edge.ingest.formats.archive import Package
+from crag_edge.ingest.loaders import LoadError, too_large
 
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
@@ -33,10 +35,18 @@ def sheets(package: Package) -> list[tuple[str, str]]:
 
 
 def shared_strings(package: Package) -> list[str]:
+    """The shared-string table, refused once it holds more text than a document may: cells
+    name its strings by number, so a small sheet could repeat a large table's text."""
     if "xl/sharedStrings.xml" not in package.names:
         return []
-    with package.open("xl/sharedStrings.xml") as stream:
-        return [_string(item) for item in streamed(package.source, stream, f"{S}si")]
+    strings, size = [], 0
+    for item in package.stream("xl/sharedStrings.xml", f"{S}si"):
+        strings.append(_string(item))
+        size += len(strings[-1])
+        if size > package.max_bytes:
+            reason = "its shared strings hold over " + too_large(size, package.max_bytes)
+            raise LoadError(package.source, reason)
+    return strings
 
 
 def number_formats(package: Package) -> dict[int, str]:
@@ -62,19 +72,27 @@ def rows(
     package: Package, member: str, strings: list[str], formats: dict[int, str]
 ) -> Iterator[tuple[int, list[str]]]:
     """(row number, cell texts by column) of a sheet, streamed."""
-    with package.open(member) as stream:
-        number = 0
-        for row in streamed(package.source, stream, f"{S}row"):
-            number = int(row.get("r", number + 1) or number + 1)
-            yield number, _cells(row, strings, formats)
+    number = 0
+    for row in package.stream(member, f"{S}row"):
+        number = int(row.get("r", number + 1) or number + 1)
+        yield number, _cells(package, row, strings, formats)
 
 
-def _cells(row: Element, strings: list[str], formats: dict[int, str]) -> list[str]:
+def _cells(
+    package: Package, row: Element, strings: list[str], formats: dict[int, str]
+) -> list[str]:
+    """A row's cell texts, charged as they are named: a row naming one long shared string in
+    every column is refused before it is joined into text."""
     cells: list[str] = []
+    size = 0
     for cell in row.iter(f"{S}c"):
         column = _column(cell.get("r", ""), len(cells))
         cells.extend([""] * (column - len(cells)))
         cells.append(_value(cell, strings, formats))
+        size += len(cells[-1])
+        if size > package.max_bytes:
+            reason = "a row of its text has over " + too_large(size, package.max_bytes)
+            raise LoadError(package.source, reason)
     return cells
 
 
