@@ -32,11 +32,12 @@ class Outline:
     """Offsets of each page's first character (PDF) and the headings (HTML, Markdown).
     A page is whatever a reader turns to by number: a PDF page, a slide, a spreadsheet row.
     Pages are numbered 1, 2, ... in order, or by `page_numbers` (one per start) when the
-    numbers skip (a sheet's empty rows) or restart (each sheet's rows)."""
+    numbers skip (a sheet's empty rows) or restart (each sheet's rows, each HTML table's);
+    a None number ends the page before it (the text after an HTML table is on none)."""
 
     page_starts: tuple[int, ...] = ()
     headings: tuple[Heading, ...] = ()
-    page_numbers: tuple[int, ...] = ()
+    page_numbers: tuple[int | None, ...] = ()
 
 
 def outline_places(outline: Outline) -> list[Place]:

@@ -27,7 +27,7 @@ class DocumentText:
         self._length = 0  # characters written
         self._bytes = 0  # their UTF-8 size, for the budget
         self._page_starts: list[int] = []
-        self._page_numbers: list[int] = []
+        self._page_numbers: list[int | None] = []
         self._headings: list[Heading] = []
 
     def block(self, text: str) -> None:
@@ -58,8 +58,9 @@ class DocumentText:
         title = short_title(" ".join(clean_text(title).split()))
         self._headings.append(Heading(self._length, level, title))
 
-    def page(self, number: int) -> None:
-        """The text from here on is on page (slide, row) `number`."""
+    def page(self, number: int | None) -> None:
+        """The text from here on is on page (slide, row) `number`; None: on no page (the
+        text after an HTML table's rows)."""
         self._page_starts.append(self._length)
         self._page_numbers.append(number)
 

@@ -1,9 +1,11 @@
 """EPUB books (.epub): chapters in reading order, each chapter's headings kept.
 
 The package document (`META-INF/container.xml` names it) lists the chapters in its spine;
-each is XHTML, read like an HTML page (`loaders.read_html`), so a citation names the book's
-own headings: `book.epub § Section`, the whole path `Chapter 3 > Section` where there is room.
-A chapter without headings is titled by its <title> (an untitled one closes the last).
+each is XHTML, read like an HTML page (`formats.html`: its navigation left out, its tables
+row by row), so a citation names the book's own headings: `book.epub § Section`, the whole
+path `Chapter 3 > Section` where there is room, and a table's row: `book.epub § Table 8.1.
+Boolean Data Type row 1`. A chapter without headings is titled by its <title> (an untitled
+one closes the last).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from xml.etree.ElementTree import Element
 
 from crag_edge.ingest.formats.archive import XML_BOMB, Package, member_path
 from crag_edge.ingest.formats.builder import DocumentText
-from crag_edge.ingest.loaders import LoadedDocument, LoadError, decode_text, read_html
+from crag_edge.ingest.formats.html import read_html
+from crag_edge.ingest.loaders import LoadedDocument, LoadError, decode_text
+from crag_edge.ingest.outline import Heading
 
 _CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
 _OPF = "{http://www.idpf.org/2007/opf}"
@@ -58,12 +62,24 @@ def _spine(opf: Element, folder: str) -> list[str]:
 
 
 def _chapter(text: DocumentText, html: str) -> None:
-    title, body, headings = read_html(html)
-    if not headings or headings[0].offset > 0:
-        text.section(1, title)
-    cuts = [h.offset for h in headings] + [len(body)]
-    if cuts[0] > 0:
-        text.block(body[: cuts[0]])
-    for heading, end in zip(headings, cuts[1:], strict=True):
-        text.section(heading.level, heading.title)
-        text.block(body[heading.offset : end])
+    """A chapter's text, cut at its headings and table rows so each is a place of its own;
+    a chapter of links (the book's own contents page) adds nothing the chapters lack."""
+    page = read_html(html)
+    if page.navigation:
+        return
+    outline, body = page.outline, page.text
+    if not outline.headings or outline.headings[0].offset > 0:
+        text.section(1, page.title)
+    marks: dict[int, list[Heading | int | None]] = {}
+    for heading in outline.headings:
+        marks.setdefault(heading.offset, []).append(heading)
+    for start, number in zip(outline.page_starts, outline.page_numbers, strict=True):
+        marks.setdefault(start, []).append(number)
+    cuts = sorted({0, *marks})
+    for start, end in zip(cuts, [*cuts[1:], len(body)], strict=True):
+        for mark in marks.get(start, []):
+            if isinstance(mark, Heading):
+                text.section(mark.level, mark.title)
+            else:
+                text.page(mark)
+        text.block(body[start:end])
