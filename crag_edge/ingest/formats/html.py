@@ -167,6 +167,7 @@ class _HtmlText(HTMLParser):
         self._tables: list[Table] = []
         self._table_title: _TitleBlock | None = None
         self._redirect = False
+        self._index = False  # the page holds a book's index
         self._link_chars = 0
         self._text_chars = 0
 
@@ -191,7 +192,7 @@ class _HtmlText(HTMLParser):
         if tag in html_chrome.SECTIONING:
             self._sections += 1
         elif tag == "a" and (href := dict(attrs).get("href")) is not None:
-            self._links += 1
+            self._links += html_chrome.is_internal(href)
             self._anchor = href.startswith("#")
         elif tag == "pre":
             self._pre += 1
@@ -199,6 +200,7 @@ class _HtmlText(HTMLParser):
             self._heading = _OpenHeading(int(tag[1]))
         elif "title" in (dict(attrs).get("class") or "").split() and not self._tables:
             self._table_title = _TitleBlock(tag, self._out.length)
+        self._index = self._index or html_chrome.is_index(attrs)
         if self._table_tag(tag, attrs):
             return
         self._block(tag)
@@ -273,7 +275,11 @@ class _HtmlText(HTMLParser):
         h1s = [h.title for h in self._out.headings if h.level == 1]
         title = next((t for t in self._titles + h1s if t), "")
         text, outline = self._out.result()
-        navigation = self._redirect or html_chrome.is_navigation(self._link_chars, self._text_chars)
+        navigation = (
+            self._redirect
+            or self._index
+            or html_chrome.is_navigation(self._link_chars, self._text_chars)
+        )
         return HtmlPage(title, text, outline, navigation)
 
     def _count(self, data: str) -> None:

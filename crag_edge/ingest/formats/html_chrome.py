@@ -9,9 +9,11 @@ Sphinx's `related` bars, sidebar and footer, texinfo's `header` and `section-toc
 MediaWiki's (cppreference) navbar, breadcrumbs and category links. A footnote is content,
 though Sphinx writes it as an `aside`.
 
-A page is navigation as a whole when most of its text is link text (a book's table of
-contents, an index, a language picker) or when it only sends the browser on (a `Refresh`
-redirect, as texinfo writes for each moved node): such a page is indexed by its title only
+A page is navigation as a whole when most of its text is the text of links within the site
+(a book's table of contents, a language picker; links to other sites are a list of
+references, content), when it holds a book's index (DocBook's `index`, Sphinx's and
+texinfo's index tables), or when it only sends the browser on (a `Refresh` redirect, as
+texinfo writes for each moved node): such a page is indexed by its title only
 and marked, so retrieval ranks it after every passage of content (`retrieval.retriever`).
 """
 
@@ -42,9 +44,15 @@ CHROME_CLASSES = frozenset(
 )  # fmt: skip
 CHROME_IDS = frozenset({"siteSub", "contentSub", "jump-to-nav", "catlinks", "footer", "toc"})
 NOT_CHROME_CLASSES = frozenset({"footnote", "footnotes", "footnote-list"})
+# Parts of a table are named by their own classes (pandoc's `tr class="header"` is a header
+# row): the class and id rules are for the blocks around the text, not for these.
+TABLE_PARTS = frozenset({"tr", "td", "th", "thead", "tbody", "tfoot", "caption", "col"})
 # A page whose link text is at least this share of its text is navigation (measured on the
 # Debian manuals: docs/formats.md, "Main content only").
 NAVIGATION_LINK_SHARE = 0.6
+# Elements that make their page a book's index: DocBook's, Sphinx's, texinfo's (`index-cp`...).
+INDEX_CLASSES = frozenset({"index", "indextable", "genindextable"})
+INDEX_CLASS_PREFIX = "index-"
 SKIP_LINK = re.compile(r"\s*skip\s+to\s+(?:the\s+)?(?:main\s+)?(?:content|navigation|text)\b", re.I)
 
 
@@ -59,7 +67,20 @@ def is_chrome(tag: str, attrs: Attrs, in_section: bool) -> bool:
         return True
     if (values.get("role") or "").strip() in CHROME_ROLES:
         return True
+    if tag in TABLE_PARTS:
+        return False
     return bool(classes & CHROME_CLASSES) or values.get("id") in CHROME_IDS
+
+
+def is_index(attrs: Attrs) -> bool:
+    """Whether an element with `attrs` is a book's index (its page is then navigation)."""
+    classes = (dict(attrs).get("class") or "").split()
+    return any(c in INDEX_CLASSES or c.startswith(INDEX_CLASS_PREFIX) for c in classes)
+
+
+def is_internal(href: str) -> bool:
+    """Whether a link leads within the site: a relative address or a place on the page."""
+    return not re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:|//", href.strip())
 
 
 def is_redirect(attrs: Attrs) -> bool:
@@ -69,6 +90,6 @@ def is_redirect(attrs: Attrs) -> bool:
 
 
 def is_navigation(link_chars: int, text_chars: int) -> bool:
-    """Whether a page of `text_chars` characters, `link_chars` of them link text, is a page
-    of links (a table of contents, an index, a language picker)."""
+    """Whether a page of `text_chars` characters, `link_chars` of them the text of links
+    within the site, is a page of links (a table of contents, a language picker)."""
     return text_chars > 0 and link_chars >= NAVIGATION_LINK_SHARE * text_chars
