@@ -39,7 +39,7 @@ CHROME_CLASSES = frozenset(
         # texinfo / makeinfo
         "header", "nav-panel", "section-toc", "shortcontents", "mini-toc",
         # MediaWiki (cppreference)
-        "t-navbar", "printfooter", "catlinks", "mw-jump",
+        "t-navbar", "printfooter", "catlinks", "mw-jump", "t-example-live-link",
     }
 )  # fmt: skip
 CHROME_IDS = frozenset({"siteSub", "contentSub", "jump-to-nav", "catlinks", "footer", "toc"})
