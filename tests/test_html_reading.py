@@ -131,7 +131,7 @@ def test_a_list_of_references_to_other_sites_is_content(tmp_path: Path) -> None:
     assert "American National Standards Institute" in text and metadata == {}
 
 
-def test_sphinx_chrome_is_left_out_and_its_footnotes_kept(tmp_path: Path) -> None:
+def test_sphinx_chrome_is_left_out_its_footnotes_and_sidebars_kept(tmp_path: Path) -> None:
     page = """<html><head><title>Built-in Types</title></head><body>
     <div class="mobile-nav"><nav class="nav-content" role="navigation">Quick search</nav></div>
     <div class="related" role="navigation"><ul><li><a href="genindex.html">index</a></li>
@@ -141,7 +141,8 @@ def test_sphinx_chrome_is_left_out_and_its_footnotes_kept(tmp_path: Path) -> Non
     <p>The principal built-in types are numerics, sequences and mappings.<a
     class="footnote-reference" href="#id2">1</a></p><aside class="footnote brackets"
     id="id2"><p>Additional information on these special methods may be found in the
-    Reference Manual.</p></aside></section></div>
+    Reference Manual.</p></aside><aside class="sidebar"><p>A box beside the text.</p></aside>
+    </section></div>
     </div><div class="sphinxsidebar" role="navigation"><h3>Table of Contents</h3><ul><li>
     <a href="#">Built-in Types</a></li></ul><h3>This Page</h3></div>
     <div class="footer">&copy; Copyright 2001-2026, Python Software Foundation.</div>
@@ -151,6 +152,7 @@ def test_sphinx_chrome_is_left_out_and_its_footnotes_kept(tmp_path: Path) -> Non
     assert doc.text == (
         "Built-in Types\n\nThe principal built-in types are numerics, sequences and mappings.1"
         "\n\nAdditional information on these special methods may be found in the Reference Manual."
+        "\n\nA box beside the text."
     )
     assert [h.title for h in doc.outline.headings] == ["Built-in Types"]
 
@@ -314,3 +316,13 @@ def test_an_epub_chapter_reads_without_its_navigation_and_cites_its_row(
     start = chunk.start + chunk.text.index("Name: boolean")
     where = locate(chunk.places, start, start + 13)
     assert locator(replace(chunk, pages=where.pages, section=where.section)).endswith("row 1")
+
+
+def test_hostile_tables_stay_bounded() -> None:
+    """Tables nested past any readable depth are read as cells; spans over many rows and
+    columns cannot make megabytes of records out of kilobytes of page."""
+    nested = read_html("<table><tr><td>x" * 20_000).text
+    assert nested.split() == ["x"] * 20_000
+    spans = "<table><tr><th>Name</th><th>Value</th></tr>"
+    spans += '<tr><td colspan="1000" rowspan="1000">v</td></tr>' * 300 + "</table>"
+    assert len(read_html(spans).text) < 20 * len(spans)

@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from crag_edge.ingest.formats import html_chrome
-from crag_edge.ingest.formats.html_tables import Table, span
+from crag_edge.ingest.formats.html_tables import MAX_TABLE_DEPTH, Table, span
 from crag_edge.ingest.loaders import LoadedDocument, decode_text
 from crag_edge.ingest.outline import Heading, Outline, short_title
 from crag_edge.types import NAVIGATION
@@ -165,6 +165,7 @@ class _HtmlText(HTMLParser):
         self._heading: _OpenHeading | None = None
         self._open: list[Heading] = []  # the heading path in effect
         self._tables: list[Table] = []
+        self._flat_tables = 0  # tables nested past MAX_TABLE_DEPTH: their cells are the outer's
         self._table_title: _TitleBlock | None = None
         self._redirect = False
         self._index = False  # the page holds a book's index
@@ -300,7 +301,10 @@ class _HtmlText(HTMLParser):
     def _table_tag(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
         """Open a table's part; whether `tag` was one."""
         if tag == "table":
-            self._tables.append(Table())
+            if len(self._tables) < MAX_TABLE_DEPTH:
+                self._tables.append(Table())
+            else:
+                self._flat_tables += 1
             return True
         if not self._tables:
             return False
@@ -320,6 +324,9 @@ class _HtmlText(HTMLParser):
 
     def _table_end(self, tag: str) -> None:
         if not self._tables:
+            return
+        if tag == "table" and self._flat_tables:
+            self._flat_tables -= 1
             return
         if tag == "caption":
             self._tables[-1].close_caption()

@@ -7,7 +7,8 @@ that mark it (navigation, banner, contentinfo, search), and the classes and ids 
 documentation generators give it: DocBook's `navheader`/`navfooter` and tables of contents,
 Sphinx's `related` bars, sidebar and footer, texinfo's `header` and `section-toc`,
 MediaWiki's (cppreference) navbar, breadcrumbs and category links. A footnote is content,
-though Sphinx writes it as an `aside`.
+though Sphinx writes it as an `aside`, and so is a sidebar inside an article's section
+(reStructuredText's `sidebar`: a box of text beside the text, not the site's sidebar).
 
 A page is navigation as a whole when most of its text is the text of links within the site
 (a book's table of contents, a language picker; links to other sites are a list of
@@ -61,7 +62,7 @@ def is_chrome(tag: str, attrs: Attrs, in_section: bool) -> bool:
     article, section or main element (whose header and footer are the article's)."""
     values = dict(attrs)
     classes = frozenset((values.get("class") or "").split())
-    if classes & NOT_CHROME_CLASSES:
+    if classes & NOT_CHROME_CLASSES or (in_section and tag == "aside" and "sidebar" in classes):
         return False
     if tag in CHROME_TAGS or (tag in PAGE_EDGES and not in_section):
         return True

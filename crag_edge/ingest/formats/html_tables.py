@@ -17,6 +17,15 @@ from crag_edge.ingest.formats.builder import record
 
 # The widest span honoured; HTML caps colspan at 1,000, but no readable table is that wide.
 MAX_SPAN = 100
+# Tables nested deeper than this are read as cells of the one at this depth: each level's
+# text is copied into its parent's cell, so 100,000 nested tables (a hostile page) would
+# cost 100,000 copies of the text; no page nests readable tables this deep.
+MAX_TABLE_DEPTH = 8
+# The most columns a row is read into, and how much longer than its cells' own text a
+# table's records may be (column names repeat on every row): past either, a hostile table
+# of long names or spans over many rows would be megabytes of text from a few kilobytes.
+MAX_COLUMNS = 200
+MAX_GROWTH = 8
 
 
 @dataclass
@@ -97,8 +106,9 @@ class Table:
         """The table as text; `fallback_caption` names it when it has no <caption>."""
         grid = _grid(self.rows)
         header_rows = _header_rows(self.rows, grid)
+        lines = Rendered([], [" ".join(c for c in cells if c) for cells in grid], False)
         if not header_rows:
-            return Rendered([], [" ".join(c for c in cells if c) for cells in grid], False)
+            return lines
         header = _column_names(grid[:header_rows])
         caption = self.caption or fallback_caption
         rows = [
@@ -107,6 +117,9 @@ class Table:
             if (line := record(header, [" ".join(c.split()) for c in cells]))
         ]
         lead = ([self.caption] if self.caption else []) + [" | ".join(n for n in header if n)]
+        own = sum(len(cell.text()) for row in self.rows for cell in row.cells)
+        if sum(map(len, rows)) > MAX_GROWTH * own + 10_000:
+            return lines
         return Rendered(lead, rows, True)
 
 
@@ -118,7 +131,7 @@ def _grid(rows: list[Row]) -> list[list[str]]:
     for row in rows:
         cells: list[str] = []
         queue = list(row.cells)
-        while queue or any(col >= len(cells) for col in pending):
+        while (queue or any(col >= len(cells) for col in pending)) and len(cells) < MAX_COLUMNS:
             column = len(cells)
             if column in pending:
                 left, text = pending.pop(column)
