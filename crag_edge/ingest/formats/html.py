@@ -236,8 +236,9 @@ class _HtmlText(HTMLParser):
             self._pre = max(0, self._pre - 1)
         elif tag in self._HEADINGS:
             self._close_heading()
-        if self._table_title is not None and tag == self._table_title.tag:
-            self._table_title.end = self._table_title.end or self._out.length
+        block = self._table_title
+        if block is not None and tag == block.tag and block.end is None:
+            block.end = self._out.length
         if tag == "table" or tag == "caption":
             self._table_end(tag)
         self._block(tag)
@@ -402,5 +403,7 @@ class _HtmlText(HTMLParser):
 
 @dataclass(frozen=True)
 class _Caption:
+    """A table's title block: where it starts in the text (its section starts there too)."""
+
     start: int
     text: str
