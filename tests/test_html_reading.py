@@ -326,3 +326,12 @@ def test_hostile_tables_stay_bounded() -> None:
     spans = "<table><tr><th>Name</th><th>Value</th></tr>"
     spans += '<tr><td colspan="1000" rowspan="1000">v</td></tr>' * 300 + "</table>"
     assert len(read_html(spans).text) < 20 * len(spans)
+
+
+def test_sqlite_menus_and_table_of_contents_are_left_out() -> None:
+    page = """<div class=nosearch><div class="tagline desktoponly">Small. Fast. Reliable.</div>
+    <div class="menu mainmenu"><ul><li><a href="index.html">Home</a></li></ul></div></div>
+    <div class=nosearch><div class="fancy_title">CREATE TABLE</div><div class="fancy_toc">
+    <a>Table Of Contents</a><div class="fancy-toc1"><a href="#syntax">1. Syntax</a></div>
+    </div></div><h1 id="syntax"><span>1. </span>Syntax</h1><p>The CREATE TABLE command.</p>"""
+    assert read_html(page).text == "CREATE TABLE\n\n1. Syntax\n\nThe CREATE TABLE command."
