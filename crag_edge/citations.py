@@ -34,7 +34,13 @@ _UNITS = {
     ".docx": ("row", "rows"),  # documents without pages: their tables' rows
     ".docm": ("row", "rows"),
     ".odt": ("row", "rows"),
+    ".html": ("row", "rows"),
+    ".htm": ("row", "rows"),
+    ".epub": ("row", "rows"),
 }
+# Where the numbered places are rows of a table that the section names (an HTML table under
+# its caption), numbered within it: the section comes first, `§ Numeric Types row 3`.
+_ROWS_IN_SECTION = frozenset({".html", ".htm", ".epub"})
 
 
 class Locatable(Protocol):
@@ -98,18 +104,20 @@ def document_places(chunks: Iterable[Chunk]) -> tuple[Place, ...]:
 
 def place_label(item: Locatable, *, whole_path: bool = False) -> str:
     """`p. 12`, `pp. 12-13` (en dash; `slide 7`, `rows 40-42` in decks and sheets) or
-    `§ <deepest heading>`: what a reader searches for in the opened page (`whole_path` gives
+    `§ <deepest heading>`, or both (an HTML table's row after its section: `§ Numeric
+    Types row 3`): what a reader searches for in the opened page (`whole_path` gives
     every heading, for a view with room for it); empty when the item has neither."""
     parts = []
+    suffix = Path(item.source).suffix.lower()
     if item.pages is not None:
         first, last = item.pages
-        one, several = _UNITS.get(Path(item.source).suffix.lower(), ("p.", "pp."))
+        one, several = _UNITS.get(suffix, ("p.", "pp."))
         parts.append(f"{one} {first}" if first == last else f"{several} {first}\u2013{last}")
     if item.section == RECOGNISED:
         parts.append(RECOGNISED)
     elif item.section:
         heading = item.section if whole_path else item.section.rsplit(SECTION_SEPARATOR, 1)[-1]
-        parts.append(f"§ {heading}")
+        parts.insert(0 if suffix in _ROWS_IN_SECTION else len(parts), f"§ {heading}")
     return " ".join(parts)
 
 

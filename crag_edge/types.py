@@ -13,6 +13,9 @@ import numpy.typing as npt
 from tokenizers import Tokenizer
 
 Vector = npt.NDArray[np.float32]
+# The metadata key that marks a document, and each of its chunks, as navigation (a page of
+# links: a table of contents, an index): findable, but ranked after every passage of content.
+NAVIGATION = "navigation"
 
 
 @dataclass(frozen=True)

@@ -86,11 +86,11 @@ def ebooklib(path: Path) -> str:
     import ebooklib as eb
     from ebooklib import epub
 
-    from crag_edge.ingest.loaders import read_html
+    from crag_edge.ingest.formats.html import read_html
 
     book = epub.read_epub(str(path))
     items = book.get_items_of_type(eb.ITEM_DOCUMENT)
-    return "\n".join(read_html(i.get_content().decode())[1] for i in items)
+    return "\n".join(read_html(i.get_content().decode()).text for i in items)
 
 
 READERS: dict[str, Callable[[Path], str]] = {

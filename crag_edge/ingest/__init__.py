@@ -2,11 +2,11 @@
 
 from crag_edge.ingest.chunker import Chunker, TextSpan
 from crag_edge.ingest.formats import is_supported, load_file
+from crag_edge.ingest.formats.html import load_html
 from crag_edge.ingest.loaders import (
     LoadedDocument,
     LoadError,
     iter_beir,
-    load_html,
     load_markdown,
     load_pdf,
     load_text,

@@ -1,4 +1,5 @@
-"""Turn file contents into plain text: txt, md, html, pdf, and BEIR `corpus.jsonl` collections.
+"""Turn file contents into plain text: txt, md, pdf, and BEIR `corpus.jsonl` collections
+(HTML and the container formats: `ingest.formats`).
 
 Loaders parse bytes that `ingest.files` read (they never open a file themselves), return (or,
 for BEIR, yield) `LoadedDocument`s, and report what they cannot read as a `LoadError` with a
@@ -11,17 +12,14 @@ import codecs
 import io
 import json
 import math
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from pypdf import PasswordType, PdfReader
 
 from crag_edge.ingest.outline import (
-    Heading,
     Outline,
     front_matter_title,
     markdown_headings,
@@ -73,23 +71,6 @@ def load_markdown(path: Path, raw: bytes) -> LoadedDocument:
     headings = markdown_headings(text)
     title = front_matter_title(front_matter) or (headings[0].title if headings else path.stem)
     return LoadedDocument(str(path), title, text, outline=Outline(headings=headings))
-
-
-def load_html(path: Path, raw: bytes) -> LoadedDocument:
-    """Visible HTML text: scripts and styles dropped, block elements turned into line breaks."""
-    declared = _HTML_CHARSET.search(raw[:4096])
-    text = decode_text(raw, str(path), declared.group(1).decode("ascii") if declared else None)
-    title, body, headings = read_html(text)
-    return LoadedDocument(str(path), title or path.stem, body, outline=Outline(headings=headings))
-
-
-def read_html(text: str) -> tuple[str, str, tuple[Heading, ...]]:
-    """(title, visible text, headings) of an HTML page (an EPUB chapter, an e-mail body)."""
-    parser = _HtmlText()
-    parser.feed(text)
-    parser.close()
-    body, headings = parser.text()
-    return parser.title(), body, headings
 
 
 def load_pdf(path: Path, raw: bytes) -> LoadedDocument:
@@ -166,9 +147,6 @@ def too_large(size: int, max_bytes: int) -> str:
     return (
         f"{size:,} bytes, over max_document_bytes ({max_bytes:,}); raise that setting to index it"
     )
-
-
-_HTML_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 
 
 def _beir_document(line: bytes, where: str) -> LoadedDocument | LoadError:
@@ -259,138 +237,3 @@ def clean_text(text: str) -> str:
     """Newlines normalised, lone surrogates (JSON escapes, PDF text) repaired and control
     characters (terminal escape sequences, form feeds) dropped: `text_boundary.repair`."""
     return _normalise_newlines(repair(text))
-
-
-@dataclass
-class _OpenHeading:
-    """A heading being read: its level, where its text starts in the output, its text."""
-
-    level: int
-    offset: int | None = None
-    parts: list[str] = field(default_factory=list)
-
-
-class _HtmlText(HTMLParser):
-    """Collects visible text, the <title> and the headings from (possibly broken) HTML; a
-    heading that never closes is not one (nothing says where it ends)."""
-
-    _SKIP = frozenset({"script", "style", "noscript", "template", "svg"})
-    _PARAGRAPH = frozenset(
-        {"p", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "table", "ul", "ol",
-         "dl", "section", "article", "header", "footer", "main", "aside", "nav", "figure",
-         "hr", "form", "details", "body"}
-    )  # fmt: skip
-    _LINE = frozenset(
-        {"br", "div", "li", "tr", "dt", "dd", "figcaption", "summary", "caption", "address",
-         "option", "legend"}
-    )  # fmt: skip
-    _CELL = frozenset({"td", "th"})
-    _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self._parts: list[str] = []
-        self._length = 0  # characters in the output so far
-        self._newlines = 0  # newlines at the end of the output so far
-        self._skip = 0
-        self._pre = 0
-        self._title: list[str] | None = None
-        self._titles: list[str] = []
-        self._heading: _OpenHeading | None = None
-        self._headings: list[Heading] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self._close_title()
-        if tag == "title" and not self._titles:
-            self._title = []
-        elif tag in self._SKIP:
-            self._skip += 1
-        elif tag == "pre":
-            self._pre += 1
-        elif tag in self._HEADINGS:
-            self._heading = _OpenHeading(int(tag[1]))
-        if tag in self._CELL:
-            self.handle_data(" ")
-        self._block(tag)
-
-    def parse_marked_section(self, i: int, report: int = 1) -> int:
-        """Skip `<![...]>` sections: the stdlib asserts on any it does not know (`<![if`)."""
-        closing = "]]>" if self.rawdata.startswith("<![CDATA[", i) else ">"
-        end = self.rawdata.find(closing, i + 3)
-        return -1 if end < 0 else end + len(closing)
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self._block(tag)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self._close_title()
-        elif tag in self._SKIP:
-            self._skip = max(0, self._skip - 1)
-        elif tag == "pre":
-            self._pre = max(0, self._pre - 1)
-        elif tag in self._HEADINGS:
-            self._close_heading()
-        self._block(tag)
-
-    def handle_data(self, data: str) -> None:
-        if self._title is not None:
-            self._title.append(data)
-            return
-        if self._skip:
-            return
-        if not self._pre:
-            data = re.sub(r"\s+", " ", data)
-            if self._newlines or not self._parts:
-                data = data.lstrip(" ")
-        if self._heading is not None and data.strip():
-            if self._heading.offset is None:
-                self._heading.offset = self._length + len(data) - len(data.lstrip())
-            self._heading.parts.append(data)
-        if data:
-            self._parts.append(data)
-            self._length += len(data)
-            stripped = data.rstrip("\n")
-            self._newlines = len(data) - len(stripped) if stripped else self._newlines + len(data)
-
-    def title(self) -> str:
-        self._close_title()
-        h1s = [h.title for h in self._headings if h.level == 1]
-        return next((t for t in self._titles + h1s if t), "")
-
-    def text(self) -> tuple[str, tuple[Heading, ...]]:
-        """The visible text and its headings, offsets counted in that text."""
-        joined = "".join(self._parts)
-        text = joined.strip()
-        lead = len(joined) - len(joined.lstrip())
-        return text, tuple(
-            Heading(min(max(h.offset - lead, 0), len(text)), h.level, h.title)
-            for h in self._headings
-        )
-
-    def _block(self, tag: str) -> None:
-        if tag in self._PARAGRAPH or tag in self._LINE:
-            self._break(2 if tag in self._PARAGRAPH else 1)
-
-    def _break(self, count: int) -> None:
-        if not self._parts or self._skip:
-            return
-        if not self._pre:
-            last = self._parts[-1]
-            self._parts[-1] = last.rstrip(" ")
-            self._length -= len(last) - len(self._parts[-1])
-        if count > self._newlines:
-            self._parts.append("\n" * (count - self._newlines))
-            self._length += count - self._newlines
-            self._newlines = count
-
-    def _close_title(self) -> None:
-        if self._title is not None:
-            self._titles.append(short_title(" ".join("".join(self._title).split())))
-            self._title = None
-
-    def _close_heading(self) -> None:
-        heading, self._heading = self._heading, None
-        if heading is not None and heading.offset is not None:
-            title = short_title(" ".join("".join(heading.parts).split()))
-            self._headings.append(Heading(heading.offset, heading.level, title))

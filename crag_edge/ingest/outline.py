@@ -32,8 +32,8 @@ class Outline:
     """Offsets of each page's first character (PDF) and the headings (HTML, Markdown).
     A page is whatever a reader turns to by number: a PDF page, a slide, a spreadsheet row.
     Pages are numbered 1, 2, ... in order, or by `page_numbers` (one per start) when the
-    numbers skip (a sheet's empty rows) or restart (each sheet's rows); a number of None
-    starts text on no page (after a table's numbered rows in a Word document)."""
+    numbers skip (a sheet's empty rows) or restart (each sheet's rows, each table's); a
+    None number ends the page before it (the text after a table's rows is on none)."""
 
     page_starts: tuple[int, ...] = ()
     headings: tuple[Heading, ...] = ()

@@ -80,7 +80,7 @@ from crag_edge.store import (
 )
 from crag_edge.store.records import META_CHUNK_OVERLAP, META_CHUNK_TOKENS, META_LAST_INGEST
 from crag_edge.text_boundary import printable_path
-from crag_edge.types import Embedder, PassageIndex, Vector, embedding_text
+from crag_edge.types import NAVIGATION, Embedder, PassageIndex, Vector, embedding_text
 
 Format = Literal["auto", "beir"]
 Status = Literal["added", "updated", "unchanged", "retagged", "error", "encoded", "embedding"]
@@ -725,9 +725,15 @@ class _IngestBatch:
             doc.source, doc.title, doc.text, content_hash, doc.metadata, size, mtime, tags, reached
         )
         places = outline_places(doc.outline)
+        marks = {NAVIGATION: True} if doc.metadata.get(NAVIGATION) is True else {}
         chunks = [
             ChunkRecord(
-                s.text, s.start, s.end, s.token_count, places=places_within(places, s.start, s.end)
+                s.text,
+                s.start,
+                s.end,
+                s.token_count,
+                dict(marks),
+                places_within(places, s.start, s.end),
             )
             for s in spans
         ]

@@ -1,4 +1,10 @@
-"""Bm25, dense or hybrid (RRF) retrieval returning `Hit`s with every retriever's score and rank."""
+"""Bm25, dense or hybrid (RRF) retrieval returning `Hit`s with every retriever's score and rank.
+
+Chunks marked as navigation (a page of links: a table of contents, an index, a language
+picker; `types.NAVIGATION`) come after every chunk of content that was found, so they are
+still found by their titles when nothing else matches but never crowd passages out of an
+answer's context.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,10 @@ from crag_edge.config import RETRIEVAL_MODES as MODES
 from crag_edge.config import RetrievalMode as Mode
 from crag_edge.groups import Groups
 from crag_edge.retrieval.dense import search_dense
-from crag_edge.retrieval.fusion import rrf
+from crag_edge.retrieval.fusion import Fused, rrf
 from crag_edge.retrieval.lexical import search_bm25
 from crag_edge.store import CorpusBackend
-from crag_edge.types import Embedder, Hit, Vector
+from crag_edge.types import NAVIGATION, Chunk, Embedder, Hit, Vector
 
 
 class Retriever:
@@ -53,11 +59,10 @@ class Retriever:
         if mode in ("dense", "hybrid") and query.strip():
             vector = self.embed_query(query) if query_vector is None else query_vector
             ranked["dense"] = search_dense(self.corpus, vector, depth, groups)
-        fused = rrf(ranked, self.rrf_k)[:top_k]
-        chunks = self.corpus.get_chunks([f.item_id for f in fused])
+        found = self._content_first(rrf(ranked, self.rrf_k), top_k)
         return [
             Hit(
-                chunk=chunks[f.item_id],
+                chunk=chunk,
                 rank=rank,
                 score=f.score,
                 dense_score=f.scores.get("dense"),
@@ -65,6 +70,23 @@ class Retriever:
                 bm25_score=f.scores.get("bm25"),
                 bm25_rank=f.ranks.get("bm25"),
             )
-            for rank, f in enumerate(fused, start=1)
-            if f.item_id in chunks
+            for rank, (f, chunk) in enumerate(found, start=1)
         ]
+
+    def _content_first(self, fused: list[Fused], top_k: int) -> list[tuple[Fused, Chunk]]:
+        """The best `top_k` of `fused` with their chunks, navigation after content: read
+        `top_k` at a time, so a search whose best hits hold no navigation reads no more
+        chunks than it returns."""
+        content: list[tuple[Fused, Chunk]] = []
+        navigation: list[tuple[Fused, Chunk]] = []
+        step = max(top_k, 1)
+        for start in range(0, len(fused), step):
+            window = fused[start : start + step]
+            chunks = self.corpus.get_chunks([f.item_id for f in window])
+            for f in window:
+                if (chunk := chunks.get(f.item_id)) is not None:
+                    wanted = navigation if chunk.metadata.get(NAVIGATION) else content
+                    wanted.append((f, chunk))
+            if len(content) >= top_k:
+                break
+        return (content + navigation)[:top_k]

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from crag_edge.ingest.formats.epub import load_epub
+from crag_edge.ingest.formats.html import load_html
 from crag_edge.ingest.formats.mail import load_eml, load_mbox
 from crag_edge.ingest.formats.opendocument import load_odp, load_odt
 from crag_edge.ingest.formats.pdf import DEFAULT_OCR, OcrLimits, load_pdf_file
@@ -27,7 +28,6 @@ from crag_edge.ingest.loaders import (
     LoadedDocument,
     Loader,
     LoadError,
-    load_html,
     load_markdown,
     load_text,
 )

@@ -77,7 +77,7 @@ class DocumentText:
 
     def page(self, number: int | None) -> None:
         """The text from here on is on page (slide, row) `number`; None: on no numbered
-        place (the text after a table in a document without pages)."""
+        place (the text after a table's rows in a document without pages)."""
         self._page_starts.append(self._length)
         self._page_numbers.append(number)
 

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from crag_edge.ingest.formats.attachments import Attachments, LoaderFor
 from crag_edge.ingest.formats.builder import DocumentText
-from crag_edge.ingest.loaders import LoadedDocument, LoadError, clean_text, read_html
+from crag_edge.ingest.formats.html import read_html
+from crag_edge.ingest.loaders import LoadedDocument, LoadError, clean_text
 from crag_edge.ingest.outline import short_title
 
 _HEADERS = ("From", "To", "Date", "Subject")
@@ -146,7 +147,7 @@ def _parts(message: Message) -> tuple[str, list[Message]]:
         elif part.get_content_type() == "text/html" and html is None:
             html = _decoded(part)
     if plain is None and html is not None:
-        plain = read_html(html)[1]
+        plain = read_html(html).text
     return plain or "", attachments
 
 
