@@ -123,6 +123,7 @@ def main() -> int:
     parser.add_argument("release", type=Path, help="the `release` folder of a training run")
     parser.add_argument("--model-id", help="default: the run's own (the support model's id)")
     parser.add_argument("--support", action="store_true", help="ship the support model")
+    parser.add_argument("--notes", type=Path, help="Markdown appended to the model card")
     parser.add_argument(
         "--license",
         help="short licence line for `models list` (the card carries the full attribution)",
@@ -136,7 +137,9 @@ def main() -> int:
     files = []
     for name in RELEASE_FILES:
         if name == CARD:  # rewritten: the card of this crag-edge version, plus its inputs
-            (target / name).write_text(model_card(report) + shipped.inputs, encoding="utf-8")
+            notes = args.notes.read_text(encoding="utf-8") if args.notes else ""
+            card = model_card(report) + shipped.inputs + notes
+            (target / name).write_text(card, encoding="utf-8")
         else:
             shutil.copyfile(args.release / name, target / name)
         source = {"kind": "package", "package": "crag_edge", "member": f"{shipped.folder}/{name}"}

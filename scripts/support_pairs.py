@@ -47,7 +47,7 @@ from crag_edge.training.support_data import (
 
 INDEX = re.compile(r"\d+")
 MAX_CELL_WORDS = 12
-MAX_WINDOW_SENTENCES = 5
+MAX_WINDOW_SENTENCES = 3
 
 
 def corpus_documents(name: str, db: str) -> list[Document]:

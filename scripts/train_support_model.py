@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from crag_edge.config import Settings
+from crag_edge.models.support_model import MAX_LENGTH
 from crag_edge.training.data import TrainPair
 from crag_edge.training.export import CARD, RELEASE_DIR, model_card
 from crag_edge.training.pipeline import (
@@ -85,10 +86,10 @@ def main() -> int:
     parser.add_argument("--heldout-corpus", action="append", default=[])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget-minutes", type=float, default=35.0)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--max-length", type=int, default=192)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--max-length", type=int, default=MAX_LENGTH)
     parser.add_argument("--epochs", type=float, default=1.0)
-    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--max-validation", type=int, default=1500)
     parser.add_argument("--seed", type=int, default=13)

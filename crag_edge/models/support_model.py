@@ -18,8 +18,8 @@ from crag_edge.models.cross_encoder import OnnxCrossEncoder
 from crag_edge.sentences import sentence_spans
 
 SEPARATOR = " [SEP] "  # the tokenizer reads it as its own [SEP] token
-WINDOW_WORDS = 90  # a window's words at most (a single longer sentence is one window)
-MAX_LENGTH = 192  # tokens of one (input, window) pair, as trained
+WINDOW_WORDS = 64  # a window's words at most (a single longer sentence is one window)
+MAX_LENGTH = 128  # tokens of one (input, window) pair, as trained
 
 
 def support_input(sentence: str, previous: str = "") -> str:
