@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-ROLES = ("embedder", "cross-encoder", "llm", "llm-small")
+ROLES = ("embedder", "cross-encoder", "llm", "llm-small", "support")
 SOURCE_KINDS = ("url", "wheel", "split-wheels", "local", "package")
 LOCAL_MANIFEST = "manifest.local.toml"
 

@@ -199,17 +199,22 @@ RUNTIME_TEXT = {
 }
 
 
+EVALUATOR_ABOUT = (
+    "A model that reads a (query, passage) pair and scores whether the passage is relevant\n"
+    "evidence for the query (sigmoid of one logit). It is the cross-encoder tier of crag-edge's\n"
+    "grading cascade, int8, CPU."
+)
+
+
 def model_card(report: dict[str, Any]) -> str:
     """MODEL_CARD.md: what the model is, what it was trained on (with licences), how it was
     trained, how well it does and how to reproduce it."""
     data, train, checks = report["data"], report["training"], report["checks"]
     origins = "\n".join(f"| {k} | {v} |" for k, v in sorted(data["origins"].items()))
     val = checks.get("validation_auc_torch")
-    return f"""# {report["model_id"]}: crag-edge retrieval evaluator
+    return f"""# {report["model_id"]}: {report.get("kind", "crag-edge retrieval evaluator")}
 
-A model that reads a (query, passage) pair and scores whether the passage is relevant
-evidence for the query (sigmoid of one logit). It is the cross-encoder tier of crag-edge's
-grading cascade, int8, CPU.
+{report.get("about", EVALUATOR_ABOUT)}
 {RUNTIME_TEXT[train["architecture"]]}
 
 ## Model

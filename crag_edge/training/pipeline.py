@@ -123,7 +123,7 @@ def _file_digest(path: Path | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class _Base:
+class BaseModel:
     """The embedder the evaluator starts from, and the tokenizer document it will ship with."""
 
     dir: Path
@@ -132,7 +132,7 @@ class _Base:
 
 
 @dataclass(frozen=True)
-class _Labels:
+class LabelledPairs:
     """The labelled pairs, split by unit into training and validation."""
 
     pairs: list[TrainPair]
@@ -153,24 +153,40 @@ def train_evaluator(
     deadline = started + options.budget_minutes * 60
     options.out.mkdir(parents=True, exist_ok=True)
     human: Sequence[Pair] = read_pairs(options.labels) if options.labels else []
-    base = _base_model(settings, options)
+    base = base_model(settings, options)
     labels = _label(settings, options, events, human, started)
-    checkpoint = options.out / CHECKPOINT_DIR
-    model, tokenizer = _start_model(options, base, labels.train, checkpoint)
-    trained = _train(model, tokenizer, labels.train, options, events, deadline)
-    fp32, int8 = _export(model, base, checkpoint, options.out, events)
-    checks = _check_export(model, tokenizer, labels, fp32, int8, checkpoint, options.threads)
-    report = _report(settings, options, labels, model, trained, (fp32, int8), checks)
-    folder = _release(report, int8, checkpoint, options.out)
+    report = fit_and_release(settings, options, base, labels, events, deadline)
     if options.register:
         events.stage("register", None)
+        folder = Path(report["release_dir"])
         report["registered"] = _register(settings, options, report["model_id"], folder)
     report["seconds_total"] = round(time.monotonic() - started, 1)
     (options.out / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
 
 
-def _base_model(settings: Settings, options: TrainOptions) -> _Base:
+def fit_and_release(
+    settings: Settings,
+    options: TrainOptions,
+    base: BaseModel,
+    labels: LabelledPairs,
+    events: Events,
+    deadline: float,
+) -> dict[str, Any]:
+    """Fine-tune on `labels.train`, export ONNX + int8, check the graphs against torch on
+    `labels.validation` and write the release folder; the report says how it went. Any
+    labelled pairs will do (the support model's come from its own recipe script)."""
+    checkpoint = options.out / CHECKPOINT_DIR
+    model, tokenizer = _start_model(options, base, labels.train, checkpoint)
+    trained = _train(model, tokenizer, labels.train, options, events, deadline)
+    fp32, int8 = _export(model, base, checkpoint, options.out, events)
+    checks = _check_export(model, tokenizer, labels, fp32, int8, checkpoint, options.threads)
+    report = _report(settings, options, labels, model, trained, (fp32, int8), checks)
+    _release(report, int8, checkpoint, options.out)
+    return report
+
+
+def base_model(settings: Settings, options: TrainOptions) -> BaseModel:
     """The base embedder's folder and tokenizer; option errors surface here, not after the
     slow labelling."""
     from crag_edge.training.model import ARCHITECTURES
@@ -194,7 +210,7 @@ def _base_model(settings: Settings, options: TrainOptions) -> _Base:
         tokenizer_doc, vocab_rows = prune_tokenizer(tokenizer_doc, options.vocab_size)
     if options.architecture == "segment":
         tokenizer_doc = segment_pair_template(tokenizer_doc)
-    return _Base(base_dir, tokenizer_doc, vocab_rows)
+    return BaseModel(base_dir, tokenizer_doc, vocab_rows)
 
 
 def _label(
@@ -203,7 +219,7 @@ def _label(
     events: Events,
     human: Sequence[Pair],
     started: float,
-) -> _Labels:
+) -> LabelledPairs:
     """Label pairs from the corpus (and `human`'s), appended to the labels file as they come;
     at most `LABEL_SHARE` of the budget."""
     with Engine.open(options.db, settings, readonly=True) as engine:
@@ -240,11 +256,11 @@ def _label(
     if not train:
         raise ValueError(f"no training pairs could be made from {shown_location(options.db)}")
     validation = [p for p in pairs if is_validation(p.unit)]
-    return _Labels(pairs, train, validation, chunks, complete, llm)
+    return LabelledPairs(pairs, train, validation, chunks, complete, llm)
 
 
 def _start_model(
-    options: TrainOptions, base: _Base, train: Sequence[TrainPair], checkpoint: Path
+    options: TrainOptions, base: BaseModel, train: Sequence[TrainPair], checkpoint: Path
 ) -> tuple[Evaluator, Tokenizer]:
     """The untrained evaluator and its tokenizer, saved to `checkpoint`."""
     from crag_edge.grading import fit_platt
@@ -317,7 +333,7 @@ def _train(
 
 
 def _export(
-    model: Evaluator, base: _Base, checkpoint: Path, out: Path, events: Events
+    model: Evaluator, base: BaseModel, checkpoint: Path, out: Path, events: Events
 ) -> tuple[Path, Path]:
     """The trained model saved to `checkpoint`, then as fp32 and int8 ONNX graphs."""
     from crag_edge.training import export
@@ -331,7 +347,7 @@ def _export(
 def _check_export(
     model: Evaluator,
     tokenizer: Tokenizer,
-    labels: _Labels,
+    labels: LabelledPairs,
     fp32: Path,
     int8: Path,
     checkpoint: Path,
@@ -378,7 +394,7 @@ def _check_export(
 def _report(
     settings: Settings,
     options: TrainOptions,
-    labels: _Labels,
+    labels: LabelledPairs,
     model: Evaluator,
     trained: TrainReport,
     graphs: tuple[Path, Path],

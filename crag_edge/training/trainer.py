@@ -30,7 +30,7 @@ from crag_edge.training.data import TrainPair
 from crag_edge.training.model import Evaluator
 
 STATE_FILE = "train_state.pt"
-PROBE_STEPS = 3  # steps timed before the schedule is fitted to the budget
+PROBE_STEPS = 3  # steps timed (after the first) before the schedule is fitted to the budget
 WINDOW_BATCHES = 50  # length-sorting window, in batches
 SAFETY = 0.95  # share of the remaining budget the fitted schedule plans to use
 
@@ -192,6 +192,7 @@ class Trainer:
         losses: list[float] = list(state["losses"]) if state else []
         resumed_from = step
         started = time.monotonic()
+        probe_from = started
         last_save = started
         loss_fn = torch.nn.BCEWithLogitsLoss()
         self.model.train()
@@ -208,8 +209,10 @@ class Trainer:
                 self.optimizer.step()
                 step += 1
                 losses.append(round(loss.item(), 5))
-                if not fitted and step - resumed_from == PROBE_STEPS:
-                    per_step = (time.monotonic() - started) / PROBE_STEPS
+                if step - resumed_from == 1:
+                    probe_from = time.monotonic()  # the first step also warms up: not timed
+                if not fitted and step - resumed_from == PROBE_STEPS + 1:
+                    per_step = (time.monotonic() - probe_from) / PROBE_STEPS
                     affordable = int(SAFETY * (deadline - time.monotonic()) / per_step)
                     total = max(step, min(self.planned_steps, step + affordable))
                     fitted = True
