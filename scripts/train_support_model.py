@@ -121,6 +121,7 @@ def main() -> int:
         settings, options, base_model(settings, options), labels, Progress(), deadline
     )
     report |= {"kind": "crag-edge support model", "about": ABOUT}
+    report["data"]["llm"] = "none (every pair made by rule: crag_edge/training/support_data.py)"
     report["heldout_corpora"] = sorted(args.heldout_corpus)
     report["seconds_total"] = round(time.monotonic() - started, 1)
     (args.out / RELEASE_DIR / CARD).write_text(model_card(report), encoding="utf-8")

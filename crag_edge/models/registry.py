@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from crag_edge.models.cross_encoder import OnnxCrossEncoder
     from crag_edge.models.embedder import OnnxEmbedder
     from crag_edge.models.segment_scorer import OnnxSegmentScorer
-    from crag_edge.models.support_model import SupportModel
     from crag_edge.types import Embedder
 
 _log = logging.getLogger(__name__)
@@ -125,16 +124,3 @@ def _max_positions(folder: Path) -> int:
     """The checkpoint's position-table size: longer inputs would fail inside the graph."""
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     return int(config.get("max_position_embeddings", 512))
-
-
-def load_support_model(settings: ModelSettings) -> SupportModel | None:
-    """The first installed support model (role `support`, shipped inside the package), or
-    None: without it the support check runs on its other signals."""
-    from crag_edge.models.support_model import SupportModel
-
-    for spec in load_manifest(settings.model_dir).by_role("support"):
-        folder = model_path(settings.model_dir, spec)
-        graph, tokenizer = folder / EMBEDDER_ONNX_INT8, folder / "tokenizer.json"
-        if graph.is_file() and tokenizer.is_file():
-            return SupportModel(graph, tokenizer, spec.model_id, threads=settings.onnx_threads)
-    return None
