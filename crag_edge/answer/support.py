@@ -84,8 +84,13 @@ TURNING_WORDS = frozenset(
 # Words as a quote is compared: letters and digits, an apostrophe kept inside a word.
 PLAIN_WORD = re.compile(r"\w+(?:'\w+)*")
 MIN_QUOTE_WORDS = 5
-# A sentence that opens by pointing back ("This command …", "It …") leans on the one before.
-BACK_REFERENCE = re.compile(r"(?:this|that|these|those|it|its|they|their|such)\b", re.IGNORECASE)
+# A sentence that opens by pointing back ("This command …", "It …", "For example, …", "The
+# former …") leans on the one before.
+BACK_REFERENCE = re.compile(
+    r"(?:this|that|these|those|it|its|they|their|them|such|here|for (?:example|instance)"
+    r"|the (?:former|latter|same))\b",
+    re.IGNORECASE,
+)
 # Words a sentence uses to speak of the passages rather than of what was asked ("This is the
 # evidence from [2].", "The passages state this."): a sentence made of nothing else tells the
 # reader nothing and is not shown. Stemmed as the terms are.
@@ -292,21 +297,6 @@ def pointer_terms(claim: str) -> set[str]:
     if not refers_back(claim):
         return set()
     return set(tokenize(" ".join(claim.split()[:2])))
-
-
-def orphans(sentences: Sequence[tuple[str, bool]]) -> list[int]:
-    """The positions of the sentences, given in order as (text, supported), that pass but
-    point back to one that failed ("This command is described in [1]." after a removed
-    answer): shown alone, such a sentence reads as the answer, and a stated detail would
-    seem to vouch for the removed claim. A failure carries on down a chain of them."""
-    found: list[int] = []
-    previous_failed = False
-    for i, (text, supported) in enumerate(sentences):
-        orphan = previous_failed and refers_back(text)
-        if orphan and supported:
-            found.append(i)
-        previous_failed = orphan or not supported
-    return found
 
 
 def candidates(terms: TermSupport, cited: Sequence[int]) -> list[int]:
