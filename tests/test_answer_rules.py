@@ -101,32 +101,49 @@ def answered(
     return "".join(answer), answer
 
 
-def test_a_pointer_whose_passage_states_another_subject_fails_where_it_stands() -> None:
-    passages = {n: VACUUM[n] for n in (3, 4)}
-    full = Said("VACUUM FULL rewrites the entire contents of the table [4].", 4, True)
-    feature = Said("This feature is known as parallel vacuum [3].", 3, True)
-    assert pointer_fault(feature, full, passages) == (
-        "pointer",
-        "points back to a sentence that passage [3] does not state",
-    )
-    workers = Said("VACUUM can vacuum indexes in parallel using background workers [3].", 3, True)
-    assert pointer_fault(feature, workers, passages) is None  # the same passage states both
-    # Another passage whose own sentence before the pointer's words is about the same thing.
-    restated = {3: VACUUM[3], 5: "Index vacuum phases run in parallel using background workers."}
-    said = Said("Index vacuum phases run in parallel using background workers [5].", 5, True)
-    assert pointer_fault(feature, said, restated) is None
+FEATURE = Said("This feature is known as parallel vacuum [3].", 3, True)
+RESTATED = "Index vacuum phases run in parallel using background workers."
 
 
-def test_a_pointer_after_a_removed_sentence_and_one_pointing_forward_fail() -> None:
-    removed = Said("VACUUM FULL takes 2 hours [4].", 4, False)
-    feature = Said("This feature is known as parallel vacuum [3].", 3, True)
-    assert pointer_fault(feature, removed, VACUUM) == (
-        "orphan",
-        "refers back to a removed sentence",
-    )
-    dangling = Said("For example, note the differences here [6].", 6, True)
-    assert points_forward(dangling.text) and points_forward("Use the following command:")
-    assert pointer_fault(dangling, None, VACUUM) is not None
+@pytest.mark.parametrize(
+    ("before", "sentence", "passages", "fault"),
+    [
+        (  # the quote's "this feature" is parallel vacuuming in [3], not VACUUM FULL
+            Said("VACUUM FULL rewrites the entire contents of the table [4].", 4, True),
+            FEATURE,
+            VACUUM,
+            ("pointer", "points back to a sentence that passage [3] does not state"),
+        ),
+        (  # the same passage states both
+            Said("VACUUM can vacuum indexes in parallel using background workers [3].", 3, True),
+            FEATURE,
+            VACUUM,
+            None,
+        ),
+        (Said(f"{RESTATED} [5]", 5, True), FEATURE, {**VACUUM, 5: RESTATED}, None),  # [3] too
+        (
+            Said("VACUUM FULL takes 2 hours [4].", 4, False),
+            FEATURE,
+            VACUUM,
+            ("orphan", "refers back to a removed sentence"),
+        ),
+        (
+            None,
+            Said("For example, note the differences here [6].", 6, True),
+            VACUUM,
+            ("pointer", "points to something the answer does not show"),
+        ),
+    ],
+)
+def test_a_pointer_is_read_with_what_it_points_to(
+    before: Said | None, sentence: Said, passages: dict[int, str], fault: tuple[str, str] | None
+) -> None:
+    assert pointer_fault(sentence, before, passages) == fault
+
+
+def test_a_sentence_ending_on_what_follows_points_forward() -> None:
+    assert points_forward("Use the following command:")
+    assert points_forward("For example, note the differences here [6].")
     assert not points_forward("The rows are stored in key order [6].")
 
 
