@@ -41,13 +41,13 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from crag_edge.answer.generation import SYSTEM, passages_text
+from crag_edge.answer.generation import CONTEXT_OPENING, SYSTEM, passages_text
 from crag_edge.grading.terms import STOPWORDS, tokenize
 from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
 from crag_edge.result import ContextItem
 
-CHECK_USER = (
-    "Context passages:\n\n{passages}\n\nStatement: {statement}\n\n"
+CHECK_USER = CONTEXT_OPENING + (
+    "{passages}\n\nStatement: {statement}\n\n"
     "Does passage [{n}] state what this statement says? Answer Yes or No."
 )
 ANSWERS = ("yes", "no")
