@@ -7,7 +7,7 @@ Each labelled sentence (`docs/data/support-labels.jsonl`) is read against its qu
 its answer, and the passage a sentence cites stands for the one that states it (none: its own).
 The support check is taken to pass exactly the sentences read as stated (the best it could
 do), or with `--all` every sentence (what the rule removes on its own). Cosines are the
-embedder's (all-MiniLM-L6-v2, `--embedder`, the corpus's own), or none (`--terms-only`).
+embedder's (all-MiniLM-L6-v2, `--embedder`, the corpus's own); without one, the terms decide.
 
     python scripts/measure_answering.py --labels docs/data/support-labels.jsonl \
         --questions docs/data/git-doc-qa.jsonl docs/data/sqlite-doc-qa.jsonl \
@@ -27,7 +27,8 @@ from crag_edge.answer import answering
 from crag_edge.answer.support import cited_numbers
 from crag_edge.models.embedder import OnnxEmbedder
 
-Cosine = Callable[[str, str], float | None]
+# The question → how near a claim is to it (`answering.Similarity`).
+Cosine = Callable[[str], answering.Similarity]
 
 
 def answers(labels: Path, questions: list[Path]) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -53,7 +54,7 @@ def shown(question: str, rows: list[dict[str, Any]], every: bool, cosine: Cosine
     for i, (row, ok) in enumerate(zip(rows, passed, strict=True)):
         if ok:
             sentence = row["sentence"]
-            read = answering.read_against(question, sentence, cosine(question, sentence))
+            read = answering.read_against(question, sentence, cosine(question))
             reads.append((read, sentence, (cited_numbers(sentence) or (-1 - i,))[0]))
     decided = iter(answering.Answering(question).finally_decide(reads, shown_before=False))
     return [next(decided) if ok else False for ok in passed]
@@ -68,7 +69,7 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="every sentence passes the check")
     args = parser.parse_args()
     answering.SIMILAR = args.similar
-    cosine = _cosines(args.embedder) if args.embedder else lambda a, b: None
+    cosine: Cosine = _cosines(args.embedder) if args.embedder else lambda question: None
     counts: dict[str, int] = defaultdict(int)
     for rows in answers(args.labels, args.questions).values():
         question = rows[0]["q"]["question"]
@@ -93,9 +94,12 @@ def main() -> None:
 def _cosines(folder: Path) -> Cosine:
     embedder = OnnxEmbedder(folder / "model.int8.onnx", folder / "tokenizer.json", folder.name)
 
-    def cosine(a: str, b: str) -> float:
-        first, second = embedder.embed([a, b])
-        return float(first @ second)
+    def cosine(question: str) -> answering.Similarity:
+        def similarity(claim: str) -> float:
+            first, second = embedder.embed([question, claim])
+            return float(first @ second)
+
+        return similarity
 
     return cosine
 

@@ -151,8 +151,11 @@ def test_a_sentence_holding_the_questions_words_about_another_subject_does_not_a
     minilm: OnnxEmbedder,
 ) -> None:
     def read(question: str, sentence: str) -> tuple[bool, bool]:
-        first, second = minilm.embed([question, sentence])
-        asked = read_against(question, sentence, float(first @ second))
+        def cosine(claim: str) -> float:
+            first, second = minilm.embed([question, claim])
+            return float(first @ second)
+
+        asked = read_against(question, sentence, cosine)
         return asked.addresses, asked.answers
 
     for quote in RULE_QUOTES:

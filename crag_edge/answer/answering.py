@@ -27,7 +27,7 @@ or is stated by the passage of a sentence that addresses the question.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from crag_edge.answer.support import NUMBER, NUMBER_WORDS, claim_text, refers_back
@@ -46,6 +46,8 @@ WANTS_NUMBER = re.compile(
 WORD = re.compile(r"\w+")
 # The cosine (all-MiniLM-L6-v2) from which a sentence holding the question's terms addresses it.
 SIMILAR = 0.55
+# The cosine of a claim with the question, or None when no embedder is at hand.
+Similarity = Callable[[str], float] | None
 
 
 @dataclass(frozen=True)
@@ -63,14 +65,15 @@ def focus_terms(question: str) -> set[str]:
     return set(tokenize(question)) - FRAME_TERMS
 
 
-def read_against(question: str, sentence: str, similarity: float | None = None) -> Asked:
-    """How `sentence` stands to the question (module docstring); `similarity` is their
-    cosine, None when no embedder is at hand (the terms then decide alone)."""
+def read_against(question: str, sentence: str, similarity: Similarity = None) -> Asked:
+    """How `sentence` stands to the question (module docstring); `similarity` gives the
+    cosine of a claim with the question, asked only of a claim holding the question's terms
+    (None: no embedder is at hand, and the terms decide alone)."""
     claim = claim_text(sentence)
     if refers_back(claim):
         return Asked(addresses=False, answers=False)
     held = bool(set(tokenize(claim)) & focus_terms(question))
-    addresses = held and (similarity is None or similarity >= SIMILAR)
+    addresses = held and (similarity is None or similarity(claim) >= SIMILAR)
     return Asked(addresses, addresses and _kind_stated(question, claim))
 
 

@@ -314,17 +314,16 @@ class CheckedAnswer(TextStream[AnswerFinish]):
     def _read(self, sentence: _Pending) -> Asked:
         """How the sentence stands to the question (`answering.read_against`), read once."""
         if sentence.read is None:
-            sentence.read = read_against(self._question, sentence.text, self._similarity(sentence))
+            similarity = None if self._embedder is None else self._similarity
+            sentence.read = read_against(self._question, sentence.text, similarity)
         return sentence.read
 
-    def _similarity(self, sentence: _Pending) -> float | None:
-        """The embedder's cosine between the question and the sentence; None without one."""
-        if self._embedder is None:
-            return None
+    def _similarity(self, claim: str) -> float:
+        """The embedder's cosine between the question and a claim."""
+        assert self._embedder is not None
         if self._question_vector is None:
             self._question_vector = self._embedder.embed([self._question])[0]
-        vector = self._embedder.embed([claim_text(sentence.text)])[0]
-        return float(vector @ self._question_vector)
+        return float(self._embedder.embed([claim])[0] @ self._question_vector)
 
     def _decide_in_place(self, pending: Sequence[_Pending]) -> None:
         """The whole answer's last word on what is still waiting: the pointer rules in
