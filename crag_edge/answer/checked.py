@@ -9,7 +9,11 @@ model has finished, all within `support_budget_s`. Term coverage alone never
 accepts a sentence while the LLM can read it: "If not, X" holds every term of a passage that
 says "if so, X". What a sentence that fails becomes depends
 on `support_check`: `remove` (default) leaves it out and lists it in the report, `flag` shows
-it marked "(unsupported)", `keep` shows every sentence as written. A shown sentence's
+it marked "(unsupported)", `keep` shows every sentence as written. A passed sentence, a
+quote included, is still read where it stands before it is shown: one that points back is
+read with the sentence it points to (`answer.pointing`), and one that answers nothing asked
+waits until something that answers is shown, and is removed if it supports nothing that does
+(`answer.answering`). A shown sentence's
 citation is corrected to the passage that supports it. An answer none of whose sentences is
 supported is not an answer. When the loop trusted its evidence (CORRECT), the answer is written
 once more from the search's top hits read whole (`support_reread`, `CragResult.reread`) and

@@ -118,7 +118,9 @@ class SentenceSupport:
     score, `passage` that passage's number (None when no passage is near), `cited` the
     numbers the model wrote after it, `checked_by` the tier or rule that decided (`terms`: a
     number or name no passage holds; `quote`: a passage's own words; `repeat`; `meta`: says
-    nothing of its own; `llm`; `orphan`: points back to a removed sentence; `budget`: the
+    nothing of its own; `llm`; `orphan`: points back to a removed sentence; `pointer`: points
+    back to a sentence its passage does not state, or forward to what is not shown;
+    `unasked`: answers nothing asked and supports no sentence that does; `budget`: the
     LLM's time ran out and the terms decided), `shown` whether the reader sees it, `reason`
     why it was removed or flagged (empty when supported), `locator` where a reader checks a
     supported one: its passage's citation, narrowed to the row, slide or page of it that
