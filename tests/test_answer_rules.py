@@ -177,6 +177,8 @@ def test_a_question_asking_how_many_is_answered_by_a_number() -> None:
     assert read_against(question, digits).answers
     assert not read_against("How long is the window?", "It is two hours long.").answers  # a pointer
     assert read_against("How long is the window?", "The window is two hours long.").answers
+    # A question of nothing but frame words gives no focus to hold: any sentence may address it.
+    assert read_against("What is the default?", "Readers continue while a writer appends.").answers
 
 
 @pytest.mark.models

@@ -72,7 +72,8 @@ def read_against(question: str, sentence: str, similarity: Similarity = None) ->
     claim = claim_text(sentence)
     if refers_back(claim):
         return Asked(addresses=False, answers=False)
-    held = bool(set(tokenize(claim)) & focus_terms(question))
+    focus = focus_terms(question)
+    held = not focus or bool(set(tokenize(claim)) & focus)  # a question of frame words only
     addresses = held and (similarity is None or similarity(claim) >= SIMILAR)
     return Asked(addresses, addresses and _kind_stated(question, claim))
 
