@@ -308,6 +308,8 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             sentence.verdict = _failed(verdict, *fault)
 
     def _waits(self, sentence: _Pending, before: Said | None) -> bool:
+        """Whether a passed sentence is held back: it does not answer, and nothing shown yet
+        answers (or it neither addresses the question nor supports what does)."""
         verdict = sentence.verdict
         if verdict is None or not verdict.supported:
             return False
@@ -340,7 +342,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             if sentence.verdict is not None and sentence.verdict.checked_by not in SILENT:
                 before = sentence.said()
         waiting = [s for s in pending if s.verdict is not None and s.verdict.supported]
-        reads = [(self._read(s), s.text, s.verdict.passage) for s in waiting if s.verdict]
+        reads = [(self._read(s), s.text, s.verdict.passage if s.verdict else None) for s in waiting]
         for sentence, shown in zip(
             waiting, self._answering.finally_decide(reads, shown_before), strict=True
         ):
