@@ -270,7 +270,12 @@ class Engine(Closing):
         needs_model = bool(result.context) and not result.insufficient_evidence
         llm = self.llm_factory() if needs_model else None
         checked = check_answer(
-            stream_answer(llm, result), result, llm, self.settings.answer, self._mentions(groups)
+            stream_answer(llm, result),
+            result,
+            llm,
+            self.settings.answer,
+            self._mentions(groups),
+            self.embedder,
         )
         return result, clock.time(checked, progress)
 

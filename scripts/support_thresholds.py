@@ -23,7 +23,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from crag_edge.answer.support import Mentioned, claim_text, orphans, stated, term_support
+from crag_edge.answer.pointing import fails_in_place
+from crag_edge.answer.support import Mentioned, claim_text, stated, term_support
 from crag_edge.config import AnswerSettings
 from crag_edge.evaluation.qa import OUTCOMES, SCORES, outcome, read_questions
 from crag_edge.result import ContextItem
@@ -48,7 +49,7 @@ def shown_text(
         if claim_text(text) not in seen and not terms.meta:
             verdicts.append((text, stated(terms, scored, threshold, located)))
         seen.append(claim_text(text))
-    for i in orphans(verdicts):
+    for i in fails_in_place(verdicts):
         verdicts[i] = (verdicts[i][0], False)
     shown = [text for text, ok in verdicts if ok]
     return " ".join(shown), len(shown), len(seen) - len(shown)

@@ -20,11 +20,11 @@ from crag_edge.answer.checked import (
     with_citation,
 )
 from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish, answer_messages, stream_answer
+from crag_edge.answer.pointing import fails_in_place
 from crag_edge.answer.support import (
     candidates,
     cited_numbers,
     claim_text,
-    orphans,
     refers_back,
     stated,
     term_support,
@@ -161,7 +161,7 @@ def test_a_sentence_pointing_back_to_a_failed_one_fails_with_it() -> None:
         ("A checkpoint copies the pages [2].", True),
         ("This happens at 1000 pages [2].", True),
     ]
-    assert orphans(sentences) == [1, 2]
+    assert fails_in_place(sentences) == [1, 2]
     assert refers_back("`This` is [1].") and not refers_back("Thistle grows [1].")
 
 

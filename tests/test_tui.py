@@ -390,6 +390,7 @@ class CannedEngine:
         # the support check has its own (tests/test_support.py).
         self.settings = Settings.load(grading_tiers=["signals"], support_check="keep")
         self.corpus = CannedCorpus()
+        self.embedder = None  # the support check then reads the question by its terms alone
 
     def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
         for event in CANNED_STAGES:

@@ -9,7 +9,11 @@ model has finished, all within `support_budget_s`. Term coverage alone never
 accepts a sentence while the LLM can read it: "If not, X" holds every term of a passage that
 says "if so, X". What a sentence that fails becomes depends
 on `support_check`: `remove` (default) leaves it out and lists it in the report, `flag` shows
-it marked "(unsupported)", `keep` shows every sentence as written. A shown sentence's
+it marked "(unsupported)", `keep` shows every sentence as written. A passed sentence, a
+quote included, is still read where it stands before it is shown: one that points back is
+read with the sentence it points to (`answer.pointing`), and one that answers nothing asked
+waits until something that answers is shown, and is removed if it supports nothing that does
+(`answer.answering`). A shown sentence's
 citation is corrected to the passage that supports it. An answer none of whose sentences is
 supported is not an answer. When the loop trusted its evidence (CORRECT), the answer is written
 once more from the search's top hits read whole (`support_reread`, `CragResult.reread`) and
@@ -25,6 +29,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 
+from crag_edge.answer.answering import Answering, Asked, read_against
 from crag_edge.answer.attribution import drawn_from, drawn_from_note
 from crag_edge.answer.generation import (
     UNSUPPORTED,
@@ -35,6 +40,7 @@ from crag_edge.answer.generation import (
     stream_answer,
 )
 from crag_edge.answer.narrowing import passage_places, sentence_locator
+from crag_edge.answer.pointing import Said, pointer_fault
 from crag_edge.answer.support import (
     CITATION,
     LlmSupport,
@@ -44,7 +50,6 @@ from crag_edge.answer.support import (
     candidates,
     cited_numbers,
     claim_text,
-    orphans,
     stated,
     term_support,
 )
@@ -53,9 +58,10 @@ from crag_edge.config import AnswerSettings
 from crag_edge.models.chat_model import ChatModel, FinishReason, TextStream
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.sentences import sentence_spans
-from crag_edge.types import Decision
+from crag_edge.types import Decision, Embedder, Vector
 
 FLAG = " (unsupported)"
+UNASKED = "answers nothing that was asked, and supports no sentence that does"
 # Verdicts on sentences that add nothing (a repeat, a sentence only about the passages):
 # never shown, not even flagged.
 SILENT = ("repeat", "meta")
@@ -131,6 +137,11 @@ class _Pending:
     text: str
     terms: TermSupport
     verdict: SentenceSupport | None = None
+    read: Asked | None = None  # how it stands to the question, once asked
+
+    def said(self) -> Said:
+        assert self.verdict is not None
+        return Said(self.text, self.verdict.passage, self.verdict.supported)
 
 
 def complete_sentences(text: str, final: bool) -> list[tuple[int, int]]:
@@ -168,11 +179,16 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         resume: Resume | None = None,
         mentioned: Mentioned = None,
         reread: Reread | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self._inner: TextStream[AnswerFinish] | TextStream[FinishReason] = stream
         self._resume = resume
         self._context = result.context
         self._question = result.question
+        self._passages = {item.n: item.text for item in result.context}
+        self._answering = Answering(result.question)
+        self._embedder = embedder
+        self._question_vector: Vector | None = None
         self._places = passage_places(result.context, (hit.chunk for hit, _ in result.hits))
         self._llm = llm
         self._settings = settings
@@ -219,7 +235,6 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         self._inner.close()
         started = time.monotonic()
         self._judge(pending[:1])
-        self._orphan([*self._seen_sentences, *pending[:1]])
         self.support.seconds += time.monotonic() - started
         yield from self._release(pending)
         assert self._resume is not None
@@ -261,17 +276,85 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             sentence.verdict = _verdict(sentence, terms.quoted, 1.0, "quote", supported=True)
 
     def _release(self, pending: list[_Pending]) -> Generator[str, None, None]:
-        """Yield the decided sentences at the head of the queue, in order."""
+        """Yield the decided sentences at the head of the queue, in order, once read where
+        they stand (`_in_place`); a passed sentence that does not answer waits while nothing
+        that answers has been shown (`answering.Answering`)."""
         while pending and pending[0].verdict is not None:
-            self._seen_sentences.append(pending[0])
-            yield from self._show(pending.pop(0))
+            head = pending[0]
+            before = self._last_seen()
+            self._in_place(head, before)
+            if self._waits(head, before):
+                return
+            self._seen_sentences.append(pending.pop(0))
+            yield from self._show(head)
+
+    def _last_seen(self) -> Said | None:
+        """The sentence a reader would see last, repeats and sentences about the passages
+        aside (they are never shown); None before the first."""
+        spoken = [
+            s for s in self._seen_sentences if s.verdict and s.verdict.checked_by not in SILENT
+        ]
+        return spoken[-1].said() if spoken else None
+
+    def _in_place(self, sentence: _Pending, before: Said | None) -> None:
+        """Fail a passed sentence that the pointer rules fail where it stands
+        (`pointing.pointer_fault`): a quote's "This feature" after a sentence its passage
+        does not state, a pointer after a removed sentence, one pointing forward."""
+        verdict = sentence.verdict
+        if verdict is None or not verdict.supported:
+            return
+        fault = pointer_fault(sentence.said(), before, self._passages)
+        if fault is not None:
+            sentence.verdict = _failed(verdict, *fault)
+
+    def _waits(self, sentence: _Pending, before: Said | None) -> bool:
+        """Whether a passed sentence is held back: it does not answer, and nothing shown yet
+        answers (or it neither addresses the question nor supports what does)."""
+        verdict = sentence.verdict
+        if verdict is None or not verdict.supported:
+            return False
+        leans = before is not None and before.supported
+        read = self._read(sentence)
+        return self._answering.decide(read, sentence.text, verdict.passage, leans) is None
+
+    def _read(self, sentence: _Pending) -> Asked:
+        """How the sentence stands to the question (`answering.read_against`), read once."""
+        if sentence.read is None:
+            similarity = None if self._embedder is None else self._similarity
+            sentence.read = read_against(self._question, sentence.text, similarity)
+        return sentence.read
+
+    def _similarity(self, claim: str) -> float:
+        """The embedder's cosine between the question and a claim."""
+        assert self._embedder is not None
+        if self._question_vector is None:
+            self._question_vector = self._embedder.embed([self._question])[0]
+        return float(self._embedder.embed([claim])[0] @ self._question_vector)
+
+    def _decide_in_place(self, pending: Sequence[_Pending]) -> None:
+        """The whole answer's last word on what is still waiting: the pointer rules in
+        order, then every passed sentence that answers nothing asked and supports no
+        sentence that does fails (`Answering.finally_decide`)."""
+        before = self._last_seen()
+        shown_before = before is not None and before.supported
+        for sentence in pending:
+            self._in_place(sentence, before)
+            if sentence.verdict is not None and sentence.verdict.checked_by not in SILENT:
+                before = sentence.said()
+        waiting = [s for s in pending if s.verdict is not None and s.verdict.supported]
+        reads = [(self._read(s), s.text, s.verdict.passage if s.verdict else None) for s in waiting]
+        for sentence, shown in zip(
+            waiting, self._answering.finally_decide(reads, shown_before), strict=True
+        ):
+            if not shown and sentence.verdict is not None:
+                sentence.verdict = _failed(sentence.verdict, "unasked", UNASKED)
 
     def _conclude(self, pending: list[_Pending], buffer: str) -> Generator[str, None, None]:
         """Decide what waits (the LLM tier, within the budget), release it, and stand in the
         insufficient-evidence reply for an answer with nothing left to show."""
         started = time.monotonic()
         self._judge([p for p in pending if p.verdict is None])
-        self._orphan([*self._seen_sentences, *pending])
+        self._decide_in_place(pending)
         self.support.seconds += time.monotonic() - started
         for sentence in pending:
             self._seen_sentences.append(sentence)
@@ -340,19 +423,6 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         settings = self._settings
         return stated(terms, scored, settings.support_threshold, settings.support_threshold_located)
 
-    @staticmethod
-    def _orphan(ordered: Sequence[_Pending]) -> None:
-        """Fail the sentences that point back to a failed one (`support.orphans`). Repeats
-        and sentences only about the passages are never shown, so they are skipped when
-        looking back."""
-        decided = [s for s in ordered if s.verdict and s.verdict.checked_by not in SILENT]
-        for i in orphans([(s.text, bool(s.verdict and s.verdict.supported)) for s in decided]):
-            sentence, verdict = decided[i], decided[i].verdict
-            assert verdict is not None
-            sentence.verdict = _verdict(
-                sentence, verdict.passage, verdict.score, "orphan", supported=False
-            )
-
     def _llm_verdict(self, sentence: _Pending, scored: tuple[int, float] | None) -> SentenceSupport:
         if scored is None:  # the budget ran out first: the terms decide, strictly
             n, share = sentence.terms.best()
@@ -415,13 +485,16 @@ def _verdict(
     )
 
 
+def _failed(verdict: SentenceSupport, tier: str, reason: str) -> SentenceSupport:
+    """A passed sentence failed by a rule that reads it in its answer (`tier`, `reason`)."""
+    return replace(verdict, supported=False, shown=False, checked_by=tier, reason=reason)
+
+
 def _why(sentence: _Pending, n: int | None, score: float, tier: str) -> str:
     if tier == "repeat":
         return "repeats an earlier sentence"
     if tier == "meta":
         return "says nothing of its own, or only speaks of the passages"
-    if tier == "orphan":
-        return "refers back to a removed sentence"
     if sentence.terms.missing:
         return f"no passage holds {', '.join(sentence.terms.missing)}"
     if n is None:
@@ -446,11 +519,13 @@ def check_answer(
     llm: ChatModel | None,
     settings: AnswerSettings,
     mentioned: Mentioned = None,
+    embedder: Embedder | None = None,
 ) -> CheckedAnswer:
     """The support-checked stream of `stream`, written from `result.context` by `llm`; a
     model that can continue a reply is paused after its first sentence, and an answer with
     nothing stated is written again from `result.reread` when the loop trusted its
-    evidence. `mentioned` as for `support.term_support`."""
+    evidence. `mentioned` as for `support.term_support`; `embedder` (the corpus's) tells
+    how near each sentence's meaning is to the question's (`answering.read_against`)."""
 
     def resume(prefix: str) -> TextStream[FinishReason]:
         assert llm is not None
@@ -458,7 +533,7 @@ def check_answer(
 
     def reread() -> CheckedAnswer:
         again = result.read_again()
-        return check_answer(stream_answer(llm, again), again, llm, settings, mentioned)
+        return check_answer(stream_answer(llm, again), again, llm, settings, mentioned, embedder)
 
     can_resume = llm is not None and llm.continues
     trusted = result.decision == Decision.CORRECT
@@ -471,4 +546,5 @@ def check_answer(
         resume if can_resume else None,
         mentioned,
         reread if can_reread else None,
+        embedder,
     )

@@ -41,13 +41,13 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from crag_edge.answer.generation import SYSTEM, passages_text
+from crag_edge.answer.generation import CONTEXT_OPENING, SYSTEM, passages_text
 from crag_edge.grading.terms import STOPWORDS, tokenize
 from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
 from crag_edge.result import ContextItem
 
-CHECK_USER = (
-    "Context passages:\n\n{passages}\n\nStatement: {statement}\n\n"
+CHECK_USER = CONTEXT_OPENING + (
+    "{passages}\n\nStatement: {statement}\n\n"
     "Does passage [{n}] state what this statement says? Answer Yes or No."
 )
 ANSWERS = ("yes", "no")
@@ -84,8 +84,13 @@ TURNING_WORDS = frozenset(
 # Words as a quote is compared: letters and digits, an apostrophe kept inside a word.
 PLAIN_WORD = re.compile(r"\w+(?:'\w+)*")
 MIN_QUOTE_WORDS = 5
-# A sentence that opens by pointing back ("This command …", "It …") leans on the one before.
-BACK_REFERENCE = re.compile(r"(?:this|that|these|those|it|its|they|their|such)\b", re.IGNORECASE)
+# A sentence that opens by pointing back ("This command …", "It …", "For example, …", "The
+# former …") leans on the one before.
+BACK_REFERENCE = re.compile(
+    r"(?:this|that|these|those|it|its|they|their|them|such|here|for (?:example|instance)"
+    r"|the (?:former|latter|same))\b",
+    re.IGNORECASE,
+)
 # Words a sentence uses to speak of the passages rather than of what was asked ("This is the
 # evidence from [2].", "The passages state this."): a sentence made of nothing else tells the
 # reader nothing and is not shown. Stemmed as the terms are.
@@ -113,7 +118,9 @@ class SentenceSupport:
     score, `passage` that passage's number (None when no passage is near), `cited` the
     numbers the model wrote after it, `checked_by` the tier or rule that decided (`terms`: a
     number or name no passage holds; `quote`: a passage's own words; `repeat`; `meta`: says
-    nothing of its own; `llm`; `orphan`: points back to a removed sentence; `budget`: the
+    nothing of its own; `llm`; `orphan`: points back to a removed sentence; `pointer`: points
+    back to a sentence its passage does not state, or forward to what is not shown;
+    `unasked`: answers nothing asked and supports no sentence that does; `budget`: the
     LLM's time ran out and the terms decided), `shown` whether the reader sees it, `reason`
     why it was removed or flagged (empty when supported), `locator` where a reader checks a
     supported one: its passage's citation, narrowed to the row, slide or page of it that
@@ -292,21 +299,6 @@ def pointer_terms(claim: str) -> set[str]:
     if not refers_back(claim):
         return set()
     return set(tokenize(" ".join(claim.split()[:2])))
-
-
-def orphans(sentences: Sequence[tuple[str, bool]]) -> list[int]:
-    """The positions of the sentences, given in order as (text, supported), that pass but
-    point back to one that failed ("This command is described in [1]." after a removed
-    answer): shown alone, such a sentence reads as the answer, and a stated detail would
-    seem to vouch for the removed claim. A failure carries on down a chain of them."""
-    found: list[int] = []
-    previous_failed = False
-    for i, (text, supported) in enumerate(sentences):
-        orphan = previous_failed and refers_back(text)
-        if orphan and supported:
-            found.append(i)
-        previous_failed = orphan or not supported
-    return found
 
 
 def candidates(terms: TermSupport, cited: Sequence[int]) -> list[int]:

@@ -27,7 +27,8 @@ import numpy.typing as npt
 
 from crag_edge.config import TIERS, GradingSettings
 from crag_edge.grading.calibration import Calibration, Identity, calibration
-from crag_edge.grading.result import Grading, ItemGrade
+from crag_edge.grading.injection import set_aside_phrase
+from crag_edge.grading.result import SET_ASIDE, Grading, ItemGrade
 from crag_edge.grading.rules import first_matching_rule
 from crag_edge.grading.signals import SignalWeights, combine, compute_signals
 from crag_edge.kernels import Aggregation, aggregate, score_variance
@@ -150,9 +151,12 @@ class Grader:
         `use_rules=False` skips the fast path: the loop's later rounds must be judged.
         `cache` holds earlier model scores of this corpus's chunks for this query, `passages`
         the evaluator's stored readings of its chunks (missing ones are stored as computed).
-        `on_tier(tier, items, ms)` hears each tier start (ms None) and end.
+        `on_tier(tier, items, ms)` hears each tier start (ms None) and end. A passage that
+        addresses the model (`grading.injection`) is set aside before any tier reads it:
+        never kept, with a warning that says so.
         """
         started = time.perf_counter()
+        evidence, aside = _set_aside(evidence, audit)
         run = _GradingRun(
             query,
             evidence,
@@ -175,6 +179,8 @@ class Grader:
             grading.cache_hits = run.cache_hits
         grading.thresholds, grading.tiers = self._thresholds(), status
         grading.timings_ms = run.timings
+        grading.items += [grade for grade, _ in aside]
+        grading.warnings = [*grading.warnings, *(warning for _, warning in aside)]
         return self._finish(grading, audit)
 
     def _thresholds(self) -> dict[str, float]:
@@ -466,6 +472,31 @@ class Grader:
         )
         self.metrics.decisions.labels(decision=str(grading.decision)).inc()
         return grading
+
+
+def _set_aside(evidence: Evidence, audit: AuditLog) -> tuple[Evidence, list[tuple[ItemGrade, str]]]:
+    """The evidence without the passages that address the model, and for each of those its
+    grade (not kept, `SET_ASIDE`) and the warning that tells the reader."""
+    phrases = [set_aside_phrase(h.chunk.text, h.chunk.metadata) for h in evidence.hits]
+    keep = [i for i, phrase in enumerate(phrases) if phrase is None]
+    aside = []
+    for hit, phrase in zip(evidence.hits, phrases, strict=True):
+        if phrase is None:
+            continue
+        why = f"addresses the model ({phrase!r}): set aside"
+        grade = ItemGrade(
+            hit.chunk.chunk_id, hit.rank, decided_by=SET_ASIDE, kept=False, reason=why
+        )
+        aside.append(
+            (grade, f"a passage of {hit.chunk.source} {why}, neither evidence nor context")
+        )
+        audit.emit("passage_set_aside", chunk_id=hit.chunk.chunk_id, phrase=phrase)
+    if not aside:
+        return evidence, []
+    kept = Evidence(
+        [evidence.hits[i] for i in keep], evidence.similarities[keep], evidence.token_counts[keep]
+    )
+    return kept, aside
 
 
 def _readings(

@@ -7,6 +7,9 @@ from typing import Any
 
 from crag_edge.types import Action, Decision
 
+# `decided_by` of a passage that addresses the model (`grading.injection`): never evidence.
+SET_ASIDE = "set_aside"
+
 
 @dataclass
 class ItemGrade:
@@ -20,6 +23,12 @@ class ItemGrade:
     signals: dict[str, float | None] = field(default_factory=dict)
     kept: bool = True
     reason: str = ""
+
+    @property
+    def set_aside(self) -> bool:
+        """Whether the passage addresses the model and was read by no tier: never evidence,
+        not even when evidence is read again whole."""
+        return self.decided_by == SET_ASIDE
 
 
 @dataclass

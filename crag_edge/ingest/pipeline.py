@@ -54,6 +54,7 @@ from tokenizers import Tokenizer
 from crag_edge.attached import file_of, is_container, posing_as_attached
 from crag_edge.citations import places_within
 from crag_edge.config import IngestSettings
+from crag_edge.grading import injection
 from crag_edge.groups import FolderGroups, Groups, Tagging
 from crag_edge.ingest.chunker import Chunker
 from crag_edge.ingest.embed_ahead import EmbedAhead
@@ -732,11 +733,13 @@ class _IngestBatch:
                 s.start,
                 s.end,
                 s.token_count,
-                dict(marks),
-                places_within(places, s.start, s.end),
+                metadata={**marks, **injection.flag(s.text)},
+                places=places_within(places, s.start, s.end),
             )
             for s in spans
         ]
+        if flagged := sum(injection.FLAG in chunk.metadata for chunk in chunks):
+            self.report.warnings.append((doc.source, injection.flagged_note(flagged)))
         self.pending.append(_Pending(record, chunks, "added" if stored is None else "updated"))
         self.pending_chunks += len(chunks)
         self.reading.chunked += len(chunks)

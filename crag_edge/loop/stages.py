@@ -156,14 +156,15 @@ class Stages:
         stated: the search's top hits (`top_k`, every round's in order, each chunk once) read
         whole, ungraded, while they fit `reread_budget_tokens`, numbered from `start`. Whole
         and ungraded because that is what the refined context lacked: the strip that answers,
-        or the chunk the grading discarded; the support check still reads every sentence."""
+        or the chunk the grading discarded; the support check still reads every sentence. A
+        passage set aside for addressing the model stays out."""
         budget = ContextBudget(embedder_tokens(self.embedder))
         seen: set[int] = set()
         chosen: Kept = []
         for hit, grade in run.graded:
             if len(chosen) == run.k:
                 break
-            if hit.chunk.chunk_id in seen:
+            if hit.chunk.chunk_id in seen or grade.set_aside:
                 continue
             if budget.spent + budget.cost(hit.chunk) > self.correction.reread_budget_tokens:
                 break

@@ -1,0 +1,250 @@
+"""The rules that read a checked sentence in its answer: a sentence that points back is read
+with the one it points to, one that points forward is not shown, and an answer holds a
+sentence that answers what was asked (`answer.pointing`, `answer.answering`).
+
+The passages are short paraphrases of reference pages; the answers are given as the model's
+pieces, so each test knows what the generator wrote. Every sentence whose fate a test
+asserts is a passage's own words (a quote, decided without the judge) or fails on the rules,
+so the small real judge (SmolLM2-135M) decides nothing asserted here. The cosines are the
+real embedder's (all-MiniLM-L6-v2, int8, as a corpus uses it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import pytest
+
+from crag_edge.answer.answering import read_against
+from crag_edge.answer.checked import CheckedAnswer
+from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish
+from crag_edge.answer.pointing import Said, pointer_fault, points_forward
+from crag_edge.config import AnswerSettings
+from crag_edge.models.chat_model import TextStream
+from crag_edge.models.embedder import OnnxEmbedder
+from crag_edge.models.llm import LlamaRuntime
+from crag_edge.result import ContextItem, CragResult
+from crag_edge.types import Action, Decision
+
+VACUUM = {
+    3: "The PARALLEL option lets VACUUM perform its index vacuum and index cleanup phases in "
+    "parallel using background workers. This feature is known as parallel vacuum.",
+    4: "VACUUM FULL rewrites the entire contents of the table into a new disk file with no "
+    "extra space, allowing unused space to be returned to the operating system.",
+    6: "The output of VACUUM VERBOSE differs between versions. For example, note the "
+    "differences here:",
+}
+RULE_NOTES = {
+    2: "In a rule for INSERT, UPDATE, or DELETE on a view, you can add a RETURNING clause "
+    "that emits the view's columns. This clause will be used to compute the outputs if the "
+    "rule is triggered by an INSERT RETURNING, UPDATE RETURNING, or DELETE RETURNING command "
+    "respectively. When the rule is triggered by a command without RETURNING, the rule's "
+    "RETURNING clause will be ignored. RETURNING queries on the view will be rejected if "
+    "there is no RETURNING clause in any available rule.",
+}
+RULE_QUOTES = [
+    "In a rule for INSERT, UPDATE, or DELETE on a view, you can add a RETURNING clause that "
+    "emits the view's columns [2].",
+    "This clause will be used to compute the outputs if the rule is triggered by an INSERT "
+    "RETURNING, UPDATE RETURNING, or DELETE RETURNING command respectively [2].",
+    "When the rule is triggered by a command without RETURNING, the rule's RETURNING clause "
+    "will be ignored [2].",
+    "RETURNING queries on the view will be rejected if there is no RETURNING clause in any "
+    "available rule [2].",
+]
+SEQUENCE = {
+    4: "If specified, the sequence is created as an unlogged sequence. Changes to unlogged "
+    "sequences are not written to the write-ahead log. This option is mainly intended for "
+    "sequences associated with unlogged tables via identity columns or serial columns.",
+}
+DELETE_QUESTION = "What does the RETURNING clause of DELETE return?"
+UNLOGGED_QUESTION = "What happens to the contents of an UNLOGGED table after a crash?"
+
+
+@pytest.fixture(scope="module")
+def smollm(smollm_path: Path) -> Iterator[LlamaRuntime]:
+    yield LlamaRuntime(smollm_path, model_id="smollm", n_ctx=2048, n_threads=1, timeout_s=120)
+
+
+@pytest.fixture(scope="module")
+def minilm(minilm_dir: Path, minilm_int8_onnx: Path) -> OnnxEmbedder:
+    return OnnxEmbedder(minilm_int8_onnx, minilm_dir / "tokenizer.json", "minilm", threads=2)
+
+
+def context(passages: dict[int, str]) -> list[ContextItem]:
+    return [
+        ContextItem(n, n, n, f"page{n}.html", "", 0, len(text), text, "corpus", 0.9)
+        for n, text in passages.items()
+    ]
+
+
+def answered(
+    llm: LlamaRuntime,
+    question: str,
+    passages: dict[int, str],
+    sentences: list[str],
+    embedder: OnnxEmbedder | None = None,
+) -> tuple[str, CheckedAnswer]:
+    """The text a reader sees of `sentences` written from `passages`, and the check."""
+    result = CragResult(
+        question, Decision.AMBIGUOUS, Action.REFINE, 0.6, "kept", context(passages), []
+    )
+
+    def pieces() -> Generator[str, None, AnswerFinish]:
+        for i, sentence in enumerate(sentences):
+            yield from (f" {word}" if i or j else word for j, word in enumerate(sentence.split()))
+        return "stop"
+
+    settings = AnswerSettings(support_budget_s=120.0)
+    answer = CheckedAnswer(TextStream(pieces()), result, llm, settings, embedder=embedder)
+    return "".join(answer), answer
+
+
+FEATURE = Said("This feature is known as parallel vacuum [3].", 3, True)
+RESTATED = "Index vacuum phases run in parallel using background workers."
+
+
+@pytest.mark.parametrize(
+    ("before", "sentence", "passages", "fault"),
+    [
+        (  # the quote's "this feature" is parallel vacuuming in [3], not VACUUM FULL
+            Said("VACUUM FULL rewrites the entire contents of the table [4].", 4, True),
+            FEATURE,
+            VACUUM,
+            ("pointer", "points back to a sentence that passage [3] does not state"),
+        ),
+        (  # the same passage states both
+            Said("VACUUM can vacuum indexes in parallel using background workers [3].", 3, True),
+            FEATURE,
+            VACUUM,
+            None,
+        ),
+        (Said(f"{RESTATED} [5]", 5, True), FEATURE, {**VACUUM, 5: RESTATED}, None),  # [3] too
+        (
+            Said("VACUUM FULL takes 2 hours [4].", 4, False),
+            FEATURE,
+            VACUUM,
+            ("orphan", "refers back to a removed sentence"),
+        ),
+        (
+            None,
+            Said("For example, note the differences here [6].", 6, True),
+            VACUUM,
+            ("pointer", "points to something the answer does not show"),
+        ),
+    ],
+)
+def test_a_pointer_is_read_with_what_it_points_to(
+    before: Said | None, sentence: Said, passages: dict[int, str], fault: tuple[str, str] | None
+) -> None:
+    assert pointer_fault(sentence, before, passages) == fault
+
+
+def test_a_sentence_ending_on_what_follows_points_forward() -> None:
+    assert points_forward("Use the following command:")
+    assert points_forward("For example, note the differences here [6].")
+    assert not points_forward("The rows are stored in key order [6].")
+
+
+def test_a_sentence_holding_the_questions_words_about_another_subject_does_not_address_it(
+    minilm: OnnxEmbedder,
+) -> None:
+    def read(question: str, sentence: str) -> tuple[bool, bool]:
+        def cosine(claim: str) -> float:
+            first, second = minilm.embed([question, claim])
+            return float(first @ second)
+
+        asked = read_against(question, sentence, cosine)
+        return asked.addresses, asked.answers
+
+    for quote in RULE_QUOTES:
+        assert read(DELETE_QUESTION, quote) == (False, False), quote
+    answer = "The optional RETURNING clause causes DELETE to compute and return values [1]."
+    assert read(DELETE_QUESTION, answer) == (True, True)
+    sequence = "If specified, the sequence is created as an unlogged sequence [4]."
+    assert read(UNLOGGED_QUESTION, sequence) == (False, False)
+    truncated = "An unlogged table is automatically truncated after a crash [1]."
+    assert read(UNLOGGED_QUESTION, truncated) == (True, True)
+
+
+def test_a_question_asking_how_many_is_answered_by_a_number() -> None:
+    question = "How many digits can a numeric have before the decimal point?"
+    precision = "The precision of a numeric is the total count of significant digits [1]."
+    assert read_against(question, precision).addresses
+    assert not read_against(question, precision).answers
+    digits = "A numeric can have up to 131072 digits before the decimal point [1]."
+    assert read_against(question, digits).answers
+    assert not read_against("How long is the window?", "It is two hours long.").answers  # a pointer
+    assert read_against("How long is the window?", "The window is two hours long.").answers
+    # A question of nothing but frame words gives no focus to hold: any sentence may address it.
+    assert read_against("What is the default?", "Readers continue while a writer appends.").answers
+
+
+@pytest.mark.models
+def test_a_quote_pointing_back_to_another_passages_sentence_is_not_shown(
+    smollm: LlamaRuntime,
+) -> None:
+    full = "VACUUM FULL rewrites the entire contents of the table into a new disk file [4]."
+    feature = "This feature is known as parallel vacuum [3]."
+    text, answer = answered(smollm, "What does VACUUM FULL do?", VACUUM, [full, feature])
+    assert text == full
+    first, second = answer.support.sentences
+    assert first.checked_by == "quote" and first.shown
+    assert second.checked_by == "pointer" and not second.shown
+    assert second.reason == "points back to a sentence that passage [3] does not state"
+
+
+@pytest.mark.models
+def test_a_dangling_example_is_not_shown(smollm: LlamaRuntime) -> None:
+    full = "VACUUM FULL rewrites the entire contents of the table into a new disk file [4]."
+    dangling = "For example, note the differences here [6]."
+    text, answer = answered(smollm, "What does VACUUM FULL do?", VACUUM, [full, dangling])
+    assert text == full
+    assert answer.support.sentences[1].reason == "points to something the answer does not show"
+
+
+@pytest.mark.models
+def test_quotes_that_answer_nothing_asked_leave_the_insufficient_evidence_reply(
+    smollm: LlamaRuntime, minilm: OnnxEmbedder
+) -> None:
+    text, answer = answered(smollm, DELETE_QUESTION, RULE_NOTES, RULE_QUOTES, minilm)
+    assert text == UNSUPPORTED and answer.finish_reason == "unsupported"
+    assert len(answer.support.sentences) == 4
+    for sentence in answer.support.sentences:
+        assert not sentence.shown and sentence.passage == 2
+        assert sentence.checked_by == "unasked" and "answers nothing" in sentence.reason
+
+
+@pytest.mark.models
+def test_an_option_of_another_subject_is_not_shown_for_the_question(
+    smollm: LlamaRuntime, minilm: OnnxEmbedder
+) -> None:
+    sentences = [
+        "If specified, the sequence is created as an unlogged sequence [4].",
+        "This option is mainly intended for sequences associated with unlogged tables [4].",
+    ]
+    text, answer = answered(smollm, UNLOGGED_QUESTION, SEQUENCE, sentences, minilm)
+    assert text == UNSUPPORTED
+    assert [s.checked_by for s in answer.support.sentences] == ["unasked", "unasked"]
+
+
+@pytest.mark.models
+def test_a_sentence_supporting_one_that_answers_is_shown_with_it(
+    smollm: LlamaRuntime, minilm: OnnxEmbedder
+) -> None:
+    passages = {
+        1: "The optional RETURNING clause causes DELETE to compute and return value(s) based "
+        "on each row actually deleted. Any expression using the table's columns can be "
+        "computed. The syntax of the RETURNING list is identical to that of the output list "
+        "of SELECT.",
+    }
+    sentences = [
+        "The optional RETURNING clause causes DELETE to compute and return value(s) based on "
+        "each row actually deleted [1].",
+        "The syntax of the RETURNING list is identical to that of the output list of SELECT [1].",
+        "Any expression using the table's columns can be computed [1].",
+    ]
+    text, answer = answered(smollm, DELETE_QUESTION, passages, sentences, minilm)
+    assert text == " ".join(sentences)
+    assert all(s.shown for s in answer.support.sentences)
