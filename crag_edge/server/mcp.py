@@ -16,8 +16,8 @@ receives the caller's document groups to search with.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, TypeVar
 
@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from crag_edge.answer.generation import cited, incomplete_note
 from crag_edge.answer.views import MEANINGS, graded_hits, sources, verdict
+from crag_edge.cancellation import Cancellation
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.groups import Groups
@@ -86,9 +87,9 @@ class EngineRunner(Protocol):
     ) -> Awaitable[T]: ...
 
 
-# The client is gone: the answer being written for it may stop (None: a client that cannot go
-# away on its own, as over stdio).
-ClientGone = Callable[[], threading.Event | None]
+# Cancelled when the client is gone: the work done for it stops (None: a client that cannot
+# go away on its own, as over stdio).
+ClientGone = Callable[[], Cancellation | None]
 
 
 class _Server(MCPServer):
@@ -133,8 +134,10 @@ def build_server(
             raise ToolError(str(exc)) from None
 
     async def crag(question: str, history: list[Turn] | None) -> CragResult:
-        asked, turns = checked(question), _turns(history)
-        return await run(lambda engine, groups: engine.query(asked, history=turns, groups=groups))
+        asked, turns, gone = checked(question), _turns(history), client_gone()
+        return await run(
+            lambda engine, groups: engine.query(asked, history=turns, groups=groups, cancel=gone)
+        )
 
     @server.tool(description=SEARCH_DESCRIPTION, annotations=read_only)
     async def search(question: Question, history: History = None) -> dict[str, Any]:
@@ -170,17 +173,16 @@ def _cited_answer(
     question: str,
     history: list[dict[str, str]],
     groups: Groups,
-    gone: threading.Event | None,
+    gone: Cancellation | None,
 ) -> dict[str, Any]:
     """The whole answer with its citations, verdict and the support check of every sentence
-    the model wrote (an MCP tool returns one message); written up to the token at which the
-    client went away (`gone`), since nobody reads it."""
+    the model wrote (an MCP tool returns one message); stopped wherever it is when the client
+    goes away (`gone`), since nobody reads it."""
     try:
-        result, stream = engine.answer(question, history=history, groups=groups)
-        for _piece in stream:
-            if gone is not None and gone.is_set():
-                stream.close()
-                raise ToolError("the client went away; the answer was stopped")
+        result, stream = engine.answer(question, history=history, groups=groups, cancel=gone)
+        with closing(stream):
+            for _piece in stream:
+                pass
         text = stream.text
     except ModelNotInstalledError as exc:
         raise ToolError(str(exc)) from None

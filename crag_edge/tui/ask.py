@@ -25,6 +25,7 @@ from textual.worker import get_current_worker
 
 from crag_edge.answer.checked import SupportReport
 from crag_edge.answer.generation import cited, incomplete_note
+from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.engine import Engine
 from crag_edge.models.llm import Message
 from crag_edge.progress import StageEvent
@@ -138,8 +139,10 @@ class AskScreen(Screen[None]):
         self._pending: str | None = None
         self._run = 0
         # Questions whose thread is still inside the engine: a cancelled worker counts as
-        # finished at once, but its thread runs on until the stage it is in returns.
+        # finished at once, but its thread runs on until its next stage or token, where
+        # the question's cancellation stops it.
         self._asking: set[int] = set()
+        self._cancel = Cancellation()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -171,6 +174,10 @@ class AskScreen(Screen[None]):
     def busy(self) -> bool:
         """A question runs, or its thread has yet to leave the engine."""
         return self.stages.running or bool(self._asking)
+
+    def on_unmount(self) -> None:
+        """The app is closing: a question still running stops at its next stage or token."""
+        self._cancel.cancel()
 
     # -- watchers: each attribute redraws what shows it ---------------------------------------
 
@@ -228,10 +235,12 @@ class AskScreen(Screen[None]):
             self._pending = question
             self.notice = f"Queued until the corpus is open: {question}"
             return
-        self.run_question(self.engine, question, self._run)
+        self._cancel.cancel()  # the question before, if it still runs
+        self._cancel = Cancellation()
+        self.run_question(self.engine, question, self._run, self._cancel)
 
     @work(thread=True, exclusive=True, group="ask", exit_on_error=False)
-    def run_question(self, engine: Engine, question: str, run: int) -> None:
+    def run_question(self, engine: Engine, question: str, run: int, cancel: Cancellation) -> None:
         worker = get_current_worker()
 
         def ui(name: str, value: Any) -> None:
@@ -246,7 +255,9 @@ class AskScreen(Screen[None]):
         history = list(self.conversation)
         self._asking.add(run)
         try:
-            result, stream = engine.answer(question, history=history, progress=on_stage)
+            result, stream = engine.answer(
+                question, history=history, progress=on_stage, cancel=cancel
+            )
             if worker.is_cancelled:
                 return
             ui("result", result)
@@ -261,6 +272,8 @@ class AskScreen(Screen[None]):
             self.app.call_from_thread(self._finish_answer, run, result, note, support)
             if note is None and support is not None and support.sentences:
                 ui("support", support)
+        except Cancelled:
+            return  # Esc, another question or another corpus: the stage line says so
         except Exception as exc:
             ui("failure", f"{type(exc).__name__}: {exc}")
         finally:
@@ -337,6 +350,7 @@ class AskScreen(Screen[None]):
 
     def action_cancel(self) -> None:
         if self.stages.running:
+            self._cancel.cancel()
             self.workers.cancel_group(self, "ask")
             self._run += 1
             self.stages.fail("cancelled")
