@@ -24,6 +24,7 @@ from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, DirectoryTree, Input, Log, OptionList, ProgressBar, Static
 
+from crag_edge.answer.generation import INSUFFICIENT
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import ItemGrade
@@ -516,7 +517,10 @@ def test_insufficient_evidence_state() -> None:
     async def body(pilot: Pilot[None]) -> None:
         await ask_canned(pilot)
         assert app.query_one("#answer-scroll").has_class("insufficient")
-        assert "insufficient" in app.main_screen.answer_text
+        assert app.main_screen.answer_text == INSUFFICIENT.format(fallback="")
+        assert "No answer — nothing found" in screen_text(app)  # the panel's title
+        step = "Ask again in the words the documents would use, or add documents that cover it."
+        assert shown(app.query_one("#answer", Static)).endswith(step)
         assert "INCORRECT" in app.export_screenshot()
 
     run(app, body, (80, 24))

@@ -27,7 +27,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from crag_edge.answer.generation import cited, incomplete_note
+from crag_edge.answer.generation import cited
+from crag_edge.answer.refusal import refusal
 from crag_edge.answer.views import MEANINGS, graded_hits, sources, verdict
 from crag_edge.cancellation import Cancellation
 from crag_edge.config import Settings
@@ -59,7 +60,9 @@ ASK_DESCRIPTION = (
 ANSWER_DESCRIPTION = (
     "Ask the corpus a question and get crag-edge's own answer, written by its local model from "
     "the graded evidence only, citing passages as [n], with the `citations` it used and the "
-    "verdict. " + DECISIONS
+    "verdict. When there is no whole answer, `refusal` says why (`kind`: nothing_found, "
+    "not_stated, stopped), what to do next, and for not_stated the `passages` found, with "
+    "their locators, for the user to read. " + DECISIONS
 )
 HISTORY_NOTE = (
     "The conversation's earlier turns, oldest first; give them when the question follows up "
@@ -186,15 +189,16 @@ def _cited_answer(
         text = stream.text
     except ModelNotInstalledError as exc:
         raise ToolError(str(exc)) from None
+    refused = refusal(stream.finish_reason, text, result, engine.settings.models)
     view = verdict(result) | {
         "answer": text,
         "finish_reason": stream.finish_reason,
         "citations": sources(cited(text, result.context)),
+        "refusal": None if refused is None else refused.to_dict(),
         "support": None if stream.support is None else stream.support.to_dict(),
     }
-    note = incomplete_note(stream.finish_reason, text, engine.settings.models)
-    if note is not None:
-        view["note"] = note
+    if refused is not None:
+        view["note"] = refused.note
     return view
 
 

@@ -2,7 +2,7 @@
 the evidence and the answer.
 
 The screen's state is a handful of reactive attributes (the result, the answer as streamed,
-its note, failure and support report); each `watch_` method redraws the panels that show
+its refusal, failure and support report); each `watch_` method redraws the panels that show
 one of them, so the worker that runs a question only sets attributes. The engine is the
 app's: it is passed down as `engine`, and the screen never opens or closes one.
 """
@@ -24,7 +24,8 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from crag_edge.answer.checked import SupportReport
-from crag_edge.answer.generation import cited, incomplete_note
+from crag_edge.answer.generation import cited
+from crag_edge.answer.refusal import Refusal, refusal
 from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.engine import Engine
 from crag_edge.models.llm import Message
@@ -116,8 +117,8 @@ class AskScreen(Screen[None]):
     """What the stage line says while no question runs (set by the app as the corpus opens)."""
     result: var[CragResult | None] = var(None, init=False)
     answer_text: var[str] = var("", init=False)
-    note: var[str | None] = var(None, init=False)
-    """Why the answer is empty or cut off."""
+    refusal: var[Refusal | None] = var(None, init=False)
+    """Why there is no whole answer, and what to do next (`answer.refusal`)."""
     failure: var[str | None] = var(None, init=False)
     support: var[SupportReport | None] = var(None, init=False)
 
@@ -158,7 +159,7 @@ class AskScreen(Screen[None]):
                 yield AnswerPanel(id="answer-scroll").data_bind(
                     AskScreen.result,
                     AskScreen.answer_text,
-                    AskScreen.note,
+                    AskScreen.refusal,
                     AskScreen.failure,
                     AskScreen.support,
                 )
@@ -208,7 +209,7 @@ class AskScreen(Screen[None]):
 
     def reset_view(self, decision: str) -> None:
         """Empty the result panels (a new question, or another corpus)."""
-        self.result = self.note = self.failure = self.support = None
+        self.result = self.refusal = self.failure = self.support = None
         self.answer_text = ""
         self.query_one(DecisionPanel).clear(decision)
         self.query_one("#chunk", Plain).update("")
@@ -267,10 +268,11 @@ class AskScreen(Screen[None]):
                     return
                 text += piece
                 ui("answer_text", text)
-            note = incomplete_note(stream.finish_reason, stream.text, engine.settings.models)
+            refused = refusal(stream.finish_reason, stream.text, result, engine.settings.models)
             support = stream.support
-            self.app.call_from_thread(self._finish_answer, run, result, note, support)
-            if note is None and support is not None and support.sentences:
+            self.app.call_from_thread(self._finish_answer, run, result, refused, support)
+            stopped = refused is not None and refused.kind == "stopped"
+            if not stopped and support is not None and support.sentences:
                 ui("support", support)
         except Cancelled:
             return  # Esc, another question or another corpus: the stage line says so
@@ -295,11 +297,11 @@ class AskScreen(Screen[None]):
             self.stages.done(name, event.detail)
 
     def _finish_answer(
-        self, run: int, result: CragResult, note: str | None, support: SupportReport | None
+        self, run: int, result: CragResult, refused: Refusal | None, support: SupportReport | None
     ) -> None:
         """Citations under the answer, each by the rows, slides or pages of it its sentences
-        were found in, and `note` (why it is empty or cut off). An answer joins the
-        conversation under its standalone question."""
+        were found in, and the refusal (why there is no whole answer, what to do next). An
+        answer joins the conversation under its standalone question."""
         if run != self._run:
             return
         if self.answer_text.strip():
@@ -312,7 +314,7 @@ class AskScreen(Screen[None]):
             places = [place for place, _ in support.narrowed(item)] if support else []
             options.append(Option(citation_label(item, places), id=str(item.n)))
         self._show_citations(options)
-        self.note = note
+        self.refusal = refused
 
     # -- evidence ----------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from textual.reactive import var
 from textual.widgets import DataTable, Input, Static
 
 from crag_edge.answer.checked import SupportReport
+from crag_edge.answer.refusal import Refusal
 from crag_edge.citations import locator, place_label
 from crag_edge.config import TIERS, Settings
 from crag_edge.grading import ItemGrade
@@ -37,6 +38,11 @@ DECISION_STYLE = {
 INSUFFICIENT_TITLE = "Answer — insufficient evidence"
 INCOMPLETE_TITLE = "Answer — incomplete"
 EMPTY_TITLE = "No answer"
+# The title of each refusal (`answer.refusal`) that is not a stop.
+REFUSAL_TITLES = {
+    "nothing_found": "No answer — nothing found",
+    "not_stated": "No answer — not stated",
+}
 MAX_STAGES_SHOWN = 8  # a corrective loop's later rounds push its first stages off the line
 TIER_LABELS = {"signals": "signals", "cross_encoder": "x-enc", "llm": "llm"}
 _STRIP_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -313,15 +319,16 @@ def describe_fallback(result: CragResult) -> str:
 
 
 class AnswerPanel(VerticalScroll):
-    """The answer as it streams; the note on why it is empty or cut off after it, or the
-    failure in its place. Its title and classes (`insufficient`, `incomplete`, `failed`) say
-    which, its subtitle what the support check found. The attributes are the ask screen's,
-    bound with `data_bind`."""
+    """The answer as it streams; after it, what to do next when there is no whole answer
+    (the passages to read, or the note on why it is empty or cut off), or the failure in its
+    place. Its title and classes (`insufficient`, `incomplete`, `failed`) say which, its
+    subtitle what the support check found. The attributes are the ask screen's, bound with
+    `data_bind`."""
 
     BORDER_TITLE = "Answer"
     result: var[CragResult | None] = var(None)
     answer_text: var[str] = var("")
-    note: var[str | None] = var(None)
+    refusal: var[Refusal | None] = var(None)
     failure: var[str | None] = var(None)
     support: var[SupportReport | None] = var(None)
 
@@ -331,34 +338,45 @@ class AnswerPanel(VerticalScroll):
     def _show_state(self) -> None:
         """The classes and title: what became of the answer. The bound attributes may arrive
         in any order, so each of them redraws all of it."""
-        result, note = self.result, self.note
-        insufficient = result is not None and (result.insufficient_evidence or not result.context)
+        result, refused = self.result, self.refusal
+        stopped = refused is not None and refused.kind == "stopped"
+        insufficient = (refused is not None and not stopped) or (
+            result is not None and (result.insufficient_evidence or not result.context)
+        )
         self.set_class(insufficient, "insufficient")
-        self.set_class(note is not None, "incomplete")
+        self.set_class(stopped, "incomplete")
         self.set_class(self.failure is not None, "failed")
-        if note is not None:
+        if refused is not None and stopped:
             title = INCOMPLETE_TITLE if self.answer_text.strip() else EMPTY_TITLE
+        elif refused is not None:
+            title = REFUSAL_TITLES[refused.kind]
         else:
             title = INSUFFICIENT_TITLE if insufficient else self.BORDER_TITLE
         if title != self.border_title:  # setting a title redraws the whole panel
             self.border_title = title
         self._show_text()
 
-    watch_result = watch_note = watch_failure = _show_state
+    watch_result = watch_refusal = watch_failure = _show_state
 
     def watch_answer_text(self) -> None:
         self._show_state()
         self.scroll_end(animate=False)
 
     def _show_text(self) -> None:
-        """The answer as streamed, the note after it, or the failure in its place."""
-        note, empty = self.note, not self.answer_text.strip()
+        """The answer as streamed and what to do next after it, or the failure in its place."""
+        refused, empty = self.refusal, not self.answer_text.strip()
         shown: RenderableType = self.answer_text
         if self.failure is not None:
             shown = self.failure
-        elif note is not None:
+        elif refused is not None and refused.kind == "stopped":
             shown = Text() if empty else Text(self.answer_text + "\n\n")
-            shown.append(f"{'No answer' if empty else 'Note'}: {note}", style="bold yellow")
+            shown.append(f"{'No answer' if empty else 'Note'}: {refused.note}", style="bold yellow")
+        elif refused is not None:
+            shown = Text(self.answer_text + "\n\n")
+            step, *passages = refused.lines()
+            shown.append(step, style="bold")
+            for line in passages:
+                shown.append("\n" + line, style="cyan")
         self.query_one(Plain).update(shown)
 
     def watch_support(self, report: SupportReport | None) -> None:

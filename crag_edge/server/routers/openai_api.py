@@ -27,7 +27,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from crag_edge.answer.checked import SupportReport
-from crag_edge.answer.generation import AnswerFinish, cited, incomplete_note, source_line
+from crag_edge.answer.generation import AnswerFinish, cited, source_line
+from crag_edge.answer.refusal import Refusal, refusal
 from crag_edge.answer.timing import TimedAnswer
 from crag_edge.answer.views import sources, verdict
 from crag_edge.cancellation import Cancellation, Cancelled
@@ -217,15 +218,23 @@ class _Reply:
 
     def tail(self, text: str, finish: AnswerFinish, support: SupportReport | None) -> str:
         """The cited sources, one a line, each followed by the rows, slides or pages of it
-        its sentences were found in, and a note when the answer is incomplete."""
+        its sentences were found in; where to go next when nothing was found or stated (the
+        passages found, by their places), or a note when the answer was stopped."""
         lines = []
         for item in cited(text, self.result.context):
             lines.append(source_line(item))
             narrowed = support.narrowed(item) if support is not None else []
             lines += [f"    {place}: {claim}" for place, claim in narrowed]
         tail = "\n\nSources:\n" + "\n".join(lines) if lines else ""
-        note = incomplete_note(finish, text, self.settings.models)
-        return f"{tail}\n\n({note})" if note else tail
+        refused = self.refusal(text, finish)
+        if refused is None:
+            return tail
+        if refused.kind == "stopped":
+            return f"{tail}\n\n({refused.note})"
+        return f"{tail}\n\n" + "\n".join(refused.lines())
+
+    def refusal(self, text: str, finish: AnswerFinish) -> Refusal | None:
+        return refusal(finish, text, self.result, self.settings.models)
 
     def crag(
         self, text: str, finish: AnswerFinish, support: SupportReport | None
@@ -233,8 +242,10 @@ class _Reply:
         """crag-edge's own account of the answer: the decision, every source (cited or not),
         and the support check of each sentence the model wrote (`support`)."""
         numbers = {item.n for item in cited(text, self.result.context)}
+        refused = self.refusal(text, finish)
         return verdict(self.result) | {
             "finish_reason": finish,
+            "refusal": None if refused is None else refused.to_dict(),
             "sources": [s | {"cited": s["n"] in numbers} for s in sources(self.result.context)],
             "support": None if support is None else support.to_dict(),
         }

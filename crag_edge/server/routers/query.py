@@ -18,6 +18,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from crag_edge.answer.generation import cited
+from crag_edge.answer.refusal import refusal
 from crag_edge.answer.timing import TimedAnswer
 from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.config import RetrievalMode
@@ -122,10 +123,11 @@ async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> Work
     """Server-sent events from the start: a `stage` event ({"stage", "status", "detail",
     "ms"}) as each stage of the loop starts and ends (retrieve, the grading tiers, each
     round's decision, each correction, refine, answer), then `token` events ({"text"}), then
-    one `result` event ({"answer", "finish_reason", "cited", "timings", "support", "result":
-    CragResult}; `timings` as `answer.timing.AnswerTimings`, in seconds; `support`
-    the check of every sentence the model wrote, `answer.checked.SupportReport`); `error`
-    instead if the work fails. Each `token` event is a whole sentence that passed the support
+    one `result` event ({"answer", "finish_reason", "cited", "refusal", "timings", "support",
+    "result": CragResult}; `refusal` as `answer.refusal.Refusal`, null for a whole answer;
+    `timings` as `answer.timing.AnswerTimings`, in seconds; `support` the check of every
+    sentence the model wrote, `answer.checked.SupportReport`); `error` instead if the work
+    fails. Each `token` event is a whole sentence that passed the support
     check. `finish_reason`: stop, length (cut at llm_max_tokens), timeout (stalled past
     llm_stall_timeout_s), insufficient_evidence (no model called) or unsupported (no sentence
     of the model's answer was stated by the passages: the answer is the insufficient-evidence
@@ -180,10 +182,13 @@ class _Answering:
             emit(_sse("error", failed | ({"result": self._shown(result)} if result else {})))
 
     def _result(self, result: CragResult, tokens: TimedAnswer) -> dict[str, Any]:
+        text, finish = tokens.text, tokens.finish_reason
+        refused = refusal(finish, text, result, self.engine.settings.models)
         return {
-            "answer": tokens.text,
-            "finish_reason": tokens.finish_reason,
-            "cited": [item.n for item in cited(tokens.text, result.context)],
+            "answer": text,
+            "finish_reason": finish,
+            "cited": [item.n for item in cited(text, result.context)],
+            "refusal": None if refused is None else refused.to_dict(),
             "timings": tokens.timings.to_dict(),
             "support": None if tokens.support is None else tokens.support.to_dict(),
             "result": self._shown(result),
