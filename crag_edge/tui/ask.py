@@ -315,6 +315,8 @@ class AskScreen(Screen[None]):
             options.append(Option(citation_label(item, places), id=str(item.n)))
         self._show_citations(options)
         self.refusal = refused
+        if refused is not None and refused.kind == "stopped":
+            self.stages.stopped("answer", refused.reason)  # as the answer panel says
 
     # -- evidence ----------------------------------------------------------------------------
 
@@ -325,7 +327,8 @@ class AskScreen(Screen[None]):
             return
         hit, grade = table.entries[event.cursor_row]
         self.query_one("#chunk", Plain).update(chunk_view(hit, grade, self.result.context))
-        self.query_one("#chunk-scroll").border_title = f"Chunk · rank {hit.rank}"
+        title = f"Chunk · #{event.cursor_row + 1} · rank {hit.rank} in its search"
+        self.query_one("#chunk-scroll").border_title = title
 
     @on(OptionList.OptionSelected, "#citations")
     def _citation_selected(self, event: OptionList.OptionSelected) -> None:

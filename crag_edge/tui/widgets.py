@@ -43,7 +43,10 @@ REFUSAL_TITLES = {
     "nothing_found": "No answer — nothing found",
     "not_stated": "No answer — not stated",
 }
-MAX_STAGES_SHOWN = 8  # a corrective loop's later rounds push its first stages off the line
+# The stage line's height: a corrective loop's later rounds push its first stages off it.
+STAGE_LINES = 2
+ARROW = " → "
+MORE = "… "
 TIER_LABELS = {"signals": "signals", "cross_encoder": "x-enc", "llm": "llm"}
 _STRIP_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -84,8 +87,9 @@ class NoControlCodes(LineFilter):
 
 class QuestionInput(Input):
     """The question box, with a history on up/down. Enter posts `Asked` with the question
-    as checked at the boundary; text with nothing to search for is refused where it was
-    typed."""
+    as checked at the boundary, and the question stays in the box, selected: there to read
+    and edit, replaced by whatever is typed next. Text with nothing to search for is refused
+    where it was typed."""
 
     class Asked(Message):
         def __init__(self, question: str) -> None:
@@ -115,7 +119,7 @@ class QuestionInput(Input):
         if not self.history or self.history[-1] != question:
             self.history.append(question)
         self._position = len(self.history)
-        self.value = ""
+        self.select_all()  # the question stays to read and edit; typing replaces it
         self.post_message(self.Asked(question))
 
     def action_history(self, step: int) -> None:
@@ -190,6 +194,15 @@ class StageLine(Plain):
         self.stages.append(Stage("error", self.clock(), message, ms=0.0, failed=True))
         self._render_stages()
 
+    def stopped(self, name: str, reason: str) -> None:
+        """The stage `name` ended without its work done (an answer stopped): a cross and
+        the reason in place of its time, as the panel that shows its result says."""
+        for stage in reversed(self.stages):
+            if stage.name == name:
+                stage.failed, stage.detail = True, reason
+                break
+        self._render_stages()
+
     @property
     def running(self) -> bool:
         return any(stage.ms is None for stage in self.stages)
@@ -198,31 +211,63 @@ class StageLine(Plain):
         if self.running:
             self._render_stages()
 
+    def on_resize(self) -> None:
+        self._render_stages()
+
     def _render_stages(self) -> None:
         if not self.stages:
             self.update(Text(self.idle_text, style="dim"))
             return
-        line = Text()
-        shown = self.stages[-MAX_STAGES_SHOWN:]
-        if len(shown) < len(self.stages):
-            line.append("… ", style="dim")
-        for i, stage in enumerate(shown):
-            if i:
-                line.append(" → ", style="dim")
-            if stage.failed:
-                line.append(f"✗ {stage.name}", style="bold red")
-            elif stage.ms is None:
-                elapsed = self.clock() - stage.started
-                line.append(f"⋯ {stage.name}… {elapsed:.1f}s", style="bold yellow")
-            else:
-                line.append(f"✓ {stage.name}", style="green")
-            if stage.detail:
-                style = DECISION_STYLE.get(stage.detail.split(" ")[0], "")
-                line.append(" ")
-                line.append(stage.detail, style=style)
-            if stage.ms is not None and stage.ms > 0 and not stage.failed:
-                line.append(f" {stage.ms:.0f}ms", style="dim")
-        self.update(line)
+        pieces = [self._piece(stage) for stage in self.stages]
+        self.update(fitted(pieces, self.content_size.width, STAGE_LINES))
+
+    def _piece(self, stage: Stage) -> Text:
+        """One stage: its mark, name, detail and time."""
+        piece = Text()
+        if stage.failed:
+            piece.append(f"✗ {stage.name}", style="bold red")
+        elif stage.ms is None:
+            elapsed = self.clock() - stage.started
+            piece.append(f"⋯ {stage.name}… {elapsed:.1f}s", style="bold yellow")
+        else:
+            piece.append(f"✓ {stage.name}", style="green")
+        if stage.detail:
+            style = "red" if stage.failed else DECISION_STYLE.get(stage.detail.split(" ")[0], "")
+            piece.append(" ")
+            piece.append(stage.detail, style=style)
+        if stage.ms is not None and stage.ms > 0 and not stage.failed:
+            piece.append(f" {stage.ms:.0f}ms", style="dim")
+        return piece
+
+
+def fitted(pieces: Sequence[Text], width: int, lines: int) -> Text:
+    """The newest pieces that fit `lines` lines of `width` cells, joined by arrows, each line
+    broken between pieces, never inside one; the older ones left out behind "… ", a piece
+    wider than a line cut short with "…". Without a width yet (not laid out), all of them."""
+    if width <= 0:
+        return Text(" → ").join(pieces)
+    room = width - len(MORE)  # every line opens with "… " or a continuing "→ "
+    rows: list[list[Text]] = [[]]
+    used = 0
+    for piece in reversed(pieces):
+        if piece.cell_len > room:
+            piece = piece.copy()
+            piece.truncate(room, overflow="ellipsis")
+        need = piece.cell_len + (len(ARROW) if rows[-1] else 0)
+        if rows[-1] and used + need > room:
+            if len(rows) == lines:
+                break
+            rows.append([])
+            used, need = 0, piece.cell_len
+        rows[-1].insert(0, piece)
+        used += need
+    shown = sum(len(row) for row in rows)
+    text = Text(MORE if shown < len(pieces) else "", style="dim")
+    for i, row in enumerate(reversed(rows)):
+        if i:
+            text.append("\n" + ARROW.lstrip(), style="dim")
+        text.append_text(Text(ARROW, style="dim").join(row))
+    return text
 
 
 class DecisionPanel(Plain):
@@ -426,7 +471,7 @@ class EvidenceTable(DataTable[Text | str]):
         for i, (hit, grade) in enumerate(self.entries):
             kept = Text("kept", style="bold green") if grade.kept else Text("dropped", style="red")
             cells: list[Text | str] = [
-                str(hit.rank),
+                str(i + 1),  # the row's own number: ranks restart in every round
                 Text(clipped(locator(hit.chunk), 36)),  # a str cell would be read as markup
                 f"{hit.score:.3f}",
                 *[_score(grade.tiers.get(t)) for t in tiers],
