@@ -14,6 +14,7 @@ from crag_edge import arguments
 from crag_edge.answer.checked import check_answer
 from crag_edge.answer.generation import stream_answer
 from crag_edge.answer.timing import AnswerClock, TimedAnswer
+from crag_edge.cancellation import Cancellation, maybe_scope
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
 from crag_edge.grading import Calibrations, Grader, corpus_calibration
@@ -208,6 +209,7 @@ class Engine(Closing):
         progress: Progress | None = None,
         history: Sequence[Message] = (),
         groups: Groups = None,
+        cancel: Cancellation | None = None,
     ) -> CragResult:
         """The corrective loop: retrieve, grade, correct; the final context and every reason.
         `progress` hears each stage as it happens (`crag_edge.progress`). `history` is the
@@ -217,7 +219,9 @@ class Engine(Closing):
         or ValueError. Text that is not
         valid Unicode (lone surrogates) is repaired first (`text_boundary`). Only documents
         a caller with `groups` may see are searched (`crag_edge.groups`; None: all). A
-        question with nothing to search for raises `QuestionError`."""
+        question with nothing to search for raises `QuestionError`. Once `cancel` is
+        cancelled (the caller left), the work stops at its next stage, prompt chunk or token
+        and raises `cancellation.Cancelled`."""
         self._check_open()
         request = Request(
             asked_question(arguments.question(question)),
@@ -230,7 +234,8 @@ class Engine(Closing):
                 for message in arguments.history(history)
             ],
         )
-        result = self.loop.run(request)
+        with maybe_scope(cancel):
+            result = self.loop.run(request)
         if self.audit_sink:
             events = [
                 AuditEvent(
@@ -250,6 +255,7 @@ class Engine(Closing):
         history: Sequence[Message] = (),
         progress: Progress | None = None,
         groups: Groups = None,
+        cancel: Cancellation | None = None,
     ) -> tuple[CragResult, TimedAnswer]:
         """The loop's result and the answer as a stream (generated lazily): iterate it for
         the text, then read its `finish_reason` (`generation.AnswerFinish`), `timings`
@@ -259,10 +265,17 @@ class Engine(Closing):
         the standalone question. `progress` hears the loop's stages as for `query`, then
         `answer`: its start before the model loads, its end when the stream is exhausted.
         `groups` as for `query`: the answer is written from the evidence such a caller may
-        see, and nothing else."""
+        see, and nothing else. `cancel` as for `query`, for the answer's stream too: reading
+        it raises `cancellation.Cancelled` once cancelled."""
         clock = AnswerClock()
         result = self.query(
-            question, mode=mode, top_k=top_k, history=history, progress=progress, groups=groups
+            question,
+            mode=mode,
+            top_k=top_k,
+            history=history,
+            progress=progress,
+            groups=groups,
+            cancel=cancel,
         )
         clock.evidence_ready()
         if progress is not None:
@@ -277,7 +290,7 @@ class Engine(Closing):
             self._mentions(groups),
             self.embedder,
         )
-        return result, clock.time(checked, progress)
+        return result, clock.time(checked, progress, cancel)
 
     def _mentions(self, groups: Groups) -> Callable[[str], bool]:
         """Whether the corpus, as a caller with `groups` sees it, names a word anywhere (the

@@ -25,6 +25,10 @@ from typing import Any
 
 import httpx
 
+from crag_edge.cancellation import current as current_cancellation
+
+# How often a watchdog over cancellable work looks whether it was cancelled.
+CANCEL_POLL_S = 0.25
 # The trace events after which a connection's socket is known (plain, then with TLS).
 _OPENED = ("connect_tcp.complete", "start_tls.complete")
 
@@ -40,6 +44,7 @@ class Watchdog:
         self._finished = False
         self._wake = threading.Condition()
         self._thread = threading.Thread(target=self._watch, name="crag-http-deadline", daemon=True)
+        self._cancel = current_cancellation()  # the work this exchange serves, if cancellable
         self.expired = False
 
     @property
@@ -84,13 +89,18 @@ class Watchdog:
                     self._cut()
 
     def _watch(self) -> None:
+        """Cut at the deadline, or as soon as the work the exchange serves is cancelled (seen
+        within `CANCEL_POLL_S`): a cut reads as out of time, and the work's next check stops
+        it."""
         with self._wake:
             while not self._finished:
                 left = self._deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or (self._cancel is not None and self._cancel.cancelled):
                     self.expired = True
                     self._cut()
                     return
+                if self._cancel is not None:
+                    left = min(left, CANCEL_POLL_S)
                 self._wake.wait(None if left == math.inf else left)
 
     def _cut(self) -> None:

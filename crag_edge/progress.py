@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
+from crag_edge.cancellation import check_cancelled
 from crag_edge.observability import Metrics
 
 Status = Literal["start", "end", "event"]
@@ -43,6 +44,9 @@ class Stopwatch:
         self._progress = progress
 
     def emit(self, stage: str, status: Status, detail: str = "", ms: float | None = None) -> None:
+        """Tell `progress` of the stage; every stage's start and end is also where cancelled
+        work stops (`cancellation`)."""
+        check_cancelled()
         if self._progress is not None:
             self._progress(StageEvent(stage, status, detail, ms))
 

@@ -152,11 +152,16 @@ class EndlessLlm:
 
 
 @contextmanager
-def endless_llm_server() -> Iterator[EndlessLlm]:
+def endless_llm_server(reply: str | None = None) -> Iterator[EndlessLlm]:
     """The OpenAI API of an LLM server on 127.0.0.1: `GET /v1/models`, a streamed `POST
-    /v1/chat/completions`, and llama-cpp-python's tokenizer endpoints."""
+    /v1/chat/completions`, and llama-cpp-python's tokenizer endpoints. With `reply`, every
+    answer is those words and then ends: a model that answers from memory, as a reader's
+    question sometimes makes a real one do, whatever its passages say."""
     llm = EndlessLlm("", threading.Event(), threading.Event(), threading.Event())
-    word = json.dumps({"choices": [{"index": 0, "delta": {"content": "word "}}]})
+    words = reply.split(" ") if reply is not None else None
+
+    def piece(text: str) -> str:
+        return json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]})
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"  # the stream ends when the connection does
@@ -179,8 +184,13 @@ def endless_llm_server() -> Iterator[EndlessLlm]:
             self.end_headers()
             llm.asked.set()
             try:
-                while not llm.stop.wait(0.02):
-                    self.wfile.write(f"data: {word}\n\n".encode())
+                if words is not None:
+                    for i, word in enumerate(words):
+                        self.wfile.write(
+                            f"data: {piece(word if i == 0 else ' ' + word)}\n\n".encode()
+                        )
+                while words is None and not llm.stop.wait(0.02):
+                    self.wfile.write(f"data: {piece('word ')}\n\n".encode())
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")
             except OSError:

@@ -350,7 +350,15 @@ def test_answer_prints_the_result_and_a_cited_answer(beir_db: Path) -> None:
         env=env,
     )
     data = json.loads(result.stdout)
-    assert set(data) == {"answer", "finish_reason", "citations", "timings", "support", "result"}
+    assert set(data) == {
+        "answer",
+        "finish_reason",
+        "citations",
+        "refusal",
+        "timings",
+        "support",
+        "result",
+    }
     assert data["answer"].strip()
     assert data["finish_reason"] in ("stop", "length", "insufficient_evidence", "unsupported")
     if data["support"] is not None:  # the model wrote: a sentence not shown says why

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crag_edge.answer.generation import cited, stream_answer, uncited
+from crag_edge.answer.generation import INSUFFICIENT, cited, stream_answer, uncited
 from crag_edge.config import Settings
 from crag_edge.correction.expand import (
     DEFAULT_SYNONYMS,
@@ -105,7 +105,7 @@ def test_no_fallback_means_insufficient_evidence_never_a_guess(corpora, embedder
     assert any(c.type == "rewrite" for c in result.corrections)  # tried another strategy first
     assert any(e["event"] == "insufficient_evidence" for e in result.audit)
     answer = "".join(stream_answer(None, result))
-    assert answer.startswith("The evidence is insufficient")
+    assert answer == INSUFFICIENT.format(fallback="")
 
 
 @pytest.mark.parametrize("with_fallback", [False, True])

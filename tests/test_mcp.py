@@ -8,7 +8,6 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,9 @@ import httpx2
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
+from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.config import ServerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.server.mcp import _cited_answer
@@ -297,12 +296,12 @@ def test_an_answer_stops_at_the_next_token_once_its_client_is_gone(
     corpus: Path, embedder: Any
 ) -> None:
     settings = Settings.load(**(SETTINGS | {"llm_max_tokens": 48}))
-    gone = threading.Event()
+    gone = Cancellation()
     with Engine.open(corpus, settings, embedder=embedder) as engine:
         assert _cited_answer(engine, WAL, [], None, gone)["answer"]
-        gone.set()
-        with pytest.raises(ToolError, match="client went away"):
-            _cited_answer(engine, WAL, [], None, gone)  # stopped after its first token
+        gone.cancel("the client went away")
+        with pytest.raises(Cancelled, match="client went away"):
+            _cited_answer(engine, WAL, [], None, gone)  # stopped at its first stage
 
 
 def test_an_answer_stops_when_its_http_client_hangs_up(
@@ -315,6 +314,7 @@ def test_an_answer_stops_when_its_http_client_hangs_up(
 
     settings = SETTINGS | {"llm_max_tokens": 600}
     caplog.set_level(logging.INFO, logger="mcp")
+    caplog.set_level(logging.INFO, logger="crag_edge.server")
     question = "Explain in detail, step by step, how SQLite write-ahead logging works."
     call = {"name": "answer", "arguments": {"question": question}}
     message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call}
@@ -326,4 +326,9 @@ def test_an_answer_stops_when_its_http_client_hangs_up(
         def stopped() -> bool:
             return any("the client went away" in r.getMessage() for r in caplog.records)
 
+        def logged() -> list[int]:
+            lines = [r for r in caplog.records if r.getMessage() == "request"]
+            return [r.status for r in lines if getattr(r, "path", None) == "/mcp"]
+
         wait_until(stopped, timeout=120)
+        wait_until(lambda: logged() == [499], timeout=120)  # the request's line says so

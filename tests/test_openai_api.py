@@ -90,7 +90,9 @@ def test_the_stream_is_server_sent_events_ending_with_done(service: Running) -> 
     assert events[-1] == "[DONE]"
     chunks = [json.loads(event) for event in events[:-1]]
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
-    assert text == INSUFFICIENT.format(fallback="")  # no model was asked
+    # No model was asked; the reply says so, then what to do next.
+    assert text.startswith(INSUFFICIENT.format(fallback="") + "\n\nAsk again in the words")
+    assert chunks[-1]["crag"]["refusal"]["kind"] == "nothing_found"
     assert chunks[-1]["crag"]["decision"] == "INCORRECT"
     assert chunks[-1]["crag"]["finish_reason"] == "insufficient_evidence"
 

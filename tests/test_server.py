@@ -181,7 +181,13 @@ def test_answer_streams_tokens_then_the_result(server: Running) -> None:
     events = sse(server, {"question": BEES})
     kinds = [kind for kind, _ in events]
     assert kinds[-1] == "result" and kinds.count("result") == 1, kinds
-    assert set(kinds[:-1]) <= {"token"} and "token" in kinds
+    assert set(kinds[:-1]) == {"stage", "token"}
+    # The stages first, as they start and end, then the answer's sentences and its end.
+    first_token = kinds.index("token")
+    assert set(kinds[:first_token]) == {"stage"} and kinds[first_token:-1].count("stage") == 1
+    stages = [data for kind, data in events if kind == "stage"]
+    assert stages[0] == {"stage": "embed", "status": "start", "detail": "", "ms": None}
+    assert [s["stage"] for s in stages if s["status"] == "end"][-1] == "answer"
     final = events[-1][1]
     assert final["answer"] == "".join(d["text"] for k, d in events if k == "token")
     assert final["finish_reason"] in ("stop", "length", "unsupported")
@@ -205,8 +211,8 @@ def test_stalled_answer_says_timeout_in_its_result(corpus_db: Path, embedder: An
     stalling = factory_for(corpus_db, embedder, llm_stall_timeout_s=1e-9)
     with running(ServerConfig(db=corpus_db), stalling) as srv:
         events = sse(srv, {"question": BEES})
-    assert [kind for kind, _ in events] == ["result"]
-    final = events[0][1]
+    assert [kind for kind, _ in events if kind != "stage"] == ["result"]
+    final = events[-1][1]
     assert final["finish_reason"] == "timeout" and final["answer"] == ""
     assert final["result"]["context"]  # there was evidence: the model was asked, and stalled
 

@@ -17,6 +17,7 @@ from typing import Any
 import apsw
 import numpy as np
 import pytest
+from rich.text import Text
 
 pytest.importorskip("textual")
 
@@ -24,6 +25,7 @@ from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, DirectoryTree, Input, Log, OptionList, ProgressBar, Static
 
+from crag_edge.answer.generation import INSUFFICIENT
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import ItemGrade
@@ -38,7 +40,7 @@ from crag_edge.tui import CragApp
 from crag_edge.tui.corpora import CorpusScreen
 from crag_edge.tui.ingest import IngestScreen
 from crag_edge.tui.screens import HelpScreen
-from crag_edge.tui.widgets import DecisionPanel, EvidenceTable, StageLine
+from crag_edge.tui.widgets import DecisionPanel, EvidenceTable, StageLine, fitted
 from crag_edge.types import Action, Chunk, Decision, Hit
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
@@ -129,7 +131,13 @@ def test_ask_shows_stages_decision_evidence_and_answer(engine: Engine) -> None:
         names = [stage.name for stage in stages.stages]
         assert names[0] == "retrieve" and names[-1] == "answer"
         assert "signals" in names and names.index("signals") < names.index("decision")
-        assert all(stage.ms is not None and not stage.failed for stage in stages.stages)
+        # Every stage ended; only an answer stopped (cut at 24 tokens) is crossed, as its
+        # panel says.
+        refused = app.main_screen.refusal
+        stopped = refused is not None and refused.kind == "stopped"
+        for stage in stages.stages:
+            assert stage.ms is not None
+            assert stage.failed == (stage.name == "answer" and stopped), stage
         assert app.main_screen.result is not None
         decision = app.query_one("#decision", DecisionPanel)
         assert decision.decision in DECISIONS
@@ -517,7 +525,10 @@ def test_insufficient_evidence_state() -> None:
     async def body(pilot: Pilot[None]) -> None:
         await ask_canned(pilot)
         assert app.query_one("#answer-scroll").has_class("insufficient")
-        assert "insufficient" in app.main_screen.answer_text
+        assert app.main_screen.answer_text == INSUFFICIENT.format(fallback="")
+        assert "No answer — nothing found" in screen_text(app)  # the panel's title
+        step = "Ask again in the words the documents would use, or add documents that cover it."
+        assert shown(app.query_one("#answer", Static)).endswith(step)
         assert "INCORRECT" in app.export_screenshot()
 
     run(app, body, (80, 24))
@@ -1145,5 +1156,97 @@ def test_the_support_check_summary_and_removed_sentences_show_under_the_answer()
         assert subtitle.startswith("support: 1 of 2 sentences stated by their passages, 1 removed")
         assert subtitle.endswith(" · removed: It dates from 1887 [1]. (no passage holds 1887)")
         assert "support: 1 of 2 sentences" in screen_text(app)  # on the panel's border
+
+    run(app, body, (120, 40))
+
+
+# -- the end of a question as it was: the stage line and the answer panel agree ------------
+
+
+class StalledEngine(CannedEngine):
+    """The canned engine whose model makes no progress: the answer is stopped, empty."""
+
+    def llm_factory(self) -> CannedLlm:
+        return CannedLlm([], finish="timeout")
+
+
+STOPPED = "the model made no progress for 30 s and the answer was stopped"
+
+
+def test_a_stopped_answer_shows_a_cross_and_the_reason_on_the_stage_line_and_the_panel() -> None:
+    app = CragApp(engine=StalledEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        answer = app.main_screen.stages.stages[-1]
+        assert (answer.name, answer.failed, answer.detail) == ("answer", True, STOPPED)
+        line = shown(app.query_one("#stages", Static))
+        assert line.endswith(f"✗ answer {STOPPED}") and "✓ answer" not in line
+        assert shown(app.query_one("#answer", Static)).startswith(f"No answer: {STOPPED}")
+        assert app.query_one("#answer-scroll").border_title == "No answer"
+
+    run(app, body, (160, 40))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_snapshot_main_after_a_stopped_answer(snap_compare: Any, size: tuple[int, int]) -> None:
+    app = CragApp(engine=StalledEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+    assert snap_compare(app, terminal_size=size, run_before=steady(ask=True))
+
+
+def test_the_stage_line_keeps_the_newest_stages_whole_within_its_lines() -> None:
+    pieces = [Text(f"✓ stage{i} detail {i}") for i in range(30)]
+    text = fitted(pieces, 60, 2)
+    lines = text.plain.split("\n")
+    assert len(lines) == 2 and all(len(line) <= 60 for line in lines)
+    assert lines[0].startswith("… ") and lines[1].startswith("→ ")
+    assert text.plain.endswith("✓ stage29 detail 29")  # the newest, whole
+    shown_pieces = text.plain.removeprefix("… ").replace("\n→ ", " → ").split(" → ")
+    assert shown_pieces == [p.plain for p in pieces[-len(shown_pieces) :]]  # none cut
+    (long,) = fitted([Text("✗ error " + "x" * 100)], 40, 2).plain.split("\n")
+    assert len(long) <= 40 and long.endswith("…")
+    assert fitted(pieces[:2], 60, 2).plain == "✓ stage0 detail 0 → ✓ stage1 detail 1"
+
+
+class TwoRoundsEngine(CannedEngine):
+    """The canned engine whose loop searched twice: the second round's hits are ranked from 1
+    again, as a search's are."""
+
+    def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
+        result = super().query(question, progress)
+        result.hits = result.hits + [
+            (replace(hit, chunk=replace(hit.chunk, chunk_id=hit.chunk.chunk_id + 10)), grade)
+            for hit, grade in result.hits
+        ]
+        return result
+
+
+def test_evidence_rows_are_numbered_once_across_rounds() -> None:
+    app = CragApp(engine=TwoRoundsEngine(), clock=lambda: 0.0)  # type: ignore[arg-type]
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        table = app.query_one("#evidence", EvidenceTable)
+        numbers = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert numbers == [str(n) for n in range(1, 7)]
+        await pilot.press("ctrl+r", "down", "down", "down")
+        assert app.query_one("#chunk-scroll").border_title == "Chunk · #4 · rank 1 in its search"
+
+    run(app, body, (120, 40))
+
+
+def test_the_question_stays_in_the_box_to_edit_after_enter() -> None:
+    app = canned_app()
+
+    async def body(pilot: Pilot[None]) -> None:
+        await ask_canned(pilot)
+        box = app.query_one("#question", Input)
+        assert box.value == "How does RRF work?" and box.selected_text == box.value
+        await pilot.press("right", *["backspace"] * len("work?"))
+        await pilot.press(*"WAL?")
+        assert box.value == "How does RRF WAL?"  # edited in place
+        box.select_all()
+        await pilot.press(*"New question")
+        assert box.value == "New question"  # typing over the selection replaces it
 
     run(app, body, (120, 40))

@@ -14,7 +14,6 @@ from collections.abc import Generator, Sequence
 from typing import Literal
 
 from crag_edge.citations import locator
-from crag_edge.config import ModelSettings, env_name
 from crag_edge.models.chat_model import (
     ChatModel,
     FinishReason,
@@ -31,13 +30,12 @@ from crag_edge.result import ContextItem, CragResult
 AnswerFinish = FinishReason | Literal["insufficient_evidence", "unsupported"]
 AnswerStream = TextStream[AnswerFinish]
 
-INSUFFICIENT = (
-    "The evidence is insufficient to answer this question: nothing trustworthy was found "
-    "in the corpus{fallback}."
-)
+# The answer's text when there is none, saying which case it is (`answer.refusal` adds what
+# to do next): nothing relevant found, or relevant passages that state no answer.
+INSUFFICIENT = "No answer: nothing relevant to this question was found in the documents{fallback}."
 UNSUPPORTED = (
-    "The evidence is insufficient to answer this question: the passages found do not state "
-    "what the model wrote from them."
+    "No answer: relevant passages were found, but none of them states an answer to this "
+    "question (what the model wrote from them is not in them)."
 )
 SYSTEM = (
     "You are a careful assistant. Answer the user's question in one to three sentences, "
@@ -130,27 +128,6 @@ def _answer_pieces(
         usage.prompt_tokens = reply.usage.prompt_tokens
         usage.evaluated_tokens = reply.usage.evaluated_tokens
     return reply.finish_reason
-
-
-def incomplete_note(finish: AnswerFinish, text: str, settings: ModelSettings) -> str | None:
-    """Why an answer is empty or incomplete, with the fix; None for one that ended on its own.
-
-    Shared by every interface, so a cut-off or stalled answer reads the same everywhere.
-    """
-    if finish == "timeout":
-        return (
-            f"the model made no progress for {settings.llm_stall_timeout_s:g} s and the answer "
-            f"was stopped; retry on a less busy machine or raise "
-            f"{env_name('llm_stall_timeout_s')}"
-        )
-    if finish == "length":
-        return (
-            f"the answer was cut at {settings.llm_max_tokens} tokens; "
-            f"raise {env_name('llm_max_tokens')}"
-        )
-    if not text.strip():
-        return f"the model wrote nothing; retry, or set {env_name('llm')} to a larger model"
-    return None
 
 
 def cited(answer: str, context: Sequence[ContextItem]) -> list[ContextItem]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from crag_edge.answer.checked import CheckedAnswer, SupportReport
 from crag_edge.answer.generation import AnswerFinish
+from crag_edge.cancellation import Cancellation, maybe_scope
 from crag_edge.models.chat_model import FinishReason, TextStream
 from crag_edge.progress import Progress, StageEvent
 
@@ -72,16 +73,19 @@ class AnswerClock:
         self,
         stream: TextStream[AnswerFinish] | TextStream[FinishReason],
         progress: Progress | None = None,
+        cancel: Cancellation | None = None,
     ) -> TimedAnswer:
         if self._ready is None:
             self.evidence_ready()
         assert self._ready is not None
-        return TimedAnswer(stream, self._started, self._ready, progress)
+        return TimedAnswer(stream, self._started, self._ready, progress, cancel)
 
 
 class TimedAnswer(TextStream[AnswerFinish]):
     """An answer stream that times itself; read `timings` once it has ended. `progress`
-    hears the `answer` stage's end (with its duration) when the stream is exhausted."""
+    hears the `answer` stage's end (with its duration) when the stream is exhausted. Each
+    piece is written inside `cancel`'s scope (the stream is read on whichever thread its
+    reader uses), so a cancelled answer stops at its next token or judged sentence."""
 
     def __init__(
         self,
@@ -89,17 +93,19 @@ class TimedAnswer(TextStream[AnswerFinish]):
         started: float,
         ready: float,
         progress: Progress | None,
+        cancel: Cancellation | None = None,
     ) -> None:
         self._inner = stream
         self._started, self._ready = started, ready
         self._first: float | None = None
         self._end: float | None = None
         self._progress = progress
+        self._cancel = cancel
         super().__init__(self._timed(), stream.usage)
 
     def _timed(self) -> Generator[str, None, AnswerFinish]:
         try:
-            for piece in self._inner:
+            while (piece := self._next_piece()) is not None:
                 if self._first is None:
                     self._first = time.perf_counter()
                 yield piece
@@ -110,6 +116,14 @@ class TimedAnswer(TextStream[AnswerFinish]):
             ms = round((self._end - self._ready) * 1000, 3)
             self._progress(StageEvent("answer", "end", ms=ms))
         return self._inner.finish_reason
+
+    def _next_piece(self) -> str | None:
+        """The inner stream's next piece, None at its end; the scope is left before the piece
+        is handed on, since the reader may read the next one elsewhere."""
+        with maybe_scope(self._cancel):
+            if self._cancel is not None:
+                self._cancel.check()
+            return next(self._inner, None)
 
     @property
     def support(self) -> SupportReport | None:

@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from crag_edge.answer.checked import SupportReport
-from crag_edge.answer.generation import cited, incomplete_note, source_line, uncited
+from crag_edge.answer.generation import cited, source_line, uncited
+from crag_edge.answer.refusal import Refusal, refusal
 from crag_edge.answer.timing import timings_line
 from crag_edge.citations import location_fields, locator
 from crag_edge.console.errors import friendly_errors
@@ -142,26 +143,28 @@ def answer(
                 say(piece, end="")
     text, finish = stream.text, stream.finish_reason
     sources = cited(text, result.context)
-    note = incomplete_note(finish, text, settings.models)
+    refused = refusal(finish, text, result, settings.models)
     if as_json:
         print_json(
             {
                 "answer": text,
                 "finish_reason": finish,
                 "citations": [asdict(c) | location_fields(c) for c in sources],
+                "refusal": None if refused is None else refused.to_dict(),
                 "timings": stream.timings.to_dict(),
                 "support": None if stream.support is None else stream.support.to_dict(),
                 "result": result.to_dict(),
             }
         )
     else:
-        _print_answer_tail(text, result, sources, note, stream.support)
+        _print_answer_tail(text, result, sources, refused, stream.support)
         if stream.support is not None and stream.support.sentences:
             _print_support(stream.support)
         if text.strip():  # an empty answer is one error line, below
             tell((timings_line(stream.timings), "dim"))
     if not text.strip():
-        tell(("error:", "bold red"), f" no answer: {note}")
+        assert refused is not None  # an empty answer is refused: the model wrote nothing
+        tell(("error:", "bold red"), f" no answer: {refused.note}")
         raise typer.Exit(1)
 
 
@@ -176,11 +179,13 @@ def _print_answer_tail(
     text: str,
     result: CragResult,
     sources: list[ContextItem],
-    note: str | None,
+    refused: Refusal | None,
     support: SupportReport | None,
 ) -> None:
     """After the streamed text: its citations, each with the rows or slides of it its
-    sentences were found in, then what the reader should know about it."""
+    sentences were found in, then what the reader should know about it: where to go next
+    when nothing was found or stated (the passages found, by their places), a note when
+    the answer was stopped."""
     out.print()
     for item in sources:
         say(source_line(item), "  ", (f"{item.source} [{item.start}:{item.end}]", "dim"))
@@ -188,8 +193,12 @@ def _print_answer_tail(
             say(f"    {place}: ", (claim, "dim"))
     if not text.strip():
         return  # `answer` reports an empty answer as the error it is
-    if note:
-        tell(("note", "yellow"), f": {note}")
+    if refused is not None and refused.kind != "stopped":
+        for line in refused.lines():
+            say(line)
+        return
+    if refused is not None:
+        tell(("note", "yellow"), f": {refused.note}")
     if uncited(text, result):
         tell(
             ("note", "yellow"), ": the answer cites no passage; check it against the context above"

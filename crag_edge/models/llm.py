@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from crag_edge.cancellation import check_cancelled
 from crag_edge.config import ModelSettings, SettingsError
 from crag_edge.models.chat_model import (
     Call,
@@ -77,7 +78,9 @@ class LlmUnavailableError(RuntimeError):
 
 class _Deadline:
     """A wall-clock limit on a whole call, usable as a llama-cpp stopping criterion;
-    remembers that it fired."""
+    remembers that it fired. Each look at it (between prompt chunks, after each token) is
+    also where cancelled work stops: `Cancelled` rises through the call, which gives the
+    model back."""
 
     def __init__(self, seconds: float) -> None:
         self._seconds = seconds
@@ -88,6 +91,7 @@ class _Deadline:
         return max(0.0, self._at - time.monotonic())
 
     def expired(self) -> bool:
+        check_cancelled()
         if time.monotonic() >= self._at:
             self.fired = True
         return self.fired

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from crag_edge.cancellation import check_cancelled
 from crag_edge.config import ModelSettings
 from crag_edge.models.chat_model import (
     Call,
@@ -289,6 +290,7 @@ class OpenAiLlm(ChatModel):
         pieces = 0
         try:
             for event in self._http.post_stream("/chat/completions", body, stall_s):
+                check_cancelled()  # each event: closing the stream hangs up on the server
                 choice = next(iter(_read(_ChatChunk, event).choices), _Choice())
                 finish = _finish(choice.finish_reason or finish)
                 piece = (choice.delta or _Delta()).content
@@ -314,6 +316,7 @@ class OpenAiLlm(ChatModel):
         rows: list[list[float] | None] = [None] * len(prompts)
         started, evaluated = time.monotonic(), 0
         for i, prompt in enumerate(prompts):
+            check_cancelled()
             body = self._body(prompt, 1, 0.0) | {"logprobs": True, "top_logprobs": TOP_LOGPROBS}
             try:
                 reply = self._http.post(self._http.base_url + "/chat/completions", body, deadline)

@@ -11,7 +11,7 @@ takes `caller: CallerDep`. Handlers reach the engine through `state: StateDep`
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Annotated, Any
@@ -157,16 +157,3 @@ async def acquire(state: ServerState) -> None:
         await state.admission.acquire()
     except Overloaded as exc:
         raise _overloaded(state, exc) from None
-
-
-class ReleaseOnce:
-    """Call `fn` at most once, from whichever of a stream's end or its cleanup comes first:
-    the admission slot of a streamed answer is released exactly once."""
-
-    def __init__(self, fn: Callable[[], None]) -> None:
-        self._fn: Callable[[], None] | None = fn
-
-    def __call__(self) -> None:
-        fn, self._fn = self._fn, None
-        if fn is not None:
-            fn()

@@ -209,13 +209,15 @@ def llm_failure(exc: Exception) -> tuple[int, str]:
 
 def failed_generation(exc: Exception, request_id: str | None) -> tuple[str, str]:
     """The (code, message) of an answer that failed after its stream began, and its log line:
-    one of `LLM_FAILURES` says what its message says (no stack trace: the cause is outside
-    the code); anything else is a bug, logged with its stack trace. Call it inside `except`."""
-    if isinstance(exc, LLM_FAILURES):
+    one of `LLM_FAILURES`, or the corpus failing, says what its message says (no stack trace:
+    the cause is outside the code); anything else is a bug, logged with its stack trace. Call
+    it inside `except`."""
+    if isinstance(exc, (*LLM_FAILURES, CorpusError)):
         log.warning(
             "answer generation failed", extra={"request_id": request_id, "reason": str(exc)}
         )
-        return llm_failure(exc)[1], str(exc)
+        code = "corpus_unavailable" if isinstance(exc, CorpusError) else llm_failure(exc)[1]
+        return code, str(exc)
     log.exception("answer generation failed", extra={"request_id": request_id})
     return "generation_failed", "the answer could not be generated; quote the request id"
 

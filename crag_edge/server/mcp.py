@@ -17,8 +17,8 @@ receives the caller's document groups to search with.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, TypeVar
 
@@ -28,8 +28,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from crag_edge.answer.generation import cited, incomplete_note
+from crag_edge.answer.generation import cited
+from crag_edge.answer.refusal import refusal
 from crag_edge.answer.views import MEANINGS, graded_hits, sources, verdict
+from crag_edge.cancellation import Cancellation
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.groups import Groups
@@ -66,7 +68,9 @@ ASK_DESCRIPTION = (
 ANSWER_DESCRIPTION = (
     "Ask the corpus a question and get crag-edge's own answer, written by its local model from "
     "the graded evidence only, citing passages as [n], with the `citations` it used and the "
-    "verdict. " + DECISIONS
+    "verdict. When there is no whole answer, `refusal` says why (`kind`: nothing_found, "
+    "not_stated, stopped), what to do next, and for not_stated the `passages` found, with "
+    "their locators, for the user to read. " + DECISIONS
 )
 HISTORY_NOTE = (
     "The conversation's earlier turns, oldest first; give them when the question follows up "
@@ -95,9 +99,9 @@ class EngineRunner(Protocol):
     ) -> Awaitable[T]: ...
 
 
-# The client is gone: the answer being written for it may stop (None: a client that cannot go
-# away on its own, as over stdio).
-ClientGone = Callable[[], threading.Event | None]
+# Cancelled when the client is gone: the work done for it stops (None: a client that cannot
+# go away on its own, as over stdio).
+ClientGone = Callable[[], Cancellation | None]
 
 
 class _Server(MCPServer):
@@ -142,8 +146,10 @@ def build_server(
             raise ToolError(str(exc)) from None
 
     async def crag(question: str, history: list[Turn] | None) -> CragResult:
-        asked, turns = checked(question), _turns(history)
-        return await run(lambda engine, groups: engine.query(asked, history=turns, groups=groups))
+        asked, turns, gone = checked(question), _turns(history), client_gone()
+        return await run(
+            lambda engine, groups: engine.query(asked, history=turns, groups=groups, cancel=gone)
+        )
 
     @server.tool(description=SEARCH_DESCRIPTION, annotations=read_only)
     async def search(
@@ -187,29 +193,29 @@ def _cited_answer(
     question: str,
     history: list[dict[str, str]],
     groups: Groups,
-    gone: threading.Event | None,
+    gone: Cancellation | None,
 ) -> dict[str, Any]:
     """The whole answer with its citations, verdict and the support check of every sentence
-    the model wrote (an MCP tool returns one message); written up to the token at which the
-    client went away (`gone`), since nobody reads it."""
+    the model wrote (an MCP tool returns one message); stopped wherever it is when the client
+    goes away (`gone`), since nobody reads it."""
     try:
-        result, stream = engine.answer(question, history=history, groups=groups)
-        for _piece in stream:
-            if gone is not None and gone.is_set():
-                stream.close()
-                raise ToolError("the client went away; the answer was stopped")
+        result, stream = engine.answer(question, history=history, groups=groups, cancel=gone)
+        with closing(stream):
+            for _piece in stream:
+                pass
         text = stream.text
     except ModelNotInstalledError as exc:
         raise ToolError(str(exc)) from None
+    refused = refusal(stream.finish_reason, text, result, engine.settings.models)
     view = verdict(result) | {
         "answer": text,
         "finish_reason": stream.finish_reason,
         "citations": sources(cited(text, result.context)),
+        "refusal": None if refused is None else refused.to_dict(),
         "support": None if stream.support is None else stream.support.to_dict(),
     }
-    note = incomplete_note(stream.finish_reason, text, engine.settings.models)
-    if note is not None:
-        view["note"] = note
+    if refused is not None:
+        view["note"] = refused.note
     return view
 
 

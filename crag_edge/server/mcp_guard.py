@@ -12,14 +12,13 @@ transport's refusals, and whether the client is still there.
   shape (`server.errors.shaped_for`: the JSON-RPC error with the code in `data`, and the
   request id), keeping the status and the SDK's message.
 - The body is read here whole (the service caps its size first), so the connection is then
-  watched: when the client hangs up, `client_gone` is set and a tool writing an answer stops
-  at its next token (`mcp_server`).
+  watched: when the client hangs up, `client_gone` is cancelled, so the tool's work stops at
+  its next stage or token (`server.mcp`), and the request is logged as 499.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from contextvars import ContextVar
 from typing import Any
 
@@ -27,11 +26,13 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from crag_edge.cancellation import Cancellation
 from crag_edge.server.errors import MCP_PATH, ApiError, error_body, shaped_for
+from crag_edge.server.hangup import GONE, mark_closed
 from crag_edge.server.middleware import replay
 
 # Set by `guarded` for the request being served; the MCP tools' tasks copy it.
-client_gone: ContextVar[threading.Event | None] = ContextVar("crag_edge_mcp_gone", default=None)
+client_gone: ContextVar[Cancellation | None] = ContextVar("crag_edge_mcp_gone", default=None)
 # A JSON-RPC batch: the transport's own answer is a validation dump that echoes the input.
 BATCH = "JSON-RPC batches are not supported: send one request per POST"
 _CODES = {
@@ -49,10 +50,10 @@ async def guarded(app: ASGIApp, scope: AsgiScope, receive: Receive, send: Send) 
     """Run `app` on the whole body, after the id check, with its refusals reshaped."""
     body = await _read_body(receive)
     _check_id(body)
-    gone = threading.Event()
+    gone = Cancellation()
     client_gone.set(gone)
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_watch, receive, gone)
+        tasks.start_soon(_watch, receive, gone, scope)
         await app(scope, replay(body, _nothing_more), _Reshaped(send))
         tasks.cancel_scope.cancel()
 
@@ -75,10 +76,11 @@ async def _read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-async def _watch(receive: Receive, gone: threading.Event) -> None:
+async def _watch(receive: Receive, gone: Cancellation, scope: AsgiScope) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
-    gone.set()
+    gone.cancel(GONE)
+    mark_closed(scope.setdefault("state", {}))
 
 
 def _check_id(body: bytes) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crag_edge.server.errors import error_body, shaped_for
+from crag_edge.server.hangup import CLIENT_CLOSED, client_closed
 from crag_edge.server.logs import request_id_var
 from crag_edge.server.scopes import Principal
 from crag_edge.server.state import ServerState
@@ -106,6 +107,10 @@ class RequestContext:
         await self.app(scope, replay(body, receive), send)
 
     def _log(self, scope: Scope, status: int, started: float) -> None:
+        """The access log line and the request metrics: a request whose client hung up
+        before its answer was whole is a 499, whatever status its stream had begun with."""
+        if client_closed(scope):
+            status = CLIENT_CLOSED
         route = _route(scope)
         self.state.metrics.requests.labels(route, _method(scope), str(status)).inc()
         fields = {

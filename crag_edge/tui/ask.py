@@ -2,7 +2,7 @@
 the evidence and the answer.
 
 The screen's state is a handful of reactive attributes (the result, the answer as streamed,
-its note, failure and support report); each `watch_` method redraws the panels that show
+its refusal, failure and support report); each `watch_` method redraws the panels that show
 one of them, so the worker that runs a question only sets attributes. The engine is the
 app's: it is passed down as `engine`, and the screen never opens or closes one.
 """
@@ -24,7 +24,9 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from crag_edge.answer.checked import SupportReport
-from crag_edge.answer.generation import cited, incomplete_note
+from crag_edge.answer.generation import cited
+from crag_edge.answer.refusal import Refusal, refusal
+from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.engine import Engine
 from crag_edge.models.llm import Message
 from crag_edge.progress import StageEvent
@@ -115,8 +117,8 @@ class AskScreen(Screen[None]):
     """What the stage line says while no question runs (set by the app as the corpus opens)."""
     result: var[CragResult | None] = var(None, init=False)
     answer_text: var[str] = var("", init=False)
-    note: var[str | None] = var(None, init=False)
-    """Why the answer is empty or cut off."""
+    refusal: var[Refusal | None] = var(None, init=False)
+    """Why there is no whole answer, and what to do next (`answer.refusal`)."""
     failure: var[str | None] = var(None, init=False)
     support: var[SupportReport | None] = var(None, init=False)
 
@@ -138,8 +140,10 @@ class AskScreen(Screen[None]):
         self._pending: str | None = None
         self._run = 0
         # Questions whose thread is still inside the engine: a cancelled worker counts as
-        # finished at once, but its thread runs on until the stage it is in returns.
+        # finished at once, but its thread runs on until its next stage or token, where
+        # the question's cancellation stops it.
         self._asking: set[int] = set()
+        self._cancel = Cancellation()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -155,7 +159,7 @@ class AskScreen(Screen[None]):
                 yield AnswerPanel(id="answer-scroll").data_bind(
                     AskScreen.result,
                     AskScreen.answer_text,
-                    AskScreen.note,
+                    AskScreen.refusal,
                     AskScreen.failure,
                     AskScreen.support,
                 )
@@ -171,6 +175,10 @@ class AskScreen(Screen[None]):
     def busy(self) -> bool:
         """A question runs, or its thread has yet to leave the engine."""
         return self.stages.running or bool(self._asking)
+
+    def on_unmount(self) -> None:
+        """The app is closing: a question still running stops at its next stage or token."""
+        self._cancel.cancel()
 
     # -- watchers: each attribute redraws what shows it ---------------------------------------
 
@@ -201,7 +209,7 @@ class AskScreen(Screen[None]):
 
     def reset_view(self, decision: str) -> None:
         """Empty the result panels (a new question, or another corpus)."""
-        self.result = self.note = self.failure = self.support = None
+        self.result = self.refusal = self.failure = self.support = None
         self.answer_text = ""
         self.query_one(DecisionPanel).clear(decision)
         self.query_one("#chunk", Plain).update("")
@@ -228,10 +236,12 @@ class AskScreen(Screen[None]):
             self._pending = question
             self.notice = f"Queued until the corpus is open: {question}"
             return
-        self.run_question(self.engine, question, self._run)
+        self._cancel.cancel()  # the question before, if it still runs
+        self._cancel = Cancellation()
+        self.run_question(self.engine, question, self._run, self._cancel)
 
     @work(thread=True, exclusive=True, group="ask", exit_on_error=False)
-    def run_question(self, engine: Engine, question: str, run: int) -> None:
+    def run_question(self, engine: Engine, question: str, run: int, cancel: Cancellation) -> None:
         worker = get_current_worker()
 
         def ui(name: str, value: Any) -> None:
@@ -246,7 +256,9 @@ class AskScreen(Screen[None]):
         history = list(self.conversation)
         self._asking.add(run)
         try:
-            result, stream = engine.answer(question, history=history, progress=on_stage)
+            result, stream = engine.answer(
+                question, history=history, progress=on_stage, cancel=cancel
+            )
             if worker.is_cancelled:
                 return
             ui("result", result)
@@ -256,11 +268,14 @@ class AskScreen(Screen[None]):
                     return
                 text += piece
                 ui("answer_text", text)
-            note = incomplete_note(stream.finish_reason, stream.text, engine.settings.models)
+            refused = refusal(stream.finish_reason, stream.text, result, engine.settings.models)
             support = stream.support
-            self.app.call_from_thread(self._finish_answer, run, result, note, support)
-            if note is None and support is not None and support.sentences:
+            self.app.call_from_thread(self._finish_answer, run, result, refused, support)
+            stopped = refused is not None and refused.kind == "stopped"
+            if not stopped and support is not None and support.sentences:
                 ui("support", support)
+        except Cancelled:
+            return  # Esc, another question or another corpus: the stage line says so
         except Exception as exc:
             ui("failure", f"{type(exc).__name__}: {exc}")
         finally:
@@ -282,11 +297,11 @@ class AskScreen(Screen[None]):
             self.stages.done(name, event.detail)
 
     def _finish_answer(
-        self, run: int, result: CragResult, note: str | None, support: SupportReport | None
+        self, run: int, result: CragResult, refused: Refusal | None, support: SupportReport | None
     ) -> None:
         """Citations under the answer, each by the rows, slides or pages of it its sentences
-        were found in, and `note` (why it is empty or cut off). An answer joins the
-        conversation under its standalone question."""
+        were found in, and the refusal (why there is no whole answer, what to do next). An
+        answer joins the conversation under its standalone question."""
         if run != self._run:
             return
         if self.answer_text.strip():
@@ -299,7 +314,9 @@ class AskScreen(Screen[None]):
             places = [place for place, _ in support.narrowed(item)] if support else []
             options.append(Option(citation_label(item, places), id=str(item.n)))
         self._show_citations(options)
-        self.note = note
+        self.refusal = refused
+        if refused is not None and refused.kind == "stopped":
+            self.stages.stopped("answer", refused.reason)  # as the answer panel says
 
     # -- evidence ----------------------------------------------------------------------------
 
@@ -310,7 +327,8 @@ class AskScreen(Screen[None]):
             return
         hit, grade = table.entries[event.cursor_row]
         self.query_one("#chunk", Plain).update(chunk_view(hit, grade, self.result.context))
-        self.query_one("#chunk-scroll").border_title = f"Chunk · rank {hit.rank}"
+        title = f"Chunk · #{event.cursor_row + 1} · rank {hit.rank} in its search"
+        self.query_one("#chunk-scroll").border_title = title
 
     @on(OptionList.OptionSelected, "#citations")
     def _citation_selected(self, event: OptionList.OptionSelected) -> None:
@@ -337,6 +355,7 @@ class AskScreen(Screen[None]):
 
     def action_cancel(self) -> None:
         if self.stages.running:
+            self._cancel.cancel()
             self.workers.cancel_group(self, "ask")
             self._run += 1
             self.stages.fail("cancelled")

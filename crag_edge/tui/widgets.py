@@ -22,6 +22,7 @@ from textual.reactive import var
 from textual.widgets import DataTable, Input, Static
 
 from crag_edge.answer.checked import SupportReport
+from crag_edge.answer.refusal import Refusal
 from crag_edge.citations import locator, place_label
 from crag_edge.config import TIERS, Settings
 from crag_edge.grading import ItemGrade
@@ -37,7 +38,15 @@ DECISION_STYLE = {
 INSUFFICIENT_TITLE = "Answer — insufficient evidence"
 INCOMPLETE_TITLE = "Answer — incomplete"
 EMPTY_TITLE = "No answer"
-MAX_STAGES_SHOWN = 8  # a corrective loop's later rounds push its first stages off the line
+# The title of each refusal (`answer.refusal`) that is not a stop.
+REFUSAL_TITLES = {
+    "nothing_found": "No answer — nothing found",
+    "not_stated": "No answer — not stated",
+}
+# The stage line's height: a corrective loop's later rounds push its first stages off it.
+STAGE_LINES = 2
+ARROW = " → "
+MORE = "… "
 TIER_LABELS = {"signals": "signals", "cross_encoder": "x-enc", "llm": "llm"}
 _STRIP_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -78,8 +87,9 @@ class NoControlCodes(LineFilter):
 
 class QuestionInput(Input):
     """The question box, with a history on up/down. Enter posts `Asked` with the question
-    as checked at the boundary; text with nothing to search for is refused where it was
-    typed."""
+    as checked at the boundary, and the question stays in the box, selected: there to read
+    and edit, replaced by whatever is typed next. Text with nothing to search for is refused
+    where it was typed."""
 
     class Asked(Message):
         def __init__(self, question: str) -> None:
@@ -109,7 +119,7 @@ class QuestionInput(Input):
         if not self.history or self.history[-1] != question:
             self.history.append(question)
         self._position = len(self.history)
-        self.value = ""
+        self.select_all()  # the question stays to read and edit; typing replaces it
         self.post_message(self.Asked(question))
 
     def action_history(self, step: int) -> None:
@@ -184,6 +194,15 @@ class StageLine(Plain):
         self.stages.append(Stage("error", self.clock(), message, ms=0.0, failed=True))
         self._render_stages()
 
+    def stopped(self, name: str, reason: str) -> None:
+        """The stage `name` ended without its work done (an answer stopped): a cross and
+        the reason in place of its time, as the panel that shows its result says."""
+        for stage in reversed(self.stages):
+            if stage.name == name:
+                stage.failed, stage.detail = True, reason
+                break
+        self._render_stages()
+
     @property
     def running(self) -> bool:
         return any(stage.ms is None for stage in self.stages)
@@ -192,31 +211,63 @@ class StageLine(Plain):
         if self.running:
             self._render_stages()
 
+    def on_resize(self) -> None:
+        self._render_stages()
+
     def _render_stages(self) -> None:
         if not self.stages:
             self.update(Text(self.idle_text, style="dim"))
             return
-        line = Text()
-        shown = self.stages[-MAX_STAGES_SHOWN:]
-        if len(shown) < len(self.stages):
-            line.append("… ", style="dim")
-        for i, stage in enumerate(shown):
-            if i:
-                line.append(" → ", style="dim")
-            if stage.failed:
-                line.append(f"✗ {stage.name}", style="bold red")
-            elif stage.ms is None:
-                elapsed = self.clock() - stage.started
-                line.append(f"⋯ {stage.name}… {elapsed:.1f}s", style="bold yellow")
-            else:
-                line.append(f"✓ {stage.name}", style="green")
-            if stage.detail:
-                style = DECISION_STYLE.get(stage.detail.split(" ")[0], "")
-                line.append(" ")
-                line.append(stage.detail, style=style)
-            if stage.ms is not None and stage.ms > 0 and not stage.failed:
-                line.append(f" {stage.ms:.0f}ms", style="dim")
-        self.update(line)
+        pieces = [self._piece(stage) for stage in self.stages]
+        self.update(fitted(pieces, self.content_size.width, STAGE_LINES))
+
+    def _piece(self, stage: Stage) -> Text:
+        """One stage: its mark, name, detail and time."""
+        piece = Text()
+        if stage.failed:
+            piece.append(f"✗ {stage.name}", style="bold red")
+        elif stage.ms is None:
+            elapsed = self.clock() - stage.started
+            piece.append(f"⋯ {stage.name}… {elapsed:.1f}s", style="bold yellow")
+        else:
+            piece.append(f"✓ {stage.name}", style="green")
+        if stage.detail:
+            style = "red" if stage.failed else DECISION_STYLE.get(stage.detail.split(" ")[0], "")
+            piece.append(" ")
+            piece.append(stage.detail, style=style)
+        if stage.ms is not None and stage.ms > 0 and not stage.failed:
+            piece.append(f" {stage.ms:.0f}ms", style="dim")
+        return piece
+
+
+def fitted(pieces: Sequence[Text], width: int, lines: int) -> Text:
+    """The newest pieces that fit `lines` lines of `width` cells, joined by arrows, each line
+    broken between pieces, never inside one; the older ones left out behind "… ", a piece
+    wider than a line cut short with "…". Without a width yet (not laid out), all of them."""
+    if width <= 0:
+        return Text(" → ").join(pieces)
+    room = width - len(MORE)  # every line opens with "… " or a continuing "→ "
+    rows: list[list[Text]] = [[]]
+    used = 0
+    for piece in reversed(pieces):
+        if piece.cell_len > room:
+            piece = piece.copy()
+            piece.truncate(room, overflow="ellipsis")
+        need = piece.cell_len + (len(ARROW) if rows[-1] else 0)
+        if rows[-1] and used + need > room:
+            if len(rows) == lines:
+                break
+            rows.append([])
+            used, need = 0, piece.cell_len
+        rows[-1].insert(0, piece)
+        used += need
+    shown = sum(len(row) for row in rows)
+    text = Text(MORE if shown < len(pieces) else "", style="dim")
+    for i, row in enumerate(reversed(rows)):
+        if i:
+            text.append("\n" + ARROW.lstrip(), style="dim")
+        text.append_text(Text(ARROW, style="dim").join(row))
+    return text
 
 
 class DecisionPanel(Plain):
@@ -313,15 +364,16 @@ def describe_fallback(result: CragResult) -> str:
 
 
 class AnswerPanel(VerticalScroll):
-    """The answer as it streams; the note on why it is empty or cut off after it, or the
-    failure in its place. Its title and classes (`insufficient`, `incomplete`, `failed`) say
-    which, its subtitle what the support check found. The attributes are the ask screen's,
-    bound with `data_bind`."""
+    """The answer as it streams; after it, what to do next when there is no whole answer
+    (the passages to read, or the note on why it is empty or cut off), or the failure in its
+    place. Its title and classes (`insufficient`, `incomplete`, `failed`) say which, its
+    subtitle what the support check found. The attributes are the ask screen's, bound with
+    `data_bind`."""
 
     BORDER_TITLE = "Answer"
     result: var[CragResult | None] = var(None)
     answer_text: var[str] = var("")
-    note: var[str | None] = var(None)
+    refusal: var[Refusal | None] = var(None)
     failure: var[str | None] = var(None)
     support: var[SupportReport | None] = var(None)
 
@@ -331,34 +383,45 @@ class AnswerPanel(VerticalScroll):
     def _show_state(self) -> None:
         """The classes and title: what became of the answer. The bound attributes may arrive
         in any order, so each of them redraws all of it."""
-        result, note = self.result, self.note
-        insufficient = result is not None and (result.insufficient_evidence or not result.context)
+        result, refused = self.result, self.refusal
+        stopped = refused is not None and refused.kind == "stopped"
+        insufficient = (refused is not None and not stopped) or (
+            result is not None and (result.insufficient_evidence or not result.context)
+        )
         self.set_class(insufficient, "insufficient")
-        self.set_class(note is not None, "incomplete")
+        self.set_class(stopped, "incomplete")
         self.set_class(self.failure is not None, "failed")
-        if note is not None:
+        if refused is not None and stopped:
             title = INCOMPLETE_TITLE if self.answer_text.strip() else EMPTY_TITLE
+        elif refused is not None:
+            title = REFUSAL_TITLES[refused.kind]
         else:
             title = INSUFFICIENT_TITLE if insufficient else self.BORDER_TITLE
         if title != self.border_title:  # setting a title redraws the whole panel
             self.border_title = title
         self._show_text()
 
-    watch_result = watch_note = watch_failure = _show_state
+    watch_result = watch_refusal = watch_failure = _show_state
 
     def watch_answer_text(self) -> None:
         self._show_state()
         self.scroll_end(animate=False)
 
     def _show_text(self) -> None:
-        """The answer as streamed, the note after it, or the failure in its place."""
-        note, empty = self.note, not self.answer_text.strip()
+        """The answer as streamed and what to do next after it, or the failure in its place."""
+        refused, empty = self.refusal, not self.answer_text.strip()
         shown: RenderableType = self.answer_text
         if self.failure is not None:
             shown = self.failure
-        elif note is not None:
+        elif refused is not None and refused.kind == "stopped":
             shown = Text() if empty else Text(self.answer_text + "\n\n")
-            shown.append(f"{'No answer' if empty else 'Note'}: {note}", style="bold yellow")
+            shown.append(f"{'No answer' if empty else 'Note'}: {refused.note}", style="bold yellow")
+        elif refused is not None:
+            shown = Text(self.answer_text + "\n\n")
+            step, *passages = refused.lines()
+            shown.append(step, style="bold")
+            for line in passages:
+                shown.append("\n" + line, style="cyan")
         self.query_one(Plain).update(shown)
 
     def watch_support(self, report: SupportReport | None) -> None:
@@ -408,7 +471,7 @@ class EvidenceTable(DataTable[Text | str]):
         for i, (hit, grade) in enumerate(self.entries):
             kept = Text("kept", style="bold green") if grade.kept else Text("dropped", style="red")
             cells: list[Text | str] = [
-                str(hit.rank),
+                str(i + 1),  # the row's own number: ranks restart in every round
                 Text(clipped(locator(hit.chunk), 36)),  # a str cell would be read as markup
                 f"{hit.score:.3f}",
                 *[_score(grade.tiers.get(t)) for t in tiers],

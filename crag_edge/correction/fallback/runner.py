@@ -2,7 +2,8 @@
 
 Providers run in threads (their work is network or SQLite I/O, which releases the GIL). The
 caller waits at most `timeout` seconds: a provider still running then is recorded as a
-timeout and its thread finishes on its own, bounded by the provider's own timeout. A failure
+timeout and its thread finishes on its own, bounded by the provider's own timeout. A question
+cancelled meanwhile stops the wait, and its providers' HTTP calls are cut. A failure
 never raises; it is recorded with the reason and the fix.
 
 Results are merged with Reciprocal Rank Fusion rather than by score: the providers' scores are
@@ -16,12 +17,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextvars import copy_context
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+from crag_edge.cancellation import check_cancelled
 from crag_edge.correction.fallback.base import ENV_TIMEOUT, FallbackError, FallbackProvider
 from crag_edge.correction.fallback.http import url_key
 from crag_edge.groups import Groups
+from crag_edge.http_bounds import CANCEL_POLL_S
 from crag_edge.retrieval import rrf
 from crag_edge.types import Hit
 
@@ -53,8 +58,11 @@ def run_fallbacks(
     started = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=len(providers), thread_name_prefix="crag-fallback")
     try:
-        futures = [pool.submit(_timed, p, query, limit, groups) for p in providers]
-        wait(futures, timeout=timeout)
+        # Each provider in the caller's context: a cancelled question cuts its HTTP call.
+        futures = [
+            pool.submit(copy_context().run, _timed, p, query, limit, groups) for p in providers
+        ]
+        _wait_cancellable(futures, timeout)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     waited_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -82,6 +90,17 @@ def run_fallbacks(
             used.append(provider.name)
             answers.append(result[:limit])
     return FallbackOutcome(merge(answers, limit, rrf_k), used, failures, timings)
+
+
+def _wait_cancellable(futures: Sequence[Future[Any]], timeout: float) -> None:
+    """Wait for every future, at most `timeout` seconds, and no longer than it takes to see
+    that the question was cancelled (`cancellation`)."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        _, pending = wait(futures, timeout=min(left, CANCEL_POLL_S))
+        check_cancelled()
+        if not pending:
+            return
 
 
 def merge(answers: Sequence[Sequence[Hit]], limit: int, rrf_k: int = 60) -> list[Hit]:

@@ -20,6 +20,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from crag_edge.cancellation import Cancelled
 from crag_edge.engine import Engine
 from crag_edge.groups import Groups
 from crag_edge.server.deps import admitted, authenticate, caller_var, require_scope
@@ -66,6 +67,8 @@ def _runner(state: ServerState) -> EngineRunner:
                 return await run_in_threadpool(work, engine, caller.visible_groups)
         except ApiError as exc:
             raise ToolError(f"{exc.message} ({exc.code})") from None
+        except Cancelled:
+            raise ToolError("the client went away; the work was stopped") from None
 
     return run
 

@@ -18,46 +18,38 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.background import BackgroundTask
-from starlette.concurrency import run_in_threadpool
 
 from crag_edge.answer.checked import SupportReport
-from crag_edge.answer.generation import AnswerFinish, cited, incomplete_note, source_line
+from crag_edge.answer.generation import AnswerFinish, cited, source_line
+from crag_edge.answer.refusal import Refusal, refusal
 from crag_edge.answer.timing import TimedAnswer
 from crag_edge.answer.views import sources, verdict
+from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.groups import Groups
 from crag_edge.models.llm import Message
 from crag_edge.result import CragResult
-from crag_edge.server.deps import (
-    CallerDep,
-    ReleaseOnce,
-    StateDep,
-    acquire,
-    admitted,
-    requires,
-)
+from crag_edge.server.deps import CallerDep, StateDep, acquire, admitted, requires
 from crag_edge.server.errors import (
     ApiError,
     OpenAiErrorBody,
     error_responses,
     failed_generation,
 )
+from crag_edge.server.hangup import Emit, WorkStream, watched
 from crag_edge.server.logs import request_id_var
 from crag_edge.server.routers.query import checked_question
 from crag_edge.server.state import ServerState
 
 router = APIRouter(tags=["openai"], responses=error_responses(401, 403, 503, model=OpenAiErrorBody))
-_END = object()
 
 
 # OpenAI clients send fields this API does not use (names, tool calls, sampling options):
@@ -106,7 +98,7 @@ async def models(state: StateDep) -> dict[str, Any]:
 )
 async def chat_completions(
     body: ChatRequest, state: StateDep, caller: CallerDep, request: Request
-) -> JSONResponse | StreamingResponse:
+) -> JSONResponse | WorkStream:
     """The answer to the last user message, from the corpus's graded evidence only."""
     if body.model != model_id(state):
         raise ApiError(
@@ -118,13 +110,14 @@ async def chat_completions(
     engine = state.require_engine()
     ask = _Ask(question, history, caller.visible_groups)
     if body.stream:
-        return await _streamed(state, engine, ask)
+        await acquire(state)
+        streamed = _StreamedReply(model_id(state), engine, ask, state)
+        return WorkStream(streamed.run, state.admission.release)
     async with admitted(state):
-        result, tokens = await run_in_threadpool(ask.answer, engine)
-        text = await _whole_text(tokens, request)
+        result, tokens = await watched(request, lambda cancel: ask.whole(engine, cancel))
     state.metrics.observe_result(result)
     reply = _Reply(model_id(state), result, engine.settings)
-    return JSONResponse(reply.completion(text, tokens.finish_reason, tokens.support))
+    return JSONResponse(reply.completion(tokens.text, tokens.finish_reason, tokens.support))
 
 
 def _conversation(body: ChatRequest, state: ServerState) -> tuple[str, list[Message]]:
@@ -150,61 +143,58 @@ class _Ask:
     history: list[Message]
     groups: Groups
 
-    def answer(self, engine: Engine) -> tuple[CragResult, TimedAnswer]:
-        return engine.answer(self.question, history=self.history, groups=self.groups)
+    def answer(self, engine: Engine, cancel: Cancellation) -> tuple[CragResult, TimedAnswer]:
+        return engine.answer(self.question, history=self.history, groups=self.groups, cancel=cancel)
+
+    def whole(self, engine: Engine, cancel: Cancellation) -> tuple[CragResult, TimedAnswer]:
+        """The answer read to its end (a whole completion)."""
+        result, tokens = self.answer(engine, cancel)
+        try:
+            for _piece in tokens:
+                pass
+        finally:
+            tokens.close()
+        return result, tokens
 
 
-async def _whole_text(tokens: TimedAnswer, request: Request) -> str:
-    """The whole answer, read as the model writes it; a client that has gone (timed out, as
-    a whole answer may take long) stops the model there and frees its slot: 499, for the log."""
-    try:
-        while await run_in_threadpool(next, tokens, _END) is not _END:
-            if await request.is_disconnected():
-                raise ApiError(499, "client_closed", "the client went away before the answer")
-        return tokens.text
-    finally:
-        await run_in_threadpool(tokens.close)
+@dataclass(frozen=True)
+class _StreamedReply:
+    """A streamed completion: chunks as the model writes, the model slot held until the work
+    ends (`server.hangup.WorkStream`)."""
 
+    model: str
+    engine: Engine
+    ask: _Ask
+    state: ServerState
 
-async def _streamed(state: ServerState, engine: Engine, ask: _Ask) -> StreamingResponse:
-    """Chunks as the model writes; the model slot is held until the stream ends."""
-    await acquire(state)
-    release = ReleaseOnce(state.admission.release)
-    try:
-        result, tokens = await run_in_threadpool(ask.answer, engine)
-    except BaseException:
-        release()
-        raise
-    state.metrics.observe_result(result)
-    reply = _Reply(model_id(state), result, engine.settings)
-    return StreamingResponse(
-        _chunks(reply, tokens, release),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        background=BackgroundTask(release),
-    )
+    def run(self, cancel: Cancellation, emit: Emit) -> None:
+        """The chunks, or an `error` chunk in OpenAI's shape when the work fails."""
+        try:
+            self._chunks(cancel, emit)
+        except Cancelled:
+            raise
+        except Exception as exc:
+            request_id = request_id_var.get()
+            code, message = failed_generation(exc, request_id)
+            emit(_event({"error": {"message": message, "type": code, "request_id": request_id}}))
 
-
-async def _chunks(
-    reply: _Reply, tokens: TimedAnswer, release: Callable[[], None]
-) -> AsyncIterator[str]:
-    try:
-        yield _event(reply.chunk({"role": "assistant", "content": ""}))
-        while (token := await run_in_threadpool(next, tokens, _END)) is not _END:
-            yield _event(reply.chunk({"content": token}))
+    def _chunks(self, cancel: Cancellation, emit: Emit) -> None:
+        result, tokens = self.ask.answer(self.engine, cancel)
+        self.state.metrics.observe_result(result)
+        reply = _Reply(self.model, result, self.engine.settings)
+        try:
+            emit(_event(reply.chunk({"role": "assistant", "content": ""})))
+            for token in tokens:
+                emit(_event(reply.chunk({"content": token})))
+        finally:
+            tokens.close()
         text, finish = tokens.text, tokens.finish_reason
         tail = reply.tail(text, finish, tokens.support)
         if tail:
-            yield _event(reply.chunk({"content": tail}))
+            emit(_event(reply.chunk({"content": tail})))
         crag = reply.crag(text, finish, tokens.support)
-        yield _event(reply.chunk({}, _finish(finish), crag=crag))
-        yield "data: [DONE]\n\n"
-    except Exception as exc:
-        code, message = failed_generation(exc, reply.request_id)
-        yield _event({"error": {"message": message, "type": code, "request_id": reply.request_id}})
-    finally:
-        await run_in_threadpool(tokens.close)
-        release()
+        emit(_event(reply.chunk({}, _finish(finish), crag=crag)))
+        emit("data: [DONE]\n\n")
 
 
 def _event(data: dict[str, Any]) -> str:
@@ -228,15 +218,23 @@ class _Reply:
 
     def tail(self, text: str, finish: AnswerFinish, support: SupportReport | None) -> str:
         """The cited sources, one a line, each followed by the rows, slides or pages of it
-        its sentences were found in, and a note when the answer is incomplete."""
+        its sentences were found in; where to go next when nothing was found or stated (the
+        passages found, by their places), or a note when the answer was stopped."""
         lines = []
         for item in cited(text, self.result.context):
             lines.append(source_line(item))
             narrowed = support.narrowed(item) if support is not None else []
             lines += [f"    {place}: {claim}" for place, claim in narrowed]
         tail = "\n\nSources:\n" + "\n".join(lines) if lines else ""
-        note = incomplete_note(finish, text, self.settings.models)
-        return f"{tail}\n\n({note})" if note else tail
+        refused = self.refusal(text, finish)
+        if refused is None:
+            return tail
+        if refused.kind == "stopped":
+            return f"{tail}\n\n({refused.note})"
+        return f"{tail}\n\n" + "\n".join(refused.lines())
+
+    def refusal(self, text: str, finish: AnswerFinish) -> Refusal | None:
+        return refusal(finish, text, self.result, self.settings.models)
 
     def crag(
         self, text: str, finish: AnswerFinish, support: SupportReport | None
@@ -244,8 +242,10 @@ class _Reply:
         """crag-edge's own account of the answer: the decision, every source (cited or not),
         and the support check of each sentence the model wrote (`support`)."""
         numbers = {item.n for item in cited(text, self.result.context)}
+        refused = self.refusal(text, finish)
         return verdict(self.result) | {
             "finish_reason": finish,
+            "refusal": None if refused is None else refused.to_dict(),
             "sources": [s | {"cited": s["n"] in numbers} for s in sources(self.result.context)],
             "support": None if support is None else support.to_dict(),
         }

@@ -1,39 +1,43 @@
 """Questions: the corrective loop's result as JSON, and the answer streamed as server-sent
 events.
 
-Both take a model slot (`server.deps.admitted`); a streamed answer keeps its slot until the
-stream ends or the client goes away. A query needs the `query` scope, an answer (which spends
-the shared LLM) `answer`; both search only the documents the caller's groups may see.
+Both take a model slot (`server.deps.admitted`); a streamed answer keeps its slot until its
+work has ended, which a client that goes away ends at once (`server.hangup`). A query needs
+the `query` scope, an answer (which spends the shared LLM) `answer`; both search only the
+documents the caller's groups may see.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
-from starlette.background import BackgroundTask
-from starlette.concurrency import run_in_threadpool
 
 from crag_edge.answer.generation import cited
+from crag_edge.answer.refusal import refusal
 from crag_edge.answer.timing import TimedAnswer
+from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.config import RetrievalMode
+from crag_edge.engine import Engine
+from crag_edge.groups import Groups
 from crag_edge.result import CragResult
 from crag_edge.server.config import ServerConfig
 from crag_edge.server.deps import (
     PROTECTED,
     CallerDep,
-    ReleaseOnce,
     StateDep,
     acquire,
     admitted,
     requires,
 )
 from crag_edge.server.errors import ApiError, error_responses, failed_generation
+from crag_edge.server.hangup import Emit, WorkStream, watched
 from crag_edge.server.logs import request_id_var
+from crag_edge.server.state import ServerState
 from crag_edge.text_boundary import WORD_PATTERN, QuestionError, asked_question, repair
 
 router = APIRouter(tags=["query"], responses=PROTECTED)
@@ -86,17 +90,23 @@ def checked_question(asked: str, config: ServerConfig) -> str:
 
 
 @router.post("/v1/query", dependencies=requires("query"), responses=QUESTION_ERRORS)
-async def query(body: QueryRequest, state: StateDep, caller: CallerDep) -> dict[str, Any]:
-    """The corrective loop's result (CragResult JSON, as `crag-edge query --json`)."""
+async def query(
+    body: QueryRequest, state: StateDep, caller: CallerDep, request: Request
+) -> dict[str, Any]:
+    """The corrective loop's result (CragResult JSON, as `crag-edge query --json`); a client
+    that hangs up stops it (499)."""
     question = checked_question(body.question, state.config)
     engine = state.require_engine()
     async with admitted(state):
-        result = await run_in_threadpool(
-            engine.query,
-            question,
-            mode=body.mode,
-            top_k=body.top_k,
-            groups=caller.visible_groups,
+        result = await watched(
+            request,
+            lambda cancel: engine.query(
+                question,
+                mode=body.mode,
+                top_k=body.top_k,
+                groups=caller.visible_groups,
+                cancel=cancel,
+            ),
         )
     state.metrics.observe_result(result)
     shown: dict[str, Any] = state.view.shown(result.to_dict(), caller.visible_groups)
@@ -109,87 +119,83 @@ async def query(body: QueryRequest, state: StateDep, caller: CallerDep) -> dict[
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}}, **QUESTION_ERRORS},
 )
-async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> StreamingResponse:
-    """Server-sent events: `token` events ({"text"}), then one `result` event
-    ({"answer", "finish_reason", "cited", "timings", "support", "result": CragResult};
+async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> WorkStream:
+    """Server-sent events from the start: a `stage` event ({"stage", "status", "detail",
+    "ms"}) as each stage of the loop starts and ends (retrieve, the grading tiers, each
+    round's decision, each correction, refine, answer), then `token` events ({"text"}), then
+    one `result` event ({"answer", "finish_reason", "cited", "refusal", "timings", "support",
+    "result": CragResult}; `refusal` as `answer.refusal.Refusal`, null for a whole answer;
     `timings` as `answer.timing.AnswerTimings`, in seconds; `support` the check of every
-    sentence the model wrote, `answer.checked.SupportReport`); `error` instead if generation
-    fails. Each `token` event is a whole sentence that passed the support check. `finish_reason`:
-    stop, length (cut at llm_max_tokens), timeout (stalled past llm_stall_timeout_s),
-    insufficient_evidence (no model called) or unsupported (no sentence of the model's answer
-    was stated by the passages: the answer is the insufficient-evidence reply)."""
+    sentence the model wrote, `answer.checked.SupportReport`); `error` instead if the work
+    fails. Each `token` event is a whole sentence that passed the support
+    check. `finish_reason`: stop, length (cut at llm_max_tokens), timeout (stalled past
+    llm_stall_timeout_s), insufficient_evidence (no model called) or unsupported (no sentence
+    of the model's answer was stated by the passages: the answer is the insufficient-evidence
+    reply). A client that hangs up stops the work wherever it is (499 in the log)."""
     question = checked_question(body.question, state.config)
     engine = state.require_engine()
     await acquire(state)
-    release = ReleaseOnce(state.admission.release)
-    try:
-        result, tokens = await run_in_threadpool(
-            engine.answer,
-            question,
-            mode=body.mode,
-            top_k=body.top_k,
-            groups=caller.visible_groups,
-        )
-    except BaseException:
-        release()
-        raise
-    state.metrics.observe_result(result)
-
-    def shown() -> dict[str, Any]:
-        """The result as this caller may see it, read when the answer has ended: an answer
-        written again from the top hits read whole has added them to its context."""
-        return state.view.shown(result.to_dict(), caller.visible_groups)
-
-    return StreamingResponse(
-        _answer_events(result, shown, tokens, release, request_id_var.get()),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        background=BackgroundTask(release),
-    )
+    ask = _Answering(engine, question, body, caller.visible_groups, state, request_id_var.get())
+    return WorkStream(ask.run, state.admission.release)
 
 
 def _sse(event: str, data: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-_END = object()
+@dataclass(frozen=True)
+class _Answering:
+    """One `/v1/answer`: the engine's work, written as events while it runs."""
 
+    engine: Engine
+    question: str
+    body: QueryRequest
+    groups: Groups
+    state: ServerState
+    request_id: str | None
 
-async def _answer_events(
-    result: CragResult,
-    shown: Callable[[], dict[str, Any]],
-    tokens: TimedAnswer,
-    release: Callable[[], None],
-    request_id: str | None,
-) -> AsyncIterator[str]:
-    try:
-        while True:
-            token = await run_in_threadpool(next, tokens, _END)
-            if token is _END:
-                break
-            yield _sse("token", {"text": token})
-        yield _sse(
-            "result",
-            {
-                "answer": tokens.text,
-                "finish_reason": tokens.finish_reason,
-                "cited": [item.n for item in cited(tokens.text, result.context)],
-                "timings": tokens.timings.to_dict(),
-                "support": None if tokens.support is None else tokens.support.to_dict(),
-                "result": shown(),
-            },
-        )
-    except Exception as exc:
-        code, message = failed_generation(exc, request_id)
-        yield _sse(
-            "error",
-            {
-                "error": code,
-                "message": message,
-                "request_id": request_id,
-                "result": shown(),
-            },
-        )
-    finally:
-        await run_in_threadpool(tokens.close)
-        release()
+    def run(self, cancel: Cancellation, emit: Emit) -> None:
+        """The stages, the sentences and the result as events; a failure as an `error` event
+        (with the result when the loop had reached one)."""
+        result: CragResult | None = None
+        try:
+            result, tokens = self.engine.answer(
+                self.question,
+                mode=self.body.mode,
+                top_k=self.body.top_k,
+                groups=self.groups,
+                progress=lambda event: emit(_sse("stage", asdict(event))),
+                cancel=cancel,
+            )
+            self.state.metrics.observe_result(result)
+            try:
+                for token in tokens:
+                    emit(_sse("token", {"text": token}))
+            finally:
+                tokens.close()
+            emit(_sse("result", self._result(result, tokens)))
+        except Cancelled:
+            raise
+        except Exception as exc:
+            code, message = failed_generation(exc, self.request_id)
+            failed = {"error": code, "message": message, "request_id": self.request_id}
+            emit(_sse("error", failed | ({"result": self._shown(result)} if result else {})))
+
+    def _result(self, result: CragResult, tokens: TimedAnswer) -> dict[str, Any]:
+        text, finish = tokens.text, tokens.finish_reason
+        refused = refusal(finish, text, result, self.engine.settings.models)
+        return {
+            "answer": text,
+            "finish_reason": finish,
+            "cited": [item.n for item in cited(text, result.context)],
+            "refusal": None if refused is None else refused.to_dict(),
+            "timings": tokens.timings.to_dict(),
+            "support": None if tokens.support is None else tokens.support.to_dict(),
+            "result": self._shown(result),
+        }
+
+    def _shown(self, result: CragResult) -> dict[str, Any]:
+        """The result as this caller may see it, read when the answer has ended: an answer
+        written again from the top hits read whole has added them to its context."""
+        shown: dict[str, Any] = self.state.view.shown(result.to_dict(), self.groups)
+        return shown
