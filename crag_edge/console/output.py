@@ -14,6 +14,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from types import TracebackType
 from typing import Any
 
 from rich.console import Console
@@ -95,11 +96,26 @@ def counting_bar(label: str, quiet: bool) -> Progress:
     return stderr_bar(*columns, TimeRemainingColumn(), quiet=quiet)
 
 
+class _KeptWhenDone(Progress):
+    """A bar that stays once its work is done, and vanishes when the work fails: then the
+    error's one line is all the run leaves on stderr."""
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            self.live.transient = True
+        super().__exit__(exc_type, exc_val, exc_tb)
+
+
 def stage_bar(quiet: bool) -> Progress:
     """A bar and the line beside it (the task's description) on stderr, that stays once the
     work is done: a long run's last frame says what it did (`ingest.rate.Frame`)."""
     columns = (BarColumn(bar_width=30), TextColumn("{task.description}", markup=False))
-    return stderr_bar(*columns, quiet=quiet, transient=False)
+    return _KeptWhenDone(*columns, console=err, disable=quiet, transient=False)
 
 
 def print_report(report: dict[str, Any], as_json: bool) -> None:
