@@ -115,7 +115,7 @@ def test_a_real_ingest_reports_chunks_expected_and_ends_exact(
 def test_the_cli_ingest_ends_on_a_frame_that_says_what_was_done(tmp_path: Path) -> None:
     result = invoke("ingest", "--db", str(tmp_path / "c.db"), str(SAMPLE))
     assert result.exit_code == 0, result.output
-    report = re.search(r"(\d+) chunks in", result.stdout)
+    report = re.search(r"([\d,]+) chunks in", result.stdout)
     assert report is not None
     last = f"ingested {report.group(1)} chunks from 6 documents"
     assert last in result.stderr, result.stderr
