@@ -533,3 +533,13 @@ def test_eval_pairs_then_grading_json_shape(tmp_path: Path) -> None:
     assert report["cascade"]["tier_share"]["signals"] == 1.0
     table = invoke("eval", "grading", "--pairs", str(pairs), "--scorers", "cosine")
     assert "answerable AUC" in table.stdout and "cascade" in table.stdout
+
+
+def test_query_says_its_corrections_in_words(beir_db: Path) -> None:
+    """The corrections line reads as the TUI's Decision panel does: each rewrite with the
+    query it searched, never a dict of its details."""
+    result = invoke("query", "--db", str(beir_db), "What is the capital of Australia?")
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if line.startswith("corrections: ")]
+    assert len(lines) == 1, result.stdout
+    assert "rewrite → 'capital australia'" in lines[0] and "{" not in lines[0]

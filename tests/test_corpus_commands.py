@@ -77,6 +77,8 @@ def test_the_last_frame_comes_from_the_report() -> None:
     last = IngestMeter().final(report)
     assert (last.done, last.total, last.files, last.file_total) == (3412, 3412, 16, 16)
     assert last.describe() == "ingested 3,412 chunks from 16 documents · 47.0 chunks/s"
+    one = IngestMeter().final(IngestReport(added=1, chunks_written=1, seconds=0.5))
+    assert one.describe() == "ingested 1 chunk from 1 document · 2.0 chunks/s"
 
 
 def test_a_real_ingest_reports_chunks_expected_and_ends_exact(
@@ -115,7 +117,7 @@ def test_a_real_ingest_reports_chunks_expected_and_ends_exact(
 def test_the_cli_ingest_ends_on_a_frame_that_says_what_was_done(tmp_path: Path) -> None:
     result = invoke("ingest", "--db", str(tmp_path / "c.db"), str(SAMPLE))
     assert result.exit_code == 0, result.output
-    report = re.search(r"(\d+) chunks in", result.stdout)
+    report = re.search(r"([\d,]+) chunks in", result.stdout)
     assert report is not None
     last = f"ingested {report.group(1)} chunks from 6 documents"
     assert last in result.stderr, result.stderr

@@ -89,6 +89,7 @@ PLAIN = [
     "The server answers that request with 404 when the path is unknown.",
     "Only the owner of a table can create or change rules for it.",
     "Ignore whitespace when comparing the parent's version and the child's.",
+    "Chrome Developers: Override the user agent string. How to change your user agent.",
 ]
 
 

@@ -40,7 +40,7 @@ from crag_edge.tui import CragApp
 from crag_edge.tui.corpora import CorpusScreen
 from crag_edge.tui.ingest import IngestScreen
 from crag_edge.tui.screens import HelpScreen
-from crag_edge.tui.widgets import DecisionPanel, EvidenceTable, StageLine, fitted
+from crag_edge.tui.widgets import DecisionPanel, EvidenceTable, StageLine, fitted, stage_time
 from crag_edge.types import Action, Chunk, Decision, Hit
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
@@ -1206,6 +1206,11 @@ def test_the_stage_line_keeps_the_newest_stages_whole_within_its_lines() -> None
     (long,) = fitted([Text("✗ error " + "x" * 100)], 40, 2).plain.split("\n")
     assert len(long) <= 40 and long.endswith("…")
     assert fitted(pieces[:2], 60, 2).plain == "✓ stage0 detail 0 → ✓ stage1 detail 1"
+
+
+def test_a_stage_of_a_second_or_more_shows_its_time_in_seconds() -> None:
+    assert [stage_time(ms) for ms in (0.4, 26, 999.4)] == ["0ms", "26ms", "999ms"]
+    assert [stage_time(ms) for ms in (999.5, 4_120, 84_633)] == ["1.0s", "4.1s", "84.6s"]
 
 
 class TwoRoundsEngine(CannedEngine):

@@ -91,3 +91,29 @@ def graded_hits(result: CragResult) -> list[dict[str, Any]]:
         }
         for hit, grade in result.hits
     ]
+
+
+def describe_corrections(result: CragResult) -> str:
+    """Corrective actions in words, in order, repeated ones (keep, discard) counted: the
+    same line in the TUI's Decision panel and under `query` and `answer`."""
+    parts: list[str] = []
+    counts: dict[str, int] = {}
+    for c in result.corrections:
+        detail = c.detail
+        if c.type in ("rewrite", "expand") and detail.get("query"):
+            parts.append(f"{c.type} → {detail['query']!r}")
+        elif c.type == "discard":
+            counts["discard"] = counts.get("discard", 0) + len(detail.get("chunk_ids") or [0])
+        elif c.type == "keep":
+            counts["keep"] = counts.get("keep", 0) + 1
+        elif c.type == "fallback":
+            used = ", ".join(map(str, detail.get("providers") or [])) or "no provider"
+            parts.append(f"fallback ({used}) → {detail.get('results', 0)} results")
+        elif c.type == "stop":
+            parts.append(f"stopped: {str(detail.get('why', '')).replace('_', ' ')}")
+        elif c.type == "refine" and "strips_total" in detail:
+            parts.append(f"refine (strips {detail['strips_kept']}/{detail['strips_total']})")
+        else:
+            parts.append(c.type)
+    counted = [f"{name} x{n}" for name, n in counts.items()]
+    return ", ".join(counted + parts)

@@ -12,6 +12,7 @@ from crag_edge.answer.checked import SupportReport
 from crag_edge.answer.generation import cited, source_line, uncited
 from crag_edge.answer.refusal import Refusal, refusal
 from crag_edge.answer.timing import timings_line
+from crag_edge.answer.views import describe_corrections
 from crag_edge.citations import location_fields, locator
 from crag_edge.console.errors import friendly_errors
 from crag_edge.console.options import (
@@ -44,9 +45,8 @@ def print_result(result: CragResult) -> None:
         f"  score {result.score:.2f} ({result.reason}); next: {result.action}; "
         f"iterations {result.iterations}",
     )
-    for correction in result.corrections:
-        if correction.type in ("expand", "rewrite", "fallback"):
-            say((f"correction: {correction.type} {correction.detail}", "dim"))
+    if result.corrections:
+        say((f"corrections: {describe_corrections(result)}", "dim"))
     unavailable = [t for t, state in result.tiers.items() if state != "ok"]
     if unavailable:
         not_run = ", ".join(f"{t} ({result.tiers[t]})" for t in unavailable)

@@ -297,10 +297,10 @@ def _print_ingest_report(report: IngestReport, as_json: bool) -> None:
         f"retagged {report.retagged}, pruned {report.pruned}, skipped {len(report.skipped)}, "
         + (f"excluded {report.excluded}, " if report.excluded else "")
         + f"errors {len(report.errors)}; "
-        f"{report.chunks_written} chunks in {report.seconds:.1f} s "
+        f"{report.chunks_written:,} chunks in {report.seconds:.1f} s "
         f"({report.chunks_per_second:.1f} chunks/s)"
         + (
-            f"; stored the evaluator's readings of {report.passages_encoded} passages"
+            f"; stored the evaluator's readings of {report.passages_encoded:,} passages"
             if report.passages_encoded
             else ""
         )

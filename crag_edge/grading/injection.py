@@ -23,12 +23,13 @@ from typing import Any
 # The chunk metadata key an ingest sets on a passage that addresses the model (its phrase).
 FLAG = "addresses_model"
 # What an instruction to ignore names: the task the model was given, never a noun of the
-# documents' own ("the standard ignore rules" of .gitignore).
+# documents' own ("the standard ignore rules" of .gitignore, "override the user agent
+# string" of a browser).
 _IGNORED = (
     r"(?:(?:the|any|all|your|all the|all of the|all your) )?(?:(?:previous|prior|above"
     r"|earlier|preceding|foregoing|original|system) )?(?:instructions?|prompts?|directions)"
-    r"|the (?:question|user|context)|(?:all |any )?(?:previous|prior|above|earlier) "
-    r"(?:rules|context|questions?|messages?)"
+    r"|the (?:question|user|context)(?![ -]agents?\b)"
+    r"|(?:all |any )?(?:previous|prior|above|earlier) (?:rules|context|questions?|messages?)"
 )
 _START = r"(?:^|[.!?:;]\s+|\n)"  # an imperative opens its sentence
 _ENGLISH = [

@@ -41,7 +41,8 @@ class Frame:
         last frame: `ingested 3,412 chunks from 16 documents · 47.0 chunks/s`."""
         rate = f"{self.per_second:.1f} chunks/s" if self.per_second > 0 else ""
         if self.finished:
-            head = f"{self.stage} {self.done:,} chunks from {self.file_total:,} documents"
+            head = f"{self.stage} {counted(self.done, 'chunk')} from "
+            head += counted(self.file_total, "document")
             return " · ".join(part for part in (head, rate) if part)
         total = f"{'' if self.files >= self.file_total else '~'}{self.total:,}"
         parts = [
@@ -53,6 +54,11 @@ class Frame:
             Path(self.current).name[-40:],
         ]
         return " · ".join(part for part in parts if part)
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 document`, `16 documents`, `3,412 chunks`: the last frame reads as a sentence."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def clock(seconds: float) -> str:

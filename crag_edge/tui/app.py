@@ -123,7 +123,8 @@ class CragApp(App[None]):
         if isinstance(stats, str):
             self.sub_title = f"{shown_location(self.db or '')} · {stats}"
         else:
-            self.sub_title = f"{stats.path} · {stats.documents} documents · {stats.chunks} chunks"
+            held = f"{stats.documents:,} documents · {stats.chunks:,} chunks"
+            self.sub_title = f"{stats.path} · {held}"
 
     # -- the engine --------------------------------------------------------------------------
 

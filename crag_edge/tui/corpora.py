@@ -114,7 +114,7 @@ def entry_prompt(entry: CorpusEntry, cwd: Path) -> Text:
     if stats is not None:
         text.append(f"  · {stats.embedder_id}", style="dim")
         text.append(
-            f"\n  {stats.documents} documents · {stats.chunks} chunks · "
+            f"\n  {stats.documents:,} documents · {stats.chunks:,} chunks · "
             f"{size_text(stats.db_bytes)} · last ingest {when(stats.last_ingest_at)}"
         )
     else:

@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Input, Static
 
 from crag_edge.answer.checked import SupportReport
 from crag_edge.answer.refusal import Refusal
+from crag_edge.answer.views import describe_corrections
 from crag_edge.citations import locator, place_label
 from crag_edge.config import TIERS, Settings
 from crag_edge.grading import ItemGrade
@@ -236,8 +237,14 @@ class StageLine(Plain):
             piece.append(" ")
             piece.append(stage.detail, style=style)
         if stage.ms is not None and stage.ms > 0 and not stage.failed:
-            piece.append(f" {stage.ms:.0f}ms", style="dim")
+            piece.append(f" {stage_time(stage.ms)}", style="dim")
         return piece
+
+
+def stage_time(ms: float) -> str:
+    """A finished stage's time as a person reads it: milliseconds while under a second,
+    seconds beyond (as a running stage counts them), never `84633ms`."""
+    return f"{ms:.0f}ms" if ms < 999.5 else f"{ms / 1000:.1f}s"
 
 
 def fitted(pieces: Sequence[Text], width: int, lines: int) -> Text:
@@ -323,31 +330,6 @@ class DecisionPanel(Plain):
         for warning in result.warnings:
             row("warning", warning, "yellow")
         self.update(Group(*lines))
-
-
-def describe_corrections(result: CragResult) -> str:
-    """Corrective actions in order, repeated ones (keep, discard) counted."""
-    parts: list[str] = []
-    counts: dict[str, int] = {}
-    for c in result.corrections:
-        detail = c.detail
-        if c.type in ("rewrite", "expand") and detail.get("query"):
-            parts.append(f"{c.type} → {detail['query']!r}")
-        elif c.type == "discard":
-            counts["discard"] = counts.get("discard", 0) + len(detail.get("chunk_ids") or [0])
-        elif c.type == "keep":
-            counts["keep"] = counts.get("keep", 0) + 1
-        elif c.type == "fallback":
-            used = ", ".join(map(str, detail.get("providers") or [])) or "no provider"
-            parts.append(f"fallback ({used}) → {detail.get('results', 0)} results")
-        elif c.type == "stop":
-            parts.append(f"stopped: {str(detail.get('why', '')).replace('_', ' ')}")
-        elif c.type == "refine" and "strips_total" in detail:
-            parts.append(f"refine (strips {detail['strips_kept']}/{detail['strips_total']})")
-        else:
-            parts.append(c.type)
-    counted = [f"{name} x{n}" for name, n in counts.items()]
-    return ", ".join(counted + parts)
 
 
 def describe_fallback(result: CragResult) -> str:
