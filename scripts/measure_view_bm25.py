@@ -27,7 +27,7 @@ import apsw
 from crag_edge.evaluation.beir import judged_queries
 from crag_edge.evaluation.metrics import ndcg_at, recall_at
 from crag_edge.retrieval.lexical import query_terms
-from crag_edge.store import lexical_view
+from crag_edge.store.sqlite import lexical_view
 
 FTS = (
     "CREATE VIRTUAL TABLE chunks_fts USING fts5(title, text, content = '', contentless_delete = 1, "

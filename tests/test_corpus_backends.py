@@ -20,13 +20,13 @@ from crag_edge.store import (
     EmbedderMismatchError,
     ReadOnlyCorpusError,
 )
-from crag_edge.store.connection import connect
-from crag_edge.store.corpus import Corpus
 from crag_edge.store.factory import open_corpus, open_or_create_corpus
 from crag_edge.store.jobs import JobRecord
 from crag_edge.store.postgres.schema import SCHEMA
 from crag_edge.store.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
-from crag_edge.store.schema import MIGRATIONS, REACHED_VERSION
+from crag_edge.store.sqlite.connection import connect
+from crag_edge.store.sqlite.corpus import Corpus
+from crag_edge.store.sqlite.schema import MIGRATIONS, REACHED_VERSION
 from crag_edge.store.terms import TOKENIZE
 from crag_edge.types import EncodedPassage, Place
 from tests.test_store import DIM, add_two_docs, make_doc, unit

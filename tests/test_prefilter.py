@@ -21,7 +21,7 @@ from crag_edge.ingest import ingest
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.retrieval import Retriever
 from crag_edge.store import SCHEMA_VERSION, Corpus, connect
-from crag_edge.store.vector_bits import quantize
+from crag_edge.store.sqlite.vector_bits import quantize
 from crag_edge.types import Vector
 
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"

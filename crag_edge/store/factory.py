@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from crag_edge.locations import is_database_url
 from crag_edge.store.backend import CorpusBackend
-from crag_edge.store.corpus import Corpus
 from crag_edge.store.errors import CorpusError
+from crag_edge.store.sqlite.corpus import Corpus
 
 if TYPE_CHECKING:
     from crag_edge.store.postgres import PostgresCorpus

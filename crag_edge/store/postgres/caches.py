@@ -17,7 +17,7 @@ import numpy as np
 import psycopg
 
 from crag_edge.store.document_groups import NO_FILTER, Filter, count_rows
-from crag_edge.store.score_cache import query_key
+from crag_edge.store.sqlite.score_cache import query_key
 from crag_edge.types import EncodedPassage
 
 Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]

@@ -19,13 +19,13 @@ from typing import cast
 
 import numpy as np
 
-from crag_edge.store.connection import (
+from crag_edge.store.errors import reports_storage_faults
+from crag_edge.store.sqlite.connection import (
     BEST_EFFORT_FAILURES,
     BEST_EFFORT_TIMEOUT_MS,
     busy_timeout,
 )
-from crag_edge.store.errors import reports_storage_faults
-from crag_edge.store.score_cache import ChunkRows
+from crag_edge.store.sqlite.score_cache import ChunkRows
 from crag_edge.types import EncodedPassage
 
 

@@ -27,13 +27,13 @@ from typing import ClassVar, cast
 
 import apsw
 
-from crag_edge.store.connection import (
+from crag_edge.store.document_groups import NO_FILTER, Filter, count_rows
+from crag_edge.store.errors import reports_storage_faults
+from crag_edge.store.sqlite.connection import (
     BEST_EFFORT_FAILURES,
     BEST_EFFORT_TIMEOUT_MS,
     busy_timeout,
 )
-from crag_edge.store.document_groups import NO_FILTER, Filter, count_rows
-from crag_edge.store.errors import reports_storage_faults
 
 
 def query_key(query: str) -> bytes:

@@ -14,8 +14,8 @@ from typing import cast
 
 import apsw
 
-from crag_edge.store.connection import write_transaction
-from crag_edge.store.vector_bits import fill_bits
+from crag_edge.store.sqlite.connection import write_transaction
+from crag_edge.store.sqlite.vector_bits import fill_bits
 
 # "CRAG" in ASCII: lets us tell our files from any other SQLite database without guessing.
 APPLICATION_ID = 0x43524147
