@@ -13,7 +13,7 @@ The layers, bottom to top; each imports only from its own layer and those below 
 - foundation: `types`, `config` (the one `Settings`, a section per component), `citations`,
   `sentences`, `text_boundary`, `version`; then `models/` (model runtimes, provisioning).
 - `store/`: the `CorpusBackend` protocol; one SQLite file per corpus (FTS5, sqlite-vec:
-  `store.Corpus`) or PostgreSQL + pgvector (`store/postgres/`).
+  `store/sqlite/`, `store.Corpus`) or PostgreSQL + pgvector (`store/postgres/`).
 - `ingest/` (files → chunks → vectors), `retrieval/` (dense, lexical, RRF fusion) and
   `grading/`: the cascade rules → signals → cross-encoder → LLM judge, and the decision
   CORRECT / AMBIGUOUS / INCORRECT.
@@ -37,9 +37,10 @@ Where to add:
 - a grading tier: a model with the `types.PairScorer` protocol, its name in `config.Tier`,
   built in `grading/factory.py:build_grader` and given its place in
   `grading/cascade.py:Grader`.
-- a store backend: a class with the `store/backend.py:CorpusBackend` protocol (see
-  `store/postgres/`), a subclass of `store/base.py:SqlCorpus` (the SQL both backends share),
-  chosen by its location in `store/factory.py:open_corpus`.
+- a store backend: a package beside `store/sqlite/` and `store/postgres/` (neither imports
+  the other), a class with the `store/backend.py:CorpusBackend` protocol, a subclass of
+  `store/base.py:SqlCorpus` (the SQL both backends share), chosen by its location in
+  `store/factory.py:open_corpus`.
 
 The names below are the public API; each is imported on first use, so `import crag_edge`
 stays cheap (the engine pulls in numpy, SQLite and the tokenizer).

@@ -1,5 +1,5 @@
-"""The binary pre-filter of dense search (`store.vector_bits`), forced on through its setting,
-against exact search on real corpus files embedded by the real MiniLM.
+"""The binary pre-filter of dense search (`store.sqlite.vector_bits`), forced on through its
+setting, against exact search on real corpus files embedded by the real MiniLM.
 
 sample_corpus/ and the 40 abstracts of tests/data/scifact_mini in 64-token chunks give a few
 hundred chunks, where the sign bits of a question's vector find its nearest chunks among ten

@@ -1,5 +1,6 @@
-"""The corpus store: one SQLite file per corpus with FTS5 and sqlite-vec indexes, or a
-PostgreSQL database with pgvector (`store.postgres`, chosen by `store.factory`)."""
+"""The corpus store: one SQLite file per corpus with FTS5 and sqlite-vec indexes
+(`store.sqlite`), or a PostgreSQL database with pgvector (`store.postgres`), chosen by
+`store.factory`; the modules here hold what both share."""
 
 from crag_edge.store.backend import CorpusBackend, PassageVectorsBackend, ScoreCacheBackend
 from crag_edge.store.errors import (

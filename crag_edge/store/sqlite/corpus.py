@@ -369,7 +369,7 @@ class Corpus(SqlCorpus):
         see (`crag_edge.groups`), best first.
 
         From `prefilter_from` chunks on (None: never) the candidates come from the binary
-        pre-filter (`store.vector_bits`), ranked by the same similarities; below, and in a
+        pre-filter (`store.sqlite.vector_bits`), ranked by the same similarities; below, and in a
         read-only file older than its table, the search is exact. `limit` is capped at
         sqlite-vec's maximum k (4096).
         """

@@ -2,7 +2,7 @@
 
 A segment scorer's reading of a chunk (a float32 vector) depends only on the model and the
 chunk's text, so it is computed once, at ingest or when a chunk is first graded, and stored
-under (scorer version, chunk id). As in the evaluation cache (`store.score_cache`), a row
+under (scorer version, chunk id). As in the evaluation cache (`store.sqlite.score_cache`), a row
 dies with its chunk and the scorer version names the model file's hash, so a changed
 document or a replaced model can never serve a stale vector. Writes are best effort: a
 read-only corpus or a busy writer only means the vector is computed again next time.
