@@ -48,7 +48,8 @@ class DocumentRecord:
 @dataclass(frozen=True)
 class ChunkRecord:
     """A chunk to store: `text == document.text[start:end]`; `places` locate it for
-    citations (`citations.places_within`)."""
+    citations (`citations.places_within`). Not a `types.Chunk` nor a `types.Span`: it has no
+    id, document or source yet (the store gives them when it writes the document)."""
 
     text: str
     start: int
