@@ -228,19 +228,19 @@ def chunk_from_row(row: Sequence[Any], decode: Callable[[Any], Any] = lambda val
     places = tuple(Place(*place) for place in decode(stored))  # [offset, page, section]
     where = locate(places, start, end)
     return Chunk(
-        int(chunk_id),
-        int(doc_id),
-        ordinal,
-        text,
-        start,
-        end,
-        source,
-        title,
-        decode(metadata),
-        tokens,
-        where.pages,
-        where.section,
-        places,
+        chunk_id=int(chunk_id),
+        doc_id=int(doc_id),
+        ordinal=ordinal,
+        text=text,
+        start=start,
+        end=end,
+        source=source,
+        title=title,
+        metadata=decode(metadata),
+        token_count=tokens,
+        pages=where.pages,
+        section=where.section,
+        places=places,
     )
 
 
