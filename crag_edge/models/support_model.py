@@ -1,6 +1,6 @@
 """The support model: whether a passage states a sentence, read with the sentence before it.
 
-A small cross-encoder trained for this one question (`crag_edge/support_model/`, the model
+A small cross-encoder trained for this one question (`crag_edge/shipped_models/support_model/`, the model
 card says how): its input is "previous sentence [SEP] sentence" against a passage, so a
 sentence that points back ("This feature is known as …") is read with what it points to,
 and a quote placed after a sentence about something else can fail although its words are
