@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "text_boundary",
             "sentences",
             "progress",
+            "renamed",
             "cancellation",
             "observability",
             "groups",
