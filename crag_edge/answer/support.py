@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from crag_edge.answer.generation import CONTEXT_OPENING, SYSTEM, passages_text
-from crag_edge.grading.terms import STOPWORDS, tokenize
+from crag_edge.grading.keywords import STOPWORDS, tokenize
 from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
 from crag_edge.result import ContextItem
 

@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from crag_edge.grading.terms import coverage
+from crag_edge.grading.keywords import coverage
 from crag_edge.sentences import sentence_strips
 from crag_edge.types import Chunk, Embedder, PairScorer
 
