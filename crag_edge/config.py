@@ -56,6 +56,7 @@ from pydantic_settings import (
 )
 
 from crag_edge.locations import parse_location
+from crag_edge.renamed import renamed_names
 from crag_edge.text_boundary import has_no_controls, is_valid, printable_path
 
 ENV_PREFIX = "CRAG_EDGE_"
@@ -76,7 +77,8 @@ ProviderName = Literal["local", "searxng", "tavily"]
 PROVIDER_NAMES: tuple[ProviderName, ...] = get_args(ProviderName)
 FastPathRule = Literal["read_file", "few_context", "high_vector_score"]
 
-KB_AGENT_ENV_NAMES = {
+# Older variable names (`KB_AGENT_*`) that still set these settings, winning over `CRAG_EDGE_*`.
+OLDER_ENV_NAMES = {
     "vector_score_threshold": "KB_AGENT_VECTOR_SCORE_THRESHOLD",
     "auto_approve_max_items": "KB_AGENT_AUTO_APPROVE_MAX_ITEMS",
     "max_iterations": "KB_AGENT_MAX_ITERATIONS",
@@ -718,7 +720,7 @@ class _EnvSource(PydanticBaseSettingsSource):
     def __call__(self) -> dict[str, Any]:
         found = {}
         for field in SECTION_OF:
-            names = [KB_AGENT_ENV_NAMES.get(field), ENV_PREFIX + field.upper()]
+            names = [OLDER_ENV_NAMES.get(field), ENV_PREFIX + field.upper()]
             values = [self._variables.get(name.lower()) for name in names if name]
             value = next((v for v in values if v is not None), None)
             if value is not None:
@@ -780,7 +782,7 @@ def _check_dotenv(path: Path) -> None:
 
 def _is_ours(name: str) -> bool:
     """Whether a variable name is a crag-edge setting's (prefixed, or a `KB_AGENT_*` one)."""
-    return name.upper().startswith(ENV_PREFIX) or name.upper() in KB_AGENT_ENV_NAMES.values()
+    return name.upper().startswith(ENV_PREFIX) or name.upper() in OLDER_ENV_NAMES.values()
 
 
 def _env_config_path() -> Path | None:
@@ -813,7 +815,7 @@ def field_range(field: str) -> tuple[int, int]:
 def env_name(field: str) -> str:
     """The environment variable that sets `field`: `CRAG_EDGE_<FIELD>`, or the older
     `KB_AGENT_*` name when that one is set (it wins, so a message must name it)."""
-    legacy = KB_AGENT_ENV_NAMES.get(field)
+    legacy = OLDER_ENV_NAMES.get(field)
     return legacy if legacy is not None and legacy in os.environ else ENV_PREFIX + field.upper()
 
 
@@ -834,3 +836,6 @@ def _describe(exc: ValidationError) -> str:
         shown = "" if isinstance(value, dict) or secret else f" (got {value!r})"
         lines.append(f"invalid setting {where}{shown}: {message}")
     return "\n".join(lines)
+
+
+__getattr__ = renamed_names(__name__, {"KB_AGENT_ENV_NAMES": "OLDER_ENV_NAMES"}, globals())
