@@ -172,8 +172,8 @@ class ModelSettings(_Section):
         default_factory=default_model_dir, description="Where model files live."
     )
     embedder: str = Field("all-minilm-l6-v2", description="Manifest id of the embedder.")
-    # int8 by measurement: hybrid nDCG@10 0.8408 vs fp32 0.8411 on a SciFact subset, ingest
-    # faster (docs/measurements.md, "Ingest speed").
+    # int8: retrieval as good as fp32's and ingest faster, measured in docs/measurements.md
+    # ("Ingest speed").
     embedder_precision: Literal["fp32", "int8"] = Field(
         "int8", description="int8 (dynamically quantized ONNX graph) or fp32."
     )
@@ -366,10 +366,9 @@ class GradingSettings(_Section):
     # `crag-edge eval grading --fit-calibration` (see docs/grading.md); None = use as is.
     calibration_signals: tuple[FiniteFloat, FiniteFloat] | None = (17.96, -11.71)
     # The model tiers': fitted on held-out SciFact rationale pairs for the default Qwen judge
-    # (`scripts/measure_cascade.py`; its P(yes) runs high: 0.5 at raw 0.70) and for the
-    # evaluator shipped before the query tower (0.5 at raw 0.32). Kept for the query tower:
-    # fits of its raw scores put 0.5 at 0.28 (held-out SciFact hits), 0.29 (Climate-FEVER)
-    # and 0.49 (WikiQA), docs/training.md. Refit for others.
+    # (`scripts/measure_cascade.py`; its P(yes) runs high) and for the segment evaluator; the
+    # query tower's own fits lie around the kept one (docs/training.md, "Calibration").
+    # Refit for others.
     calibration_cross_encoder: tuple[FiniteFloat, FiniteFloat] | None = (10.13, -3.23)
     calibration_llm: tuple[FiniteFloat, FiniteFloat] | None = (8.29, -5.79)
 
@@ -402,9 +401,9 @@ class CorrectionSettings(_Section):
     strip_threshold: float = Field(
         0.1, ge=0.0, le=1.0, description="Strips below are dropped (0.25 suits `embedding`)."
     )
-    # 300 by measurement (docs/correction.md, "The budget"): on real documentation CRAG then
-    # answers as many questions right as plain RAG (14 of 16, against 12 at 200); the price
-    # is ~70 prompt tokens, each ~11 ms before the first word with Qwen2.5-1.5B on two cores.
+    # 300: the smallest budget at which CRAG answers as many documentation questions right as
+    # plain RAG, for a few more prompt tokens before the first word; measured in
+    # docs/correction.md ("The budget") and docs/answer-quality.md.
     context_budget_tokens: int = Field(
         300,
         ge=64,

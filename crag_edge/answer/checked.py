@@ -231,7 +231,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         reader need not wait for the whole answer: the model stops (one model, one KV cache),
         the sentence is checked and released, and the model carries on from `buffer`, its
         prompt mostly still cached. Once per answer: each pause costs a re-read of the
-        question and the answer so far (~0.5 s on two cores)."""
+        question and the answer so far (timed in docs/answer-quality.md)."""
         self._inner.close()
         started = time.monotonic()
         self._judge(pending[:1])
