@@ -44,7 +44,7 @@ import os
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -439,49 +439,41 @@ class _ChunkedDocument:
     status: Status
 
 
+@dataclass(eq=False)
 class _IngestRun:
     """One ingest call's state: the documents waiting to be embedded and the report."""
 
-    def __init__(
-        self,
-        corpus: CorpusBackend,
-        embedder: Embedder,
-        chunker: Chunker,
-        progress: IngestListener | None,
-        total: int,
-        group_chunks: int,
-        limits: _Limits,
-        tagging: Tagging,
-        overlap: bool,
-    ) -> None:
-        self.corpus = corpus
-        self.embedder = embedder
-        self.chunker = chunker
-        self.progress = progress
-        self.total = total
-        self.group_chunks = group_chunks
-        self.limits = limits
-        self.tagging = tagging
-        self.departed = Departed(corpus)
-        self.done = 0
-        self.embedded = 0  # written by the embedding thread only
-        self.reading = _Reading()
-        self.report = IngestReport()
-        self.reread = False  # read even the files whose size and mtime say they are unchanged
-        self.seen: set[str] = set()
-        self.attached_by_file: dict[str, list[str]] | None = None  # `_stored_attached`
-        self.beir_complete = True
-        self.pending: list[_ChunkedDocument] = []
-        self.pending_chunks = 0
-        self.ahead: EmbedAhead[list[_ChunkedDocument]] = EmbedAhead(
-            self._embed_group, overlap=overlap
-        )
+    corpus: CorpusBackend
+    embedder: Embedder
+    chunker: Chunker
+    progress: IngestListener | None
+    total: int
+    group_chunks: int
+    limits: _Limits
+    tagging: Tagging
+    overlap: InitVar[bool]  # embed a group while the next is read (`EmbedAhead`)
+    done: int = field(default=0, init=False)
+    embedded: int = field(default=0, init=False)  # written by the embedding thread only
+    reading: _Reading = field(default_factory=_Reading, init=False)
+    report: IngestReport = field(default_factory=IngestReport, init=False)
+    # Read even the files whose size and mtime say they are unchanged.
+    reread: bool = field(default=False, init=False)
+    seen: set[str] = field(default_factory=set, init=False)
+    # The stored attachments by the file they came in, listed once a run (`_stored_attached`).
+    attached_by_file: dict[str, list[str]] | None = field(default=None, init=False)
+    beir_complete: bool = field(default=True, init=False)
+    pending: list[_ChunkedDocument] = field(default_factory=list, init=False)
+    pending_chunks: int = field(default=0, init=False)
+
+    def __post_init__(self, overlap: bool) -> None:
+        self.departed = Departed(self.corpus)
+        self.ahead = EmbedAhead(self._embed_group, overlap=overlap)
         self.hash_key = json.dumps(
             {
                 "version": HASH_VERSION,
-                "embedder": embedder.model_id,
-                "chunk_tokens": chunker.chunk_tokens,
-                "chunk_overlap": chunker.overlap,
+                "embedder": self.embedder.model_id,
+                "chunk_tokens": self.chunker.chunk_tokens,
+                "chunk_overlap": self.chunker.overlap,
             },
             sort_keys=True,
         )
