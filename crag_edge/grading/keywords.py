@@ -12,7 +12,8 @@ spaces (Chinese, Japanese) therefore yield one token per run of characters.
 
 This is the one word tokenizer of grading and of the answer's checks. Full-text search cuts
 text with FTS5's own tokenizer instead (`store.fts_terms`): its terms must be the SQLite
-index's, and these ids are stored at ingest, so neither may take the other's words.
+index's, while the grading signals' weights and calibration were fitted on these words
+(stopwords out, light stems), so each keeps its own.
 """
 
 from __future__ import annotations
