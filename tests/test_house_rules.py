@@ -173,37 +173,32 @@ def measured_figures(source: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize(
-    "source",
-    [
-        '"""Ranks as well (AUC 0.7 on WikiQA)."""',
-        "# hybrid nDCG@10 0.6 against fp32\nX = 1",
-        '"""About a second on two cores."""',
-        'def f():\n    """A pass per pair costs 120 ms."""',
-        "# int8 is 3.2x faster on CPU\nX = 1",
-        '"""Strips ranked by coverage (0.722 vs 0.735)."""',
-        "# each check costs ~0.5 s of prompt\nX = 1",
-        '"""Stored readings (measured: 20 hits at once)."""',
-        '"""A title above the passages, tried as well, made it worse."""',
-    ],
-)
-def test_the_measurement_check_catches_figures_in_code_prose(source: str) -> None:
-    assert measured_figures(source)
+# Each source with whether the check must flag it: figures measured, then values, units
+# beside code, help text that runs, examples in backticks and pointers to docs/.
+MEASUREMENT_CASES = [
+    ('"""Ranks as well (AUC 0.7 on WikiQA)."""', True),
+    ("# hybrid nDCG@10 0.6 against fp32\nX = 1", True),
+    ('"""About a second on two cores."""', True),
+    ('def f():\n    """A pass per pair costs 120 ms."""', True),
+    ("# int8 is 3.2x faster on CPU\nX = 1", True),
+    ('"""Strips ranked by coverage (0.722 vs 0.735)."""', True),
+    ("# each check costs ~0.5 s of prompt\nX = 1", True),
+    ('"""Stored readings (measured: 20 hits at once)."""', True),
+    ('"""A title above the passages, tried as well, made it worse."""', True),
+    ('"""A row reads `Discount: 12.5%`, never `84633ms`."""', False),
+    ("TIMEOUT = 0.05  # 50 ms between polls", False),
+    ('X = Field(60, description="Seconds a request may take; 120 ms is too few.")', False),
+    ('"""Faster on CPU; measured in docs/grading.md ("Speed")."""', False),
+    ('"""Thresholds 0.5 / 0.3: an item below 0.3 is dropped."""', False),
+    ("# A page whose link text is at least this share is navigation\nSHARE = 0.6", False),
+]
 
 
-@pytest.mark.parametrize(
-    "source",
-    [
-        '"""A row reads `Discount: 12.5%`, never `84633ms`."""',
-        "TIMEOUT = 0.05  # 50 ms between polls",
-        'X = Field(60, description="Seconds a request may take; 120 ms is too few.")',
-        '"""Faster on CPU; measured in docs/grading.md ("Speed")."""',
-        '"""Thresholds 0.5 / 0.3: an item below 0.3 is dropped."""',
-        "# A page whose link text is at least this share is navigation\nSHARE = 0.6",
-    ],
-)
-def test_the_measurement_check_leaves_values_units_and_pointers_alone(source: str) -> None:
-    assert not measured_figures(source)
+@pytest.mark.parametrize(("source", "flagged"), MEASUREMENT_CASES)
+def test_the_measurement_check_flags_figures_and_leaves_values_alone(
+    source: str, flagged: bool
+) -> None:
+    assert bool(measured_figures(source)) == flagged
 
 
 def test_code_prose_states_no_measured_figures() -> None:
