@@ -26,7 +26,7 @@ from crag_edge.loop import CragLoop, Request, Stages
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
-from crag_edge.progress import Progress, StageEvent
+from crag_edge.progress import StageEvent, StageListener
 from crag_edge.result import CragResult
 from crag_edge.retrieval import Mode, Retriever
 from crag_edge.retrieval.lexical import mentions
@@ -206,7 +206,7 @@ class Engine(Closing):
         *,
         mode: Mode | None = None,
         top_k: int | None = None,
-        progress: Progress | None = None,
+        progress: StageListener | None = None,
         history: Sequence[Message] = (),
         groups: Groups = None,
         cancel: Cancellation | None = None,
@@ -253,7 +253,7 @@ class Engine(Closing):
         mode: Mode | None = None,
         top_k: int | None = None,
         history: Sequence[Message] = (),
-        progress: Progress | None = None,
+        progress: StageListener | None = None,
         groups: Groups = None,
         cancel: Cancellation | None = None,
     ) -> tuple[CragResult, TimedAnswer]:

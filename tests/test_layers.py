@@ -1,11 +1,12 @@
 """The layer contract: each module imports only from its own layer or the ones below it.
 
-The order is written once, here, bottom to top; the README's architecture section and
-docs/architecture.md draw the same picture. A module's layer is that of the longest prefix of
-its dotted name listed below, so a tool's own command line (`training.cli`) can sit with the
-interfaces while the rest of its package sits with the tools. The graph is the one the cycle
-check reads (`tests.test_imports.import_graph`): every import that runs, lazy ones included.
-Within the store, neither backend imports the other: what both need lives in `store/` itself.
+The order is written once, here, bottom to top; docs/architecture.md ("Layers") says it in
+words, and the README and `crag_edge/__init__.py` link there. A module's layer is that of the
+longest prefix of its dotted name listed below, so a tool's own command line (`training.cli`)
+can sit with the interfaces while the rest of its package sits with the tools. The graph is
+the one the cycle check reads (`tests.test_imports.import_graph`): every import that runs,
+lazy ones included. Within the store, neither backend imports the other: what both need
+lives in `store/` itself.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "text_boundary",
             "sentences",
             "progress",
+            "renamed",
             "cancellation",
             "observability",
             "groups",

@@ -19,8 +19,8 @@ checked against the passages before a reader sees it, cheapest signal first:
   digits or words, names and command-line options, at least one of them beyond the
   question's own words), every word of it that turns its meaning (not, if, unless, …) and
   at least `LOCATED_SHARE` of its content terms. The judge scores one statement nearly alike
-  against every passage of the context (measured: a sentence's P(yes) varies by a median
-  0.08 from passage to passage, against 0.3 to 0.96 from sentence to sentence), so its
+  against every passage of the context (a sentence's P(yes) varies far less from passage to
+  passage than from sentence to sentence: measured in docs/answer-quality.md), so its
   score says how plausible the sentence is more than where it is stated; a located
   sentence has been found by the cheap tier, and the judge need only not doubt it
   (`support_threshold_located`).
@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from crag_edge.answer.generation import CONTEXT_OPENING, SYSTEM, passages_text
-from crag_edge.grading.terms import STOPWORDS, tokenize
+from crag_edge.grading.keywords import STOPWORDS, tokenize
 from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
 from crag_edge.result import ContextItem
 
@@ -104,11 +104,11 @@ META_TERMS = frozenset(tokenize(META_WORDS))
 # Whether the corpus (as the caller may see it) names a word anywhere.
 Mentioned = Callable[[str], bool] | None
 # A passage the model cites is asked first when it holds at least this part of the share of
-# the sentence's terms that the best passage holds ("mode=ro" cited to a WAL page holding 38%
-# of its terms, beside the URI page holding 88% that states it).
+# the sentence's terms that the best passage holds: a cited page holding a few of its terms
+# beside the page that states it is not asked first (the case in docs/answer-quality.md).
 CITED_SHARE = 0.5
 # Two passages at most per sentence: its cited one (or the one with most of its terms), then
-# the best other; each costs ~0.5 s of prompt on two cores.
+# the best other; each costs a prompt of the LLM (timed in docs/answer-quality.md).
 MAX_CANDIDATES = 2
 
 

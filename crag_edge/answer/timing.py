@@ -18,7 +18,7 @@ from crag_edge.answer.checked import CheckedAnswer, SupportReport
 from crag_edge.answer.generation import AnswerFinish
 from crag_edge.cancellation import Cancellation, maybe_scope
 from crag_edge.models.chat_model import FinishReason, TextStream
-from crag_edge.progress import Progress, StageEvent
+from crag_edge.progress import StageEvent, StageListener
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class AnswerClock:
     def time(
         self,
         stream: TextStream[AnswerFinish] | TextStream[FinishReason],
-        progress: Progress | None = None,
+        progress: StageListener | None = None,
         cancel: Cancellation | None = None,
     ) -> TimedAnswer:
         if self._ready is None:
@@ -92,7 +92,7 @@ class TimedAnswer(TextStream[AnswerFinish]):
         stream: TextStream[AnswerFinish] | TextStream[FinishReason],
         started: float,
         ready: float,
-        progress: Progress | None,
+        progress: StageListener | None,
         cancel: Cancellation | None = None,
     ) -> None:
         self._inner = stream

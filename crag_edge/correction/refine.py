@@ -9,9 +9,8 @@ Offsets stay absolute (into the document's text), so citations point into the or
 documents.
 
 The default scorer is the cheapest one that separates strips: keyword coverage. On SciFact's
-rationale sentences it separates them about as well as embedding cosine blended with coverage
-(strip AUC 0.722 vs 0.735, `scripts/measure_refinement.py`) at a small fraction of its cost
-(docs/correction.md has the timings).
+rationale sentences it separates them about as well as embedding cosine blended with coverage,
+at a small fraction of its cost: measured in docs/correction.md.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from typing import Literal
 
 import numpy as np
 
-from crag_edge.grading.terms import coverage
+from crag_edge.grading.keywords import coverage
 from crag_edge.sentences import sentence_strips
 from crag_edge.types import Chunk, Embedder, PairScorer, Span
 

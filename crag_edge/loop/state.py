@@ -17,7 +17,7 @@ from crag_edge.grading import Grading, ItemGrade
 from crag_edge.groups import Groups
 from crag_edge.models.chat_model import Message
 from crag_edge.observability import AuditLog
-from crag_edge.progress import Progress, Stopwatch
+from crag_edge.progress import StageListener, Stopwatch
 from crag_edge.result import Correction, Round
 from crag_edge.retrieval import Mode
 from crag_edge.types import Hit, Vector
@@ -77,7 +77,7 @@ class Request:
     question: str
     mode: Mode | None = None
     top_k: int | None = None
-    progress: Progress | None = None
+    progress: StageListener | None = None
     history: Sequence[Message] = ()
     groups: Groups = None
 

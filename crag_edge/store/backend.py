@@ -151,7 +151,7 @@ class CorpusBackend(Protocol):
     ) -> list[tuple[int, float]]:
         """(chunk id, bm25 with higher = better) of the chunks holding any of `terms`, best
         first. Terms are plain words (`retrieval.lexical.query_terms`), cut into index terms
-        by `store.terms` and never read as query syntax; bm25 is FTS5's (k1 1.2, b 0.75),
+        by `store.fts_terms` and never read as query syntax; bm25 is FTS5's (k1 1.2, b 0.75),
         over the chunks a caller with `groups` may see when it has groups."""
         ...
 
