@@ -7,8 +7,10 @@ site around the text (`html_chrome`: navigation bars, sidebars, page headers and
 tables of contents) are left out. A table with column names is written one record per row
 under its caption (`html_tables`); each such row is a numbered place, as a spreadsheet row
 is, within a section named by the caption, so a row is cited `datatype-numeric.html § Table
-8.2. Numeric Types row 3`. A page made mostly of links is navigation: indexed by its title
-only and marked `navigation` in its metadata, which retrieval ranks after content.
+8.2. Numeric Types row 3`. A page made mostly of links, or mostly of a book's index, is
+navigation: indexed by its title only and marked `navigation` in its metadata, which
+retrieval ranks after content. An index is left out of a page it does not fill: a manual
+written as one page (makeinfo --no-split) ends with its index and is content.
 """
 
 from __future__ import annotations
@@ -117,10 +119,12 @@ class _OpenHeading:
 
 @dataclass
 class _Chrome:
-    """An element being left out as chrome: its tag and how many of that tag are open."""
+    """An element being left out as chrome: its tag and how many of that tag are open;
+    `index` when it is a book's index, whose text is counted to tell a page of index alone."""
 
     tag: str
     depth: int = 1
+    index: bool = False
 
 
 @dataclass
@@ -168,7 +172,7 @@ class _HtmlText(HTMLParser):
         self._flat_tables = 0  # tables nested past MAX_TABLE_DEPTH: their cells are the outer's
         self._table_title: _TitleBlock | None = None
         self._redirect = False
-        self._index = False  # the page holds a book's index
+        self._index_chars = 0  # the text of a book's index, left out
         self._link_chars = 0
         self._text_chars = 0
 
@@ -183,9 +187,9 @@ class _HtmlText(HTMLParser):
             self._redirect = self._redirect or html_chrome.is_redirect(attrs)
         elif tag in self._SKIP:
             self._skip += 1
-        elif html_chrome.is_chrome(tag, attrs, self._sections > 0):
+        elif html_chrome.is_chrome(tag, attrs, self._sections > 0) or html_chrome.is_index(attrs):
             if tag not in self._VOID:
-                self._chrome = _Chrome(tag)
+                self._chrome = _Chrome(tag, index=html_chrome.is_index(attrs))
             return
         self._open_tag(tag, attrs)
 
@@ -201,7 +205,6 @@ class _HtmlText(HTMLParser):
             self._heading = _OpenHeading(int(tag[1]))
         elif "title" in (dict(attrs).get("class") or "").split() and not self._tables:
             self._table_title = _TitleBlock(tag, self._out.length)
-        self._index = self._index or html_chrome.is_index(attrs)
         if self._table_tag(tag, attrs):
             return
         self._block(tag)
@@ -241,12 +244,16 @@ class _HtmlText(HTMLParser):
             block.end = self._out.length
         if tag == "table" or tag == "caption":
             self._table_end(tag)
+        elif tag == "thead" and self._tables:  # rows after it are the body's, tbody or not
+            self._tables[-1].in_head = False
         self._block(tag)
 
     def handle_data(self, data: str) -> None:
         if self._title is not None:
             self._title.append(data)
             return
+        if self._chrome is not None and self._chrome.index:
+            self._index_chars += len(data.strip())
         if self._skip or self._chrome is not None:
             return
         if self._anchor and html_chrome.SKIP_LINK.match(data):
@@ -279,7 +286,7 @@ class _HtmlText(HTMLParser):
         text, outline = self._out.result()
         navigation = (
             self._redirect
-            or self._index
+            or self._index_chars > self._text_chars
             or html_chrome.is_navigation(self._link_chars, self._text_chars)
         )
         return HtmlPage(title, text, outline, navigation)
