@@ -21,6 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from crag_edge.ingest.formats import html_chrome
+from crag_edge.ingest.formats.builder import caption_of
 from crag_edge.ingest.formats.html_tables import MAX_TABLE_DEPTH, Table, span
 from crag_edge.ingest.loaders import LoadedDocument, decode_text
 from crag_edge.ingest.outline import Heading, Outline, short_title
@@ -129,11 +130,15 @@ class _Chrome:
 
 @dataclass
 class _TitleBlock:
-    """An element of class `title` (DocBook's table and figure titles): where it started,
-    its text, and where it ended, to name a table that follows it at once."""
+    """An element of class `title` (DocBook's table and figure titles), or a paragraph that
+    may be one (`bold_only`: pandoc writes DocBook's title as a paragraph all in bold, its
+    class dropped): where it started, its text, and where it ended, to name a table that
+    follows it at once. `plain`: text outside bold was read in it."""
 
     tag: str
     start: int
+    bold_only: bool = False
+    plain: bool = False
     parts: list[str] = field(default_factory=list)
     end: int | None = None
 
@@ -153,6 +158,7 @@ class _HtmlText(HTMLParser):
          "legend"}
     )  # fmt: skip
     _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+    _BOLD = frozenset({"b", "strong"})
     _VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "wbr", "col", "source"})
 
     def __init__(self) -> None:
@@ -171,6 +177,7 @@ class _HtmlText(HTMLParser):
         self._tables: list[Table] = []
         self._flat_tables = 0  # tables nested past MAX_TABLE_DEPTH: their cells are the outer's
         self._table_title: _TitleBlock | None = None
+        self._bold = 0  # open b and strong elements
         self._redirect = False
         self._index_chars = 0  # the text of a book's index, left out
         self._link_chars = 0
@@ -205,6 +212,10 @@ class _HtmlText(HTMLParser):
             self._heading = _OpenHeading(int(tag[1]))
         elif "title" in (dict(attrs).get("class") or "").split() and not self._tables:
             self._table_title = _TitleBlock(tag, self._out.length)
+        elif tag == "p" and not self._tables:
+            self._table_title = _TitleBlock(tag, self._out.length, bold_only=True)
+        elif tag in self._BOLD:
+            self._bold += 1
         if self._table_tag(tag, attrs):
             return
         self._block(tag)
@@ -239,6 +250,8 @@ class _HtmlText(HTMLParser):
             self._pre = max(0, self._pre - 1)
         elif tag in self._HEADINGS:
             self._close_heading()
+        elif tag in self._BOLD:
+            self._bold = max(0, self._bold - 1)
         block = self._table_title
         if block is not None and tag == block.tag and block.end is None:
             block.end = self._out.length
@@ -270,8 +283,10 @@ class _HtmlText(HTMLParser):
             if self._heading.offset is None:
                 self._heading.offset = self._out.length + len(data) - len(data.lstrip())
             self._heading.parts.append(data)
-        if self._table_title is not None and self._table_title.end is None:
-            self._table_title.parts.append(data)
+        block = self._table_title
+        if block is not None and block.end is None:
+            block.parts.append(data)
+            block.plain = block.plain or (block.bold_only and not self._bold and bool(data.strip()))
         self._out.write(data)
 
     def close(self) -> None:
@@ -379,6 +394,8 @@ class _HtmlText(HTMLParser):
         if block is None or block.end is None or out.length - block.end > out.newlines:
             return None
         text = " ".join("".join(block.parts).split())
+        if block.bold_only and (block.plain or not caption_of(text)):
+            return None
         return _Caption(block.start, text) if text else None
 
     def _section(self, offset: int, title: str) -> None:
