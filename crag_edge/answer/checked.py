@@ -50,6 +50,7 @@ from crag_edge.answer.support import (
     candidates,
     cited_numbers,
     claim_text,
+    quoted_row,
     stated,
     term_support,
 )
@@ -318,10 +319,13 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         return self._answering.decide(read, sentence.text, verdict.passage, leans) is None
 
     def _read(self, sentence: _HeldSentence) -> Asked:
-        """How the sentence stands to the question (`answering.read_against`), read once."""
+        """How the sentence stands to the question (`answering.read_against`), read once; a
+        sentence restating a table row's cells is read as the row with its column names."""
         if sentence.read is None:
             similarity = None if self._embedder is None else self._similarity
-            sentence.read = read_against(self._question, sentence.text, similarity)
+            quoted = sentence.terms.quoted
+            row = None if quoted is None else quoted_row(sentence.text, self._passages[quoted])
+            sentence.read = read_against(self._question, row or sentence.text, similarity)
         return sentence.read
 
     def _similarity(self, claim: str) -> float:
