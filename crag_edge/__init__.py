@@ -21,7 +21,7 @@ The layers, bottom to top; each imports only from its own layer and those below 
   another source.
 - `loop/`: the corrective loop that runs those per question (`CragLoop`), a state machine
   returning the `CragResult` of `result.py` that every interface shows.
-- `answer/`: the cited answer written from the loop's context.
+- `answer/`: the cited answer written from the loop's context, finished as one `Answer`.
 - `engine.py`: `Engine`, one corpus with its models and settings, the top of the core.
 - tools (`evaluation/`, `training/`) and interfaces (`cli/`, `tui/`, `server/`), each a
   thin face over `Engine`.
@@ -49,6 +49,7 @@ import typing as _typing
 from importlib import import_module as _import_module
 
 if _typing.TYPE_CHECKING:
+    from crag_edge.answer.finished import Answer
     from crag_edge.config import Settings, SettingsError
     from crag_edge.engine import Engine
     from crag_edge.grading.corpus_calibration import CalibrationError
@@ -62,6 +63,7 @@ if _typing.TYPE_CHECKING:
 from crag_edge.version import __version__ as __version__
 
 __all__ = [
+    "Answer",
     "CalibrationError",
     "CorpusError",
     "CragResult",
@@ -78,6 +80,7 @@ __all__ = [
 # meets: bad settings, an unusable corpus file, a model not pulled, a generation that failed
 # mid-answer, a calibration without its LLM, a question with nothing to search for.
 _HOMES = {
+    "Answer": "crag_edge.answer.finished",
     "CalibrationError": "crag_edge.grading.corpus_calibration",
     "CorpusError": "crag_edge.store.errors",
     "CragResult": "crag_edge.result",
