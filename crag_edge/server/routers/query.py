@@ -124,10 +124,11 @@ async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> Work
     verdict, `answer`, `finish_reason`, `note`, `refusal`, `citations`, `sources`,
     `support`, `timings`); `error` instead if the work fails (with the loop's `result`,
     CragResult, when it got that far). Each `token` event is a whole sentence that passed
-    the support check. `finish_reason`: stop, length (cut at llm_max_tokens), timeout (stalled past
-    llm_stall_timeout_s), insufficient_evidence (no model called) or unsupported (no sentence
-    of the model's answer was stated by the passages: the answer is the insufficient-evidence
-    reply). A client that hangs up stops the work wherever it is (499 in the log)."""
+    the support check. `finish_reason`: stop, length (cut at llm_max_tokens), timeout
+    (stalled past llm_stall_timeout_s), insufficient_evidence (no model called) or
+    unsupported (no sentence of the model's answer was stated by the passages: the answer is
+    the insufficient-evidence reply). A client that hangs up stops the work wherever it is
+    (499 in the log)."""
     question = checked_question(body.question, state.config)
     engine = state.require_engine()
     await acquire(state)
