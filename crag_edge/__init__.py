@@ -19,6 +19,7 @@ import typing as _typing
 from importlib import import_module as _import_module
 
 if _typing.TYPE_CHECKING:
+    from crag_edge.answer.finished import Answer
     from crag_edge.config import Settings, SettingsError
     from crag_edge.engine import Engine
     from crag_edge.grading.corpus_calibration import CalibrationError
@@ -32,6 +33,7 @@ if _typing.TYPE_CHECKING:
 from crag_edge.version import __version__ as __version__
 
 __all__ = [
+    "Answer",
     "CalibrationError",
     "CorpusError",
     "CragResult",
@@ -48,6 +50,7 @@ __all__ = [
 # meets: bad settings, an unusable corpus file, a model not pulled, a generation that failed
 # mid-answer, a calibration without its LLM, a question with nothing to search for.
 _HOMES = {
+    "Answer": "crag_edge.answer.finished",
     "CalibrationError": "crag_edge.grading.corpus_calibration",
     "CorpusError": "crag_edge.store.errors",
     "CragResult": "crag_edge.result",
