@@ -14,9 +14,13 @@ text, not the site's sidebar).
 A page is navigation as a whole when most of its text is the text of links within the site
 (a book's table of contents, a language picker; links to other sites are a list of
 references, content), when it holds a book's index (DocBook's `index`, Sphinx's and
-texinfo's index tables), or when it only sends the browser on (a `Refresh` redirect, as
-texinfo writes for each moved node): such a page is indexed by its title only and marked,
-so retrieval ranks it after every passage of content (`retrieval.retriever`).
+texinfo's index tables), when it only sends the browser on (a `Refresh` redirect, as
+texinfo writes for each moved node), or when it is a language picker: a page whose name
+carries no language that links to itself in a language (`index.html` to `index.en.html`,
+the names by which a web server picks a page's language, as the Debian manuals install
+them), whatever notes about the files it also holds. Such a page is indexed by its title
+only and marked, so retrieval ranks it after every passage of content
+(`retrieval.retriever`).
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ NAVIGATION_LINK_SHARE = 0.6
 # Elements that make their page a book's index: DocBook's, Sphinx's, texinfo's (`index-cp`...).
 INDEX_CLASSES = frozenset({"index", "indextable", "genindextable"})
 INDEX_CLASS_PREFIX = "index-"
+# A page's name in a language: `index.en.html`, `index.pt-br.html`, `index.html.de`.
+_LANGUAGE = r"[a-z]{2,3}(?:[-_][a-zA-Z]{2,4})?"
 SKIP_LINK = re.compile(r"\s*skip\s+to\s+(?:the\s+)?(?:main\s+)?(?:content|navigation|text)\b", re.I)
 
 
@@ -91,6 +97,19 @@ def is_redirect(attrs: Attrs) -> bool:
     """A `<meta http-equiv="refresh">`: the page only sends the browser elsewhere."""
     values = dict(attrs)
     return (values.get("http-equiv") or "").strip().lower() == "refresh"
+
+
+def is_language_picker(name: str, links: frozenset[str]) -> bool:
+    """Whether the page named `name`, with no language in its name, links to a copy of
+    itself in a language: `index.html` to `index.en.html` or `index.html.en`."""
+    stem, dot, extension = name.rpartition(".")
+    if not dot or "." in stem:  # `index.en.html` is a page in a language, not the picker
+        return False
+    stem, extension = re.escape(stem), re.escape(extension)
+    variant = re.compile(
+        rf"(?:.*/)?{stem}\.(?:{_LANGUAGE}\.{extension}|{extension}\.{_LANGUAGE})", re.I
+    )
+    return any(variant.fullmatch(link.partition("#")[0].strip()) for link in links)
 
 
 def is_navigation(link_chars: int, text_chars: int) -> bool:
