@@ -120,6 +120,19 @@ def test_a_table_of_contents_page_is_navigation_found_by_its_title(tmp_path: Pat
     assert html_document(tmp_path / "index.html", picker)[1] == {NAVIGATION: True}
 
 
+def test_gtk_doc_navigation_bar_is_left_out(tmp_path: Path) -> None:
+    """gtk-doc (the GnuTLS and libtasn1 API references) puts its Top | Description links
+    and Home/Up/Prev/Next icons in a table of class `navigation`."""
+    page = (
+        '<title>Abstract key API</title><table class="navigation" id="top"><tr><td>'
+        '<a href="#" class="shortcut">Top</a> | <a href="#desc" class="shortcut">Description'
+        '</a></td><td><a accesskey="h" href="index.html"><img alt="Home"></a></td></tr></table>'
+        '<div class="refentry"><h2>Description</h2><p>An abstract key API.</p></div>'
+    )
+    text, metadata = html_document(tmp_path / "gnutls-abstract.html", page)
+    assert (text, metadata) == ("Description\n\nAn abstract key API.", {})
+
+
 def test_a_language_picker_with_notes_is_navigation_its_languages_content(
     tmp_path: Path,
 ) -> None:

@@ -30,10 +30,11 @@ _BROKEN_WORD = re.compile(r"(\w*[a-z])-[ \t]*\n[ \t]*([a-z]\w*)")
 _COMPOUND = re.compile(r"\b\w+-\w+\b")
 
 
-def readable_pages(pages: list[str]) -> list[str]:
-    """`pages` without their running heads and feet, hyphenated line ends joined."""
-    running = running_lines(pages)
-    kept = [_without(page, running) for page in pages] if running else pages
+def readable_pages(pages: list[str], running: frozenset[str] | None = None) -> list[str]:
+    """`pages` without their running heads and feet (`running`: those found on them, or on
+    the same pages as another extractor read them), hyphenated line ends joined."""
+    running = running_lines(pages) if running is None else running
+    kept = [without_running(page, running) for page in pages] if running else pages
     compounds = {found.lower() for page in kept for found in _COMPOUND.findall(page)}
     return [_join_broken_words(page, compounds) for page in kept]
 
@@ -58,13 +59,15 @@ def _edges(lines: list[str]) -> set[int]:
 
 
 def _key(line: str) -> str:
-    """A line as it recurs from page to page: lower case, spaces collapsed, each number (and
-    a page number in Roman numerals) as `#`."""
+    """A line as it recurs from page to page: lower case, without spaces (extractors space
+    a line's words differently: `DebianReference` and `Debian Reference`), each number (and a
+    page number in Roman numerals) as `#`."""
     words = " ".join(_DIGITS.sub("#", line.lower()).split())
-    return "#" if _ROMAN_PAGE.fullmatch(words) else words
+    key = "#" if _ROMAN_PAGE.fullmatch(words) else words
+    return key.replace(" ", "")
 
 
-def _without(page: str, running: frozenset[str]) -> str:
+def without_running(page: str, running: frozenset[str]) -> str:
     """`page` without the running lines at its edges (a line in its middle stays)."""
     lines = page.splitlines()
     edges = _edges(lines)

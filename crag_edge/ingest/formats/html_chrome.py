@@ -6,10 +6,10 @@ Chrome is left out whole, with everything inside it: the elements HTML5 made for
 that mark it (navigation, banner, contentinfo, search), and the classes and ids the
 documentation generators give it: DocBook's `navheader`/`navfooter` and tables of contents,
 Sphinx's `related` bars, sidebar and footer, texinfo's `header` and `section-toc`,
-MediaWiki's (cppreference) navbar, breadcrumbs and category links, SQLite's menus and table
-of contents. A footnote is content, though Sphinx writes it as an `aside`, and so is a
-sidebar inside an article's section (reStructuredText's `sidebar`: a box of text beside the
-text, not the site's sidebar).
+MediaWiki's (cppreference) navbar, breadcrumbs and category links, gtk-doc's navigation
+bar, SQLite's menus and table of contents. A footnote is content, though Sphinx writes it
+as an `aside`, and so is a sidebar inside an article's section (reStructuredText's
+`sidebar`: a box of text beside the text, not the site's sidebar).
 
 A page is navigation as a whole when most of its text is the text of links within the site
 (a book's table of contents, a language picker; links to other sites are a list of
@@ -46,6 +46,8 @@ CHROME_CLASSES = frozenset(
         "header", "nav-panel", "section-toc", "shortcontents", "mini-toc",
         # MediaWiki (cppreference)
         "t-navbar", "printfooter", "catlinks", "mw-jump", "t-example-live-link",
+        # gtk-doc (its Top | Description bar and Home/Up/Prev/Next icons)
+        "navigation",
         # SQLite's documentation
         "fancy_toc", "menu", "mainmenu", "submenu", "searchmenu", "tagline",
     }
