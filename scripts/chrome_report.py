@@ -24,8 +24,9 @@ loader read it before chrome was left out (every visible text, blocks on lines o
 left, headings kept, milliseconds per page.
 
 A PDF given instead of a folder is a manual whose pages are the PDF's: its raw lines are each
-page's text layer as pypdf reads it (numbers in a line counted as one, so `Page 3` and `Page
-4` are one recurring line), its indexed text each page's text as the PDF loader gives it.
+page's text as poppler's `pdftotext` reads it (`apt-get install poppler-utils`; numbers in
+a line counted as one, so `Page 3` and `Page 4` are one recurring line), its indexed text
+each page's text as the PDF loader gives it.
 
 `--repeated` lists the lines of the loader's output (chrome left out by structure) that recur
 on more than 30 % of the content pages of one folder, and on three at least: what a rule
@@ -43,6 +44,7 @@ import bisect
 import contextlib
 import json
 import re
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -212,22 +214,27 @@ def read_manual(folder: Path, chunker: Chunker) -> list[Page]:
 
 
 def read_pdf_manual(path: Path, chunker: Chunker) -> list[Page]:
-    """A PDF's pages as the manual's pages: the raw text layer's lines against each page's
-    text as loaded; each chunk counted with the page it starts on."""
-    from crag_edge.ingest.loaders import pdf_pages
-
+    """A PDF's pages as the manual's pages: each page as poppler's `pdftotext` reads it (a
+    reader apart from the loader's, which spaces words well) against the page's text as
+    loaded; each chunk counted with the page it starts on."""
     raw = path.read_bytes()
-    layers, _ = pdf_pages(str(path), raw)
+    printed = subprocess.run(
+        ["pdftotext", "-enc", "UTF-8", str(path), "-"], capture_output=True, check=True
+    ).stdout.decode("utf-8", "replace")
     doc = load_file(path, raw, MAX_BYTES)
     starts = [*doc.outline.page_starts, len(doc.text)]
     pages = []
-    for number, layer in enumerate(layers):
-        text = doc.text[starts[number] : starts[number + 1]] if number + 1 < len(starts) else ""
+    for number, layer in enumerate(printed.split("\f")[: len(starts) - 1]):
+        text = doc.text[starts[number] : starts[number + 1]]
         lines = [(_pdf_line(line), 0.0) for line in layer.splitlines() if line.strip()]
         pages.append(Page(path, lines, text, False, [], [], "", set()))
+    # A chunk's line is a raw line when it differs from one only in its spaces (the
+    # loader's pypdf writes "DebianReference" where pdftotext writes "Debian Reference").
+    as_raw = {_spaceless(line): line for page in pages for line, _ in page.raw_lines}
     for span in chunker.split(doc.text):
-        on = max(bisect.bisect_right(starts, span.start) - 1, 0)
-        pages[min(on, len(pages) - 1)].chunks.append(_pdf_chunk(span.text))
+        on = min(max(bisect.bisect_right(starts, span.start) - 1, 0), len(pages) - 1)
+        lines = (_pdf_line(line) for line in span.text.split("\n"))
+        pages[on].chunks.append("\n".join(as_raw.get(_spaceless(ln), ln) for ln in lines))
     for number, page in enumerate(pages, start=1):
         page.path = path.with_name(f"{path.name} p. {number}")
     return pages
@@ -238,8 +245,8 @@ def _pdf_line(line: str) -> str:
     return _DIGITS.sub("#", _line(line))
 
 
-def _pdf_chunk(text: str) -> str:
-    return "\n".join(_pdf_line(line) for line in text.split("\n"))
+def _spaceless(line: str) -> str:
+    return "".join(line.split())
 
 
 def chrome_lines(pages: list[Page], labels: set[str]) -> tuple[set[str], Counter[str]]:
