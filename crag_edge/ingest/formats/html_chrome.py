@@ -64,13 +64,15 @@ NAVIGATION_LINK_SHARE = 0.6
 INDEX_CLASSES = frozenset({"index", "indextable", "genindextable"})
 INDEX_CLASS_PREFIX = "index-"
 # A page's name in a language: `index.en.html`, `index.pt-br.html`, `index.html.de`.
-_LANGUAGE = r"[a-z]{2,3}(?:[-_][a-zA-Z]{2,4})?"
+_LANGUAGE = re.compile(r"[a-z]{2,3}(?:[-_][a-z]{2,4})?")
 SKIP_LINK = re.compile(r"\s*skip\s+to\s+(?:the\s+)?(?:main\s+)?(?:content|navigation|text)\b", re.I)
 
 
 def is_chrome(tag: str, attrs: Attrs, in_section: bool) -> bool:
     """Whether the element `tag` with `attrs` is chrome; `in_section`: it stands inside an
     article, section or main element (whose header and footer are the article's)."""
+    if not attrs:  # most tags: told by their name alone
+        return tag in CHROME_TAGS or (tag in PAGE_EDGES and not in_section)
     values = dict(attrs)
     classes = frozenset((values.get("class") or "").split())
     if classes & NOT_CHROME_CLASSES or (in_section and tag == "aside" and "sidebar" in classes):
@@ -86,6 +88,8 @@ def is_chrome(tag: str, attrs: Attrs, in_section: bool) -> bool:
 
 def is_index(attrs: Attrs) -> bool:
     """Whether an element with `attrs` is a book's index (its page is then navigation)."""
+    if not attrs:
+        return False
     classes = (dict(attrs).get("class") or "").split()
     return any(c in INDEX_CLASSES or c.startswith(INDEX_CLASS_PREFIX) for c in classes)
 
@@ -104,14 +108,16 @@ def is_redirect(attrs: Attrs) -> bool:
 def is_language_picker(name: str, links: frozenset[str]) -> bool:
     """Whether the page named `name`, with no language in its name, links to a copy of
     itself in a language: `index.html` to `index.en.html` or `index.html.en`."""
-    stem, dot, extension = name.rpartition(".")
+    stem, dot, extension = name.lower().rpartition(".")
     if not dot or "." in stem:  # `index.en.html` is a page in a language, not the picker
         return False
-    stem, extension = re.escape(stem), re.escape(extension)
-    variant = re.compile(
-        rf"(?:.*/)?{stem}\.(?:{_LANGUAGE}\.{extension}|{extension}\.{_LANGUAGE})", re.I
-    )
-    return any(variant.fullmatch(link.partition("#")[0].strip()) for link in links)
+    for link in links:
+        parts = link.partition("#")[0].strip().rsplit("/", 1)[-1].lower().split(".")
+        if len(parts) == 3 and parts[0] == stem and extension in (parts[1], parts[2]):
+            language = parts[2] if parts[1] == extension else parts[1]
+            if _LANGUAGE.fullmatch(language):
+                return True
+    return False
 
 
 def is_navigation(link_chars: int, text_chars: int) -> bool:
