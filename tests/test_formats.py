@@ -328,12 +328,12 @@ def test_pdf_running_heads_and_page_numbers_are_dropped_and_broken_words_joined(
 
 
 def printed_page(number: int, tight: str, rows: list[tuple[str, str]]) -> str:
-    """A page as LaTeX prints a manual: a running head, a line set tight (words 2.4 points
-    apart, closer than pdfplumber's default 3), a ruled table of `rows` under a header
-    row (when any), a running foot."""
+    """A page as LaTeX prints a manual: a running head numbered in Roman, a line set
+    tight (words 2.4 points apart, closer than pdfplumber's default 3), a ruled table of
+    `rows` under a header row (when any), a running foot."""
     words = " -200 ".join(f"({word})" for word in tight.split())
     drawn = [
-        "BT /F1 12 Tf 72 760 Td (Harbour Manual) Tj ET",
+        f"BT /F1 12 Tf 72 760 Td (Harbour Manual {'i' * number if number < 4 else 'iv'}) Tj ET",
         f"BT /F1 12 Tf 72 700 Td [{words}] TJ ET",
         f"BT /F1 12 Tf 72 40 Td (Harbour Manual {number} / 4) Tj ET",
     ]

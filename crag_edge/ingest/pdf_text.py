@@ -61,10 +61,9 @@ def _edges(lines: list[str]) -> set[int]:
 def _key(line: str) -> str:
     """A line as it recurs from page to page: lower case, without spaces (extractors space
     a line's words differently: `DebianReference` and `Debian Reference`), each number (and a
-    page number in Roman numerals) as `#`."""
-    words = " ".join(_DIGITS.sub("#", line.lower()).split())
-    key = "#" if _ROMAN_PAGE.fullmatch(words) else words
-    return key.replace(" ", "")
+    word that is a page number in Roman numerals: `Debian Reference xiii`) as `#`."""
+    words = _DIGITS.sub("#", line.lower()).split()
+    return "".join("#" if word and _ROMAN_PAGE.fullmatch(word) else word for word in words)
 
 
 def without_running(page: str, running: frozenset[str]) -> str:
