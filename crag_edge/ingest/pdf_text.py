@@ -25,6 +25,8 @@ RUNNING_SHARE = 0.3
 # Fewer pages than this cannot tell a running head from a line two pages share.
 MIN_PAGES = 3
 _DIGITS = re.compile(r"\d+")
+_PUNCTUATION = re.compile(r"[^\w#]+")
+_NUMBERS = re.compile(r"#+")
 _ROMAN_PAGE = re.compile(r"x{0,3}(?:ix|iv|v?i{0,3})")  # i to xxxix: a front matter's pages
 _BROKEN_WORD = re.compile(r"(\w*[a-z])-[ \t]*\n[ \t]*([a-z]\w*)")
 _COMPOUND = re.compile(r"\b\w+-\w+\b")
@@ -59,11 +61,13 @@ def _edges(lines: list[str]) -> set[int]:
 
 
 def _key(line: str) -> str:
-    """A line as it recurs from page to page: lower case, without spaces (extractors space
-    a line's words differently: `DebianReference` and `Debian Reference`), each number (and a
-    word that is a page number in Roman numerals: `Debian Reference xiii`) as `#`."""
+    """A line as it recurs from page to page: lower case, its letters alone (extractors space
+    a line's words differently: `DebianReference` and `Debian Reference`), each page number
+    as `#`, in digits, as a fraction or in Roman numerals (`Debian Reference 27 / 233`,
+    `Debian Reference xiii`)."""
     words = _DIGITS.sub("#", line.lower()).split()
-    return "".join("#" if word and _ROMAN_PAGE.fullmatch(word) else word for word in words)
+    key = "".join("#" if word and _ROMAN_PAGE.fullmatch(word) else word for word in words)
+    return _NUMBERS.sub("#", _PUNCTUATION.sub("", key))
 
 
 def without_running(page: str, running: frozenset[str]) -> str:
