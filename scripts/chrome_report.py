@@ -23,6 +23,15 @@ loader read it before chrome was left out (every visible text, blocks on lines o
 (trafilatura, readability-lxml, jusText) on the same sample: content words kept, chrome lines
 left, headings kept, milliseconds per page.
 
+A PDF given instead of a folder is a manual whose pages are the PDF's: its raw lines are each
+page's text as poppler's `pdftotext` reads it (`apt-get install poppler-utils`; numbers in
+a line counted as one, so `Page 3` and `Page 4` are one recurring line), its indexed text
+each page's text as the PDF loader gives it.
+
+`--repeated` lists the lines of the loader's output (chrome left out by structure) that recur
+on more than 30 % of the content pages of one folder, and on three at least: what a rule
+telling chrome by repetition would leave out, to read by hand.
+
 `--speed` times the loader alone over the folders and counts the chunks and tokens it gives
 (embedding, the most of ingest's time, costs by token); run it with `PYTHONPATH` set to
 another checkout to compare two versions of the loader.
@@ -31,9 +40,11 @@ another checkout to compare two versions of the loader.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import json
 import re
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -48,6 +59,7 @@ from crag_edge.models.registry import load_embedder
 CHROME_SHARE = 0.3  # a line on more than this share of a manual's pages is chrome
 MAX_BYTES = 10_000_000
 _WORD = re.compile(r"\w+")
+_DIGITS = re.compile(r"\d+")
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 
 
@@ -201,6 +213,42 @@ def read_manual(folder: Path, chunker: Chunker) -> list[Page]:
     return pages
 
 
+def read_pdf_manual(path: Path, chunker: Chunker) -> list[Page]:
+    """A PDF's pages as the manual's pages: each page as poppler's `pdftotext` reads it (a
+    reader apart from the loader's, which spaces words well) against the page's text as
+    loaded; each chunk counted with the page it starts on."""
+    raw = path.read_bytes()
+    printed = subprocess.run(
+        ["pdftotext", "-enc", "UTF-8", str(path), "-"], capture_output=True, check=True
+    ).stdout.decode("utf-8", "replace")
+    doc = load_file(path, raw, MAX_BYTES)
+    starts = [*doc.outline.page_starts, len(doc.text)]
+    pages = []
+    for number, layer in enumerate(printed.split("\f")[: len(starts) - 1]):
+        text = doc.text[starts[number] : starts[number + 1]]
+        lines = [(_pdf_line(line), 0.0) for line in layer.splitlines() if line.strip()]
+        pages.append(Page(path, lines, text, False, [], [], "", set()))
+    # A chunk's line is a raw line when it differs from one only in its spaces (the
+    # loader's pypdf writes "DebianReference" where pdftotext writes "Debian Reference").
+    as_raw = {_spaceless(line): line for page in pages for line, _ in page.raw_lines}
+    for span in chunker.split(doc.text):
+        on = min(max(bisect.bisect_right(starts, span.start) - 1, 0), len(pages) - 1)
+        lines = (_pdf_line(line) for line in span.text.split("\n"))
+        pages[on].chunks.append("\n".join(as_raw.get(_spaceless(ln), ln) for ln in lines))
+    for number, page in enumerate(pages, start=1):
+        page.path = path.with_name(f"{path.name} p. {number}")
+    return pages
+
+
+def _pdf_line(line: str) -> str:
+    """A PDF line as it recurs from page to page: its numbers as `#`."""
+    return _DIGITS.sub("#", _line(line))
+
+
+def _spaceless(line: str) -> str:
+    return "".join(line.split())
+
+
 def chrome_lines(pages: list[Page], labels: set[str]) -> tuple[set[str], Counter[str]]:
     """The lines on more than `CHROME_SHARE` of the pages but `labels`, and on how many
     pages each line is."""
@@ -330,7 +378,7 @@ def compare(folder: Path, pages: list[Page], sample: int, labels: set[str]) -> l
 
 
 def speed(folders: list[Path], chunker: Chunker) -> dict[str, float]:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     texts = []
     for folder in folders:
         for path in sorted(folder.rglob("*.html")):
@@ -338,14 +386,39 @@ def speed(folders: list[Path], chunker: Chunker) -> dict[str, float]:
                 texts.append(load_file(path, path.read_bytes(), MAX_BYTES).text)
             except LoadError:
                 continue
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     spans = [span for text in texts for span in chunker.split(text)]
     return {
         "pages": len(texts),
         "load_seconds": round(seconds, 2),
+        "load_cpu_seconds": round(cpu, 2),  # steadier than wall time on a shared machine
         "chunks": len(spans),
         "tokens": sum(span.token_count for span in spans),
     }
+
+
+def repeated(folder: Path) -> list[dict]:
+    """The lines of the loader's output on more than `CHROME_SHARE` of one folder's content
+    pages (and on three at least), with the share of pages each is on."""
+    by_folder: dict[Path, list[set[str]]] = {}
+    for path in sorted([*folder.rglob("*.html"), *folder.rglob("*.htm")]):
+        try:
+            doc = load_file(path, path.read_bytes(), MAX_BYTES)
+        except LoadError:
+            continue
+        if not doc.metadata.get("navigation"):
+            lines = {_line(line) for line in doc.text.splitlines()} - {""}
+            by_folder.setdefault(path.parent, []).append(lines)
+    found = []
+    for where, pages in by_folder.items():
+        counts = Counter(line for page in pages for line in page)
+        least = max(CHROME_SHARE * len(pages), 2)
+        found += [
+            {"folder": str(where), "line": line, "pages": f"{count}/{len(pages)}"}
+            for line, count in counts.most_common()
+            if count > least
+        ]
+    return found
 
 
 def main() -> None:
@@ -354,6 +427,9 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=20, help="pages checked for content words")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--speed", action="store_true", help="loader time, chunks and tokens")
+    parser.add_argument(
+        "--repeated", action="store_true", help="output lines recurring across a folder's pages"
+    )
     parser.add_argument(
         "--compare", action="store_true", help="crag-edge's rule against the PyPI extractors"
     )
@@ -368,12 +444,17 @@ def main() -> None:
         print(json.dumps(speed(args.folders, chunker)))
         return
     for folder in args.folders:
+        if args.repeated:
+            for row in repeated(folder):
+                print(json.dumps(row))
+            continue
+        is_pdf = folder.suffix.lower() == ".pdf"
+        pages = (read_pdf_manual if is_pdf else read_manual)(folder, chunker)
         if args.compare:
-            pages = read_manual(folder, chunker)
             for row in compare(folder, pages, args.sample, set(args.label)):
                 print(json.dumps(row))
             continue
-        result = report(folder, read_manual(folder, chunker), args.sample, set(args.label))
+        result = report(folder, pages, args.sample, set(args.label))
         if args.json:
             print(json.dumps(asdict(result)))
             continue

@@ -19,7 +19,7 @@ from crag_edge.ingest.formats.numbers import shown
 from crag_edge.ingest.loaders import LoadedDocument, pdf_pages
 from crag_edge.ingest.outline import outline_places
 from crag_edge.types import Chunk
-from tests.documents import make_pdf
+from tests.documents import drawn_pdf, make_pdf
 
 FIXTURES = Path(__file__).parent / "data" / "formats"
 MAX_BYTES = 10_000_000
@@ -325,6 +325,41 @@ def test_pdf_running_heads_and_page_numbers_are_dropped_and_broken_words_joined(
     assert two.text.count("Operations Manual") == 2
     lines = ["Tide tables.", "Mooring fees.", "Fuel dock."]  # each page's one line, each once
     assert load_file(path, make_pdf(lines), MAX_BYTES).text == "\n\n".join(lines)
+
+
+def printed_page(number: int, tight: str, rows: list[tuple[str, str]]) -> str:
+    """A page as LaTeX prints a manual: a running head numbered in Roman, a line set
+    tight (words 2.4 points apart, closer than pdfplumber's default 3), a ruled table of
+    `rows` under a header row (when any), a running foot."""
+    words = " -200 ".join(f"({word})" for word in tight.split())
+    drawn = [
+        f"BT /F1 12 Tf 72 760 Td (Harbour Manual {'i' * number if number < 4 else 'iv'}) Tj ET",
+        f"BT /F1 12 Tf 72 700 Td [{words}] TJ ET",
+        f"BT /F1 12 Tf 72 40 Td (Harbour Manual {number} / 4) Tj ET",
+    ]
+    for index, (left, right) in enumerate([("Berth", "Depth"), *rows] if rows else []):
+        y = 600 - 24 * index
+        drawn += [f"72 {y} 150 24 re S 222 {y} 150 24 re S",
+                  f"BT /F1 12 Tf 78 {y + 7} Td ({left}) Tj ET",
+                  f"BT /F1 12 Tf 228 {y + 7} Td ({right}) Tj ET"]  # fmt: skip
+    return "\n".join(drawn)
+
+
+def test_pdf_pages_with_tables_lose_their_running_lines_and_keep_words_apart() -> None:
+    """A page holding a ruled table is read again by pdfplumber: its running foot, which
+    stands before the rows there, is dropped too, and tightly set words stay words."""
+    rows = [("North pier", "4 metres"), ("South pier", "6 metres"), ("Fuel dock", "3 metres")]
+    pages = [
+        printed_page(1, "Moorings are booked at the office.", []),
+        printed_page(2, "Depths are measured at low water.", rows),
+        printed_page(3, "Fees are paid on arrival.", []),
+        printed_page(4, "Depths change after storms.", rows[:2]),
+    ]
+    doc = load_file(Path("printed.pdf"), drawn_pdf(pages), MAX_BYTES)
+    assert "Harbour Manual" not in doc.text
+    assert "Depths are measured at low water." in doc.text
+    assert "Berth: North pier; Depth: 4 metres" in doc.text
+    assert cite(doc, "Depths change after storms") == "printed.pdf p. 4"
 
 
 # Hostile files: each is one LoadError naming what is wrong.

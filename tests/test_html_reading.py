@@ -120,6 +120,43 @@ def test_a_table_of_contents_page_is_navigation_found_by_its_title(tmp_path: Pat
     assert html_document(tmp_path / "index.html", picker)[1] == {NAVIGATION: True}
 
 
+def test_gtk_doc_navigation_bar_is_left_out(tmp_path: Path) -> None:
+    """gtk-doc (the GnuTLS and libtasn1 API references) puts its Top | Description links
+    and Home/Up/Prev/Next icons in a table of class `navigation`."""
+    page = (
+        '<title>Abstract key API</title><table class="navigation" id="top"><tr><td>'
+        '<a href="#" class="shortcut">Top</a> | <a href="#desc" class="shortcut">Description'
+        '</a></td><td><a accesskey="h" href="index.html"><img alt="Home"></a></td></tr></table>'
+        '<div class="refentry"><h2>Description</h2><p>An abstract key API.</p></div>'
+    )
+    text, metadata = html_document(tmp_path / "gnutls-abstract.html", page)
+    assert (text, metadata) == ("Description\n\nAn abstract key API.", {})
+
+
+def test_a_language_picker_with_notes_is_navigation_its_languages_content(
+    tmp_path: Path,
+) -> None:
+    """A picker is told by its links to itself in a language, not by its share of link text:
+    the Debian Reference's `index.html` is mostly notes about the files."""
+    notes = (
+        "<p>All files are encoded in <b>UTF-8</b>.</p><p>If your favorite language is not "
+        "found in this list, please install the corresponding debian-reference package.</p>"
+        "<p>Some browsers may not be set up to read compressed plain text. Use an appropriate "
+        "file viewer to read them directly from the folder they are installed in.</p>"
+    )
+    picker = (
+        "<title>Debian Reference (version 2)</title><h1>Debian Reference (version 2)</h1>"
+        '<dl><dt><b>English</b></dt><dd><a href="index.en.html">HTML (multi files)</a>, '
+        '<a href="debian-reference.en.pdf">PDF</a></dd></dl>' + notes
+    )
+    text, metadata = html_document(tmp_path / "index.html", picker)
+    assert (text, metadata) == ("Debian Reference (version 2)", {NAVIGATION: True})
+    for name, link in [("index.fr.html", "index.en.html"), ("guide.html", "index.en.html")]:
+        page = f'<title>Guide</title><p><a href="{link}">English</a></p>{notes}'
+        text, metadata = html_document(tmp_path / name, page)
+        assert "encoded in UTF-8" in text and metadata == {}
+
+
 def test_a_list_of_references_to_other_sites_is_content(tmp_path: Path) -> None:
     """Links that leave the site are a page's references (an acronym list's definitions)."""
     page = "<title>Acronyms</title><dl>" + "".join(

@@ -25,15 +25,18 @@ RUNNING_SHARE = 0.3
 # Fewer pages than this cannot tell a running head from a line two pages share.
 MIN_PAGES = 3
 _DIGITS = re.compile(r"\d+")
+_PUNCTUATION = re.compile(r"[^\w#]+")
+_NUMBERS = re.compile(r"#+")
 _ROMAN_PAGE = re.compile(r"x{0,3}(?:ix|iv|v?i{0,3})")  # i to xxxix: a front matter's pages
 _BROKEN_WORD = re.compile(r"(\w*[a-z])-[ \t]*\n[ \t]*([a-z]\w*)")
 _COMPOUND = re.compile(r"\b\w+-\w+\b")
 
 
-def readable_pages(pages: list[str]) -> list[str]:
-    """`pages` without their running heads and feet, hyphenated line ends joined."""
-    running = running_lines(pages)
-    kept = [_without(page, running) for page in pages] if running else pages
+def readable_pages(pages: list[str], running: frozenset[str] | None = None) -> list[str]:
+    """`pages` without their running heads and feet (`running`: those found on them, or on
+    the same pages as another extractor read them), hyphenated line ends joined."""
+    running = running_lines(pages) if running is None else running
+    kept = [without_running(page, running) for page in pages] if running else pages
     compounds = {found.lower() for page in kept for found in _COMPOUND.findall(page)}
     return [_join_broken_words(page, compounds) for page in kept]
 
@@ -58,13 +61,16 @@ def _edges(lines: list[str]) -> set[int]:
 
 
 def _key(line: str) -> str:
-    """A line as it recurs from page to page: lower case, spaces collapsed, each number (and
-    a page number in Roman numerals) as `#`."""
-    words = " ".join(_DIGITS.sub("#", line.lower()).split())
-    return "#" if _ROMAN_PAGE.fullmatch(words) else words
+    """A line as it recurs from page to page: lower case, its letters alone (extractors space
+    a line's words differently: `DebianReference` and `Debian Reference`), each page number
+    as `#`, in digits, as a fraction or in Roman numerals (`Debian Reference 27 / 233`,
+    `Debian Reference xiii`)."""
+    words = _DIGITS.sub("#", line.lower()).split()
+    key = "".join("#" if word and _ROMAN_PAGE.fullmatch(word) else word for word in words)
+    return _NUMBERS.sub("#", _PUNCTUATION.sub("", key))
 
 
-def _without(page: str, running: frozenset[str]) -> str:
+def without_running(page: str, running: frozenset[str]) -> str:
     """`page` without the running lines at its edges (a line in its middle stays)."""
     lines = page.splitlines()
     edges = _edges(lines)

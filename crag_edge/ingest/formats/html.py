@@ -33,13 +33,14 @@ _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)"""
 @dataclass(frozen=True)
 class HtmlPage:
     """A page as read: its title, visible text, outline (headings, and each table row as a
-    numbered place: `Outline.page_numbers`, None where no row is), and whether it is a
-    page of links."""
+    numbered place: `Outline.page_numbers`, None where no row is), whether it is a page of
+    links, and where its links within the site lead (a language picker is told by them)."""
 
     title: str
     text: str
     outline: Outline
     navigation: bool
+    links: frozenset[str] = frozenset()
 
 
 def load_html(path: Path, raw: bytes) -> LoadedDocument:
@@ -48,7 +49,7 @@ def load_html(path: Path, raw: bytes) -> LoadedDocument:
     text = decode_text(raw, str(path), declared.group(1).decode("ascii") if declared else None)
     page = read_html(text)
     title = page.title or path.stem
-    if page.navigation:
+    if page.navigation or html_chrome.is_language_picker(path.name, page.links):
         return LoadedDocument(str(path), title, title, {NAVIGATION: True})
     return LoadedDocument(str(path), title, page.text, outline=page.outline)
 
@@ -182,6 +183,7 @@ class _HtmlText(HTMLParser):
         self._index_chars = 0  # the text of a book's index, left out
         self._link_chars = 0
         self._text_chars = 0
+        self._targets: set[str] = set()  # where the links within the site lead
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._close_title()
@@ -204,8 +206,11 @@ class _HtmlText(HTMLParser):
         if tag in html_chrome.SECTIONING:
             self._sections += 1
         elif tag == "a" and (href := dict(attrs).get("href")) is not None:
-            self._links += html_chrome.is_internal(href)
+            internal = html_chrome.is_internal(href)
+            self._links += internal
             self._anchor = href.startswith("#")
+            if internal:
+                self._targets.add(href)
         elif tag == "pre":
             self._pre += 1
         elif tag in self._HEADINGS and not self._tables:
@@ -304,7 +309,7 @@ class _HtmlText(HTMLParser):
             or self._index_chars > self._text_chars
             or html_chrome.is_navigation(self._link_chars, self._text_chars)
         )
-        return HtmlPage(title, text, outline, navigation)
+        return HtmlPage(title, text, outline, navigation, frozenset(self._targets))
 
     def _count(self, data: str) -> None:
         """Count the page's visible characters, and those of link text."""

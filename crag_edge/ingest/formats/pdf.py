@@ -30,7 +30,7 @@ from crag_edge.citations import RECOGNISED
 from crag_edge.ingest.formats.builder import DocumentText, caption_of, rows_as_records
 from crag_edge.ingest.formats.extras import MissingExtra, require
 from crag_edge.ingest.loaders import LoadedDocument, LoadError, pdf_pages
-from crag_edge.ingest.pdf_text import readable_pages
+from crag_edge.ingest.pdf_text import readable_pages, running_lines, without_running
 
 # Scans are rendered at this resolution for Tesseract (its accuracy drops below ~200 dpi).
 OCR_DPI = 300
@@ -43,6 +43,9 @@ OCR_TIMEOUT_S = 300
 # a page needs before its tables are looked for (a 2x2 table has at least 6 rules).
 _PATH_OPERATORS = re.compile(rb"\s(?:re|l)\s")
 _MIN_RULES = 6
+# Letters closer than this (in points) are one word for pdfplumber: its default, 3, joins the
+# words of LaTeX's tightly set lines ("Apackagenameisreferred...", docs/formats.md).
+X_TOLERANCE = 1.5
 OCR_HOW = "install Tesseract (apt-get install tesseract-ocr) and pip install 'crag-edge[ocr]'"
 
 
@@ -63,8 +66,9 @@ def load_pdf_file(
     path: Path, raw: bytes, max_bytes: int, ocr: OcrLimits = DEFAULT_OCR
 ) -> LoadedDocument:
     source = str(path)
-    pages, title = pdf_pages(source, raw)
-    pages = readable_pages(_with_tables(source, raw, pages))
+    layers, title = pdf_pages(source, raw)
+    running = running_lines(layers)
+    pages = readable_pages(_with_tables(source, raw, layers, running), running)
     blank = [i for i, page in enumerate(pages) if not page]
     text = DocumentText(source, max_bytes)
     recognised = _recognise(source, raw, blank, ocr, text.warnings) if blank else {}
@@ -164,8 +168,9 @@ def _tesseract(image: bytes) -> str:
     return done.stdout.decode("utf-8", "replace").strip()
 
 
-def _with_tables(source: str, raw: bytes, pages: list[str]) -> list[str]:
-    """`pages` with each page that holds tables read again by pdfplumber (if installed)."""
+def _with_tables(source: str, raw: bytes, pages: list[str], running: frozenset[str]) -> list[str]:
+    """`pages` with each page that holds tables read again by pdfplumber (if installed);
+    `running`: the running heads and feet, left out of the text around the tables."""
     try:
         pdfplumber = require("pdfplumber", "PDF tables", source)
     except MissingExtra:
@@ -176,7 +181,7 @@ def _with_tables(source: str, raw: bytes, pages: list[str]) -> list[str]:
     try:
         with pdfplumber.open(io.BytesIO(raw)) as pdf:
             return [
-                (index in ruled and _page_with_tables(page)) or text
+                (index in ruled and _page_with_tables(page, running)) or text
                 for index, (page, text) in enumerate(zip(pdf.pages, pages, strict=False))
             ]
     except Exception:  # pypdf read it; pdfplumber's failure only loses the table layout
@@ -196,8 +201,10 @@ def _ruled_pages(raw: bytes) -> set[int]:
     return ruled
 
 
-def _page_with_tables(page: Any) -> str | None:
-    """The page's text around its tables, then their rows as records; None without tables."""
+def _page_with_tables(page: Any, running: frozenset[str]) -> str | None:
+    """The page's text around its tables, without its running heads and feet (the rows
+    follow it, so a running foot would stand mid-page), then their rows as records; None
+    without tables."""
     tables = page.find_tables()
     if not tables:
         return None
@@ -208,15 +215,19 @@ def _page_with_tables(page: Any) -> str | None:
         record
         for table in tables
         for record in rows_as_records(
-            [[cell or "" for cell in row] for row in table.extract()], _caption(page, table)
+            [[cell or "" for cell in row] for row in table.extract(x_tolerance=X_TOLERANCE)],
+            _caption(page, table),
         )
     ]
-    return "\n\n".join([outside.extract_text() or "", *rows]).strip()
+    around = without_running(outside.extract_text(x_tolerance=X_TOLERANCE) or "", running)
+    return "\n\n".join([around, *rows]).strip()
 
 
 def _caption(page: Any, table: Any) -> str:
     """The line just above `table` on `page` when it is short enough to title it."""
     top = table.bbox[1]
-    above = page.crop((0, 0, page.width, top)).extract_text() if top > 0 else ""
+    above = (
+        page.crop((0, 0, page.width, top)).extract_text(x_tolerance=X_TOLERANCE) if top > 0 else ""
+    )
     lines = [line for line in (above or "").splitlines() if line.strip()]
     return caption_of(lines[-1]) if lines else ""
