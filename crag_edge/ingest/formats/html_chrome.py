@@ -87,7 +87,8 @@ def is_chrome(tag: str, attrs: Attrs, in_section: bool) -> bool:
 
 
 def is_index(attrs: Attrs) -> bool:
-    """Whether an element with `attrs` is a book's index (its page is then navigation)."""
+    """Whether an element with `attrs` is a book's index: navigation when it fills most of its
+    page, left out of a page it does not fill."""
     if not attrs:
         return False
     classes = (dict(attrs).get("class") or "").split()
