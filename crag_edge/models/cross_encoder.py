@@ -12,7 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from crag_edge.models.onnx_session import create_session, pad_batch, plain_tokenizer, relevance
+from crag_edge.models.onnx_session import (
+    check_batching,
+    open_graph,
+    pad_batch,
+    plain_tokenizer,
+    relevance,
+)
 from crag_edge.types import ScoredBatch
 
 OUTPUT_NAME = "logits"
@@ -41,12 +47,8 @@ class OnnxCrossEncoder:
         max_length: int = MAX_LENGTH,
         batch_size: int = 32,
     ) -> None:
-        if batch_size < 1 or max_length < MIN_LENGTH:
-            raise ValueError(
-                f"need batch_size >= 1, max_length >= {MIN_LENGTH}; got {batch_size}, {max_length}"
-            )
-        self._session = create_session(onnx_path, threads)
-        outputs = {o.name: o.shape for o in self._session.get_outputs()}
+        check_batching(batch_size, "max_length", max_length, MIN_LENGTH)
+        self._session, outputs = open_graph(onnx_path, threads)
         shape = outputs.get(OUTPUT_NAME)
         if shape is None or shape[-1] not in (1, 2):
             raise ValueError(

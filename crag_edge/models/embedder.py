@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from crag_edge.models.onnx_session import create_session, pad_batch, plain_tokenizer
+from crag_edge.models.onnx_session import check_batching, open_graph, pad_batch, plain_tokenizer
 from crag_edge.types import Vector
 
 OUTPUT_NAME = "sentence_embedding"
@@ -26,12 +26,8 @@ class OnnxEmbedder:
         batch_size: int = 4,
         max_tokens: int = 256,
     ) -> None:
-        if batch_size < 1 or max_tokens < 2:
-            raise ValueError(
-                f"need batch_size >= 1, max_tokens >= 2; got {batch_size}, {max_tokens}"
-            )
-        self._session = create_session(onnx_path, threads)
-        outputs = {o.name: o.shape for o in self._session.get_outputs()}
+        check_batching(batch_size, "max_tokens", max_tokens, 2)
+        self._session, outputs = open_graph(onnx_path, threads)
         shape = outputs.get(OUTPUT_NAME)
         if shape is None or not isinstance(shape[-1], int):
             raise ValueError(f"{onnx_path} has no {OUTPUT_NAME!r} output of fixed width")

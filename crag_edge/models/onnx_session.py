@@ -38,6 +38,23 @@ def create_session(path: Path, threads: int = 0) -> ort.InferenceSession:
         ) from exc
 
 
+def check_batching(batch_size: int, limit_name: str, limit: int, least: int) -> None:
+    """Refuse a batch size or token limit no runtime can work with, before any file opens:
+    `limit_name` is the runtime's own name for its token limit, so the message matches its
+    keyword argument."""
+    if batch_size < 1 or limit < least:
+        raise ValueError(
+            f"need batch_size >= 1, {limit_name} >= {least}; got {batch_size}, {limit}"
+        )
+
+
+def open_graph(path: Path, threads: int) -> tuple[ort.InferenceSession, dict[str, Any]]:
+    """The session (`create_session`) and the shape of each of its outputs by name: each
+    runtime checks that the output it reads is there and has the width it expects."""
+    session = create_session(path, threads)
+    return session, {o.name: o.shape for o in session.get_outputs()}
+
+
 def plain_tokenizer(path: Path) -> Tokenizer:
     """`path` with its own truncation and padding removed: each runtime sets what it needs."""
     if not path.is_file():
