@@ -20,12 +20,12 @@ import math
 import socket
 import threading
 import time
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
 from crag_edge.cancellation import current as current_cancellation
+from crag_edge.types import Closing
 
 # How often a watchdog over cancellable work looks whether it was cancelled.
 CANCEL_POLL_S = 0.25
@@ -33,7 +33,7 @@ CANCEL_POLL_S = 0.25
 _OPENED = ("connect_tcp.complete", "start_tls.complete")
 
 
-class Watchdog:
+class Watchdog(Closing):
     """Cuts the connection of the requests sent with `extensions` once `seconds` pass
     (`postpone` moves the deadline on, e.g. for each piece of a stream). Use it as a context
     manager around the exchange."""
@@ -64,16 +64,12 @@ class Watchdog:
         with self._wake:
             self._deadline = math.inf
 
-    def __enter__(self) -> Watchdog:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """The exchange is over: the watch ends, and nothing is cut after this returns."""
         with self._wake:
             self._finished = True
             self._wake.notify()
