@@ -149,6 +149,12 @@ class _Section(BaseModel):
         return value
 
 
+def _wait(default: float, description: str | None = None) -> Any:
+    """A setting that bounds a wait in seconds: more than nothing, and at most an hour,
+    beyond which a caller is better told the service is stuck than kept waiting."""
+    return Field(default, gt=0, le=3600, description=description)
+
+
 def _check_controls(value: str, *, path: bool) -> None:
     """A NUL ends a string at every system call, so no path, host or name holds one; other
     control characters have no place in a name, URL or key either (a line break in a key
@@ -189,19 +195,14 @@ class ModelSettings(_Section):
     llm_max_tokens: int = Field(
         256, ge=1, le=8192, description="Upper bound on tokens one LLM call may generate."
     )
-    llm_timeout_s: float = Field(
-        60.0,
-        gt=0,
-        le=3600,
-        description="Seconds one judge or rewrite LLM call may take, queueing included.",
+    llm_timeout_s: float = _wait(
+        60.0, "Seconds one judge or rewrite LLM call may take, queueing included."
     )
     # Answers are bounded by progress, not by a total: a slow laptop may take minutes for a
     # long answer and should get it, while a stuck machine should not leave the user waiting.
-    llm_stall_timeout_s: float = Field(
+    llm_stall_timeout_s: float = _wait(
         30.0,
-        gt=0,
-        le=3600,
-        description="An answer stops after this many seconds without a new prompt chunk or "
+        "An answer stops after this many seconds without a new prompt chunk or "
         "token (waiting for the model included); its length is bounded by llm_max_tokens.",
     )
     # An OpenAI-compatible server (llama-server, llama_cpp.server, vLLM, Ollama) in place of
@@ -227,7 +228,7 @@ class ModelSettings(_Section):
     )
     embed_max_tokens: int = Field(256, ge=8, le=512, description="Truncation length for embedding.")
     hub_connect_timeout: float = Field(3.0, gt=0, le=120, description="Seconds to reach a hub.")
-    hub_read_timeout: float = Field(60.0, gt=0, le=3600)
+    hub_read_timeout: float = _wait(60.0)
 
 
 class StoreSettings(_Section):
@@ -556,12 +557,10 @@ class ServerSettings(_Section):
     server_max_ingest_paths: int = Field(100, ge=1, le=100000)
     server_workers: int = Field(1, ge=1, le=64)
     server_max_waiting: int = Field(8, ge=0, le=10000)
-    server_queue_timeout_s: float = Field(30.0, gt=0, le=3600)
-    server_read_timeout_s: float = Field(
+    server_queue_timeout_s: float = _wait(30.0)
+    server_read_timeout_s: float = _wait(
         30.0,
-        gt=0,
-        le=3600,
-        description="Longest a request's head, and then its body, may take to arrive (a late "
+        "Longest a request's head, and then its body, may take to arrive (a late "
         "body: 408; a late head: the connection closed): a client that stops sending would "
         "otherwise hold its connection for ever.",
     )
