@@ -46,6 +46,7 @@ from crag_edge.answer.support import (
     claim_text,
     facts,
     held_words,
+    refers_back,
     term_support,
 )
 from crag_edge.grading.auc import roc_auc
@@ -58,23 +59,49 @@ from crag_edge.sentences import sentence_spans
 ROOT = Path(__file__).resolve().parent.parent
 MINILM = ROOT / "models" / "all-minilm-l6-v2"
 EVALUATOR = ROOT / "crag_edge" / "evaluator"
-CHEAP = ("located", "quoted", "missing", "share", "fact_share")
+CHEAP = (
+    "located",
+    "quoted",
+    "missing",
+    "share",
+    "fact_share",
+    "piece_located",
+    "piece_share",
+    "previous_share",
+)
 Scorer = Callable[[dict[str, Any]], dict[str, float]]
 
 
 def cheap(item: dict[str, Any]) -> dict[str, float]:
-    """The check's cheap tier on the item's one passage."""
+    """The check's cheap tier on the item's one passage, and on its sentences (a table's
+    rows) one at a time: a fact of another row is in the passage, not in the row."""
     passage = ContextItem(1, 1, 0, item["passage_title"], "", 0, 0, item["passage"], "corpus", 1)
     terms = term_support(item["sentence"], [passage], None, item["question"])
+    pieces = passage_pieces(item["passage"])
+    in_pieces = term_support(item["sentence"], pieces, None, item["question"])
     stated_facts = facts(claim_text(item["sentence"]))
     held = stated_facts & held_words(item["passage"])
+    pointing = bool(item["previous"]) and refers_back(item["sentence"])
+    previous = term_support(item["previous"], pieces).best()[1] if pointing else 1.0
     return {
         "located": float(bool(terms.located) and not terms.missing),
         "quoted": float(terms.quoted is not None),
         "missing": float(bool(terms.missing)),
         "share": terms.best()[1],
         "fact_share": len(held) / len(stated_facts) if stated_facts else 1.0,
+        "piece_located": float(bool(in_pieces.located) and not terms.missing),
+        "piece_share": in_pieces.best()[1],
+        "previous_share": previous,
     }
+
+
+def passage_pieces(text: str) -> list[ContextItem]:
+    """A passage's sentences (each row of a table is one), as numbered context items."""
+    spans = sentence_spans(text) or [(0, len(text))]
+    return [
+        ContextItem(n, n, 0, "", "", a, b, text[a:b], "corpus", 1)
+        for n, (a, b) in enumerate(spans, 1)
+    ]
 
 
 def cosine_scorer() -> Scorer:
@@ -111,31 +138,47 @@ def support_model_scorer(folder: Path) -> Scorer:
 
 
 def reliance_scorer(gguf: Path) -> Scorer:
-    """Mean log-probability per token of the sentence with the passage minus without it."""
-    from llama_cpp import Llama
-
-    llm = Llama(str(gguf), n_ctx=1024, n_threads=1, logits_all=True, verbose=False)
-
-    def mean_logprob(prompt: str, target: str) -> float:
-        head = llm.tokenize(prompt.encode(), add_bos=True)
-        tail = llm.tokenize(target.encode(), add_bos=False)
-        head = head[-(1000 - len(tail)) :]
-        llm.reset()
-        llm.eval(head + tail)
-        logits = np.asarray(llm.scores[: len(head) + len(tail)], dtype=np.float64)
-        rows = logits[len(head) - 1 : len(head) + len(tail) - 1]
-        top = rows.max(axis=1, keepdims=True)
-        logz = np.log(np.exp(rows - top).sum(axis=1)) + top[:, 0]
-        return float(np.mean(rows[np.arange(len(tail)), tail] - logz))
+    """Mean log-probability per token of the sentence with the passage minus without it.
+    One model reads the prompts with the passage, another those without, so that items of
+    one passage share its evaluated prefix."""
+    with_passage, without = _LogProbs(gguf), _LogProbs(gguf)
 
     def score(item: dict[str, Any]) -> dict[str, float]:
         answer = f"Answer: {claim_text(item['previous'])} ".replace("Answer:  ", "Answer: ")
         asked = f"Question: {item['question']}\n{answer}"
         sentence = claim_text(item["sentence"])
-        with_passage = mean_logprob(f"Passage: {item['passage']}\n\n{asked}", sentence)
-        return {"reliance": with_passage - mean_logprob(asked, sentence)}
+        read = with_passage.mean(f"Passage: {item['passage']}\n\n{asked}", sentence)
+        return {"reliance": read - without.mean(asked, sentence)}
 
     return score
+
+
+class _LogProbs:
+    """A small GGUF model's mean log-probability of a text after a prompt, reusing the
+    evaluated tokens the last call shares with this one."""
+
+    def __init__(self, gguf: Path) -> None:
+        from llama_cpp import Llama
+
+        self._llm = Llama(str(gguf), n_ctx=1024, n_threads=1, logits_all=True, verbose=False)
+
+    def mean(self, prompt: str, target: str) -> float:
+        llm = self._llm
+        head = llm.tokenize(prompt.encode(), add_bos=True)
+        tail = llm.tokenize(target.encode(), add_bos=False)
+        tokens = head[-(1000 - len(tail)) :] + tail
+        start = len(tokens) - len(tail)
+        common = 0
+        for old, new in zip(llm.input_ids[: llm.n_tokens], tokens[:-1], strict=False):
+            if old != new:
+                break
+            common += 1
+        llm.n_tokens = common
+        llm.eval(tokens[common:])
+        rows = np.asarray(llm.scores[start - 1 : len(tokens) - 1], dtype=np.float64)
+        top = rows.max(axis=1, keepdims=True)
+        logz = np.log(np.exp(rows - top).sum(axis=1)) + top[:, 0]
+        return float(np.mean(rows[np.arange(len(tail)), tail] - logz))
 
 
 def judge_scorer(gguf: Path) -> Scorer:
@@ -165,7 +208,7 @@ def score_items(args: argparse.Namespace, items: list[dict[str, Any]]) -> list[d
             row = json.loads(line)
             done.setdefault(row["key"], {}).update(row)
     scorers: list[tuple[str, Callable[[], Scorer]]] = [
-        ("located", lambda: cheap),
+        ("previous_share", lambda: cheap),
         ("cosine", cosine_scorer),
         ("evaluator", evaluator_scorer),
     ]
