@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from crag_edge.answer.answering import focus_terms
 from crag_edge.answer.support import (
     LlmSupport,
     claim_text,
@@ -50,6 +51,7 @@ from crag_edge.answer.support import (
     term_support,
 )
 from crag_edge.grading.auc import roc_auc
+from crag_edge.grading.terms import tokenize
 from crag_edge.models.cross_encoder import OnnxCrossEncoder
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.models.support_model import SupportModel
@@ -60,6 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MINILM = ROOT / "models" / "all-minilm-l6-v2"
 EVALUATOR = ROOT / "crag_edge" / "evaluator"
 CHEAP = (
+    "addresses",
     "located",
     "quoted",
     "missing",
@@ -83,7 +86,9 @@ def cheap(item: dict[str, Any]) -> dict[str, float]:
     held = stated_facts & held_words(item["passage"])
     pointing = bool(item["previous"]) and refers_back(item["sentence"])
     previous = term_support(item["previous"], pieces).best()[1] if pointing else 1.0
+    focus = focus_terms(item["question"])
     return {
+        "addresses": float(not focus or bool(set(tokenize(claim_text(item["sentence"]))) & focus)),
         "located": float(bool(terms.located) and not terms.missing),
         "quoted": float(terms.quoted is not None),
         "missing": float(bool(terms.missing)),
@@ -110,8 +115,11 @@ def cosine_scorer() -> Scorer:
     def score(item: dict[str, Any]) -> dict[str, float]:
         text = item["passage"]
         pieces = [text[a:b] for a, b in sentence_spans(text)] or [text]
-        vectors = embedder.embed([claim_text(item["sentence"]), *pieces])
-        return {"cosine": float(np.max(vectors[1:] @ vectors[0]))}
+        vectors = embedder.embed([claim_text(item["sentence"]), item["question"], *pieces])
+        return {
+            "cosine": float(np.max(vectors[2:] @ vectors[0])),
+            "question_cosine": float(vectors[1] @ vectors[0]),
+        }
 
     return score
 
@@ -208,8 +216,8 @@ def score_items(args: argparse.Namespace, items: list[dict[str, Any]]) -> list[d
             row = json.loads(line)
             done.setdefault(row["key"], {}).update(row)
     scorers: list[tuple[str, Callable[[], Scorer]]] = [
-        ("previous_share", lambda: cheap),
-        ("cosine", cosine_scorer),
+        ("addresses", lambda: cheap),
+        ("question_cosine", cosine_scorer),
         ("evaluator", evaluator_scorer),
     ]
     if args.support_model:
@@ -323,27 +331,39 @@ def default_decision(row: dict[str, Any]) -> float:
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
-    signals = [s for s in (*CHEAP, "cosine", "evaluator", "support_model", "reliance", "judge")]
-    signals = [s for s in signals if any(s in r for r in rows)]
+    """Each signal's AUC; then, on the items that have them, the fused score without the
+    LLMs, with the generator's context reliance, with the judge, and the check's own rule."""
+    base = [*CHEAP, "cosine", "question_cosine", "evaluator"]
+    base += [s for s in ("support_model",) if all(s in r for r in rows)]
+    slow = [s for s in ("reliance", "judge") if any(has(r, s) for r in rows)]
     out: dict[str, Any] = {"items": len(rows), "stated": sum(r["stated"] for r in rows)}
     out["signal_auc"] = {
-        s: auc([r[s] for r in rows if s in r], [r["stated"] for r in rows if s in r])
-        for s in signals
+        s: auc([r[s] for r in rows if has(r, s)], [r["stated"] for r in rows if has(r, s)])
+        for s in base + slow
     }
-    no_judge = [s for s in signals if s != "judge"]
-    out["fused_without_judge"] = leave_one_corpus_out(rows, no_judge, args)
-    judged = [r for r in rows if not math.isnan(r.get("judge", math.nan))]
-    if judged:
-        y = np.array([r["stated"] for r in judged], dtype=bool)
-        decided = np.array([default_decision(r) for r in judged])
-        out["judged_items"] = {
-            "items": len(judged),
-            "judge_auc": auc([r["judge"] for r in judged], y),
-            "default_decision": shown_rates(decided, y, 0.5),
-            "fused_without_judge": leave_one_corpus_out(judged, no_judge, args),
-            "fused_with_judge": leave_one_corpus_out(judged, signals, args),
-        }
+    out["fused"] = leave_one_corpus_out(rows, base, args)
+    for subset in ({"reliance"}, {"judge"}, {"reliance", "judge"}):
+        part = [r for r in rows if all(has(r, s) for s in subset)]
+        if not subset <= set(slow) or len({r["corpus"] for r in part}) < 2:
+            continue
+        y = [r["stated"] for r in part]
+        name = "+".join(sorted(subset))
+        out[f"items_with_{name}"] = {
+            "items": len(part),
+            "stated": sum(y),
+            "fused_cheap": leave_one_corpus_out(part, base, args),
+            "fused_with_" + name: leave_one_corpus_out(part, base + sorted(subset), args),
+        } | ({"judge_auc": auc([r["judge"] for r in part], y)} if "judge" in subset else {})
+        if subset == {"judge"}:
+            decided = np.array([default_decision(r) for r in part])
+            out[f"items_with_{name}"]["default_rule"] = shown_rates(
+                decided, np.array(y, dtype=bool), 0.5
+            )
     return out
+
+
+def has(row: dict[str, Any], signal: str) -> bool:
+    return signal in row and not math.isnan(row[signal])
 
 
 def main() -> int:
