@@ -44,12 +44,15 @@ import numpy as np
 from crag_edge.answer.answering import focus_terms
 from crag_edge.answer.support import (
     LlmSupport,
+    TermSupport,
     claim_text,
     facts,
     held_words,
     refers_back,
+    stated,
     term_support,
 )
+from crag_edge.config import AnswerSettings
 from crag_edge.grading.auc import roc_auc
 from crag_edge.grading.terms import tokenize
 from crag_edge.models.cross_encoder import OnnxCrossEncoder
@@ -321,13 +324,23 @@ def auc(scores: Any, labels: Any) -> float | None:
 
 
 def default_decision(row: dict[str, Any]) -> float:
-    """The check's rule on one passage: a quote, or the judge's P(yes) over its threshold
-    (lower for a located sentence), never with a number or a name missing."""
-    if row["missing"]:
-        return 0.0
-    if row["quoted"]:
-        return 1.0
-    return float(row["judge"] >= 0.77 or (row["located"] and row["judge"] >= 0.65))
+    """The check's rule (`answer.support.stated`, default thresholds) on the one passage."""
+    terms = TermSupport(
+        shares={1: row["share"]},
+        missing=("?",) if row["missing"] else (),
+        terms=1,
+        quoted=1 if row["quoted"] else None,
+        located=(1,) if row["located"] else (),
+    )
+    defaults = AnswerSettings()
+    return float(
+        stated(
+            terms,
+            (1, row["judge"]),
+            defaults.support_threshold,
+            defaults.support_threshold_located,
+        )
+    )
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
