@@ -42,6 +42,8 @@ def answers(labels: Path, questions: list[Path]) -> dict[tuple[str, str], list[d
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for line in labels.open(encoding="utf-8"):
         row = json.loads(line)
+        if "passage" in row:  # an item checked against its own passage
+            continue
         key = (row["set"], row["question_id"])
         grouped[key].append(row | {"q": asked[key]})
     return grouped

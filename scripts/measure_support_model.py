@@ -101,6 +101,8 @@ def labelled(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for line in args.labels.open(encoding="utf-8"):
         label = json.loads(line)
+        if "passage" in label:  # an item checked against its own passage
+            continue
         question, context = found[f"{label['set']}:{label['question_id']}"]
         claim = claim_text(label["sentence"])
         terms = term_support(label["sentence"], context, None, question)
