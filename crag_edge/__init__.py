@@ -52,6 +52,7 @@ if _typing.TYPE_CHECKING:
     from crag_edge.config import Settings, SettingsError
     from crag_edge.engine import Engine
     from crag_edge.grading.corpus_calibration import CalibrationError
+    from crag_edge.groups import CorpusView
     from crag_edge.models.llm import LlmCallError
     from crag_edge.models.registry import ModelNotInstalledError
     from crag_edge.result import CragResult
@@ -64,6 +65,7 @@ from crag_edge.version import __version__ as __version__
 __all__ = [
     "CalibrationError",
     "CorpusError",
+    "CorpusView",
     "CragResult",
     "Decision",
     "Engine",
@@ -80,6 +82,7 @@ __all__ = [
 _HOMES = {
     "CalibrationError": "crag_edge.grading.corpus_calibration",
     "CorpusError": "crag_edge.store.errors",
+    "CorpusView": "crag_edge.groups",
     "CragResult": "crag_edge.result",
     "Decision": "crag_edge.types",
     "Engine": "crag_edge.engine",

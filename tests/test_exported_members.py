@@ -9,6 +9,7 @@ import crag_edge
 from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.grading.corpus_calibration import CalibrationError
+from crag_edge.groups import CorpusView
 from crag_edge.models.llm import LlmCallError
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import CragResult
@@ -19,6 +20,7 @@ from crag_edge.types import Decision
 EXPORTED = {
     "CalibrationError": CalibrationError,
     "CorpusError": CorpusError,
+    "CorpusView": CorpusView,
     "CragResult": CragResult,
     "Decision": Decision,
     "Engine": Engine,
