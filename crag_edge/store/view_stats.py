@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from crag_edge.groups import CorpusView
+from crag_edge.groups import CorpusView, checked_view
 
 TOTALS_TTL_S = 30.0
 MAX_VIEWS = 256  # views whose totals are kept; beyond, the cache starts over
@@ -46,7 +46,7 @@ class TotalsCache:
         self._kept: dict[CorpusView, Totals] = {}
 
     def get(self, view: CorpusView, read: Callable[[], Totals]) -> Totals:
-        totals = self._kept.get(view)
+        totals = self._kept.get(checked_view(view))
         if totals is None or not totals.fresh():
             if len(self._kept) >= MAX_VIEWS:
                 self._kept.clear()
