@@ -7,39 +7,9 @@
         result = engine.query("How does the loop decide what to trust?")
         print(result.decision, [item.source for item in result.context])
 
-The layers, bottom to top; each imports only from its own layer and those below it
-(`tests/test_layers.py` holds the order and checks it):
-
-- foundation: `types`, `config` (the one `Settings`, a section per component), `citations`,
-  `sentences`, `text_boundary`, `version`; then `models/` (model runtimes, provisioning).
-- `store/`: the `CorpusBackend` protocol; one SQLite file per corpus (FTS5, sqlite-vec:
-  `store.Corpus`) or PostgreSQL + pgvector (`store/postgres/`).
-- `ingest/` (files → chunks → vectors), `retrieval/` (dense, lexical, RRF fusion) and
-  `grading/`: the cascade rules → signals → cross-encoder → LLM judge, and the decision
-  CORRECT / AMBIGUOUS / INCORRECT.
-- `correction/`: refine good evidence into strips, expand or rewrite the query, fall back to
-  another source.
-- `loop/`: the corrective loop that runs those per question (`CragLoop`), a state machine
-  returning the `CragResult` of `result.py` that every interface shows.
-- `answer/`: the cited answer written from the loop's context.
-- `engine.py`: `Engine`, one corpus with its models and settings, the top of the core.
-- tools (`evaluation/`, `training/`) and interfaces (`cli/`, `tui/`, `server/`), each a
-  thin face over `Engine`.
-
-`kernels/` holds the Numba kernels.
-
-Where to add:
-
-- a fallback provider: a class with the `FallbackProvider` protocol in
-  `correction/fallback/` (see `local.py`), its name in `config.ProviderName`, what it
-  needs in `config.FALLBACK_NEEDS`, its settings in `config.CorrectionSettings` and its
-  construction in `correction/fallback/factory.py:build_providers`.
-- a grading tier: a model with the `types.PairScorer` protocol, its name in `config.Tier`,
-  built in `grading/factory.py:build_grader` and given its place in
-  `grading/cascade.py:Grader`.
-- a store backend: a class with the `store/backend.py:CorpusBackend` protocol (see
-  `store/postgres/`), a subclass of `store/base.py:SqlCorpus` (the SQL both backends share),
-  chosen by its location in `store/factory.py:open_corpus`.
+The layers, every module with its one job and where to add a provider, a grading tier, a
+step of the loop or a store backend: docs/architecture.md (`tests/test_layers.py` holds the
+layer order and checks it).
 
 The names below are the public API; each is imported on first use, so `import crag_edge`
 stays cheap (the engine pulls in numpy, SQLite and the tokenizer).
@@ -49,6 +19,7 @@ import typing as _typing
 from importlib import import_module as _import_module
 
 if _typing.TYPE_CHECKING:
+    from crag_edge.answer.finished import Answer
     from crag_edge.config import Settings, SettingsError
     from crag_edge.engine import Engine
     from crag_edge.grading.corpus_calibration import CalibrationError
@@ -63,6 +34,7 @@ if _typing.TYPE_CHECKING:
 from crag_edge.version import __version__ as __version__
 
 __all__ = [
+    "Answer",
     "CalibrationError",
     "CorpusError",
     "CorpusView",
@@ -80,6 +52,7 @@ __all__ = [
 # meets: bad settings, an unusable corpus file, a model not pulled, a generation that failed
 # mid-answer, a calibration without its LLM, a question with nothing to search for.
 _HOMES = {
+    "Answer": "crag_edge.answer.finished",
     "CalibrationError": "crag_edge.grading.corpus_calibration",
     "CorpusError": "crag_edge.store.errors",
     "CorpusView": "crag_edge.groups",

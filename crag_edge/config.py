@@ -56,6 +56,7 @@ from pydantic_settings import (
 )
 
 from crag_edge.locations import parse_location
+from crag_edge.renamed import renamed_names
 from crag_edge.text_boundary import has_no_controls, is_valid, printable_path
 
 ENV_PREFIX = "CRAG_EDGE_"
@@ -76,7 +77,8 @@ ProviderName = Literal["local", "searxng", "tavily"]
 PROVIDER_NAMES: tuple[ProviderName, ...] = get_args(ProviderName)
 FastPathRule = Literal["read_file", "few_context", "high_vector_score"]
 
-KB_AGENT_ENV_NAMES = {
+# Older variable names (`KB_AGENT_*`) that still set these settings, winning over `CRAG_EDGE_*`.
+OLDER_ENV_NAMES = {
     "vector_score_threshold": "KB_AGENT_VECTOR_SCORE_THRESHOLD",
     "auto_approve_max_items": "KB_AGENT_AUTO_APPROVE_MAX_ITEMS",
     "max_iterations": "KB_AGENT_MAX_ITERATIONS",
@@ -170,8 +172,8 @@ class ModelSettings(_Section):
         default_factory=default_model_dir, description="Where model files live."
     )
     embedder: str = Field("all-minilm-l6-v2", description="Manifest id of the embedder.")
-    # int8 by measurement: hybrid nDCG@10 0.8408 vs fp32 0.8411 on a SciFact subset, ingest
-    # faster (docs/measurements.md, "Ingest speed").
+    # int8: retrieval as good as fp32's and ingest faster, measured in docs/measurements.md
+    # ("Ingest speed").
     embedder_precision: Literal["fp32", "int8"] = Field(
         "int8", description="int8 (dynamically quantized ONNX graph) or fp32."
     )
@@ -364,10 +366,9 @@ class GradingSettings(_Section):
     # `crag-edge eval grading --fit-calibration` (see docs/grading.md); None = use as is.
     calibration_signals: tuple[FiniteFloat, FiniteFloat] | None = (17.96, -11.71)
     # The model tiers': fitted on held-out SciFact rationale pairs for the default Qwen judge
-    # (`scripts/measure_cascade.py`; its P(yes) runs high: 0.5 at raw 0.70) and for the
-    # evaluator shipped before the query tower (0.5 at raw 0.32). Kept for the query tower:
-    # fits of its raw scores put 0.5 at 0.28 (held-out SciFact hits), 0.29 (Climate-FEVER)
-    # and 0.49 (WikiQA), docs/training.md. Refit for others.
+    # (`scripts/measure_cascade.py`; its P(yes) runs high) and for the segment evaluator; the
+    # query tower's own fits lie around the kept one (docs/training.md, "Calibration").
+    # Refit for others.
     calibration_cross_encoder: tuple[FiniteFloat, FiniteFloat] | None = (10.13, -3.23)
     calibration_llm: tuple[FiniteFloat, FiniteFloat] | None = (8.29, -5.79)
 
@@ -400,9 +401,9 @@ class CorrectionSettings(_Section):
     strip_threshold: float = Field(
         0.1, ge=0.0, le=1.0, description="Strips below are dropped (0.25 suits `embedding`)."
     )
-    # 300 by measurement (docs/correction.md, "The budget"): on real documentation CRAG then
-    # answers as many questions right as plain RAG (14 of 16, against 12 at 200); the price
-    # is ~70 prompt tokens, each ~11 ms before the first word with Qwen2.5-1.5B on two cores.
+    # 300: the smallest budget at which CRAG answers as many documentation questions right as
+    # plain RAG, for a few more prompt tokens before the first word; measured in
+    # docs/correction.md ("The budget") and docs/answer-quality.md.
     context_budget_tokens: int = Field(
         300,
         ge=64,
@@ -718,7 +719,7 @@ class _EnvSource(PydanticBaseSettingsSource):
     def __call__(self) -> dict[str, Any]:
         found = {}
         for field in SECTION_OF:
-            names = [KB_AGENT_ENV_NAMES.get(field), ENV_PREFIX + field.upper()]
+            names = [OLDER_ENV_NAMES.get(field), ENV_PREFIX + field.upper()]
             values = [self._variables.get(name.lower()) for name in names if name]
             value = next((v for v in values if v is not None), None)
             if value is not None:
@@ -780,7 +781,7 @@ def _check_dotenv(path: Path) -> None:
 
 def _is_ours(name: str) -> bool:
     """Whether a variable name is a crag-edge setting's (prefixed, or a `KB_AGENT_*` one)."""
-    return name.upper().startswith(ENV_PREFIX) or name.upper() in KB_AGENT_ENV_NAMES.values()
+    return name.upper().startswith(ENV_PREFIX) or name.upper() in OLDER_ENV_NAMES.values()
 
 
 def _env_config_path() -> Path | None:
@@ -813,7 +814,7 @@ def field_range(field: str) -> tuple[int, int]:
 def env_name(field: str) -> str:
     """The environment variable that sets `field`: `CRAG_EDGE_<FIELD>`, or the older
     `KB_AGENT_*` name when that one is set (it wins, so a message must name it)."""
-    legacy = KB_AGENT_ENV_NAMES.get(field)
+    legacy = OLDER_ENV_NAMES.get(field)
     return legacy if legacy is not None and legacy in os.environ else ENV_PREFIX + field.upper()
 
 
@@ -834,3 +835,6 @@ def _describe(exc: ValidationError) -> str:
         shown = "" if isinstance(value, dict) or secret else f" (got {value!r})"
         lines.append(f"invalid setting {where}{shown}: {message}")
     return "\n".join(lines)
+
+
+__getattr__ = renamed_names(__name__, {"KB_AGENT_ENV_NAMES": "OLDER_ENV_NAMES"}, globals())

@@ -12,8 +12,9 @@ from typing import Any
 
 from crag_edge import arguments
 from crag_edge.answer.checked import check_answer
+from crag_edge.answer.finished import AnswerStream
 from crag_edge.answer.generation import stream_answer
-from crag_edge.answer.timing import AnswerClock, TimedAnswer
+from crag_edge.answer.timing import AnswerClock
 from crag_edge.cancellation import Cancellation, maybe_scope
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
@@ -26,7 +27,7 @@ from crag_edge.loop import CragLoop, Request, Stages
 from crag_edge.models.llm import Message, SharedLlm
 from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
-from crag_edge.progress import Progress, StageEvent
+from crag_edge.progress import StageEvent, StageListener
 from crag_edge.result import CragResult
 from crag_edge.retrieval import Mode, Retriever
 from crag_edge.retrieval.lexical import mentions
@@ -211,7 +212,7 @@ class Engine(Closing):
         *,
         mode: Mode | None = None,
         top_k: int | None = None,
-        progress: Progress | None = None,
+        progress: StageListener | None = None,
         history: Sequence[Message] = (),
         view: CorpusView | None = None,
         groups: Groups = None,
@@ -259,16 +260,17 @@ class Engine(Closing):
         mode: Mode | None = None,
         top_k: int | None = None,
         history: Sequence[Message] = (),
-        progress: Progress | None = None,
+        progress: StageListener | None = None,
         view: CorpusView | None = None,
         groups: Groups = None,
         cancel: Cancellation | None = None,
-    ) -> tuple[CragResult, TimedAnswer]:
+    ) -> tuple[CragResult, AnswerStream]:
         """The loop's result and the answer as a stream (generated lazily): iterate it for
-        the text, then read its `finish_reason` (`generation.AnswerFinish`), `timings`
-        (`answer.timing.AnswerTimings`) and `support` (`answer.checked.SupportReport`: every
-        sentence the model wrote, checked against the context; what fails is not shown
-        under the default `support_check`). `history` as for `query`; the answer is written for
+        the text, then read its `answer`, the finished `answer.finished.Answer` every face
+        renders: the text, why it ended (`generation.AnswerFinish`), its citations, the
+        refusal when there is no whole answer, the support check (every sentence the model
+        wrote, checked against the context; what fails is not shown under the default
+        `support_check`) and the timings. `history` as for `query`; the answer is written for
         the standalone question. `progress` hears the loop's stages as for `query`, then
         `answer`: its start before the model loads, its end when the stream is exhausted.
         `view` and `groups` as for `query`: the answer is written from the evidence that view
@@ -299,7 +301,7 @@ class Engine(Closing):
             self._mentions(seen),
             self.embedder,
         )
-        return result, clock.time(checked, progress, cancel)
+        return result, AnswerStream(checked, result, self.settings.models, clock, progress, cancel)
 
     def _mentions(self, view: CorpusView) -> Callable[[str], bool]:
         """Whether the corpus, as `view` sees it, names a word anywhere (the support check's

@@ -19,7 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-# Stage latencies span ~0.1 ms (rules) to tens of seconds (LLM judge on a slow CPU).
+# Stage latencies span from under a millisecond (rules) to tens of seconds (LLM judge, slow CPU).
 LATENCY_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 # Fields every audit line written in this context carries: the service puts the name of the
 # token that asked here, per request, and the worker threads running the engine copy it.

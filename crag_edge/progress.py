@@ -17,6 +17,7 @@ from typing import Literal
 
 from crag_edge.cancellation import check_cancelled
 from crag_edge.observability import Metrics
+from crag_edge.renamed import renamed_names
 
 Status = Literal["start", "end", "event"]
 
@@ -32,13 +33,16 @@ class StageEvent:
     ms: float | None = None
 
 
-Progress = Callable[[StageEvent], None]
+StageListener = Callable[[StageEvent], None]
+"""Called with each stage event of a question as it happens."""
+
+__getattr__ = renamed_names(__name__, {"Progress": "StageListener"}, globals())
 
 
 class Stopwatch:
     """One run's stage timings (summed per stage), mirrored to the metrics and `progress`."""
 
-    def __init__(self, metrics: Metrics, progress: Progress | None = None) -> None:
+    def __init__(self, metrics: Metrics, progress: StageListener | None = None) -> None:
         self.timings: dict[str, float] = {}
         self._metrics = metrics
         self._progress = progress

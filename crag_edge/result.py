@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from crag_edge.citations import location_fields
 from crag_edge.grading import ItemGrade
-from crag_edge.types import Action, Decision, Hit
+from crag_edge.types import Action, Decision, Hit, Span
 
 CorrectionType = Literal[
     "keep", "discard", "refine", "cap", "expand", "rewrite", "fallback", "stop", "reread"
@@ -41,23 +41,9 @@ class Correction:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class ContextItem:
-    """A numbered piece of final evidence; `start`/`end` index the document's text, `pages`
-    and `section` locate it for a reader (None where the document has no pages or headings)."""
-
-    n: int
-    chunk_id: int
-    doc_id: int
-    source: str
-    title: str
-    start: int
-    end: int
-    text: str
-    origin: str
-    score: float
-    pages: tuple[int, int] | None = None
-    section: str | None = None
+# A numbered piece of final evidence: the span refinement cut (or a whole chunk), numbered,
+# scored and located for citation; one type from strip to citation (`types.Span`).
+ContextItem = Span
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
@@ -31,7 +31,9 @@ class Place:
 
 @dataclass(frozen=True)
 class Chunk:
-    """A span of one document's extracted text; `start`/`end` are character offsets into it.
+    """A stored chunk of one document's extracted text; `start`/`end` are character offsets
+    into it. Not a `Span`: a chunk is the store's unit of search, with its `ordinal`, metadata
+    and token count, and the `places` that locate any span cut from it.
 
     `pages` (first, last) and `section` locate the whole chunk for citations; `places` are
     the document's places from the one in effect at `start` up to `end`, so a strip cut
@@ -51,6 +53,69 @@ class Chunk:
     pages: tuple[int, int] | None = None
     section: str | None = None
     places: tuple[Place, ...] = ()
+
+
+@dataclass(frozen=True)
+class Span:
+    """A piece of one document's text, the one record from refinement's strip to the
+    evidence a result cites, so no field is copied between look-alikes: a strip of a chunk,
+    neighbouring strips joined, or a numbered piece of final evidence (`result.ContextItem`).
+    `start`/`end` index the document's text.
+
+    `n` numbers it for citation, `origin` names where its chunk was found (search, expand, a
+    fallback provider), `pages` and `section` locate it for a reader (None where the document
+    has no pages or headings). A strip has none of these yet (0, "", None): it is numbered
+    and located once it is evidence, after it may have been joined to its neighbours."""
+
+    n: int
+    chunk_id: int
+    doc_id: int
+    source: str
+    title: str
+    start: int
+    end: int
+    text: str
+    origin: str
+    score: float
+    pages: tuple[int, int] | None = None
+    section: str | None = None
+
+    @classmethod
+    def from_chunk(cls, chunk: Chunk, *, n: int = 0, origin: str = "", score: float = 0.0) -> Span:
+        """The whole of `chunk`, located as the chunk is."""
+        whole = replace(cls.strip_of(chunk, 0, chunk.text), end=chunk.end)
+        return whole.located(
+            n=n, origin=origin, score=score, pages=chunk.pages, section=chunk.section
+        )
+
+    @classmethod
+    def strip_of(cls, chunk: Chunk, begin: int, text: str) -> Span:
+        """The strip `text` standing at offset `begin` of `chunk`'s text, not yet evidence."""
+        start = chunk.start + begin
+        return cls(
+            n=0,
+            chunk_id=chunk.chunk_id,
+            doc_id=chunk.doc_id,
+            source=chunk.source,
+            title=chunk.title,
+            start=start,
+            end=start + len(text),
+            text=text,
+            origin="",
+            score=0.0,
+        )
+
+    def located(
+        self,
+        *,
+        n: int,
+        origin: str,
+        score: float,
+        pages: tuple[int, int] | None,
+        section: str | None,
+    ) -> Span:
+        """This span as the `n`th piece of evidence, found by `origin`, scored and located."""
+        return replace(self, n=n, origin=origin, score=score, pages=pages, section=section)
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ step answer clean "$DIR/bin/crag-edge" answer --db corpus.db --json "$question" 
 clean "$DIR/bin/python" - answer.json <<'PY'
 import json, sys
 reply = json.load(open(sys.argv[1]))
-decision, answer = reply["result"]["decision"], reply["answer"]
+decision, answer = reply["decision"], reply["answer"]
 print(f"== {decision}, {len(reply['citations'])} sources cited: {answer[:300]!r}")
 if decision == "INCORRECT" or not reply["citations"]:
     sys.exit("FAILED: no cited answer from the sample corpus")

@@ -24,17 +24,17 @@ import json
 import re
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from crag_edge.answer.generation import answer_messages
 from crag_edge.config import Settings
-from crag_edge.correction.refine import ContextBudget, Strip, embedder_tokens, refine
+from crag_edge.correction.refine import ContextBudget, embedder_tokens, refine
 from crag_edge.engine import Engine
 from crag_edge.models.llm import LlamaRuntime, load_llm
-from crag_edge.result import ContextItem
 from crag_edge.sentences import sentence_spans
+from crag_edge.types import Span
 
 BUDGETS = (150, 200, 250, 300, 400, 600, 4096)
 PREFIX_CHARS = 60
@@ -77,15 +77,12 @@ class PromptTokens:
     def __init__(self, llm: LlamaRuntime) -> None:
         self.llm = llm
 
-    def __call__(self, question: str, pieces: list[Strip]) -> int:
-        context = [
-            ContextItem(n, p.chunk_id, p.doc_id, p.source, p.title, p.start, p.end, p.text, "", 0)
-            for n, p in enumerate(pieces, start=1)
-        ]
+    def __call__(self, question: str, pieces: list[Span]) -> int:
+        context = [replace(p, n=n, score=0) for n, p in enumerate(pieces, start=1)]
         return self.llm.evaluated_tokens(answer_messages(question, context))
 
 
-def context_tokens(pieces: list[Strip], count: Callable[[str], int]) -> int:
+def context_tokens(pieces: list[Span], count: Callable[[str], int]) -> int:
     """What the budget counts of the context: texts, and each document's title once."""
     spent = ContextBudget(count)
     for piece in pieces:

@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from crag_edge.config import Settings
-from crag_edge.correction.refine import Strip, StripScorer, decompose, score_strips
+from crag_edge.correction.refine import StripScorer, decompose, score_strips
 from crag_edge.grading.auc import roc_auc
 from crag_edge.models.registry import load_embedder
 from crag_edge.sentences import sentence_spans
-from crag_edge.types import Chunk
+from crag_edge.types import Chunk, Span
 
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 # Relative: keep strips scoring at least this share of the best strip's score.
@@ -56,7 +56,7 @@ SCORERS: tuple[StripScorer, ...] = ("coverage", "embedding")
 Row = tuple[list[float], list[int], list[set[int]], int]
 
 
-def rationales_per_strip(text: str, strips: Sequence[Strip], rationale: set[int]) -> list[set[int]]:
+def rationales_per_strip(text: str, strips: Sequence[Span], rationale: set[int]) -> list[set[int]]:
     """Which rationale sentences (SciFact's indices) each strip overlaps."""
     sentences = sentence_spans(text, join_continuations=False)
     return [

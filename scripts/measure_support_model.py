@@ -12,7 +12,7 @@ is its best passage's (windows as the runtime reads them). Beside it, on the sam
 whether the support check's cheap tier locates the sentence in a passage with no number or
 name missing (`answer.support.term_support`), and the best passage's share of its terms.
 
-    python scripts/measure_support_model.py --model crag_edge/support_model \\
+    python scripts/measure_support_model.py --model crag_edge/shipped_models/support_model \\
         --pairs support-pairs.jsonl --heldout-corpus git-doc \\
         --labels docs/data/support-labels.jsonl \\
         --db git-doc=git-doc.db --db sqlite-doc=sqlite-doc.db --db formats=formats.db \\

@@ -27,7 +27,7 @@ import apsw
 from crag_edge.evaluation.beir import judged_queries
 from crag_edge.evaluation.metrics import ndcg_at, recall_at
 from crag_edge.retrieval.lexical import query_terms
-from crag_edge.store import lexical_view
+from crag_edge.store.sqlite import lexical_view
 
 FTS = (
     "CREATE VIRTUAL TABLE chunks_fts USING fts5(title, text, content = '', contentless_delete = 1, "
@@ -56,7 +56,7 @@ def ranked(conn: apsw.Connection, query: str, seen: set[int] | None, limit: int 
 def timings(every: apsw.Connection, seen: set[int], searches: list[list[str]]) -> None:
     """Milliseconds per search of the top 20 visible rows: the whole corpus's bm25 behind the
     filter as `+rowid IN` (the filter as it is written) and as `rowid IN` (as it was, on a
-    few queries only), and the view's own bm25 (`store.lexical_view`)."""
+    few queries only), and the view's own bm25 (`store.sqlite.lexical_view`)."""
     every.execute("CREATE TEMP TABLE IF NOT EXISTS seen (id INTEGER PRIMARY KEY)")
     with every:
         every.execute("DELETE FROM temp.seen")

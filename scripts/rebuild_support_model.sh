@@ -1,5 +1,5 @@
 #!/bin/sh
-# Rebuild the shipped support model (crag_edge/support_model/) from nothing: ingest the
+# Rebuild the shipped support model (crag_edge/shipped_models/support_model/) from nothing: ingest the
 # documentation it learns from, make the pairs, train, export, check and ship it.
 #
 #   apt-get install -y git-doc sqlite3-doc      # once; the pages the pairs come from

@@ -2,9 +2,10 @@
 trained support model as the support check's model).
 
 Copies the release files of a training run (int8 graph, tokenizer, config, model card) into
-the package (`crag_edge/evaluator/` or `crag_edge/support_model/`) and rewrites that model's
-block of the built-in manifest, from its marker line to the next one, to pin them by size and
-sha256 with a `package` source: a fresh install then has the model without any download.
+the package (`crag_edge/shipped_models/evaluator/` or
+`crag_edge/shipped_models/support_model/`) and rewrites that model's block of the built-in
+manifest, from its marker line to the next one, to pin them by size and sha256 with a
+`package` source: a fresh install then has the model without any download.
 
     python scripts/ship_evaluator.py /path/to/out/release --model-id crag-edge-evaluator-scifact
     python scripts/ship_evaluator.py support-model/release --support
@@ -86,7 +87,7 @@ class Shipped(NamedTuple):
 
 
 EVALUATOR = Shipped(
-    "evaluator",
+    "shipped_models/evaluator",
     MARKER,
     "cross-encoder",
     "Apache-2.0 (MiniLM weights); CC BY 4.0 / ODC-By 1.0 (SciFact training data)",
@@ -95,7 +96,7 @@ EVALUATOR = Shipped(
     EVALUATOR_INPUTS,
 )
 SUPPORT = Shipped(
-    "support_model",
+    "shipped_models/support_model",
     SUPPORT_MARKER,
     "support",
     "Apache-2.0 (MiniLM weights); training data: see MODEL_CARD.md "

@@ -20,7 +20,7 @@ from crag_edge.models.llm import LlamaRuntime
 from crag_edge.result import ContextItem, CragResult
 from crag_edge.server.routers.openai_api import _Reply
 from crag_edge.tui.widgets import citation_label
-from crag_edge.types import Action, Decision, Hit, Place
+from crag_edge.types import Action, Chunk, Decision, Hit, Place
 from tests.test_formats import FIXTURES, load
 from tests.test_support import smollm, stream_of
 
@@ -33,8 +33,9 @@ def whole(name: str) -> tuple[ContextItem, list[Place]]:
     doc = load(name)
     places = outline_places(doc.outline)
     pages = (min(p.page for p in places if p.page), max(p.page for p in places if p.page))
-    item = ContextItem(1, 1, 1, name, doc.title, 0, len(doc.text), doc.text, "corpus", 0.9,
-                       pages, places[-1].section)  # fmt: skip
+    chunk = Chunk(1, 1, 0, doc.text, 0, len(doc.text), name, doc.title, pages=pages,
+                  section=places[-1].section)  # fmt: skip
+    item = ContextItem.from_chunk(chunk, n=1, origin="corpus", score=0.9)
     return item, places
 
 

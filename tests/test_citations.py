@@ -50,7 +50,8 @@ Storms arrive from the west in the afternoon.
 
 
 def item(source: str, pages: tuple[int, int] | None = None, section: str | None = None) -> Any:
-    return ContextItem(1, 1, 1, source, "Title", 0, 5, "text.", "search", 0.9, pages, section)
+    chunk = Chunk(1, 1, 0, "text.", 0, 5, source, "Title", pages=pages, section=section)
+    return ContextItem.from_chunk(chunk, n=1, origin="search", score=0.9)
 
 
 @pytest.mark.parametrize(

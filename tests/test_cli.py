@@ -339,6 +339,27 @@ def test_models_pull_air_gapped(tmp_path: Path) -> None:
     assert unknown.exit_code == 2 and "unknown model 'no-such-model'" in unknown.stderr
 
 
+# The finished answer's JSON shape (`answer.finished`), the same in every face; `follow_up`
+# besides for a follow-up question.
+ANSWER_KEYS = (
+    "question",
+    "decision",
+    "meaning",
+    "reason",
+    "insufficient_evidence",
+    "corrections",
+    "warnings",
+    "answer",
+    "finish_reason",
+    "note",
+    "refusal",
+    "citations",
+    "sources",
+    "support",
+    "timings",
+)
+
+
 def test_answer_prints_the_result_and_a_cited_answer(beir_db: Path) -> None:
     env = {"CRAG_EDGE_LLM_MAX_TOKENS": "24", "CRAG_EDGE_LLM_THREADS": "1"}
     result = invoke(
@@ -350,22 +371,15 @@ def test_answer_prints_the_result_and_a_cited_answer(beir_db: Path) -> None:
         env=env,
     )
     data = json.loads(result.stdout)
-    assert set(data) == {
-        "answer",
-        "finish_reason",
-        "citations",
-        "refusal",
-        "timings",
-        "support",
-        "result",
-    }
+    assert list(data) == list(ANSWER_KEYS)
     assert data["answer"].strip()
     assert data["finish_reason"] in ("stop", "length", "insufficient_evidence", "unsupported")
-    if data["support"] is not None:  # the model wrote: a sentence not shown says why
-        assert all(s["shown"] or s["reason"] for s in data["support"]["sentences"])
-    assert data["result"]["decision"] in ("CORRECT", "AMBIGUOUS", "INCORRECT")
-    numbers = {c["n"] for c in data["result"]["context"]}
-    assert all(c["n"] in numbers for c in data["citations"])
+    # a sentence not shown says why
+    assert all(s["shown"] or s["reason"] for s in data["support"]["sentences"])
+    assert data["decision"] in ("CORRECT", "AMBIGUOUS", "INCORRECT")
+    cited = {s["n"] for s in data["sources"] if s["cited"]}
+    assert cited == {c["n"] for c in data["citations"]}
+    assert all(f"[{c['n']}]" in data["answer"] and c["text"] for c in data["citations"])
     text = invoke("answer", "--db", str(beir_db), "What is the capital of Australia?", env=env)
     assert text.exit_code == 0
     assert "answer:" in text.stdout and "hits of round" in text.stdout
@@ -376,7 +390,7 @@ def test_answer_json_times_the_wait_for_the_first_word(beir_db: Path) -> None:
     env = {"CRAG_EDGE_LLM_MAX_TOKENS": "8", "CRAG_EDGE_LLM_THREADS": "1"}
     result = invoke("answer", "--db", str(beir_db), "--json", ANSWERABLE, env=env)
     data = json.loads(result.stdout)
-    assert data["result"]["context"]  # the model was asked
+    assert data["sources"]  # the model was asked
     timings = data["timings"]
     assert 0 < timings["first_token_s"] <= timings["answer_s"]
     assert timings["retrieval_grading_s"] > 0
@@ -390,7 +404,7 @@ def test_answer_cut_at_max_tokens_says_so(beir_db: Path) -> None:
     env = {"CRAG_EDGE_LLM_MAX_TOKENS": "2", "CRAG_EDGE_LLM_THREADS": "1"}
     cut = invoke("answer", "--db", str(beir_db), "--json", ANSWERABLE, env=env)
     data = json.loads(cut.stdout)
-    assert cut.exit_code == 0 and data["result"]["context"]  # the model was asked
+    assert cut.exit_code == 0 and data["sources"]  # the model was asked
     assert data["finish_reason"] == "length" and data["answer"].strip()
     text = invoke("answer", "--db", str(beir_db), ANSWERABLE, env=env)
     assert text.exit_code == 0

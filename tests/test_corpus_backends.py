@@ -21,14 +21,14 @@ from crag_edge.store import (
     EmbedderMismatchError,
     ReadOnlyCorpusError,
 )
-from crag_edge.store.connection import connect
-from crag_edge.store.corpus import Corpus
 from crag_edge.store.factory import open_corpus, open_or_create_corpus
+from crag_edge.store.fts_terms import TOKENIZE
 from crag_edge.store.jobs import JobRecord
 from crag_edge.store.postgres.schema import SCHEMA
 from crag_edge.store.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
-from crag_edge.store.schema import MIGRATIONS, REACHED_VERSION
-from crag_edge.store.terms import TOKENIZE
+from crag_edge.store.sqlite.connection import connect
+from crag_edge.store.sqlite.corpus import Corpus
+from crag_edge.store.sqlite.schema import MIGRATIONS, REACHED_VERSION
 from crag_edge.types import EncodedPassage, Place
 from tests.test_store import DIM, add_two_docs, make_doc, unit
 
@@ -153,7 +153,7 @@ def test_bm25_ranks_by_term_frequency_rarity_and_titles(corpus: CorpusBackend) -
 
 def test_terms_are_plain_words_cut_as_fts5_cuts_them(corpus: CorpusBackend) -> None:
     """Query syntax in a term is a word like any other, diacritics fold and stems match, on
-    either backend: both cut text with FTS5's tokenizer (`store.terms`)."""
+    either backend: both cut text with FTS5's tokenizer (`store.fts_terms`)."""
     add_two_docs(corpus)
     doc, chunks = make_doc("c.txt", ['NEAR the "naïve" runs, AND title: x*.'], "Lab")
     corpus.replace_document(doc, chunks, np.stack([unit(0, 1, 0, 0)]))

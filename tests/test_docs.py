@@ -162,3 +162,70 @@ def test_the_link_check_sees_links_and_skips_code(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert relative_links(page) == ["docs/a.md", "b.svg"]
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+PACKAGE = ROOT / "crag_edge"
+TOP_ENTRY = re.compile(r"^  (\S+)")  # a top-level entry of the module tree: `  store/ ...`
+
+
+def module_tree_entries(page: str) -> dict[str, str]:
+    """The text of each top-level entry of the module tree (the first fenced block after
+    "## Modules"), keyed by its name (`store/`, `engine.py`), continuation lines included."""
+    tree = page.split("## Modules", 1)[-1].split("```", 2)[1]
+    entries: dict[str, str] = {}
+    name = ""
+    for line in tree.splitlines():
+        if top := TOP_ENTRY.match(line):
+            name = top.group(1)
+        if name:
+            entries[name] = entries.get(name, "") + line + "\n"
+    return entries
+
+
+def unnamed_modules(page: str, package: Path) -> list[str]:
+    """Each module and subpackage under `package` its module tree does not name: a top-level
+    module or package by its own entry (`engine.py`, `store/`), anything deeper by its name
+    (`fts_terms`, `routers/`) in its top-level package's entry. `__init__` and `__main__`
+    are their package."""
+    entries = module_tree_entries(page)
+    missing = set()
+    for path in package.rglob("*.py"):
+        *folders, name = path.relative_to(package).parts
+        if path.stem in ("__init__", "__main__"):
+            if not folders:
+                continue  # the package itself
+            folders, name = folders[:-1], folders[-1] + "/"
+        shown = "".join(f"{folder}/" for folder in folders) + name
+        if not folders:
+            named = name in entries
+        else:
+            word = re.escape(name) if name.endswith("/") else re.escape(path.stem) + r"\b"
+            named = re.search(r"\b" + word, entries.get(folders[0] + "/", "")) is not None
+        if not named:
+            missing.add(shown)
+    return sorted(missing)
+
+
+def test_the_architecture_page_names_every_module() -> None:
+    missing = unnamed_modules(ARCHITECTURE.read_text(encoding="utf-8"), PACKAGE)
+    assert not missing, (
+        "modules docs/architecture.md does not name (add each to the module tree, in its "
+        "package's entry with its one job):\n  " + "\n  ".join(missing)
+    )
+
+
+def test_the_module_check_would_catch_an_unnamed_module(tmp_path: Path) -> None:
+    for module in [
+        "engine.py",
+        "store/__init__.py",
+        "store/corpus.py",
+        "store/pg/__init__.py",
+        "store/pg/pool.py",
+        "lonely.py",
+        "tools/__init__.py",
+    ]:
+        (tmp_path / module).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / module).write_text("")
+    page = "## Modules\n\n```\npkg/\n  engine.py  the top\n  store/  corpus (one file), pg/\n```\n"
+    assert unnamed_modules(page, tmp_path) == ["lonely.py", "store/pg/pool.py", "tools/"]

@@ -35,8 +35,11 @@ def test_answer_reports_the_loop_then_the_answer_stage(tmp_path: Path, embedder:
     assert ("answer", "end") not in before_reading
     last = events[-1]
     assert (last.stage, last.status) == ("answer", "end") and last.ms is not None
-    assert stream.finish_reason == "insufficient_evidence"
-    assert stream.timings.prompt_tokens is None  # no model was called
+    answer = stream.answer
+    assert answer.finish_reason == "insufficient_evidence" and answer.text == text
+    assert answer.timings.prompt_tokens is None  # no model was called
+    assert answer.refusal is not None and answer.refusal.kind == "nothing_found"
+    assert answer.citations == () and not answer.support.sentences
 
 
 def test_answer_times_the_wait_for_its_first_word(tmp_path: Path, embedder: Any) -> None:
@@ -53,7 +56,7 @@ def test_answer_times_the_wait_for_its_first_word(tmp_path: Path, embedder: Any)
             result, stream = engine.answer(question, progress=events.append)
             text = "".join(stream)
             assert result.context and text.strip(), "the model was asked"
-            answers.append(stream.timings)
+            answers.append(stream.answer.timings)
     first, second = answers
     for timings in answers:
         assert timings.first_token_s is not None

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import crag_edge
+from crag_edge.answer.finished import Answer
 from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.grading.corpus_calibration import CalibrationError
@@ -18,6 +19,7 @@ from crag_edge.text_boundary import QuestionError
 from crag_edge.types import Decision
 
 EXPORTED = {
+    "Answer": Answer,
     "CalibrationError": CalibrationError,
     "CorpusError": CorpusError,
     "CorpusView": CorpusView,

@@ -3,7 +3,10 @@ session it came from. The scan keeps such references from creeping back in."""
 
 from __future__ import annotations
 
+import ast
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -125,3 +128,85 @@ def test_no_text_names_a_document_outside_the_repository() -> None:
         for where in missing_documents(path.read_text(encoding="utf-8", errors="replace"))
     ]
     assert not found, "name a document in the repository, or say what it says:\n" + "\n".join(found)
+
+
+# A figure that was measured: a metric's value, two values compared, the machine's cores, a
+# duration in ms or µs or an approximate one, a speed-up, a "measured:" aside, a wording tried.
+# Such figures and their commands belong in docs/*.md; code says why and points there.
+MEASUREMENT = re.compile(
+    r"\b(?:ROC-AUC|AUC|nDCG(?:@\d+)?|MRR|F1|recall@\d+)\s*(?:of|=|:)?\s*\(?~?\d*\.\d+"
+    r"|\d*\.\d+\s*(?:ms|µs|s)?\s*vs\.?\s*~?\d*\.\d+"
+    r"|\bon (?:one|two|four|eight|\d+) (?:CPU )?cores\b"
+    r"|~?\d+(?:\.\d+)?\s?(?:ms|µs)\b"
+    r"|~\d+(?:\.\d+)?\s?s\b"
+    r"|\b\d+(?:\.\d+)?\s?[x\u00d7]\s+(?:faster|slower|quicker|the speed)\b"
+    r"|\bmeasured:\s"
+    r"|\b(?:we tried|tried as well)\b",
+    re.IGNORECASE,
+)
+BACKTICKED = re.compile(r"`[^`\n]*`")  # an example of output or a format: `12.5%`, `84633ms`
+
+
+def code_prose(source: str) -> list[tuple[int, str]]:
+    """(line, text) of the docstrings and whole-line comments of a Python source. String
+    literals that run (help text, messages) are not prose; nor is a comment beside code on
+    its line, which gives a value its unit (`TIMEOUT = 0.05  # 50 ms`)."""
+    found = [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT and not token.line[: token.start[1]].strip()
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            docstring = ast.get_docstring(node, clean=False)
+            if docstring is not None:
+                found.append((node.body[0].lineno, docstring))
+    return sorted(found)
+
+
+def measured_figures(source: str) -> list[str]:
+    """Each measured figure in the code's prose, as 'line N: figure'."""
+    return [
+        f"line {line + text.count(chr(10), 0, m.start())}: {m.group()!r}"
+        for line, text in code_prose(source)
+        for m in MEASUREMENT.finditer(BACKTICKED.sub("", text))
+    ]
+
+
+# Each source with whether the check must flag it: figures measured, then values, units
+# beside code, help text that runs, examples in backticks and pointers to docs/.
+MEASUREMENT_CASES = [
+    ('"""Ranks as well (AUC 0.7 on WikiQA)."""', True),
+    ("# hybrid nDCG@10 0.6 against fp32\nX = 1", True),
+    ('"""About a second on two cores."""', True),
+    ('def f():\n    """A pass per pair costs 120 ms."""', True),
+    ("# int8 is 3.2x faster on CPU\nX = 1", True),
+    ('"""Strips ranked by coverage (0.722 vs 0.735)."""', True),
+    ("# each check costs ~0.5 s of prompt\nX = 1", True),
+    ('"""Stored readings (measured: 20 hits at once)."""', True),
+    ('"""A title above the passages, tried as well, made it worse."""', True),
+    ('"""A row reads `Discount: 12.5%`, never `84633ms`."""', False),
+    ("TIMEOUT = 0.05  # 50 ms between polls", False),
+    ('X = Field(60, description="Seconds a request may take; 120 ms is too few.")', False),
+    ('"""Faster on CPU; measured in docs/grading.md ("Speed")."""', False),
+    ('"""Thresholds 0.5 / 0.3: an item below 0.3 is dropped."""', False),
+    ("# A page whose link text is at least this share is navigation\nSHARE = 0.6", False),
+]
+
+
+@pytest.mark.parametrize(("source", "flagged"), MEASUREMENT_CASES)
+def test_the_measurement_check_flags_figures_and_leaves_values_alone(
+    source: str, flagged: bool
+) -> None:
+    assert bool(measured_figures(source)) == flagged
+
+
+def test_code_prose_states_no_measured_figures() -> None:
+    """Shipped code only: scripts/ and benchmarks/ are the measuring tools, whose prose states
+    their targets and rules in figures."""
+    found = [
+        f"{path.relative_to(ROOT)} {where}"
+        for path in sorted((ROOT / "crag_edge").rglob("*.py"))
+        for where in measured_figures(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "move the figure to docs/*.md and point there:\n" + "\n".join(found)

@@ -177,6 +177,39 @@ def test_texinfo_header_skip_links_and_redirects(tmp_path: Path) -> None:
     assert html_document(tmp_path / "Brief.html", redirect) == ("Brief", {NAVIGATION: True})
 
 
+def test_a_one_page_manual_is_content_its_index_left_out(tmp_path: Path) -> None:
+    """makeinfo --no-split writes a whole manual as one page ending with its index; a page
+    the index fills (DocBook's, Sphinx's genindex) is navigation."""
+    index = """<table class="index-cp"><tr><td><a href="#keys">key sizes</a></td></tr>
+    <tr><td><a href="#prio">priority strings</a></td></tr></table>"""
+    manual = f"""<title>GnuTLS</title><h2>6.11 Selecting cryptographic key sizes</h2>
+    <p>Many algorithms are involved in TLS.</p><h2>Concept Index</h2>{index}"""
+    text, metadata = html_document(tmp_path / "gnutls.html", manual)
+    assert text == (
+        "6.11 Selecting cryptographic key sizes\n\nMany algorithms are involved in TLS."
+        "\n\nConcept Index"
+    )
+    assert metadata == {}
+    alone = f"<title>Index</title><h1>Index</h1>{index}"
+    assert html_document(tmp_path / "genindex.html", alone) == ("Index", {NAVIGATION: True})
+
+
+def test_texinfo_table_rows_after_a_head_without_a_body_are_records(tmp_path: Path) -> None:
+    """makeinfo closes a `thead` and goes on with bare rows, no `tbody`."""
+    page = """<h3>6.11 Selecting cryptographic key sizes</h3><div class="float"><table>
+    <thead><tr><th>Security bits</th><th>RSA, DH and SRP parameter size</th></tr></thead>
+    <tr><td>112</td><td>2048</td></tr><tr><td>128</td><td>3072</td></tr></table>
+    <div class="float-caption"><p><strong>Table 6.7: </strong>Key sizes.</p></div></div>"""
+    blocks = read_html(page).text.split("\n\n")
+    assert blocks[1:4] == [
+        "Security bits | RSA, DH and SRP parameter size",
+        "6.11 Selecting cryptographic key sizes: Security bits: 112; RSA, DH and SRP "
+        "parameter size: 2048",
+        "6.11 Selecting cryptographic key sizes: Security bits: 128; RSA, DH and SRP "
+        "parameter size: 3072",
+    ]
+
+
 def test_a_table_is_read_row_by_row_under_its_caption_and_column_names(tmp_path: Path) -> None:
     text, _ = html_document(tmp_path / "datatype-numeric.html", numeric_types_page())
     assert (
@@ -307,7 +340,9 @@ def test_an_epub_chapter_reads_without_its_navigation_and_cites_its_row(
     epub = docs / "boolean-type.epub"
     subprocess.run(["pandoc", str(html), "-o", str(epub)], check=True, timeout=120)
     text = load_file(epub, epub.read_bytes(), MAX_BYTES).text
-    assert "Name: boolean; Storage Size: 1 byte; Description: state of true or false" in text
+    # pandoc writes DocBook's table title as a paragraph all in bold: it still titles the rows.
+    row = "Name: boolean; Storage Size: 1 byte; Description: state of true or false"
+    assert f"\nTable 8.19. Boolean Data Type: {row}\n" in text
     assert not any(word in text for word in CHROME_WORDS)
     with Engine.open(tmp_path / "kb.db", settings, create=True, embedder=embedder) as engine:
         engine.ingest([docs])
@@ -316,6 +351,16 @@ def test_an_epub_chapter_reads_without_its_navigation_and_cites_its_row(
     start = chunk.start + chunk.text.index("Name: boolean")
     where = locate(chunk.places, start, start + 13)
     assert locator(replace(chunk, pages=where.pages, section=where.section)).endswith("row 1")
+
+
+def test_a_paragraph_partly_bold_before_a_table_does_not_title_it() -> None:
+    table = "<table><tr><th>Name</th><th>Size</th></tr><tr><td>point</td><td>16 bytes</td></tr>"
+    page = f"<h2>Geometry</h2><p>Run <strong>this</strong>:</p>{table}</table>"
+    assert read_html(page).text.split("\n\n")[-1] == "Geometry: Name: point; Size: 16 bytes"
+    titled = f"<h2>Geometry</h2><p><strong>Table 1. Shapes</strong></p>{table}</table>"
+    assert read_html(titled).text.split("\n\n")[-1] == (
+        "Table 1. Shapes: Name: point; Size: 16 bytes"
+    )
 
 
 def test_hostile_tables_stay_bounded() -> None:

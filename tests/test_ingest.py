@@ -16,8 +16,8 @@ from crag_edge.ingest import (
     EMBED_GROUP,
     Chunker,
     Format,
+    IngestListener,
     IngestReport,
-    Progress,
     ProgressEvent,
     ingest,
 )
@@ -95,7 +95,7 @@ def run(
     settings: Settings = SETTINGS,
     fmt: Format = "auto",
     prune: bool = False,
-    progress: Progress | None = None,
+    progress: IngestListener | None = None,
     group_chunks: int = EMBED_GROUP,
 ) -> IngestReport:
     """`ingest` with the real embedder's tokenizer, as the CLI calls it."""

@@ -1,10 +1,12 @@
 """The layer contract: each module imports only from its own layer or the ones below it.
 
-The order is written once, here, bottom to top; the README's architecture section and
-docs/architecture.md draw the same picture. A module's layer is that of the longest prefix of
-its dotted name listed below, so a tool's own command line (`training.cli`) can sit with the
-interfaces while the rest of its package sits with the tools. The graph is the one the cycle
-check reads (`tests.test_imports.import_graph`): every import that runs, lazy ones included.
+The order is written once, here, bottom to top; docs/architecture.md ("Layers") says it in
+words, and the README and `crag_edge/__init__.py` link there. A module's layer is that of the
+longest prefix of its dotted name listed below, so a tool's own command line (`training.cli`)
+can sit with the interfaces while the rest of its package sits with the tools. The graph is
+the one the cycle check reads (`tests.test_imports.import_graph`): every import that runs,
+lazy ones included. Within the store, neither backend imports the other: what both need
+lives in `store/` itself.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "text_boundary",
             "sentences",
             "progress",
+            "renamed",
             "cancellation",
             "observability",
             "groups",
@@ -44,6 +47,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("interfaces", ["cli", "console", "tui", "server", "training.cli"]),
     ("public API", [""]),
 ]
+STORE_BACKENDS = ("store.sqlite", "store.postgres")
 
 
 def layer_of(module: str, package: str = "crag_edge") -> int:
@@ -68,6 +72,22 @@ def upward_imports(graph: Graph, package: str) -> list[str]:
         for imported in targets
         if layer_of(imported, package) > layer_of(importer, package)
     )
+
+
+def backend_of(module: str, package: str = "crag_edge") -> str | None:
+    """The store backend (of `STORE_BACKENDS`) that `module` belongs to, or None."""
+    relative = module.removeprefix(package).removeprefix(".")
+    return next((b for b in STORE_BACKENDS if relative == b or relative.startswith(b + ".")), None)
+
+
+def cross_backend_imports(graph: Graph, package: str) -> list[str]:
+    """Every import of one store backend's module by the other's, as 'importer → imported'."""
+    arrows = []
+    for importer, targets in graph.items():
+        own = backend_of(importer, package)
+        others = {t for t in targets if backend_of(t, package) not in (None, own)}
+        arrows += [f"{importer} → {target}" for target in others if own is not None]
+    return sorted(arrows)
 
 
 def test_every_module_belongs_to_a_listed_layer() -> None:
@@ -97,4 +117,31 @@ def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
     (package / "store" / "corpus.py").write_text("def f():\n    import crag_edge.engine\n")
     assert upward_imports(import_graph(package), "crag_edge") == [
         "crag_edge.store.corpus (store) → crag_edge.engine (engine)"
+    ]
+
+
+def test_neither_store_backend_imports_the_other() -> None:
+    arrows = cross_backend_imports(import_graph(PACKAGE_ROOT), "crag_edge")
+    assert not arrows, "store backends importing each other (share through store/):\n" + "\n".join(
+        arrows
+    )
+
+
+def test_the_check_finds_a_backend_importing_the_other(tmp_path: Path) -> None:
+    """The check itself: a backend importing the shared half is fine, importing the other
+    backend (lazily, too) is found, whichever way round."""
+    store = tmp_path / "crag_edge" / "store"
+    for backend in ("sqlite", "postgres"):
+        (store / backend).mkdir(parents=True)
+        (store / backend / "__init__.py").write_text("")
+    for module in ("__init__.py", "store/__init__.py", "store/cache_key.py"):
+        (tmp_path / "crag_edge" / module).write_text("")
+    (store / "sqlite" / "cache.py").write_text("from crag_edge.store.cache_key import x\n")
+    (store / "postgres" / "caches.py").write_text("from crag_edge.store import cache_key\n")
+    assert cross_backend_imports(import_graph(tmp_path / "crag_edge"), "crag_edge") == []
+    (store / "postgres" / "caches.py").write_text("from crag_edge.store.sqlite.cache import x\n")
+    (store / "sqlite" / "cache.py").write_text("def f():\n    import crag_edge.store.postgres\n")
+    assert cross_backend_imports(import_graph(tmp_path / "crag_edge"), "crag_edge") == [
+        "crag_edge.store.postgres.caches → crag_edge.store.sqlite.cache",
+        "crag_edge.store.sqlite.cache → crag_edge.store.postgres",
     ]

@@ -1,5 +1,5 @@
-"""The binary pre-filter of dense search (`store.vector_bits`), forced on through its setting,
-against exact search on real corpus files embedded by the real MiniLM.
+"""The binary pre-filter of dense search (`store.sqlite.vector_bits`), forced on through its
+setting, against exact search on real corpus files embedded by the real MiniLM.
 
 sample_corpus/ and the 40 abstracts of tests/data/scifact_mini in 64-token chunks give a few
 hundred chunks, where the sign bits of a question's vector find its nearest chunks among ten
@@ -21,7 +21,7 @@ from crag_edge.ingest import ingest
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.retrieval import Retriever
 from crag_edge.store import SCHEMA_VERSION, Corpus, connect
-from crag_edge.store.vector_bits import quantize
+from crag_edge.store.sqlite.vector_bits import quantize
 from crag_edge.types import Vector
 
 EVERYTHING = CorpusView.everything()  # the owner's view: every document

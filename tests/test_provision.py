@@ -11,7 +11,7 @@ import pytest
 from crag_edge.config import Settings
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.models.manifest import ManifestError, load_manifest
-from crag_edge.models.provision import Progress, PullError, pull_model, verify_model
+from crag_edge.models.provision import PullError, PullProgress, pull_model, verify_model
 from crag_edge.models.registry import load_cross_encoder
 from tests.servers import build_wheel, file_server, socket_server
 
@@ -162,7 +162,7 @@ def test_a_source_with_wrong_bytes_is_discarded(tmp_path: Path) -> None:
     assert "fails verification (hash-mismatch)" in report.files[0].failures[0]
 
 
-class InterruptedCopy(Progress):
+class InterruptedCopy(PullProgress):
     """Ctrl+C as the first block of a copy lands."""
 
     def advance(self, n: int) -> None:

@@ -12,7 +12,6 @@ import pytest
 from tokenizers import Tokenizer
 
 from crag_edge.correction.refine import (
-    Strip,
     decompose,
     join_neighbours,
     recompose,
@@ -22,7 +21,7 @@ from crag_edge.correction.refine import (
 from crag_edge.ingest import Chunker
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.sentences import MAX_ITEM_WORDS, MIN_STRIP_CHARS, MIN_STRIP_WORDS, ends_sentence
-from crag_edge.types import Chunk
+from crag_edge.types import Chunk, Span
 
 DOCUMENT = (
     "Preface that is not part of the chunk. "
@@ -82,8 +81,9 @@ def test_each_scorer_ranks_the_answering_strip_first(scorer: str, embedder: Onnx
     assert score_strips(QUESTION, [], scorer, embedder) == []  # type: ignore[arg-type]
 
 
-def _strip(source: str, start: int, score: float, text: str = "word word") -> Strip:
-    return Strip(1, hash(source) % 100, source, "", start, start + len(text), text, score)
+def _strip(source: str, start: int, score: float, text: str = "word word") -> Span:
+    chunk = Chunk(1, hash(source) % 100, 0, text, start, start + len(text), source)
+    return replace(Span.strip_of(chunk, 0, text), score=score)
 
 
 def test_recompose_keeps_threshold_budget_and_document_order() -> None:
@@ -124,7 +124,7 @@ def whole_document_strips(document: str) -> list[str]:
     return [s.text for s in decompose(chunk_of(document, 0, len(document), ordinal=0), "sentences")]
 
 
-def assert_whole_sentence_strips(document: str, strips: list[Strip]) -> None:
+def assert_whole_sentence_strips(document: str, strips: list[Span]) -> None:
     for strip in strips:
         assert document[strip.start : strip.end] == strip.text
         assert len(strip.text) >= MIN_STRIP_CHARS and len(strip.text.split()) >= MIN_STRIP_WORDS

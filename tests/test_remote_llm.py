@@ -215,7 +215,7 @@ def test_the_engine_answers_through_llm_url(
         assert isinstance(engine.llm_factory(), OpenAiLlm)
     assert result.context and answer.strip()
     assert stream.finish_reason in ("stop", "length", "unsupported")  # checked by the server too
-    assert stream.support is not None and stream.support.sentences
+    assert stream.answer.support.sentences
     assert any("llm" in grade.tiers for _, grade in result.hits)
 
 

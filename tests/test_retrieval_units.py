@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crag_edge.retrieval import query_terms, rrf
-from crag_edge.store.lexical_view import match_expression
+from crag_edge.store.sqlite.lexical_view import match_expression
 
 HOSTILE = [
     "NEAR(a b)",

@@ -16,7 +16,7 @@ from crag_edge.cli import app
 from crag_edge.config import ServerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.retrieval.passages import ELLIPSIS, snippet
-from crag_edge.store.terms import terms
+from crag_edge.store.fts_terms import terms
 from crag_edge.text_boundary import QuestionError
 
 pytest.importorskip("fastapi")

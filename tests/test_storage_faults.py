@@ -25,7 +25,7 @@ import sqlite_vec
 from crag_edge.groups import CorpusView
 from crag_edge.store import SCHEMA_VERSION, Corpus, CorpusReplacedError, CorruptCorpusError
 from crag_edge.store.jobs import JobRecord
-from crag_edge.store.schema import JOBS_VERSION
+from crag_edge.store.sqlite.schema import JOBS_VERSION
 
 EVERYTHING = CorpusView.everything()  # the owner's view: every document
 

@@ -31,7 +31,7 @@ from crag_edge.store import (
     SchemaTooNewError,
     connect,
 )
-from crag_edge.store.schema import MIGRATIONS, migrate, user_version
+from crag_edge.store.sqlite.schema import MIGRATIONS, migrate, user_version
 from crag_edge.types import EncodedPassage, Place
 
 EVERYTHING = CorpusView.everything()  # the owner's view: every document

@@ -33,7 +33,7 @@ from crag_edge.groups import CorpusView
 from crag_edge.ingest.pipeline import ProgressEvent
 from crag_edge.models.chat_model import NextTokenLogprobs
 from crag_edge.models.llm import FinishReason, TextStream
-from crag_edge.progress import Progress, StageEvent
+from crag_edge.progress import StageEvent, StageListener
 from crag_edge.result import ContextItem, Correction, CragResult, Round
 from crag_edge.store import Corpus
 from crag_edge.store.records import ChunkRecord, CorpusStats, DocumentRecord
@@ -403,7 +403,7 @@ class CannedEngine:
         self.corpus = CannedCorpus()
         self.embedder = None  # the support check then reads the question by its terms alone
 
-    def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
+    def query(self, question: str, progress: StageListener | None = None, **_: Any) -> CragResult:
         for event in CANNED_STAGES:
             if progress is not None:
                 progress(event)
@@ -469,7 +469,9 @@ class RecordingEngine(CannedEngine):
         super().__init__()
         self.histories: list[list[dict[str, str]]] = []
 
-    def query(self, question: str, progress: Progress | None = None, **kwargs: Any) -> CragResult:
+    def query(
+        self, question: str, progress: StageListener | None = None, **kwargs: Any
+    ) -> CragResult:
         self.histories.append(list(kwargs.get("history", ())))
         return super().query(question, progress)
 
@@ -517,7 +519,7 @@ def test_insufficient_evidence_state() -> None:
     app = canned_app()
     engine: Any = app.engine
 
-    def insufficient(question: str, progress: Progress | None = None, **_: Any) -> CragResult:
+    def insufficient(question: str, progress: StageListener | None = None, **_: Any) -> CragResult:
         result = canned_result(question)
         result.decision, result.action = Decision.INCORRECT, Action.RE_RETRIEVE
         result.context, result.insufficient_evidence = [], True
@@ -809,7 +811,7 @@ class MarkupEngine(CannedEngine):
         super().__init__()
         self.fail = fail
 
-    def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
+    def query(self, question: str, progress: StageListener | None = None, **_: Any) -> CragResult:
         result = super().query(question, progress)
         source = f"docs/{MARKUP}.md"
         result.hits = [
@@ -955,7 +957,7 @@ ESCAPES = "\x1b]52;c;ZXZpbA==\x1b\\ \x1b]0;owned\x1b\\ \x1b[2J \x9b31m \x00\x7f"
 class EscapeEngine(CannedEngine):
     """The canned engine whose sources, chunk text and answer carry terminal escapes."""
 
-    def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
+    def query(self, question: str, progress: StageListener | None = None, **_: Any) -> CragResult:
         result = super().query(question, progress)
         result.hits = [
             (
@@ -1220,7 +1222,7 @@ class TwoRoundsEngine(CannedEngine):
     """The canned engine whose loop searched twice: the second round's hits are ranked from 1
     again, as a search's are."""
 
-    def query(self, question: str, progress: Progress | None = None, **_: Any) -> CragResult:
+    def query(self, question: str, progress: StageListener | None = None, **_: Any) -> CragResult:
         result = super().query(question, progress)
         result.hits = result.hits + [
             (replace(hit, chunk=replace(hit.chunk, chunk_id=hit.chunk.chunk_id + 10)), grade)

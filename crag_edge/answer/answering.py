@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from crag_edge.answer.support import NUMBER, NUMBER_WORDS, claim_text, refers_back
-from crag_edge.grading.terms import tokenize
+from crag_edge.grading.keywords import tokenize
 
 # Words that say how a question asks, not what it asks about; stemmed as the terms are.
 FRAME_TERMS = frozenset(

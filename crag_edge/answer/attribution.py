@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from crag_edge.grading.terms import tokenize
+from crag_edge.grading.keywords import tokenize
 from crag_edge.result import ContextItem
 from crag_edge.sentences import sentence_spans
 

@@ -50,6 +50,7 @@ from crag_edge.answer.support import (
     candidates,
     cited_numbers,
     claim_text,
+    quoted_row,
     stated,
     term_support,
 )
@@ -130,7 +131,7 @@ class SupportReport:
 
 
 @dataclass
-class _Pending:
+class _HeldSentence:
     """A complete sentence waiting for its verdict; `gap` is the whitespace before it."""
 
     gap: str
@@ -197,7 +198,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         self._again: CheckedAnswer | None = None
         self.support = SupportReport(settings.support_check)
         self._first_word: float | None = None
-        self._seen_sentences: list[_Pending] = []
+        self._seen_sentences: list[_HeldSentence] = []
         super().__init__(self._checked(), stream.usage)
 
     def _checked(self) -> Generator[str, None, AnswerFinish]:
@@ -205,7 +206,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             yield from self._inner
             return self._inner.finish_reason
         buffer, taken = "", 0
-        pending: list[_Pending] = []
+        pending: list[_HeldSentence] = []
         may_pause = self._resume is not None
         try:
             while True:
@@ -226,12 +227,12 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         yield from self._conclude(pending, buffer)
         return self._finish_reason()
 
-    def _check_first(self, pending: list[_Pending], buffer: str) -> Generator[str, None, None]:
+    def _check_first(self, pending: list[_HeldSentence], buffer: str) -> Generator[str, None, None]:
         """The first sentence waiting for the LLM is checked as soon as it is written, so the
         reader need not wait for the whole answer: the model stops (one model, one KV cache),
         the sentence is checked and released, and the model carries on from `buffer`, its
         prompt mostly still cached. Once per answer: each pause costs a re-read of the
-        question and the answer so far (~0.5 s on two cores)."""
+        question and the answer so far (timed in docs/answer-quality.md)."""
         self._inner.close()
         started = time.monotonic()
         self._judge(pending[:1])
@@ -240,7 +241,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         assert self._resume is not None
         self._inner = self._resume(buffer)
 
-    def _take(self, buffer: str, taken: int, pending: list[_Pending], *, final: bool) -> int:
+    def _take(self, buffer: str, taken: int, pending: list[_HeldSentence], *, final: bool) -> int:
         """Queue the sentences completed since `taken` (an offset into `buffer`); each is
         read by the cheap tier as it completes."""
         for start, end in complete_sentences(buffer, final):
@@ -250,12 +251,12 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             if not any(c.isalnum() for c in claim_text(text)):
                 continue  # a stray citation or punctuation: nothing to show or check
             terms = term_support(text, self._context, self._mentioned, self._question)
-            sentence = _Pending(gap, text, terms)
+            sentence = _HeldSentence(gap, text, terms)
             self._read_by_terms(sentence, [*self._seen_sentences, *pending])
             pending.append(sentence)
         return taken
 
-    def _read_by_terms(self, sentence: _Pending, before: Sequence[_Pending]) -> None:
+    def _read_by_terms(self, sentence: _HeldSentence, before: Sequence[_HeldSentence]) -> None:
         """The cheap tier's verdicts: a number or a name no passage holds fails at once; a
         repeat of an earlier sentence (its citations aside), and a sentence that says nothing
         of its own ("This is [2].") or only speaks of the passages ("This is the evidence
@@ -275,7 +276,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         elif terms.quoted is not None:
             sentence.verdict = _verdict(sentence, terms.quoted, 1.0, "quote", supported=True)
 
-    def _release(self, pending: list[_Pending]) -> Generator[str, None, None]:
+    def _release(self, pending: list[_HeldSentence]) -> Generator[str, None, None]:
         """Yield the decided sentences at the head of the queue, in order, once read where
         they stand (`_in_place`); a passed sentence that does not answer waits while nothing
         that answers has been shown (`answering.Answering`)."""
@@ -296,7 +297,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         ]
         return spoken[-1].said() if spoken else None
 
-    def _in_place(self, sentence: _Pending, before: Said | None) -> None:
+    def _in_place(self, sentence: _HeldSentence, before: Said | None) -> None:
         """Fail a passed sentence that the pointer rules fail where it stands
         (`pointing.pointer_fault`): a quote's "This feature" after a sentence its passage
         does not state, a pointer after a removed sentence, one pointing forward."""
@@ -307,7 +308,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         if fault is not None:
             sentence.verdict = _failed(verdict, *fault)
 
-    def _waits(self, sentence: _Pending, before: Said | None) -> bool:
+    def _waits(self, sentence: _HeldSentence, before: Said | None) -> bool:
         """Whether a passed sentence is held back: it does not answer, and nothing shown yet
         answers (or it neither addresses the question nor supports what does)."""
         verdict = sentence.verdict
@@ -317,11 +318,14 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         read = self._read(sentence)
         return self._answering.decide(read, sentence.text, verdict.passage, leans) is None
 
-    def _read(self, sentence: _Pending) -> Asked:
-        """How the sentence stands to the question (`answering.read_against`), read once."""
+    def _read(self, sentence: _HeldSentence) -> Asked:
+        """How the sentence stands to the question (`answering.read_against`), read once; a
+        sentence restating a table row's cells is read as the row with its column names."""
         if sentence.read is None:
             similarity = None if self._embedder is None else self._similarity
-            sentence.read = read_against(self._question, sentence.text, similarity)
+            quoted = sentence.terms.quoted
+            row = None if quoted is None else quoted_row(sentence.text, self._passages[quoted])
+            sentence.read = read_against(self._question, row or sentence.text, similarity)
         return sentence.read
 
     def _similarity(self, claim: str) -> float:
@@ -331,7 +335,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             self._question_vector = self._embedder.embed([self._question])[0]
         return float(self._embedder.embed([claim])[0] @ self._question_vector)
 
-    def _decide_in_place(self, pending: Sequence[_Pending]) -> None:
+    def _decide_in_place(self, pending: Sequence[_HeldSentence]) -> None:
         """The whole answer's last word on what is still waiting: the pointer rules in
         order, then every passed sentence that answers nothing asked and supports no
         sentence that does fails (`Answering.finally_decide`)."""
@@ -349,7 +353,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             if not shown and sentence.verdict is not None:
                 sentence.verdict = _failed(sentence.verdict, "unasked", UNASKED)
 
-    def _conclude(self, pending: list[_Pending], buffer: str) -> Generator[str, None, None]:
+    def _conclude(self, pending: list[_HeldSentence], buffer: str) -> Generator[str, None, None]:
         """Decide what waits (the LLM tier, within the budget), release it, and stand in the
         insufficient-evidence reply for an answer with nothing left to show."""
         started = time.monotonic()
@@ -394,7 +398,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         own finish reason, so its note says why."""
         return bool(self.support.sentences)
 
-    def _judge(self, waiting: Sequence[_Pending]) -> None:
+    def _judge(self, waiting: Sequence[_HeldSentence]) -> None:
         """The LLM tier for every waiting sentence: its best candidate first, the next one
         for those that failed; a passage it passes by is kept over a higher score it fails
         by; what the deadline leaves unchecked is decided by terms."""
@@ -423,7 +427,9 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         settings = self._settings
         return stated(terms, scored, settings.support_threshold, settings.support_threshold_located)
 
-    def _llm_verdict(self, sentence: _Pending, scored: tuple[int, float] | None) -> SentenceSupport:
+    def _llm_verdict(
+        self, sentence: _HeldSentence, scored: tuple[int, float] | None
+    ) -> SentenceSupport:
         if scored is None:  # the budget ran out first: the terms decide, strictly
             n, share = sentence.terms.best()
             ok = share >= self._settings.support_terms_accept and not sentence.terms.missing
@@ -431,7 +437,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         n, score = scored
         return _verdict(sentence, n, score, "llm", supported=self._passes(sentence.terms, scored))
 
-    def _show(self, sentence: _Pending) -> Generator[str, None, None]:
+    def _show(self, sentence: _HeldSentence) -> Generator[str, None, None]:
         verdict = sentence.verdict
         assert verdict is not None
         mode = self._settings.support_check
@@ -470,7 +476,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
 
 
 def _verdict(
-    sentence: _Pending, n: int | None, score: float, tier: str, *, supported: bool
+    sentence: _HeldSentence, n: int | None, score: float, tier: str, *, supported: bool
 ) -> SentenceSupport:
     reason = "" if supported else _why(sentence, n, score, tier)
     return SentenceSupport(
@@ -490,7 +496,7 @@ def _failed(verdict: SentenceSupport, tier: str, reason: str) -> SentenceSupport
     return replace(verdict, supported=False, shown=False, checked_by=tier, reason=reason)
 
 
-def _why(sentence: _Pending, n: int | None, score: float, tier: str) -> str:
+def _why(sentence: _HeldSentence, n: int | None, score: float, tier: str) -> str:
     if tier == "repeat":
         return "repeats an earlier sentence"
     if tier == "meta":

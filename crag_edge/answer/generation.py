@@ -83,9 +83,10 @@ def answer_reply(
 def passages_text(context: Sequence[ContextItem]) -> str:
     """The numbered passages, the document's title on the first of each run of passages from
     one document: the model reads every token before its first word, and refined evidence
-    often holds several passages of one document (a title repeated per passage cost ~15
-    tokens on the demo). A title on a line of its own above the passages, tried as well, made
-    the model answer "the option is [1]." (docs/measurements.md)."""
+    often holds several passages of one document, and a title repeated per passage costs
+    tokens. The title stays on the passage's line: on a line of its own above the passages
+    the model answered with a passage number for a name (both measured in
+    docs/measurements.md)."""
     pieces: list[str] = []
     previous = None
     for item in context:

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from crag_edge.answer.support import claim_text, facts, held_words
 from crag_edge.citations import document_places, locate, locator, places_within
-from crag_edge.grading.terms import tokenize
+from crag_edge.grading.keywords import tokenize
 from crag_edge.result import ContextItem
 from crag_edge.types import Chunk, Place
 

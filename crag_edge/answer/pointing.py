@@ -26,7 +26,7 @@ from crag_edge.answer.support import (
     quotes,
     refers_back,
 )
-from crag_edge.grading.terms import tokenize
+from crag_edge.grading.keywords import tokenize
 from crag_edge.sentences import sentence_spans
 
 # A sentence ending on these points at what follows it in its passage, not in the answer.

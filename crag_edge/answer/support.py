@@ -9,9 +9,9 @@ checked against the passages before a reader sees it, cheapest signal first:
   the sentence states appears in the context. A number or a name no passage holds (a port,
   a version, another product, a command written as code) makes it unsupported at once;
   a sentence that copies a passage word for word (its citations and a closing "as stated
-  in" aside) is supported without asking, since the small judge scores even a verbatim copy
-  below its threshold now and then; otherwise the share decides alone only for a sentence
-  the LLM could not check in time
+  in" aside; a table row's words are its cells in order) is supported without asking,
+  since the small judge scores even a verbatim copy below its threshold now and then;
+  otherwise the share decides alone only for a sentence the LLM could not check in time
   (`support_terms_accept`), since a sentence can hold every term of a passage and still say
   the opposite ("If not, X" of a passage saying "if so, X"). A number the question itself
   states is the reader's, not the model's, so it is never missing.
@@ -19,8 +19,8 @@ checked against the passages before a reader sees it, cheapest signal first:
   digits or words, names and command-line options, at least one of them beyond the
   question's own words), every word of it that turns its meaning (not, if, unless, …) and
   at least `LOCATED_SHARE` of its content terms. The judge scores one statement nearly alike
-  against every passage of the context (measured: a sentence's P(yes) varies by a median
-  0.08 from passage to passage, against 0.3 to 0.96 from sentence to sentence), so its
+  against every passage of the context (a sentence's P(yes) varies far less from passage to
+  passage than from sentence to sentence: measured in docs/answer-quality.md), so its
   score says how plausible the sentence is more than where it is stated; a located
   sentence has been found by the cheap tier, and the judge need only not doubt it
   (`support_threshold_located`).
@@ -42,7 +42,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from crag_edge.answer.generation import CONTEXT_OPENING, SYSTEM, passages_text
-from crag_edge.grading.terms import STOPWORDS, tokenize
+from crag_edge.grading.keywords import STOPWORDS, tokenize
+from crag_edge.ingest.formats.builder import record_values
 from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
 from crag_edge.result import ContextItem
 
@@ -104,11 +105,11 @@ META_TERMS = frozenset(tokenize(META_WORDS))
 # Whether the corpus (as the caller may see it) names a word anywhere.
 Mentioned = Callable[[str], bool] | None
 # A passage the model cites is asked first when it holds at least this part of the share of
-# the sentence's terms that the best passage holds ("mode=ro" cited to a WAL page holding 38%
-# of its terms, beside the URI page holding 88% that states it).
+# the sentence's terms that the best passage holds: a cited page holding a few of its terms
+# beside the page that states it is not asked first (the case in docs/answer-quality.md).
 CITED_SHARE = 0.5
 # Two passages at most per sentence: its cited one (or the one with most of its terms), then
-# the best other; each costs ~0.5 s of prompt on two cores.
+# the best other; each costs a prompt of the LLM (timed in docs/answer-quality.md).
 MAX_CANDIDATES = 2
 
 
@@ -246,13 +247,28 @@ def _plain_words(text: str) -> set[str]:
 def quotes(claim: str, passage: str) -> bool:
     """Whether `claim` is `passage`'s own words, in order (case, punctuation and a closing
     phrase that only points at the passages aside); five words at least, so that a
-    fragment ("It is two hours.") is not read as a quote."""
+    fragment ("It is two hours.") is not read as a quote. A table row's words are its cells'
+    values as the table shows them, without the column names its record adds
+    (`record_values`): "boolean 1 byte state of true or false" quotes the row."""
     words = _words(claim)
     while words and (words[-1] in STOPWORDS or set(tokenize(words[-1])) <= META_TERMS):
         words.pop()
     if len(words) < MIN_QUOTE_WORDS:
         return False
-    return f" {' '.join(words)} " in f" {' '.join(_words(passage))} "
+    said = f" {' '.join(words)} "
+    return any(said in f" {' '.join(_words(text))} " for text in (passage, record_values(passage)))
+
+
+def quoted_row(claim: str, passage: str) -> str | None:
+    """The table row of `passage` whose cells `claim` restates (`quotes`), as its record
+    reads with the column names, None when it restates none. The cells alone ("boolean 1
+    byte state of true or false") say what they are by the columns they stand under."""
+    said = claim_text(claim)
+    for line in passage.split("\n"):
+        values = record_values(line)
+        if values != line and quotes(said, values):
+            return line
+    return None
 
 
 def _words(text: str) -> list[str]:

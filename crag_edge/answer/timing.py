@@ -1,8 +1,9 @@
 """Where an answer's time goes, as a reader waits for it: measured here and nowhere else.
 
-An `AnswerClock` starts with the question; `TimedAnswer` wraps the answer stream and times
-it with `time.perf_counter` from the moment the evidence is ready (the corrective loop's end,
-or plain retrieval's) to the first piece and to the last. The prompt's length
+An `AnswerClock` starts with the question and times the answer with `time.perf_counter`
+from the moment the evidence is ready (the corrective loop's end, or plain retrieval's) to
+the first piece and to the last, as the stream that reads it (`answer.finished.AnswerStream`,
+or plain RAG's reader) tells it. The prompt's length
 and the part of it evaluated (the rest reused from the KV cache, `models.prefix_states`) come
 from the runtime (`PromptUsage`); None where no model was called or an LLM server cannot tell.
 """
@@ -10,15 +11,11 @@ from the runtime (`PromptUsage`); None where no model was called or an LLM serve
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from crag_edge.answer.checked import CheckedAnswer, SupportReport
-from crag_edge.answer.generation import AnswerFinish
-from crag_edge.cancellation import Cancellation, maybe_scope
-from crag_edge.models.chat_model import FinishReason, TextStream
-from crag_edge.progress import Progress, StageEvent
+from crag_edge.models.chat_model import PromptUsage
 
 
 @dataclass(frozen=True)
@@ -59,86 +56,50 @@ def timings_line(timings: AnswerTimings) -> str:
 
 
 class AnswerClock:
-    """Started when the question arrives; `evidence_ready` when its context is, then
-    `time` wraps the answer stream written from that context."""
+    """Started when the question arrives; `evidence_ready` when its context is, then told of
+    the answer's first piece (`piece`) and its end (`ended`)."""
 
     def __init__(self) -> None:
         self._started = time.perf_counter()
         self._ready: float | None = None
+        self._first: float | None = None
+        self._end: float | None = None
 
     def evidence_ready(self) -> None:
         self._ready = time.perf_counter()
 
-    def time(
-        self,
-        stream: TextStream[AnswerFinish] | TextStream[FinishReason],
-        progress: Progress | None = None,
-        cancel: Cancellation | None = None,
-    ) -> TimedAnswer:
+    def piece(self) -> None:
+        """A piece of the answer reached its reader (only the first one counts)."""
+        if self._first is None:
+            self._first = time.perf_counter()
+
+    def ended(self) -> None:
+        self._end = time.perf_counter()
+
+    def read(self, pieces: Iterable[str]) -> Iterator[str]:
+        """`pieces`, timed: evidence ready when the first is asked for, ended after the last."""
         if self._ready is None:
             self.evidence_ready()
-        assert self._ready is not None
-        return TimedAnswer(stream, self._started, self._ready, progress, cancel)
-
-
-class TimedAnswer(TextStream[AnswerFinish]):
-    """An answer stream that times itself; read `timings` once it has ended. `progress`
-    hears the `answer` stage's end (with its duration) when the stream is exhausted. Each
-    piece is written inside `cancel`'s scope (the stream is read on whichever thread its
-    reader uses), so a cancelled answer stops at its next token or judged sentence."""
-
-    def __init__(
-        self,
-        stream: TextStream[AnswerFinish] | TextStream[FinishReason],
-        started: float,
-        ready: float,
-        progress: Progress | None,
-        cancel: Cancellation | None = None,
-    ) -> None:
-        self._inner = stream
-        self._started, self._ready = started, ready
-        self._first: float | None = None
-        self._end: float | None = None
-        self._progress = progress
-        self._cancel = cancel
-        super().__init__(self._timed(), stream.usage)
-
-    def _timed(self) -> Generator[str, None, AnswerFinish]:
-        try:
-            while (piece := self._next_piece()) is not None:
-                if self._first is None:
-                    self._first = time.perf_counter()
-                yield piece
-        finally:
-            self._inner.close()
-        self._end = time.perf_counter()
-        if self._progress is not None:
-            ms = round((self._end - self._ready) * 1000, 3)
-            self._progress(StageEvent("answer", "end", ms=ms))
-        return self._inner.finish_reason
-
-    def _next_piece(self) -> str | None:
-        """The inner stream's next piece, None at its end; the scope is left before the piece
-        is handed on, since the reader may read the next one elsewhere."""
-        with maybe_scope(self._cancel):
-            if self._cancel is not None:
-                self._cancel.check()
-            return next(self._inner, None)
+        for piece in pieces:
+            self.piece()
+            yield piece
+        self.ended()
 
     @property
-    def support(self) -> SupportReport | None:
-        """The support check's report of a checked answer (`Engine.answer`'s), None for an
-        unchecked one (plain RAG's in the measurements)."""
-        return self._inner.support if isinstance(self._inner, CheckedAnswer) else None
-
-    @property
-    def timings(self) -> AnswerTimings:
-        if self._end is None:
+    def answer_s(self) -> float:
+        """From the evidence to the answer's last piece."""
+        if self._end is None or self._ready is None:
             raise RuntimeError("the answer has not ended: read timings after the last piece")
+        return self._end - self._ready
+
+    def timings(self, usage: PromptUsage) -> AnswerTimings:
+        """Where the time went, with the prompt's `usage` (the answer must have ended)."""
+        answer_s = self.answer_s
+        assert self._ready is not None
         return AnswerTimings(
             retrieval_grading_s=self._ready - self._started,
             first_token_s=None if self._first is None else self._first - self._ready,
-            answer_s=self._end - self._ready,
-            prompt_tokens=self.usage.prompt_tokens,
-            evaluated_tokens=self.usage.evaluated_tokens,
+            answer_s=answer_s,
+            prompt_tokens=usage.prompt_tokens,
+            evaluated_tokens=usage.evaluated_tokens,
         )

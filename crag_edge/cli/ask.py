@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from crag_edge.answer.checked import SupportReport
-from crag_edge.answer.generation import cited, source_line, uncited
-from crag_edge.answer.refusal import Refusal, refusal
+from crag_edge.answer.finished import Answer
+from crag_edge.answer.generation import source_line
 from crag_edge.answer.timing import timings_line
 from crag_edge.answer.views import describe_corrections
-from crag_edge.citations import location_fields, locator
+from crag_edge.citations import locator
 from crag_edge.console.errors import friendly_errors
 from crag_edge.console.options import (
     TOP_K_MAX,
@@ -34,7 +33,7 @@ from crag_edge.console.output import (
     tell,
 )
 from crag_edge.engine import Engine
-from crag_edge.result import ContextItem, CragResult
+from crag_edge.result import CragResult
 
 
 def print_result(result: CragResult) -> None:
@@ -131,9 +130,8 @@ def answer(
 
     Exits 1 when the answer is empty (stalled, or the model wrote nothing); an answer cut
     off by llm_max_tokens or the stall timeout gets a note on stderr."""
-    settings = settings_of(ctx)
     view = view_option(groups)
-    with Engine.open(db, settings) as engine:
+    with Engine.open(db, settings_of(ctx)) as engine:
         result, stream = engine.answer(question, mode=mode, top_k=top_k, view=view)
         if not as_json:
             print_result(result)
@@ -141,30 +139,18 @@ def answer(
         for piece in stream:
             if not as_json:
                 say(piece, end="")
-    text, finish = stream.text, stream.finish_reason
-    sources = cited(text, result.context)
-    refused = refusal(finish, text, result, settings.models)
+    finished = stream.answer
     if as_json:
-        print_json(
-            {
-                "answer": text,
-                "finish_reason": finish,
-                "citations": [asdict(c) | location_fields(c) for c in sources],
-                "refusal": None if refused is None else refused.to_dict(),
-                "timings": stream.timings.to_dict(),
-                "support": None if stream.support is None else stream.support.to_dict(),
-                "result": result.to_dict(),
-            }
-        )
+        print_json(finished.to_dict())
     else:
-        _print_answer_tail(text, result, sources, refused, stream.support)
-        if stream.support is not None and stream.support.sentences:
-            _print_support(stream.support)
-        if text.strip():  # an empty answer is one error line, below
-            tell((timings_line(stream.timings), "dim"))
-    if not text.strip():
-        assert refused is not None  # an empty answer is refused: the model wrote nothing
-        tell(("error:", "bold red"), f" no answer: {refused.note}")
+        _print_answer_tail(finished)
+        if finished.support.sentences:
+            _print_support(finished.support)
+        if finished.text.strip():  # an empty answer is one error line, below
+            tell((timings_line(finished.timings), "dim"))
+    if not finished.text.strip():
+        assert finished.note is not None  # an empty answer is refused: the model wrote nothing
+        tell(("error:", "bold red"), f" no answer: {finished.note}")
         raise typer.Exit(1)
 
 
@@ -175,31 +161,27 @@ def _print_support(report: SupportReport) -> None:
         tell(("removed", "yellow"), f": {sentence.text} ", (f"({sentence.reason})", "dim"))
 
 
-def _print_answer_tail(
-    text: str,
-    result: CragResult,
-    sources: list[ContextItem],
-    refused: Refusal | None,
-    support: SupportReport | None,
-) -> None:
+def _print_answer_tail(answer: Answer) -> None:
     """After the streamed text: its citations, each with the rows or slides of it its
     sentences were found in, then what the reader should know about it: where to go next
     when nothing was found or stated (the passages found, by their places), a note when
     the answer was stopped."""
     out.print()
-    for item in sources:
+    for citation in answer.citations:
+        item = citation.item
         say(source_line(item), "  ", (f"{item.source} [{item.start}:{item.end}]", "dim"))
-        for place, claim in support.narrowed(item) if support is not None else []:
-            say(f"    {place}: ", (claim, "dim"))
-    if not text.strip():
+        for place in citation.places:
+            say(f"    {place.locator}: ", (place.claim, "dim"))
+    if not answer.text.strip():
         return  # `answer` reports an empty answer as the error it is
+    refused = answer.refusal
     if refused is not None and refused.kind != "stopped":
         for line in refused.lines():
             say(line)
         return
     if refused is not None:
         tell(("note", "yellow"), f": {refused.note}")
-    if uncited(text, result):
+    if answer.uncited:
         tell(
             ("note", "yellow"), ": the answer cites no passage; check it against the context above"
         )

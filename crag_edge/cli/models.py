@@ -41,7 +41,7 @@ def download_bar(quiet: bool, *more: ProgressColumn) -> Progress:
     return stderr_bar(name, BarColumn(), DownloadColumn(), *more, quiet=quiet)
 
 
-class _RichPullProgress(provision.Progress):
+class _RichPullProgress(provision.PullProgress):
     def __init__(self, bar: Progress) -> None:
         self.bar = bar
         self.task: Any = None

@@ -20,7 +20,7 @@ from crag_edge.evaluation.choices import parse_choices
 from crag_edge.groups import CorpusView, parse_groups
 from crag_edge.locations import parse_location
 from crag_edge.retrieval import MODES, Mode
-from crag_edge.store.corpus import SQLITE_HEADER
+from crag_edge.store.sqlite.corpus import SQLITE_HEADER
 from crag_edge.text_boundary import QuestionError, asked_question
 
 

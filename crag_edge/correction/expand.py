@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from crag_edge.config import SettingsError
-from crag_edge.grading.terms import STOPWORDS
+from crag_edge.grading.keywords import STOPWORDS
 from crag_edge.models.chat_model import ChatModel, LlmCallError
 
 # A general table of code and question words that retrieval benefits from.

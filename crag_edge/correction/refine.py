@@ -9,9 +9,8 @@ Offsets stay absolute (into the document's text), so citations point into the or
 documents.
 
 The default scorer is the cheapest one that separates strips: keyword coverage. On SciFact's
-rationale sentences it separates them about as well as embedding cosine blended with coverage
-(strip AUC 0.722 vs 0.735, `scripts/measure_refinement.py`) at a small fraction of its cost
-(docs/correction.md has the timings).
+rationale sentences it separates them about as well as embedding cosine blended with coverage,
+at a small fraction of its cost: measured in docs/correction.md.
 """
 
 from __future__ import annotations
@@ -23,31 +22,16 @@ from typing import Literal
 
 import numpy as np
 
-from crag_edge.grading.terms import coverage
+from crag_edge.grading.keywords import coverage
 from crag_edge.sentences import sentence_strips
-from crag_edge.types import Chunk, Embedder, PairScorer
+from crag_edge.types import Chunk, Embedder, PairScorer, Span
 
 StripMode = Literal["sentences", "fixed_num", "selection"]
 StripScorer = Literal["coverage", "embedding", "cross_encoder"]
 _WORD = re.compile(r"\S+")
 
 
-@dataclass(frozen=True)
-class Strip:
-    """A piece of one document: a chunk's strip, or neighbouring strips joined into one.
-    `start`/`end` are offsets into the document's text."""
-
-    chunk_id: int
-    doc_id: int
-    source: str
-    title: str
-    start: int
-    end: int
-    text: str
-    score: float = 0.0
-
-
-def decompose(chunk: Chunk, mode: StripMode, words_per_strip: int = 50) -> list[Strip]:
+def decompose(chunk: Chunk, mode: StripMode, words_per_strip: int = 50) -> list[Span]:
     """Split a chunk into strips with absolute offsets; whitespace-only pieces are skipped."""
     spans: list[tuple[int, int]]
     if mode == "selection":
@@ -67,23 +51,13 @@ def decompose(chunk: Chunk, mode: StripMode, words_per_strip: int = 50) -> list[
         if not stripped:
             continue
         begin += len(piece) - len(piece.lstrip())
-        strips.append(
-            Strip(
-                chunk.chunk_id,
-                chunk.doc_id,
-                chunk.source,
-                chunk.title,
-                chunk.start + begin,
-                chunk.start + begin + len(stripped),
-                stripped,
-            )
-        )
+        strips.append(Span.strip_of(chunk, begin, stripped))
     return strips
 
 
 def score_strips(
     question: str,
-    strips: Sequence[Strip],
+    strips: Sequence[Span],
     scorer: StripScorer,
     embedder: Embedder,
     cross_encoder: PairScorer | None = None,
@@ -104,12 +78,12 @@ def score_strips(
     return [float(x) for x in (cosine + covered) / 2.0]
 
 
-def distinct_strips(strips: Sequence[Strip]) -> list[Strip]:
+def distinct_strips(strips: Sequence[Span]) -> list[Span]:
     """`strips` in document order (source, then offset) without those another strip of the
     same document already holds: overlapping chunks share sentences, which would otherwise be
     scored, kept and read twice. A chunk cut inside a sentence yields a fragment that the
     neighbour's whole sentence holds."""
-    by_document: dict[tuple[str, int], list[Strip]] = {}
+    by_document: dict[tuple[str, int], list[Span]] = {}
     distinct = []
     for strip in sorted(strips, key=lambda s: (s.source, s.doc_id, s.start, -s.end)):
         same_document = by_document.setdefault((strip.source, strip.doc_id), [])
@@ -120,12 +94,12 @@ def distinct_strips(strips: Sequence[Strip]) -> list[Strip]:
 
 
 def recompose(
-    strips: Sequence[Strip],
+    strips: Sequence[Span],
     threshold: float,
     budget_tokens: int,
     count_tokens: Callable[[str], int],
-    first: Strip | None = None,
-) -> list[Strip]:
+    first: Span | None = None,
+) -> list[Span]:
     """Strips at or above `threshold`, best first until the budget is spent, then put back in
     document order (source, then offset) so the context reads as the documents do. `first`,
     when given, goes in before any other whatever its score.
@@ -134,7 +108,7 @@ def recompose(
     answer prompt names once per document (`generation.passages_text`): the model reads
     every one of those tokens before its first word."""
     budget = ContextBudget(count_tokens)
-    chosen: list[Strip] = []
+    chosen: list[Span] = []
     if first is not None:
         chosen.append(first)
         budget.spend(first)
@@ -166,17 +140,17 @@ class ContextBudget:
         self.spent = 0
         self.documents: set[tuple[str, int]] = set()
 
-    def cost(self, passage: Strip | Chunk) -> int:
+    def cost(self, passage: Span | Chunk) -> int:
         named = (passage.source, passage.doc_id) in self.documents
         title = 0 if named else self.count_tokens(passage.title or passage.source)
         return self.count_tokens(passage.text) + title
 
-    def spend(self, passage: Strip | Chunk) -> None:
+    def spend(self, passage: Span | Chunk) -> None:
         self.spent += self.cost(passage)
         self.documents.add((passage.source, passage.doc_id))
 
 
-def best_strip_of(chunk: Chunk, strips: Sequence[Strip]) -> Strip | None:
+def best_strip_of(chunk: Chunk, strips: Sequence[Span]) -> Span | None:
     """The best-scored strip lying inside `chunk` (a sentence it shares with an overlapping
     neighbour may carry the neighbour's id), or None."""
     inside = [
@@ -187,13 +161,13 @@ def best_strip_of(chunk: Chunk, strips: Sequence[Strip]) -> Strip | None:
     return max(inside, key=lambda s: s.score, default=None)
 
 
-def join_neighbours(strips: Sequence[Strip], chunks: Sequence[Chunk]) -> list[Strip]:
+def join_neighbours(strips: Sequence[Span], chunks: Sequence[Chunk]) -> list[Span]:
     """Strips in document order as context pieces: strips of one document that overlap, or
     that only whitespace of one of `chunks` separates, become one piece whose text is the
     document's text over their range (so its offsets still cite it exactly) and whose score
     is their best. The model then reads passages instead of a list of sentences, and each
     citation number covers one passage."""
-    pieces: list[Strip] = []
+    pieces: list[Span] = []
     for strip in strips:
         joined = _join(pieces[-1], strip, chunks) if pieces else None
         if joined is None:
@@ -203,11 +177,11 @@ def join_neighbours(strips: Sequence[Strip], chunks: Sequence[Chunk]) -> list[St
     return pieces
 
 
-def _same_document(a: Strip | Chunk, b: Strip) -> bool:
+def _same_document(a: Span | Chunk, b: Span) -> bool:
     return a.doc_id == b.doc_id and a.source == b.source
 
 
-def _holds(outer: Strip, inner: Strip) -> bool:
+def _holds(outer: Span, inner: Span) -> bool:
     """Whether `outer` contains `inner`'s range of the same document, with the same text
     (fallback results of one URL share a document id but not a text)."""
     if not _same_document(outer, inner) or not outer.start <= inner.start <= inner.end <= outer.end:
@@ -215,7 +189,7 @@ def _holds(outer: Strip, inner: Strip) -> bool:
     return outer.text[inner.start - outer.start : inner.end - outer.start] == inner.text
 
 
-def _join(a: Strip, b: Strip, chunks: Sequence[Chunk]) -> Strip | None:
+def _join(a: Span, b: Span, chunks: Sequence[Chunk]) -> Span | None:
     """`a` and `b` (b not before a) as one strip, or None when they are not neighbours."""
     if not _same_document(a, b):
         return None
@@ -233,7 +207,7 @@ def _join(a: Strip, b: Strip, chunks: Sequence[Chunk]) -> Strip | None:
     return replace(a, end=end, text=text, score=max(a.score, b.score))
 
 
-def _gap_text(a: Strip, b: Strip, chunks: Sequence[Chunk]) -> str | None:
+def _gap_text(a: Span, b: Span, chunks: Sequence[Chunk]) -> str | None:
     """The document's text between `a` and `b`, read from a chunk that spans it."""
     for chunk in chunks:
         if _same_document(chunk, b) and chunk.start <= a.end and b.start <= chunk.end:
@@ -247,9 +221,9 @@ class Refinement:
     joined), the strips kept, every distinct strip scored, and how many strips passed the
     threshold but were left out because the token budget was spent."""
 
-    pieces: list[Strip]
-    kept: list[Strip]
-    scored: list[Strip]
+    pieces: list[Span]
+    kept: list[Span]
+    scored: list[Span]
     over_budget: int = 0
 
 

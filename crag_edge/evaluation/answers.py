@@ -111,20 +111,7 @@ def answer_systems(
 def context_of_hits(hits: Sequence[Hit]) -> list[ContextItem]:
     """Plain RAG's context: every hit's whole chunk, numbered by rank."""
     return [
-        ContextItem(
-            n,
-            hit.chunk.chunk_id,
-            hit.chunk.doc_id,
-            hit.chunk.source,
-            hit.chunk.title,
-            hit.chunk.start,
-            hit.chunk.end,
-            hit.chunk.text,
-            hit.origin,
-            hit.score,
-            hit.chunk.pages,
-            hit.chunk.section,
-        )
+        ContextItem.from_chunk(hit.chunk, n=n, origin=hit.origin, score=hit.score)
         for n, hit in enumerate(hits, start=1)
     ]
 

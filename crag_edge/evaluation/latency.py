@@ -46,13 +46,14 @@ def plain_answer(engine: Engine, question: str, top_k: int = PLAIN_TOP_K) -> Tim
     llm = engine.llm_factory()
     if llm is None:
         raise ModelNotInstalledError("no LLM installed: run `crag-edge models pull`")
-    stream = clock.time(answer_reply(llm, question, context))
-    text = "".join(stream)
-    return TimedReply(text, stream.finish_reason, stream.timings, len(context))
+    stream = answer_reply(llm, question, context)
+    text = "".join(clock.read(stream))
+    return TimedReply(text, stream.finish_reason, clock.timings(stream.usage), len(context))
 
 
 def crag_answer(engine: Engine, question: str) -> TimedReply:
     """The corrective loop, then the answer from its final context (`Engine.answer`)."""
     result, stream = engine.answer(question, view=CorpusView.everything())
-    text = "".join(stream)
-    return TimedReply(text, stream.finish_reason, stream.timings, len(result.context))
+    "".join(stream)
+    answer = stream.answer
+    return TimedReply(answer.text, answer.finish_reason, answer.timings, len(result.context))

@@ -21,12 +21,12 @@ import re
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from crag_edge.answer.checked import SupportReport
+from crag_edge.answer.finished import AnswerStream
 from crag_edge.answer.generation import answer_reply, cited
 from crag_edge.citations import locator
 from crag_edge.evaluation.answers import context_of_hits
@@ -169,23 +169,10 @@ class Reply:
 System = Callable[[str], Reply]
 
 
-class Streamed(Protocol):
-    """An answer stream as `Engine.answer` returns it: text pieces, then a finish reason and
-    the support check's report."""
-
-    def __iter__(self) -> Iterator[str]: ...
-
-    @property
-    def finish_reason(self) -> str | None: ...
-
-    @property
-    def support(self) -> SupportReport | None: ...
-
-
 def qa_systems(
     llm: ChatModel,
     search: Callable[[str], Sequence[Hit]],
-    answer: Callable[[str], tuple[CragResult, Streamed]],
+    answer: Callable[[str], tuple[CragResult, AnswerStream]],
 ) -> dict[str, System]:
     """`plain` and `crag` over one LLM; `answer` is `Engine.answer`."""
 
@@ -197,9 +184,11 @@ def qa_systems(
 
     def crag(question: str) -> Reply:
         result, stream = answer(question)
-        text = "".join(stream).strip()
-        support = None if stream.support is None else stream.support.to_dict()
-        return Reply(text, str(stream.finish_reason), result.context, str(result.decision), support)
+        "".join(stream)
+        done = stream.answer
+        support = done.support.to_dict()
+        decision = str(result.decision)
+        return Reply(done.text.strip(), done.finish_reason, result.context, decision, support)
 
     return {"plain": plain, "crag": crag}
 

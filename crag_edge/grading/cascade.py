@@ -366,11 +366,11 @@ class Grader:
 
     def _judge_budget(self, items: list[ItemGrade]) -> list[int]:
         """The judge's share of the list, rounded down, spent on the best items not
-        confidently CORRECT. Measured against routing by margins, a per-list budget ranks
-        WikiQA pairs better for the same LLM calls, and it bounds the slowest tier's latency
-        per query. A list too short for a share goes unjudged: spending one call anyway on
-        lists heading for rejection sent 69 % of SciFact's cited abstracts to the judge and
-        lowered their AUC (0.750 vs 0.793; docs/grading.md)."""
+        confidently CORRECT. A per-list budget ranks WikiQA pairs better than routing by
+        margins for the same LLM calls, and it bounds the slowest tier's latency per query. A
+        list too short for a share goes unjudged: spending one call anyway on lists heading
+        for rejection sent most of SciFact's cited abstracts to the judge and ranked them
+        worse (measured in docs/grading.md)."""
         budget = int(self.settings.judge_share * len(items) + 1e-9)
         return sorted(self._best_unsettled(items, budget))
 

@@ -1,19 +1,18 @@
 """What the LLM judge reads of a long passage: its strips that share most of the question's
 words, in their order, within a token budget.
 
-The judge is the slowest tier (prompt evaluation: ~100 tokens/s with the default model on two
-cores) and, on chunk-length passages, a weaker ranker than on sentences. Reading a 200-token
-chunk's best strips (`sentences.sentence_strips`, ranked by keyword coverage) in 96 tokens
-instead of the whole chunk ranks as well (ROC-AUC on the git documentation pairs 0.725 vs
-0.718, on 300 SciFact held-out hits 0.711 vs 0.715) in 0.6 of the time per item (1.1 vs 1.8 s;
-docs/grading.md).
+The judge is the slowest tier (its time is prompt evaluation) and, on chunk-length passages,
+a weaker ranker than on sentences. Reading a chunk's best strips (`sentences.sentence_strips`,
+ranked by keyword coverage) within a budget smaller than the chunk ranks as well as reading
+the whole chunk, in less time per item: measured in docs/grading.md ("The judge reads a long
+passage's best strips").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from crag_edge.grading.terms import coverage
+from crag_edge.grading.keywords import coverage
 from crag_edge.sentences import sentence_strips
 
 STRIP_JOINER = " … "

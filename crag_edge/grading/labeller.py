@@ -1,7 +1,7 @@
 """The local LLM as a labeller: it writes questions for chunks and judges pairs.
 
-Both are slow (seconds per chunk for Qwen-1.5B on 2 cores), which is why labelling is
-checkpointed per unit. The judge's raw P(yes) is skewed towards 1, so it is
+Both are slow (an LLM call per chunk and per pair), which is why labelling is checkpointed
+per unit. The judge's raw P(yes) is skewed towards 1, so it is
 passed through the LLM tier's calibration (`calibration_llm` in the settings) before it
 becomes part of a soft label; without a fitted calibration the raw score is used as is.
 """

@@ -12,23 +12,14 @@ Two modes:
   adds a warning.
 
 Both give 0.5 plus a warning for items not scored before the timeout. Scores are raw: the
-logprob score is the uncalibrated yes-probability, skewed upwards (irrelevant pairs averaged
-0.52-0.63 below, relevant ones 0.66-0.70), so calibrate before thresholding.
+logprob score is the uncalibrated yes-probability, skewed upwards, so calibrate before
+thresholding.
 
-Measured with benchmarks/measure_llm_judge.py (Qwen2.5-Coder-1.5B Q4_K_M, 1 thread, 2-core
-machine at load ~7 from other jobs: absolute speeds are pessimistic, the modes ran
-interleaved per group so their ratio holds; passages <= 256 tokens):
-
-    sample (pairs, relevant / groups)            logprob AUC, items/s   grammar AUC, items/s
-    WikiQA dev, 60 (30 / 26 groups of 2-4)       0.704, 0.23            0.701, 0.22
-    WikiQA dev, 32 (7 / 6 groups of ~5)          0.634, 0.26            0.694, 0.26
-    SciFact cited-with vs -without evidence, 16  0.609, 0.047           0.563, 0.051
-
-The AUCs are a tie within these small samples' noise, and so is speed (prompt evaluation
-dominates both). The default is "logprob" because its score is a continuous probability
-(60 distinct values on 60 pairs; grammar mode's ratings collapsed to 2-3 distinct values,
-so no threshold can be placed between them), a timeout keeps the items already scored, and
-there is no output to fail parsing.
+The two modes rank pairs alike and run at the same speed (prompt evaluation dominates
+both); the default is "logprob" because its score is a continuous probability (grammar
+mode's ratings collapse to a few distinct values, so no threshold can be placed between
+them), a timeout keeps the items already scored, and there is no output to fail parsing.
+Measured in docs/grading.md ("The LLM judge's two modes").
 """
 
 from __future__ import annotations

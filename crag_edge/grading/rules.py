@@ -20,12 +20,12 @@ def read_file(hits: Sequence[Hit], settings: GradingSettings) -> bool:
 
 
 def few_context(hits: Sequence[Hit], settings: GradingSettings) -> bool:
-    """So few items that grading costs more than reading them (KB_AGENT_AUTO_APPROVE_MAX_ITEMS)."""
+    """So few items that grading costs more than reading them (`auto_approve_max_items`)."""
     return 0 < len(hits) <= settings.auto_approve_max_items
 
 
 def high_vector_score(hits: Sequence[Hit], settings: GradingSettings) -> bool:
-    """Every item came from vector search with similarity >= KB_AGENT_VECTOR_SCORE_THRESHOLD."""
+    """Every item came from vector search with similarity >= `vector_score_threshold`."""
     return bool(hits) and all(
         h.dense_score is not None and h.dense_score >= settings.vector_score_threshold for h in hits
     )

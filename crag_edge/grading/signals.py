@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from crag_edge.grading.terms import coverage
+from crag_edge.grading.keywords import coverage
 from crag_edge.kernels import (
     coherence_per_item,
     length_adequacy,

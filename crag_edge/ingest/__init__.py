@@ -14,21 +14,22 @@ from crag_edge.ingest.loaders import (
 from crag_edge.ingest.pipeline import (
     EMBED_GROUP,
     Format,
+    IngestListener,
     IngestReport,
-    Progress,
     ProgressEvent,
     embedding_text,
     ingest,
 )
+from crag_edge.renamed import renamed_names
 
 __all__ = [
     "EMBED_GROUP",
     "Chunker",
     "Format",
+    "IngestListener",
     "IngestReport",
     "LoadError",
     "LoadedDocument",
-    "Progress",
     "ProgressEvent",
     "TextSpan",
     "embedding_text",
@@ -41,3 +42,5 @@ __all__ = [
     "load_pdf",
     "load_text",
 ]
+
+__getattr__ = renamed_names(__name__, {"Progress": "IngestListener"}, globals())

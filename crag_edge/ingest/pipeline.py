@@ -44,7 +44,7 @@ import os
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -72,6 +72,7 @@ from crag_edge.ingest.loaders import (
 from crag_edge.ingest.moves import Departed
 from crag_edge.ingest.outline import outline_places
 from crag_edge.ingest.passages import encode_missing_passages
+from crag_edge.renamed import renamed_names
 from crag_edge.store import (
     ChunkRecord,
     CorpusBackend,
@@ -118,7 +119,10 @@ class ProgressEvent:
     expected: int = 0
 
 
-Progress = Callable[[ProgressEvent], None]
+IngestListener = Callable[[ProgressEvent], None]
+"""Called with each document, chunk group and passage count of an ingest as it is done."""
+
+__getattr__ = renamed_names(__name__, {"Progress": "IngestListener"}, globals())
 
 
 @dataclass
@@ -170,7 +174,7 @@ def ingest(
     settings: IngestSettings,
     fmt: Format = "auto",
     prune: bool = False,
-    progress: Progress | None = None,
+    progress: IngestListener | None = None,
     group_chunks: int = EMBED_GROUP,
     passage_index: PassageIndex | None = None,
     roots: Sequence[Path] | None = None,
@@ -216,7 +220,7 @@ def ingest(
     ocr = OcrLimits(settings.ocr_max_pages, settings.ocr_max_page_inches)
     limits = _Limits(settings.max_document_bytes, roots, ocr)
     total = len(plan.files) + sum(_count_lines(path, limits) for path in plan.beir)
-    run = _IngestBatch(
+    run = _IngestRun(
         corpus, embedder, chunker, progress, total, group_chunks, limits, tagging, overlap
     )
     run.reading.total_bytes = sum(_size(path) for path in [*plan.files, *plan.beir])
@@ -242,7 +246,7 @@ def ingest(
 
 
 def _encode_passages(
-    corpus: CorpusBackend, index: PassageIndex, progress: Progress | None, caller: Groups
+    corpus: CorpusBackend, index: PassageIndex, progress: IngestListener | None, caller: Groups
 ) -> int:
     """The evaluator's readings of every chunk lacking one (`ingest.passages`). The pass
     covers the whole corpus, so for a caller with groups only the readings of chunks it may
@@ -269,7 +273,7 @@ def _check_before_writing(corpus: CorpusBackend, embedder: Embedder) -> None:
     corpus.check()
 
 
-def _index(run: _IngestBatch, plan: _Plan, prune: bool) -> None:
+def _index(run: _IngestRun, plan: _Plan, prune: bool) -> None:
     run.report.excluded = plan.excluded
     run.report.skipped.extend(plan.skipped)
     run.report.errors.extend(plan.errors)
@@ -428,53 +432,49 @@ def _size(path: Path) -> int:
 
 
 @dataclass
-class _Pending:
+class _ChunkedDocument:
+    """A document read and chunked, waiting for its chunks' vectors before it is written."""
+
     doc: DocumentRecord
     chunks: list[ChunkRecord]
     status: Status
 
 
-class _IngestBatch:
+@dataclass(eq=False)
+class _IngestRun:
     """One ingest call's state: the documents waiting to be embedded and the report."""
 
-    def __init__(
-        self,
-        corpus: CorpusBackend,
-        embedder: Embedder,
-        chunker: Chunker,
-        progress: Progress | None,
-        total: int,
-        group_chunks: int,
-        limits: _Limits,
-        tagging: Tagging,
-        overlap: bool,
-    ) -> None:
-        self.corpus = corpus
-        self.embedder = embedder
-        self.chunker = chunker
-        self.progress = progress
-        self.total = total
-        self.group_chunks = group_chunks
-        self.limits = limits
-        self.tagging = tagging
-        self.departed = Departed(corpus)
-        self.done = 0
-        self.embedded = 0  # written by the embedding thread only
-        self.reading = _Reading()
-        self.report = IngestReport()
-        self.reread = False  # read even the files whose size and mtime say they are unchanged
-        self.seen: set[str] = set()
-        self.attached_by_file: dict[str, list[str]] | None = None  # `_stored_attached`
-        self.beir_complete = True
-        self.pending: list[_Pending] = []
-        self.pending_chunks = 0
-        self.ahead: EmbedAhead[list[_Pending]] = EmbedAhead(self._embed_group, overlap=overlap)
+    corpus: CorpusBackend
+    embedder: Embedder
+    chunker: Chunker
+    progress: IngestListener | None
+    total: int
+    group_chunks: int
+    limits: _Limits
+    tagging: Tagging
+    overlap: InitVar[bool]  # embed a group while the next is read (`EmbedAhead`)
+    done: int = field(default=0, init=False)
+    embedded: int = field(default=0, init=False)  # written by the embedding thread only
+    reading: _Reading = field(default_factory=_Reading, init=False)
+    report: IngestReport = field(default_factory=IngestReport, init=False)
+    # Read even the files whose size and mtime say they are unchanged.
+    reread: bool = field(default=False, init=False)
+    seen: set[str] = field(default_factory=set, init=False)
+    # The stored attachments by the file they came in, listed once a run (`_stored_attached`).
+    attached_by_file: dict[str, list[str]] | None = field(default=None, init=False)
+    beir_complete: bool = field(default=True, init=False)
+    pending: list[_ChunkedDocument] = field(default_factory=list, init=False)
+    pending_chunks: int = field(default=0, init=False)
+
+    def __post_init__(self, overlap: bool) -> None:
+        self.departed = Departed(self.corpus)
+        self.ahead = EmbedAhead(self._embed_group, overlap=overlap)
         self.hash_key = json.dumps(
             {
                 "version": HASH_VERSION,
-                "embedder": embedder.model_id,
-                "chunk_tokens": chunker.chunk_tokens,
-                "chunk_overlap": chunker.overlap,
+                "embedder": self.embedder.model_id,
+                "chunk_tokens": self.chunker.chunk_tokens,
+                "chunk_overlap": self.chunker.overlap,
             },
             sort_keys=True,
         )
@@ -629,12 +629,12 @@ class _IngestBatch:
         if embedded := self.ahead.drain():
             self._write(*embedded)
 
-    def _embed_group(self, batch: list[_Pending]) -> Vector:
+    def _embed_group(self, batch: list[_ChunkedDocument]) -> Vector:
         texts = [embedding_text(p.doc.title, chunk.text) for p in batch for chunk in p.chunks]
         places = [(p.doc.source, i + 1, len(p.chunks)) for p in batch for i in range(len(p.chunks))]
         return self._embed(texts, places)
 
-    def _write(self, batch: list[_Pending], vectors: Vector) -> None:
+    def _write(self, batch: list[_ChunkedDocument], vectors: Vector) -> None:
         """Write one embedded group's documents in one transaction, each in full (run again
         whole if the database aborts it to break a deadlock: `run_transaction`)."""
 
@@ -741,7 +741,9 @@ class _IngestBatch:
         ]
         if flagged := sum(injection.FLAG in chunk.metadata for chunk in chunks):
             self.report.warnings.append((doc.source, injection.flagged_note(flagged)))
-        self.pending.append(_Pending(record, chunks, "added" if stored is None else "updated"))
+        self.pending.append(
+            _ChunkedDocument(record, chunks, "added" if stored is None else "updated")
+        )
         self.pending_chunks += len(chunks)
         self.reading.chunked += len(chunks)
         if self.pending_chunks >= self.group_chunks:

@@ -52,8 +52,8 @@ def _finite_mean_var(values: FloatArray) -> tuple[float, float, int]:
 def keyword_coverage(query_ids: IntArray, offsets: IntArray, ids: IntArray) -> FloatArray:
     """Per item, the share of the unique query terms it contains.
 
-    ``offsets``/``ids`` is the CSR layout of ``terms.batch_terms`` (ids sorted per item), so
-    each lookup is a binary search. A query without terms covers nothing: all zeros.
+    ``offsets``/``ids`` is the CSR layout of ``grading.keywords.batch_terms`` (ids sorted per
+    item), so each lookup is a binary search. A query without terms covers nothing: all zeros.
     """
     n = max(len(offsets) - 1, 0)
     out = np.zeros(n, dtype=np.float64)

@@ -15,14 +15,14 @@ from crag_edge.citations import document_places, locate
 from crag_edge.config import CorrectionSettings, RetrievalSettings
 from crag_edge.correction.expand import rewrite
 from crag_edge.correction.fallback import FallbackProvider, run_fallbacks
-from crag_edge.correction.refine import ContextBudget, Strip, embedder_tokens, refine
+from crag_edge.correction.refine import ContextBudget, embedder_tokens, refine
 from crag_edge.grading import Evidence, Grader, Grading, ItemGrade
 from crag_edge.loop.state import FallbackAsked, Run
 from crag_edge.models.chat_model import ChatModel
 from crag_edge.result import ContextItem, Correction
 from crag_edge.retrieval import Retriever
 from crag_edge.store import CorpusBackend, PassageVectorsBackend, ScoreCacheBackend
-from crag_edge.types import Chunk, Embedder, Hit, Vector
+from crag_edge.types import Chunk, Embedder, Hit, Span, Vector
 
 Kept = list[tuple[Hit, ItemGrade]]
 
@@ -239,7 +239,7 @@ def _note_cap(
 
 
 def _refined_context(
-    pieces: Sequence[Strip], chunks: Sequence[Chunk], origin: dict[int, str]
+    pieces: Sequence[Span], chunks: Sequence[Chunk], origin: dict[int, str]
 ) -> list[ContextItem]:
     """The refined pieces as numbered evidence, each located by the places of its document's
     chunks (a piece may join sentences of neighbouring chunks, or hold one page of a chunk
@@ -249,19 +249,12 @@ def _refined_context(
         same_document = (c for c in chunks if (c.doc_id, c.source) == (s.doc_id, s.source))
         where = locate(document_places(same_document), s.start, s.end)
         items.append(
-            ContextItem(
-                n,
-                s.chunk_id,
-                s.doc_id,
-                s.source,
-                s.title,
-                s.start,
-                s.end,
-                s.text,
-                origin[s.chunk_id],
-                round(s.score, 4),
-                where.pages,
-                where.section,
+            s.located(
+                n=n,
+                origin=origin[s.chunk_id],
+                score=round(s.score, 4),
+                pages=where.pages,
+                section=where.section,
             )
         )
     return items
@@ -269,19 +262,6 @@ def _refined_context(
 
 def _whole_chunks(items: Kept, start: int = 1) -> list[ContextItem]:
     return [
-        ContextItem(
-            n,
-            h.chunk.chunk_id,
-            h.chunk.doc_id,
-            h.chunk.source,
-            h.chunk.title,
-            h.chunk.start,
-            h.chunk.end,
-            h.chunk.text,
-            h.origin,
-            g.score,
-            h.chunk.pages,
-            h.chunk.section,
-        )
+        ContextItem.from_chunk(h.chunk, n=n, origin=h.origin, score=g.score)
         for n, (h, g) in enumerate(items, start=start)
     ]

@@ -17,7 +17,7 @@ from crag_edge.grading import Grading, ItemGrade
 from crag_edge.groups import CorpusView
 from crag_edge.models.chat_model import Message
 from crag_edge.observability import AuditLog
-from crag_edge.progress import Progress, Stopwatch
+from crag_edge.progress import StageListener, Stopwatch
 from crag_edge.result import Correction, Round
 from crag_edge.retrieval import Mode
 from crag_edge.types import Hit, Vector
@@ -79,7 +79,7 @@ class Request:
     view: CorpusView  # what the caller may see: every search is limited to it
     mode: Mode | None = None
     top_k: int | None = None
-    progress: Progress | None = None
+    progress: StageListener | None = None
     history: Sequence[Message] = ()
 
 

@@ -3,13 +3,13 @@ later prompt starts with that part but the cache holds another prompt.
 
 llama.cpp keeps one sequence per context: consecutive prompts reuse their common prefix
 (`LlamaRuntime._eval_prompt`), but a judge or rewrite call between two answers replaces the
-answer's system prompt in the cache, so each answer would evaluate it again (~90 tokens, about
-a second on two cores with Qwen2.5-1.5B). The sequence's state after that prefix
-(`llama_state_seq_get_data`: the KV cells of those tokens, ~28 kB per token for
-Qwen2.5-1.5B) is copied back in milliseconds instead.
+answer's system prompt in the cache, so each answer would evaluate it again before its first
+word. The sequence's state after that prefix (`llama_state_seq_get_data`: the KV cells of
+those tokens) is copied back instead, far faster than evaluating them.
 
-A one-shot process (`crag-edge ask`) would still evaluate every system prompt once: its
-answer's first word waited ~0.8 s longer than a served answer's. Snapshots of system prompts
+A one-shot process (`crag-edge ask`) would still evaluate every system prompt once, so its
+first word would come later than a served answer's (measured in docs/measurements.md, "First
+word and end-to-end answer time"). Snapshots of system prompts
 are therefore also kept on disk (`StateFiles`), keyed by the model file, the llama.cpp build,
 the context size and the prompt's tokens, with a checksum, so a later process copies them
 back too. Only system prompts are written: a prefix holding earlier turns holds a user's

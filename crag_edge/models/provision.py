@@ -17,6 +17,7 @@ from typing import Literal
 
 from crag_edge.models.manifest import ModelFile, ModelSpec, Source
 from crag_edge.models.sources import Sink, SourceError, fetch
+from crag_edge.renamed import renamed_names
 
 FileState = Literal["ok", "missing", "size-mismatch", "hash-mismatch"]
 HASH_BLOCK = 4 << 20
@@ -30,7 +31,7 @@ class PullError(RuntimeError):
     """Every source of a file failed; the message lists each failure and what to do."""
 
 
-class Progress:
+class PullProgress:
     """Receives pull progress; the CLI draws bars from it, the API default ignores it."""
 
     def start(self, label: str, total: int) -> None:
@@ -41,6 +42,9 @@ class Progress:
 
     def note(self, message: str) -> None:
         """A one-line remark: a source failed and the next is tried, a file was already there."""
+
+
+__getattr__ = renamed_names(__name__, {"Progress": "PullProgress"}, globals())
 
 
 @dataclass
@@ -93,10 +97,10 @@ def check_file(
 def verify_model(
     spec: ModelSpec,
     model_dir: Path,
-    progress: Progress | None = None,
+    progress: PullProgress | None = None,
 ) -> ModelReport:
     """Re-hash every file of a model."""
-    progress = progress or Progress()
+    progress = progress or PullProgress()
     reports = []
     for mf in spec.files:
         progress.start(f"{spec.model_id}/{mf.name}", mf.size)
@@ -112,7 +116,7 @@ def pull_model(
     connect_timeout: float = 3.0,
     read_timeout: float = 60.0,
     local_dirs: Iterable[Path] = (),
-    progress: Progress | None = None,
+    progress: PullProgress | None = None,
     convert: bool = True,
 ) -> ModelReport:
     """Make every file of `spec` present and verified, then run its conversion step.
@@ -121,7 +125,7 @@ def pull_model(
     air-gapped USB copy) are tried before the manifest's own sources.
     Raises `PullError` if any file cannot be obtained from any source.
     """
-    progress = progress or Progress()
+    progress = progress or PullProgress()
     target_dir = model_path(model_dir, spec)
     target_dir.mkdir(parents=True, exist_ok=True)
     reports = []
@@ -149,7 +153,7 @@ def _pull_file(
     mf: ModelFile,
     target_dir: Path,
     sources: list[Source],
-    progress: Progress,
+    progress: PullProgress,
     connect_timeout: float,
     read_timeout: float,
     model_dir: Path,
@@ -205,7 +209,7 @@ def _all_failed_message(mf: ModelFile, final: Path, failures: list[str]) -> str:
     )
 
 
-def convert_model(spec: ModelSpec, folder: Path, progress: Progress) -> list[str]:
+def convert_model(spec: ModelSpec, folder: Path, progress: PullProgress) -> list[str]:
     """Derive ONNX graphs (fp32 and int8) from a BERT-family checkpoint, once."""
     from crag_edge.models.bert_onnx import convert_bert
     from crag_edge.models.quantize import quantize_int8

@@ -1,4 +1,5 @@
-"""int8 dynamic quantization of a converted graph: ~1.4x faster on CPU at cosine ~0.99 to fp32."""
+"""int8 dynamic quantization of a converted graph: faster on CPU, its vectors close to fp32's
+(measured in docs/measurements.md, "Benchmarks")."""
 
 from __future__ import annotations
 

@@ -77,7 +77,7 @@ def load_cross_encoder(
     """The configured cross-encoder, or the first installed one; None when none is installed.
 
     A missing cross-encoder is not an error: the cascade runs without that tier and reports
-    it as unavailable. The int8 graph is used when present (~1.5x faster on CPU); naming a
+    it as unavailable. The int8 graph is used when present (faster on CPU); naming a
     model that is not a cross-encoder is a configuration error and raises. An evaluator that
     reads passages with an embedder other than `embedder` is skipped when chosen by default
     and a configuration error when named.

@@ -5,16 +5,14 @@ attention stays within the text and positions restart. Its score, Σ_d w_d·u_d�
 the two pooled vectors, therefore needs the passage's vector v but never the pair. The
 vector is computed once per chunk and stored (`store.PassageVectors`); grading a hit list
 then costs one short query encoding and a dot product per hit instead of a forward pass per
-pair (measured: 20 chunk-length hits in ~10 ms instead of ~630 ms, docs/grading.md).
+pair (measured in docs/grading.md, "Speed").
 
 Each text runs through the graph alone (batch of one): int8 activations are quantized with a
 scale computed over the whole batch, so only then does a passage's vector depend on its text
-and nothing else, wherever it was computed. Measured on 256 SciFact chunks
-(`python scripts/measure_reading_batches.py --db <corpus> --chunks 256 --repeats 3`): an
-int8 reading inside a length-sorted, padded batch of 16 (attention masks set) is up to
-4.5e-2 away from the same text's reading alone, so int8 batches are out; fp32 readings (the
-same weights dequantized) are batch-independent (1.3e-7) but in batches of 16 ran at 0.68-0.98x
-the speed of int8 one at a time. One int8 text at a time stays: independent and fastest.
+and nothing else, wherever it was computed. An int8 reading inside a padded batch differs
+from the same text's reading alone, so int8 batches are out; fp32 readings are
+batch-independent but slower in batches than int8 one at a time. One int8 text at a time
+stays: independent and fastest (measured in docs/measurements.md, "Ingest speed").
 
 An evaluator may instead take its passage readings from the embedder (its `config.json` names
 it under `passage_reader`): only its query tower was trained, against the embedder's frozen

@@ -24,7 +24,7 @@ import httpx
 
 from crag_edge.models.manifest import Source
 
-Progress = Callable[[int], None]
+BytesListener = Callable[[int], None]
 """Called with the number of bytes just added to the destination."""
 
 CHUNK = 1 << 20
@@ -41,7 +41,7 @@ class SourceError(RuntimeError):
 class Sink:
     """The `.part` file a source writes, and what it may hold: `size` bytes at most."""
 
-    def __init__(self, path: Path, size: int, progress: Progress) -> None:
+    def __init__(self, path: Path, size: int, progress: BytesListener) -> None:
         self.path = path
         self.size = size
         self.progress = progress

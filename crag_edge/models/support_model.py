@@ -1,12 +1,12 @@
 """The support model: whether a passage states a sentence, read with the sentence before it.
 
-A small cross-encoder trained for this one question (`crag_edge/support_model/`, the model
-card says how): its input is "previous sentence [SEP] sentence" against a passage, so a
-sentence that points back ("This feature is known as …") is read with what it points to,
-and a quote placed after a sentence about something else can fail although its words are
-the passage's own. A passage longer than the model reads well is read in overlapping
-windows of whole sentences (as it was trained) and its score is its best window's: a fact
-stated anywhere in it counts, wherever it stands.
+A small cross-encoder trained for this one question
+(`crag_edge/shipped_models/support_model/`, the model card says how): its input is "previous
+sentence [SEP] sentence" against a passage, so a sentence that points back ("This feature is
+known as …") is read with what it points to, and a quote placed after a sentence about
+something else can fail although its words are the passage's own. A passage longer than the
+model reads well is read in overlapping windows of whole sentences (as it was trained) and
+its score is its best window's: a fact stated anywhere in it counts, wherever it stands.
 """
 
 from __future__ import annotations

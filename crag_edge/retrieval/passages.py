@@ -4,7 +4,7 @@ and a snippet around the words of the question, those words marked.
 A search without the model shows where to read, so a passage carries its `locator` (file and
 page or section, `citations.locator`) and the part of its text that holds the most of the
 question's words. A word is marked where the lexical index would match it (the same Porter
-stems as FTS5, `store.terms`: "dances" marks "dance"), so the marks show why a passage was
+stems as FTS5, `store.fts_terms`: "dances" marks "dance"), so the marks show why a passage was
 found by its words; a passage found by meaning alone has none.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from crag_edge.citations import location_fields
 from crag_edge.retrieval.lexical import query_terms
-from crag_edge.store.terms import term_spans, terms
+from crag_edge.store.fts_terms import term_spans, terms
 from crag_edge.types import Hit
 
 SNIPPET_CHARS = 240  # about three terminal lines: enough to judge a passage by

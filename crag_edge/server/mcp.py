@@ -28,8 +28,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from crag_edge.answer.generation import cited
-from crag_edge.answer.refusal import refusal
 from crag_edge.answer.views import MEANINGS, graded_hits, sources, verdict
 from crag_edge.cancellation import Cancellation
 from crag_edge.config import Settings
@@ -195,28 +193,18 @@ def _cited_answer(
     corpus_view: CorpusView,
     gone: Cancellation | None,
 ) -> dict[str, Any]:
-    """The whole answer with its citations, verdict and the support check of every sentence
-    the model wrote (an MCP tool returns one message); stopped wherever it is when the client
-    goes away (`gone`), since nobody reads it."""
+    """The whole answer, as every face gives it (`answer.finished`: its citations, verdict,
+    refusal and the support check of every sentence the model wrote; an MCP tool returns
+    one message); stopped wherever it is when the client goes away (`gone`), since nobody
+    reads it."""
     try:
-        result, stream = engine.answer(question, history=history, view=corpus_view, cancel=gone)
+        _, stream = engine.answer(question, history=history, view=corpus_view, cancel=gone)
         with closing(stream):
             for _piece in stream:
                 pass
-        text = stream.text
     except ModelNotInstalledError as exc:
         raise ToolError(str(exc)) from None
-    refused = refusal(stream.finish_reason, text, result, engine.settings.models)
-    view = verdict(result) | {
-        "answer": text,
-        "finish_reason": stream.finish_reason,
-        "citations": sources(cited(text, result.context)),
-        "refusal": None if refused is None else refused.to_dict(),
-        "support": None if stream.support is None else stream.support.to_dict(),
-    }
-    if refused is not None:
-        view["note"] = refused.note
-    return view
+    return stream.answer.to_dict()
 
 
 def serve_stdio(db: Path, settings: Settings) -> None:

@@ -1,9 +1,8 @@
-"""The corpus store: one SQLite file per corpus with FTS5 and sqlite-vec indexes, or a
-PostgreSQL database with pgvector (`store.postgres`, chosen by `store.factory`)."""
+"""The corpus store: one SQLite file per corpus with FTS5 and sqlite-vec indexes
+(`store.sqlite`), or a PostgreSQL database with pgvector (`store.postgres`), chosen by
+`store.factory`; the modules here hold what both share."""
 
 from crag_edge.store.backend import CorpusBackend, PassageVectorsBackend, ScoreCacheBackend
-from crag_edge.store.connection import connect
-from crag_edge.store.corpus import Corpus
 from crag_edge.store.errors import (
     CorpusBusyError,
     CorpusError,
@@ -17,10 +16,12 @@ from crag_edge.store.errors import (
     SchemaTooNewError,
     StorageError,
 )
-from crag_edge.store.passage_vectors import PassageVectors
 from crag_edge.store.records import ChunkRecord, CorpusStats, DocumentRecord, StoredDocument
-from crag_edge.store.schema import APPLICATION_ID, SCHEMA_VERSION
-from crag_edge.store.score_cache import ScoreCache
+from crag_edge.store.sqlite.connection import connect
+from crag_edge.store.sqlite.corpus import Corpus
+from crag_edge.store.sqlite.passage_vectors import PassageVectors
+from crag_edge.store.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION
+from crag_edge.store.sqlite.score_cache import ScoreCache
 
 __all__ = [
     "APPLICATION_ID",

@@ -1,7 +1,7 @@
 """What the rest of crag-edge asks of a corpus, whichever database holds it.
 
 Ingest, retrieval, grading caches, stats, the engine, the service and the TUI call only what
-these protocols name, so a corpus may live in one SQLite file (`store.corpus.Corpus`, the
+these protocols name, so a corpus may live in one SQLite file (`store.sqlite.Corpus`, the
 default) or in PostgreSQL with pgvector (`store.postgres.PostgresCorpus`, for several
 processes or machines sharing one corpus). `store.factory.open_corpus` picks the backend from the
 location: a `postgresql://` (or `postgres://`) URL is PostgreSQL, anything else a file path.
@@ -32,7 +32,7 @@ T = TypeVar("T")
 
 
 class ScoreCacheBackend(Protocol):
-    """The evaluation cache (`store.score_cache` describes its rules)."""
+    """The evaluation cache (`store.sqlite.score_cache` describes its rules)."""
 
     def get(self, scorer: str, query: str, chunk_ids: Sequence[int]) -> dict[int, float]: ...
 
@@ -46,7 +46,7 @@ class ScoreCacheBackend(Protocol):
 
 
 class PassageVectorsBackend(Protocol):
-    """The evaluator's stored passage readings (`store.passage_vectors` describes them)."""
+    """The evaluator's stored passage readings (`store.sqlite.passage_vectors` describes them)."""
 
     def get(self, scorer: str, chunk_ids: Sequence[int]) -> dict[int, EncodedPassage]: ...
 
@@ -151,7 +151,7 @@ class CorpusBackend(Protocol):
     ) -> list[tuple[int, float]]:
         """(chunk id, bm25 with higher = better) of the chunks holding any of `terms`, best
         first. Terms are plain words (`retrieval.lexical.query_terms`), cut into index terms
-        by `store.terms` and never read as query syntax; bm25 is FTS5's (k1 1.2, b 0.75),
+        by `store.fts_terms` and never read as query syntax; bm25 is FTS5's (k1 1.2, b 0.75),
         over the chunks `view` sees (`crag_edge.groups.CorpusView`)."""
         ...
 

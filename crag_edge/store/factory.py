@@ -1,5 +1,5 @@
 """Open a corpus by its location: a `postgresql://` URL is a PostgreSQL corpus
-(`store.postgres`, needs the `postgres` extra), anything else a SQLite file (`store.corpus`).
+(`store.postgres`, needs the `postgres` extra), anything else a SQLite file (`store.sqlite.corpus`).
 
 Every command, the service and the TUI open corpora here, so `--db corpus.db` and
 `--db postgresql://user@host/dbname` (or `CRAG_EDGE_DB_URL`) work alike.
@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from crag_edge.locations import is_database_url
 from crag_edge.store.backend import CorpusBackend
-from crag_edge.store.corpus import Corpus
 from crag_edge.store.errors import CorpusError
+from crag_edge.store.sqlite.corpus import Corpus
 
 if TYPE_CHECKING:
     from crag_edge.store.postgres import PostgresCorpus

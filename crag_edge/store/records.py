@@ -48,7 +48,8 @@ class DocumentRecord:
 @dataclass(frozen=True)
 class ChunkRecord:
     """A chunk to store: `text == document.text[start:end]`; `places` locate it for
-    citations (`citations.places_within`)."""
+    citations (`citations.places_within`). Not a `types.Chunk` nor a `types.Span`: it has no
+    id, document or source yet (the store gives them when it writes the document)."""
 
     text: str
     start: int
@@ -227,19 +228,19 @@ def chunk_from_row(row: Sequence[Any], decode: Callable[[Any], Any] = lambda val
     places = tuple(Place(*place) for place in decode(stored))  # [offset, page, section]
     where = locate(places, start, end)
     return Chunk(
-        int(chunk_id),
-        int(doc_id),
-        ordinal,
-        text,
-        start,
-        end,
-        source,
-        title,
-        decode(metadata),
-        tokens,
-        where.pages,
-        where.section,
-        places,
+        chunk_id=int(chunk_id),
+        doc_id=int(doc_id),
+        ordinal=ordinal,
+        text=text,
+        start=start,
+        end=end,
+        source=source,
+        title=title,
+        metadata=decode(metadata),
+        token_count=tokens,
+        pages=where.pages,
+        section=where.section,
+        places=places,
     )
 
 

@@ -104,7 +104,7 @@ def pseudo_query(chunk: Chunk) -> tuple[str, str, str] | None:
     untitled documents get a cloze query instead: one of their sentences, cut out of the
     passage. Not both in one corpus: cloze positives share few words with their query while
     the mined negatives of title units share many, and together they teach the model that
-    word overlap means irrelevance (measured: WikiQA ROC-AUC 0.36).
+    word overlap means irrelevance (measured in docs/training.md).
     """
     title = chunk.title.strip()
     if MIN_QUERY_WORDS <= len(title.split()) <= MAX_QUERY_WORDS:

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from crag_edge.answer.support import NUMBER, OPTION, refers_back
-from crag_edge.grading.terms import tokenize
+from crag_edge.grading.keywords import tokenize
 from crag_edge.models.support_model import passage_windows, support_input
 from crag_edge.sentences import sentence_spans
 from crag_edge.training.data import is_validation

@@ -24,8 +24,8 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from crag_edge.answer.checked import SupportReport
-from crag_edge.answer.generation import cited
-from crag_edge.answer.refusal import Refusal, refusal
+from crag_edge.answer.finished import Answer
+from crag_edge.answer.refusal import Refusal
 from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.engine import Engine
 from crag_edge.groups import CorpusView
@@ -273,11 +273,11 @@ class AskScreen(Screen[None]):
                     return
                 text += piece
                 ui("answer_text", text)
-            refused = refusal(stream.finish_reason, stream.text, result, engine.settings.models)
-            support = stream.support
-            self.app.call_from_thread(self._finish_answer, run, result, refused, support)
+            finished = stream.answer
+            self.app.call_from_thread(self._finish_answer, run, finished)
+            refused, support = finished.refusal, finished.support
             stopped = refused is not None and refused.kind == "stopped"
-            if not stopped and support is not None and support.sentences:
+            if not stopped and support.sentences:
                 ui("support", support)
         except Cancelled:
             return  # Esc, another question or another corpus: the stage line says so
@@ -301,9 +301,7 @@ class AskScreen(Screen[None]):
         else:
             self.stages.done(name, event.detail)
 
-    def _finish_answer(
-        self, run: int, result: CragResult, refused: Refusal | None, support: SupportReport | None
-    ) -> None:
+    def _finish_answer(self, run: int, answer: Answer) -> None:
         """Citations under the answer, each by the rows, slides or pages of it its sentences
         were found in, and the refusal (why there is no whole answer, what to do next). An
         answer joins the conversation under its standalone question."""
@@ -311,15 +309,15 @@ class AskScreen(Screen[None]):
             return
         if self.answer_text.strip():
             self.conversation += [
-                {"role": "user", "content": result.question},
+                {"role": "user", "content": answer.result.question},
                 {"role": "assistant", "content": self.answer_text},
             ]
-        options = []
-        for item in cited(self.answer_text, result.context):
-            places = [place for place, _ in support.narrowed(item)] if support else []
-            options.append(Option(citation_label(item, places), id=str(item.n)))
+        options = [
+            Option(citation_label(c.item, [p.locator for p in c.places]), id=str(c.item.n))
+            for c in answer.citations
+        ]
         self._show_citations(options)
-        self.refusal = refused
+        self.refusal = refused = answer.refusal
         if refused is not None and refused.kind == "stopped":
             self.stages.stopped("answer", refused.reason)  # as the answer panel says
 

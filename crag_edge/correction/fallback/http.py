@@ -287,9 +287,34 @@ class WebProvider(ABC):
     def close(self) -> None:  # noqa: B027 (a provider's close; a web one holds nothing)
         """Nothing to release: every search uses its own short-lived connection."""
 
+    def _send_search(
+        self,
+        method: str,
+        unreachable_hint: str,
+        *,
+        headers: Mapping[str, str],
+        params: Mapping[str, str] | None = None,
+        json_body: Any = None,
+        follow_redirects: bool = False,
+    ) -> Reply:
+        """The service's `/search` asked (`send`) with this provider's name, deadline and
+        credentials; the request's own parts are the provider's."""
+        return send(
+            self.name,
+            method,
+            f"{self.base_url}/search",
+            timeout_s=self.timeout_s,
+            auth=self._auth,
+            unreachable_hint=unreachable_hint,
+            headers=headers,
+            params=params,
+            json_body=json_body,
+            follow_redirects=follow_redirects,
+        )
+
     @abstractmethod
     def _ask(self, query: str, count: int) -> Reply:
-        """The search request for `count` results, sent (`send`)."""
+        """The search request for `count` results, sent (`_send_search`)."""
 
     @abstractmethod
     def _status_error(self, reply: Reply) -> FallbackError:

@@ -17,7 +17,6 @@ from crag_edge.correction.fallback.http import (
     WebResult,
     retry_after,
     score_field,
-    send,
     text_field,
 )
 
@@ -36,13 +35,9 @@ class SearxngProvider(WebProvider):
     not_this_api = f"check that {ENV_SEARXNG_URL} points at a SearXNG instance"
 
     def _ask(self, query: str, count: int) -> Reply:
-        return send(
-            self.name,
+        return self._send_search(
             "GET",
-            f"{self.base_url}/search",
-            timeout_s=self.timeout_s,
-            auth=self._auth,
-            unreachable_hint=f"is SearXNG running there? check {ENV_SEARXNG_URL}",
+            f"is SearXNG running there? check {ENV_SEARXNG_URL}",
             headers=_HEADERS,
             params={"q": query, "format": "json"},
             follow_redirects=True,

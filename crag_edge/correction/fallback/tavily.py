@@ -20,7 +20,6 @@ from crag_edge.correction.fallback.http import (
     decode_json,
     retry_after,
     score_field,
-    send,
     text_field,
 )
 from crag_edge.groups import CorpusView
@@ -62,13 +61,9 @@ class TavilyProvider(WebProvider):
         return super().search(query, limit, view)
 
     def _ask(self, query: str, count: int) -> Reply:
-        return send(
-            self.name,
+        return self._send_search(
             "POST",
-            f"{self.base_url}/search",
-            timeout_s=self.timeout_s,
-            auth=self._auth,
-            unreachable_hint=f"check the network path to Tavily, or {ENV_TAVILY_URL}",
+            f"check the network path to Tavily, or {ENV_TAVILY_URL}",
             headers={"Authorization": f"Bearer {self.api_key}", "Accept": "application/json"},
             json_body={"query": query, "max_results": count, "search_depth": "basic"},
         )

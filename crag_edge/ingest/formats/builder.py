@@ -18,6 +18,9 @@ from crag_edge.ingest.outline import Heading, Outline, short_title
 # A block this short just before a table titles it (a caption, a heading, "Table 2. Sizes"):
 # each of the table's rows is written with it. A longer one is prose that leads into it.
 CAPTION_MAX_CHARS = 120
+# The longest column name a record's field is read by (`record_values`): a longer one is prose
+# that happens to hold "; " and ": ".
+COLUMN_NAME_MAX_CHARS = 60
 
 
 class DocumentText:
@@ -122,6 +125,27 @@ def record(header: list[str], values: list[str]) -> str:
         if value
     ]
     return "; ".join(fields)
+
+
+def record_values(text: str) -> str:
+    """`text` with each line written by `record` (after its table's title, if any) as its
+    values alone, in order (`Name: boolean; Storage Size: 1 byte` → `boolean 1 byte`): the
+    row as the table shows it, so a sentence that restates a row's cells quotes the row.
+    Other lines are kept as they are."""
+    return "\n".join(_values(line) or line for line in text.split("\n"))
+
+
+def _values(line: str) -> str:
+    """A record's values, "" when `line` is no record: two fields at least, each after
+    the first named by a column name of at most `COLUMN_NAME_MAX_CHARS`."""
+    fields = line.split("; ")
+    named = [field.partition(": ") for field in fields[1:]]
+    if not named or any(not sep or len(name) > COLUMN_NAME_MAX_CHARS for name, sep, _ in named):
+        return ""
+    first = fields[0].rpartition(": ")
+    if not first[1]:
+        return ""
+    return " ".join([first[2], *(value for _, _, value in named)])
 
 
 def column_letter(index: int) -> str:

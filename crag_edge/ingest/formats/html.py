@@ -7,8 +7,10 @@ site around the text (`html_chrome`: navigation bars, sidebars, page headers and
 tables of contents) are left out. A table with column names is written one record per row
 under its caption (`html_tables`); each such row is a numbered place, as a spreadsheet row
 is, within a section named by the caption, so a row is cited `datatype-numeric.html § Table
-8.2. Numeric Types row 3`. A page made mostly of links is navigation: indexed by its title
-only and marked `navigation` in its metadata, which retrieval ranks after content.
+8.2. Numeric Types row 3`. A page made mostly of links, or mostly of a book's index, is
+navigation: indexed by its title only and marked `navigation` in its metadata, which
+retrieval ranks after content. An index is left out of a page it does not fill: a manual
+written as one page (makeinfo --no-split) ends with its index and is content.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from crag_edge.ingest.formats import html_chrome
+from crag_edge.ingest.formats.builder import caption_of
 from crag_edge.ingest.formats.html_tables import MAX_TABLE_DEPTH, Table, span
 from crag_edge.ingest.loaders import LoadedDocument, decode_text
 from crag_edge.ingest.outline import Heading, Outline, short_title
@@ -117,19 +120,25 @@ class _OpenHeading:
 
 @dataclass
 class _Chrome:
-    """An element being left out as chrome: its tag and how many of that tag are open."""
+    """An element being left out as chrome: its tag and how many of that tag are open;
+    `index` when it is a book's index, whose text is counted to tell a page of index alone."""
 
     tag: str
     depth: int = 1
+    index: bool = False
 
 
 @dataclass
 class _TitleBlock:
-    """An element of class `title` (DocBook's table and figure titles): where it started,
-    its text, and where it ended, to name a table that follows it at once."""
+    """An element of class `title` (DocBook's table and figure titles), or a paragraph that
+    may be one (`bold_only`: pandoc writes DocBook's title as a paragraph all in bold, its
+    class dropped): where it started, its text, and where it ended, to name a table that
+    follows it at once. `plain`: text outside bold was read in it."""
 
     tag: str
     start: int
+    bold_only: bool = False
+    plain: bool = False
     parts: list[str] = field(default_factory=list)
     end: int | None = None
 
@@ -149,6 +158,7 @@ class _HtmlText(HTMLParser):
          "legend"}
     )  # fmt: skip
     _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+    _BOLD = frozenset({"b", "strong"})
     _VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "wbr", "col", "source"})
 
     def __init__(self) -> None:
@@ -167,8 +177,9 @@ class _HtmlText(HTMLParser):
         self._tables: list[Table] = []
         self._flat_tables = 0  # tables nested past MAX_TABLE_DEPTH: their cells are the outer's
         self._table_title: _TitleBlock | None = None
+        self._bold = 0  # open b and strong elements
         self._redirect = False
-        self._index = False  # the page holds a book's index
+        self._index_chars = 0  # the text of a book's index, left out
         self._link_chars = 0
         self._text_chars = 0
 
@@ -183,9 +194,9 @@ class _HtmlText(HTMLParser):
             self._redirect = self._redirect or html_chrome.is_redirect(attrs)
         elif tag in self._SKIP:
             self._skip += 1
-        elif html_chrome.is_chrome(tag, attrs, self._sections > 0):
+        elif html_chrome.is_chrome(tag, attrs, self._sections > 0) or html_chrome.is_index(attrs):
             if tag not in self._VOID:
-                self._chrome = _Chrome(tag)
+                self._chrome = _Chrome(tag, index=html_chrome.is_index(attrs))
             return
         self._open_tag(tag, attrs)
 
@@ -201,7 +212,10 @@ class _HtmlText(HTMLParser):
             self._heading = _OpenHeading(int(tag[1]))
         elif "title" in (dict(attrs).get("class") or "").split() and not self._tables:
             self._table_title = _TitleBlock(tag, self._out.length)
-        self._index = self._index or html_chrome.is_index(attrs)
+        elif tag == "p" and not self._tables:
+            self._table_title = _TitleBlock(tag, self._out.length, bold_only=True)
+        elif tag in self._BOLD:
+            self._bold += 1
         if self._table_tag(tag, attrs):
             return
         self._block(tag)
@@ -236,17 +250,23 @@ class _HtmlText(HTMLParser):
             self._pre = max(0, self._pre - 1)
         elif tag in self._HEADINGS:
             self._close_heading()
+        elif tag in self._BOLD:
+            self._bold = max(0, self._bold - 1)
         block = self._table_title
         if block is not None and tag == block.tag and block.end is None:
             block.end = self._out.length
         if tag == "table" or tag == "caption":
             self._table_end(tag)
+        elif tag == "thead" and self._tables:  # rows after it are the body's, tbody or not
+            self._tables[-1].in_head = False
         self._block(tag)
 
     def handle_data(self, data: str) -> None:
         if self._title is not None:
             self._title.append(data)
             return
+        if self._chrome is not None and self._chrome.index:
+            self._index_chars += len(data.strip())
         if self._skip or self._chrome is not None:
             return
         if self._anchor and html_chrome.SKIP_LINK.match(data):
@@ -263,8 +283,10 @@ class _HtmlText(HTMLParser):
             if self._heading.offset is None:
                 self._heading.offset = self._out.length + len(data) - len(data.lstrip())
             self._heading.parts.append(data)
-        if self._table_title is not None and self._table_title.end is None:
-            self._table_title.parts.append(data)
+        block = self._table_title
+        if block is not None and block.end is None:
+            block.parts.append(data)
+            block.plain = block.plain or (block.bold_only and not self._bold and bool(data.strip()))
         self._out.write(data)
 
     def close(self) -> None:
@@ -279,7 +301,7 @@ class _HtmlText(HTMLParser):
         text, outline = self._out.result()
         navigation = (
             self._redirect
-            or self._index
+            or self._index_chars > self._text_chars
             or html_chrome.is_navigation(self._link_chars, self._text_chars)
         )
         return HtmlPage(title, text, outline, navigation)
@@ -372,6 +394,8 @@ class _HtmlText(HTMLParser):
         if block is None or block.end is None or out.length - block.end > out.newlines:
             return None
         text = " ".join("".join(block.parts).split())
+        if block.bold_only and (block.plain or not caption_of(text)):
+            return None
         return _Caption(block.start, text) if text else None
 
     def _section(self, offset: int, title: str) -> None:

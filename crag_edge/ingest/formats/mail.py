@@ -134,7 +134,8 @@ def _headers(message: Message) -> dict[str, str]:
 
 def _parts(message: Message) -> tuple[str, list[Message]]:
     """(the plain-text body, else the HTML one as text; the attachments), read with the
-    compat32 policy: the default policy's header objects made a mailbox 20x slower."""
+    compat32 policy: the default policy's header objects made a mailbox many times slower to
+    read (docs/formats.md, "Files that amplify")."""
     plain = html = None
     attachments = []
     for part in message.walk():

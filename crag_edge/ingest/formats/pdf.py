@@ -134,7 +134,8 @@ def _recognise(
 def _page_image(page: Any) -> bytes | None:
     """The page rendered in gray at `OCR_DPI`, or lower for a page that would take more than
     `OCR_MAX_PIXELS`, as a PGM image (Tesseract reads it on stdin); None for a page of one
-    shade, which holds nothing to read (Tesseract took 0.4 to 2 s on a blank page)."""
+    shade, which holds nothing to read (Tesseract takes seconds even on a blank page:
+    docs/formats.md, "Files that amplify")."""
     width, height = page.get_size()
     scale = min(OCR_DPI / 72, math.sqrt(OCR_MAX_PIXELS / max(width * height, 1.0)))
     bitmap = page.render(scale=scale, grayscale=True)
@@ -148,7 +149,7 @@ def _page_image(page: Any) -> bytes | None:
 
 def _tesseract(image: bytes) -> str:
     """Tesseract's reading of one page image; "" when it fails or takes too long. One thread:
-    its OpenMP threads spin on a busy machine (4x the CPU time per page on 2 cores)."""
+    its OpenMP threads spin on a busy machine (docs/formats.md, "Scanned PDFs")."""
     try:
         done = subprocess.run(
             ["tesseract", "stdin", "stdout"],
@@ -184,7 +185,8 @@ def _with_tables(source: str, raw: bytes, pages: list[str]) -> list[str]:
 
 def _ruled_pages(raw: bytes) -> set[int]:
     """Pages that draw enough lines or rectangles to hold a ruled table: only those are laid
-    out by pdfplumber (its layout analysis made a text-only PDF ~15x slower to read)."""
+    out by pdfplumber (its layout analysis made a text-only PDF many times slower to read:
+    docs/formats.md, "Speed")."""
     ruled = set()
     for index, page in enumerate(PdfReader(io.BytesIO(raw)).pages):
         contents = page.get_contents()

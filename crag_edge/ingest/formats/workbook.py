@@ -2,8 +2,8 @@
 
 Read from the package's XML as it streams (`archive.Package.stream`), row by row, each row
 cleared once read, so a sheet's size costs nothing beyond its text budget (openpyxl's
-read-only mode first scans a whole sheet that does not state its dimensions: 80 s for a
-million rows). Values read as Excel shows them: shared and inline strings, booleans, and
+read-only mode first scans a whole sheet that does not state its dimensions: docs/formats.md,
+"Choosing the libraries"). Values read as Excel shows them: shared and inline strings, booleans, and
 numbers by their cell's number format (`numbers.shown`: dates, times, percentages,
 currency), else whole ones without `.0`.
 """

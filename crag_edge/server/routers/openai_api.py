@@ -7,7 +7,8 @@ The last user message is the question and the earlier user and assistant message
 conversation it may follow up on (system messages are ignored: the answer prompt is
 crag-edge's own). The answer cites its evidence as [n] and lists the cited sources at its
 end, for front ends that read only the text; a `crag` object beside `choices` (on the last
-chunk when streaming) carries the verdict, the follow-up rewrite and every numbered source.
+chunk when streaming) is the finished answer as every face gives it (`answer.finished`): the
+verdict, the follow-up rewrite, the citations, every numbered source, the support check.
 Sampling options (temperature, max_tokens, ...) are accepted and ignored: the service's
 settings decide them. Listing the model needs the `query` scope, a completion `answer`; the
 answer draws only on the documents the caller's groups may see.
@@ -26,13 +27,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from crag_edge.answer.checked import SupportReport
-from crag_edge.answer.generation import AnswerFinish, cited, source_line
-from crag_edge.answer.refusal import Refusal, refusal
-from crag_edge.answer.timing import TimedAnswer
-from crag_edge.answer.views import sources, verdict
+from crag_edge.answer.finished import Answer, AnswerStream
+from crag_edge.answer.generation import AnswerFinish, source_line
 from crag_edge.cancellation import Cancellation, Cancelled
-from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.groups import CorpusView
 from crag_edge.models.llm import Message
@@ -114,10 +111,9 @@ async def chat_completions(
         streamed = _StreamedReply(model_id(state), engine, ask, state)
         return WorkStream(streamed.run, state.admission.release)
     async with admitted(state):
-        result, tokens = await watched(request, lambda cancel: ask.whole(engine, cancel))
-    state.metrics.observe_result(result)
-    reply = _Reply(model_id(state), result, engine.settings)
-    return JSONResponse(reply.completion(tokens.text, tokens.finish_reason, tokens.support))
+        answer = await watched(request, lambda cancel: ask.whole(engine, cancel))
+    state.metrics.observe_result(answer.result)
+    return JSONResponse(_Reply(model_id(state)).completion(answer))
 
 
 def _conversation(body: ChatRequest, state: ServerState) -> tuple[str, list[Message]]:
@@ -143,18 +139,18 @@ class _Ask:
     history: list[Message]
     view: CorpusView
 
-    def answer(self, engine: Engine, cancel: Cancellation) -> tuple[CragResult, TimedAnswer]:
+    def answer(self, engine: Engine, cancel: Cancellation) -> tuple[CragResult, AnswerStream]:
         return engine.answer(self.question, history=self.history, view=self.view, cancel=cancel)
 
-    def whole(self, engine: Engine, cancel: Cancellation) -> tuple[CragResult, TimedAnswer]:
+    def whole(self, engine: Engine, cancel: Cancellation) -> Answer:
         """The answer read to its end (a whole completion)."""
-        result, tokens = self.answer(engine, cancel)
+        _, tokens = self.answer(engine, cancel)
         try:
             for _piece in tokens:
                 pass
         finally:
             tokens.close()
-        return result, tokens
+        return tokens.answer
 
 
 @dataclass(frozen=True)
@@ -181,19 +177,18 @@ class _StreamedReply:
     def _chunks(self, cancel: Cancellation, emit: Emit) -> None:
         result, tokens = self.ask.answer(self.engine, cancel)
         self.state.metrics.observe_result(result)
-        reply = _Reply(self.model, result, self.engine.settings)
+        reply = _Reply(self.model)
         try:
             emit(_event(reply.chunk({"role": "assistant", "content": ""})))
             for token in tokens:
                 emit(_event(reply.chunk({"content": token})))
         finally:
             tokens.close()
-        text, finish = tokens.text, tokens.finish_reason
-        tail = reply.tail(text, finish, tokens.support)
+        answer = tokens.answer
+        tail = reply.tail(answer)
         if tail:
             emit(_event(reply.chunk({"content": tail})))
-        crag = reply.crag(text, finish, tokens.support)
-        emit(_event(reply.chunk({}, _finish(finish), crag=crag)))
+        emit(_event(reply.chunk({}, _finish(answer.finish_reason), crag=answer.to_dict())))
         emit("data: [DONE]\n\n")
 
 
@@ -208,47 +203,30 @@ def _finish(finish: AnswerFinish) -> str:
 
 
 class _Reply:
-    """One answer in the OpenAI shapes: its id, its tail of sources, the `crag` object."""
+    """One answer in the OpenAI shapes: its id, its tail of sources, the `crag` object (the
+    finished answer's own shape, `answer.finished`)."""
 
-    def __init__(self, model: str, result: CragResult, settings: Settings) -> None:
-        self.model, self.result, self.settings = model, result, settings
+    def __init__(self, model: str) -> None:
+        self.model = model
         self.request_id = request_id_var.get()
         self.id = f"chatcmpl-{self.request_id or uuid.uuid4().hex}"
         self.created = int(time.time())
 
-    def tail(self, text: str, finish: AnswerFinish, support: SupportReport | None) -> str:
+    def tail(self, answer: Answer) -> str:
         """The cited sources, one a line, each followed by the rows, slides or pages of it
         its sentences were found in; where to go next when nothing was found or stated (the
         passages found, by their places), or a note when the answer was stopped."""
         lines = []
-        for item in cited(text, self.result.context):
-            lines.append(source_line(item))
-            narrowed = support.narrowed(item) if support is not None else []
-            lines += [f"    {place}: {claim}" for place, claim in narrowed]
+        for citation in answer.citations:
+            lines.append(source_line(citation.item))
+            lines += [f"    {place.locator}: {place.claim}" for place in citation.places]
         tail = "\n\nSources:\n" + "\n".join(lines) if lines else ""
-        refused = self.refusal(text, finish)
+        refused = answer.refusal
         if refused is None:
             return tail
         if refused.kind == "stopped":
             return f"{tail}\n\n({refused.note})"
         return f"{tail}\n\n" + "\n".join(refused.lines())
-
-    def refusal(self, text: str, finish: AnswerFinish) -> Refusal | None:
-        return refusal(finish, text, self.result, self.settings.models)
-
-    def crag(
-        self, text: str, finish: AnswerFinish, support: SupportReport | None
-    ) -> dict[str, Any]:
-        """crag-edge's own account of the answer: the decision, every source (cited or not),
-        and the support check of each sentence the model wrote (`support`)."""
-        numbers = {item.n for item in cited(text, self.result.context)}
-        refused = self.refusal(text, finish)
-        return verdict(self.result) | {
-            "finish_reason": finish,
-            "refusal": None if refused is None else refused.to_dict(),
-            "sources": [s | {"cited": s["n"] in numbers} for s in sources(self.result.context)],
-            "support": None if support is None else support.to_dict(),
-        }
 
     def chunk(
         self, delta: dict[str, Any], finish: str | None = None, **extra: Any
@@ -256,13 +234,10 @@ class _Reply:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
         return self._envelope("chat.completion.chunk", choice) | extra
 
-    def completion(
-        self, text: str, finish: AnswerFinish, support: SupportReport | None
-    ) -> dict[str, Any]:
-        message = {"role": "assistant", "content": text + self.tail(text, finish, support)}
-        choice = {"index": 0, "message": message, "finish_reason": _finish(finish)}
-        crag = self.crag(text, finish, support)
-        return self._envelope("chat.completion", choice) | {"crag": crag}
+    def completion(self, answer: Answer) -> dict[str, Any]:
+        message = {"role": "assistant", "content": answer.text + self.tail(answer)}
+        choice = {"index": 0, "message": message, "finish_reason": _finish(answer.finish_reason)}
+        return self._envelope("chat.completion", choice) | {"crag": answer.to_dict()}
 
     def _envelope(self, kind: str, choice: dict[str, Any]) -> dict[str, Any]:
         return {

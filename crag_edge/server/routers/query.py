@@ -17,9 +17,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from crag_edge.answer.generation import cited
-from crag_edge.answer.refusal import refusal
-from crag_edge.answer.timing import TimedAnswer
 from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.config import RetrievalMode
 from crag_edge.engine import Engine
@@ -123,15 +120,15 @@ async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> Work
     """Server-sent events from the start: a `stage` event ({"stage", "status", "detail",
     "ms"}) as each stage of the loop starts and ends (retrieve, the grading tiers, each
     round's decision, each correction, refine, answer), then `token` events ({"text"}), then
-    one `result` event ({"answer", "finish_reason", "cited", "refusal", "timings", "support",
-    "result": CragResult}; `refusal` as `answer.refusal.Refusal`, null for a whole answer;
-    `timings` as `answer.timing.AnswerTimings`, in seconds; `support` the check of every
-    sentence the model wrote, `answer.checked.SupportReport`); `error` instead if the work
-    fails. Each `token` event is a whole sentence that passed the support
-    check. `finish_reason`: stop, length (cut at llm_max_tokens), timeout (stalled past
-    llm_stall_timeout_s), insufficient_evidence (no model called) or unsupported (no sentence
-    of the model's answer was stated by the passages: the answer is the insufficient-evidence
-    reply). A client that hangs up stops the work wherever it is (499 in the log)."""
+    one `result` event: the finished answer, as every face gives it (`answer.finished`:
+    verdict, `answer`, `finish_reason`, `note`, `refusal`, `citations`, `sources`,
+    `support`, `timings`); `error` instead if the work fails (with the loop's `result`,
+    CragResult, when it got that far). Each `token` event is a whole sentence that passed
+    the support check. `finish_reason`: stop, length (cut at llm_max_tokens), timeout
+    (stalled past llm_stall_timeout_s), insufficient_evidence (no model called) or
+    unsupported (no sentence of the model's answer was stated by the passages: the answer is
+    the insufficient-evidence reply). A client that hangs up stops the work wherever it is
+    (499 in the log)."""
     question = checked_question(body.question, state.config)
     engine = state.require_engine()
     await acquire(state)
@@ -173,29 +170,16 @@ class _Answering:
                     emit(_sse("token", {"text": token}))
             finally:
                 tokens.close()
-            emit(_sse("result", self._result(result, tokens)))
+            emit(_sse("result", self._shown(tokens.answer.to_dict())))
         except Cancelled:
             raise
         except Exception as exc:
             code, message = failed_generation(exc, self.request_id)
             failed = {"error": code, "message": message, "request_id": self.request_id}
-            emit(_sse("error", failed | ({"result": self._shown(result)} if result else {})))
+            reached = {"result": self._shown(result.to_dict())} if result else {}
+            emit(_sse("error", failed | reached))
 
-    def _result(self, result: CragResult, tokens: TimedAnswer) -> dict[str, Any]:
-        text, finish = tokens.text, tokens.finish_reason
-        refused = refusal(finish, text, result, self.engine.settings.models)
-        return {
-            "answer": text,
-            "finish_reason": finish,
-            "cited": [item.n for item in cited(text, result.context)],
-            "refusal": None if refused is None else refused.to_dict(),
-            "timings": tokens.timings.to_dict(),
-            "support": None if tokens.support is None else tokens.support.to_dict(),
-            "result": self._shown(result),
-        }
-
-    def _shown(self, result: CragResult) -> dict[str, Any]:
-        """The result as this caller may see it, read when the answer has ended: an answer
-        written again from the top hits read whole has added them to its context."""
-        shown: dict[str, Any] = self.state.view.shown(result.to_dict(), self.view.groups)
+    def _shown(self, data: dict[str, Any]) -> dict[str, Any]:
+        """`data` as this caller may see it (`server.caller_view`)."""
+        shown: dict[str, Any] = self.state.view.shown(data, self.view.groups)
         return shown

@@ -1,7 +1,7 @@
 """The evaluation cache and the evaluator's passage readings in a PostgreSQL corpus.
 
-Same keys, lifetimes and best-effort rule as the SQLite tables (`store.score_cache`,
-`store.passage_vectors`): rows die with their chunk, and a query's write gives up after
+Same keys, lifetimes and best-effort rule as the SQLite tables (`store.sqlite.score_cache`,
+`store.sqlite.passage_vectors`): rows die with their chunk, and a query's write gives up after
 `BEST_EFFORT_LOCK_MS` of waiting for a lock (an ingest replacing that chunk) or when the chunk
 was deleted meanwhile, which costs only a later recomputation.
 """
@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 import psycopg
 
+from crag_edge.store.cache_key import query_key
 from crag_edge.store.document_groups import NO_FILTER, Filter, count_rows
-from crag_edge.store.score_cache import query_key
 from crag_edge.types import EncodedPassage
 
 Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
@@ -52,7 +52,7 @@ def _best_effort(
 
 class PostgresChunkRows:
     """A table of rows that die with their chunk, written best effort: what the evaluation
-    cache and the passage readings share, as `store.score_cache.ChunkRows` on SQLite."""
+    cache and the passage readings share, as `store.sqlite.score_cache.ChunkRows` on SQLite."""
 
     table: ClassVar[str]
 
@@ -74,7 +74,7 @@ class PostgresChunkRows:
 
 
 class PostgresScoreCache(PostgresChunkRows):
-    """Get and put raw model scores (`store.score_cache` describes the rules)."""
+    """Get and put raw model scores (`store.sqlite.score_cache` describes the rules)."""
 
     table = "score_cache"
 
@@ -107,7 +107,7 @@ class PostgresScoreCache(PostgresChunkRows):
 
 
 class PostgresPassageVectors(PostgresChunkRows):
-    """Get and put encoded passages (`store.passage_vectors` describes the rules)."""
+    """Get and put encoded passages (`store.sqlite.passage_vectors` describes the rules)."""
 
     table = "passage_vectors"
 

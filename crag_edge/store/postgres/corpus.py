@@ -1,4 +1,4 @@
-"""One corpus in a PostgreSQL database with pgvector: what `store.corpus.Corpus` is for a
+"""One corpus in a PostgreSQL database with pgvector: what `store.sqlite.corpus.Corpus` is for a
 SQLite file, for several processes or machines sharing one corpus (docs/scale-out.md).
 
 Writes are atomic per document, as in SQLite, and may come from several processes at once:

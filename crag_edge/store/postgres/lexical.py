@@ -1,6 +1,6 @@
 """Full-text search in PostgreSQL ranked by bm25 exactly as SQLite's FTS5 ranks it.
 
-Both backends cut text into terms with one tokenizer (`store.terms`: FTS5's Porter stems of
+Both backends cut text into terms with one tokenizer (`store.fts_terms`: FTS5's Porter stems of
 unicode61 words without diacritics). Here each chunk's terms are postings (term, chunk, number
 of occurrences in its title and text) and the chunk keeps its length in terms, as FTS5 counts
 its row; a search sums bm25 (k1 = 1.2, b = 0.75, FTS5's idf with its floor: `store.view_stats`)
@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 
 from crag_edge.store.document_groups import Filter
-from crag_edge.store.terms import frequencies, terms
+from crag_edge.store.fts_terms import frequencies, terms
 from crag_edge.store.view_stats import K1, B, Totals
 
 _BM25 = """

@@ -1,7 +1,7 @@
 """The PostgreSQL corpus schema and its migrations.
 
 Every table lives in the `crag_edge` schema, so a corpus can share a database with other
-applications' tables. The tables mirror the SQLite file's (`store.schema`): documents, chunks
+applications' tables. The tables mirror the SQLite file's (`store.sqlite.schema`): documents, chunks
 with their vector (`vector(dim)`, HNSW index, cosine) and full-text postings (`chunk_terms`),
 the evaluation cache, the evaluator's passage readings and access groups, each row
 dying with its chunk or document. `schema_version` holds the version; `migrate` applies every

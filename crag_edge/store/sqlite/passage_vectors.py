@@ -2,7 +2,7 @@
 
 A segment scorer's reading of a chunk (a float32 vector) depends only on the model and the
 chunk's text, so it is computed once, at ingest or when a chunk is first graded, and stored
-under (scorer version, chunk id). As in the evaluation cache (`store.score_cache`), a row
+under (scorer version, chunk id). As in the evaluation cache (`store.sqlite.score_cache`), a row
 dies with its chunk and the scorer version names the model file's hash, so a changed
 document or a replaced model can never serve a stale vector. Writes are best effort: a
 read-only corpus or a busy writer only means the vector is computed again next time.
@@ -19,13 +19,13 @@ from typing import cast
 
 import numpy as np
 
-from crag_edge.store.connection import (
+from crag_edge.store.errors import reports_storage_faults
+from crag_edge.store.sqlite.connection import (
     BEST_EFFORT_FAILURES,
     BEST_EFFORT_TIMEOUT_MS,
     busy_timeout,
 )
-from crag_edge.store.errors import reports_storage_faults
-from crag_edge.store.score_cache import ChunkRows
+from crag_edge.store.sqlite.score_cache import ChunkRows
 from crag_edge.types import EncodedPassage
 
 

@@ -10,13 +10,13 @@ gives; only a chunk the bits place too far away is missed.
 The rescoring reads the candidates' vectors straight from sqlite-vec's storage (its
 `chunks_vec_rowids` map and `chunks_vec_vector_chunks00` blobs, one reused blob handle), not
 through `vec_distance_cosine(...) WHERE rowid = ?`: each such point query opens a blob anew,
-~37 µs a row against ~6 µs read directly (docs/measurements.md). That layout is sqlite-vec
+several times slower a row than reading directly (docs/measurements.md). That layout is sqlite-vec
 0.1.9's, the pinned version; tests/test_prefilter.py checks every score and the vectors read
 against sqlite-vec's own, so a changed layout fails there, not in a user's search.
 
 The hamming scan runs in a Numba kernel (`kernels.hamming`) over an in-memory copy of the
-bits, not in sqlite-vec: its `bit[N]` KNN keeps its top k by insertion, ~0.2 s for k=100 and
-~3.7 s for k=1000 at a million rows (docs/measurements.md). The copy follows the table by
+bits, not in sqlite-vec: its `bit[N]` KNN keeps its top k by insertion, slow for a large k at
+a million rows (docs/measurements.md, "A million chunks"). The copy follows the table by
 chunk id: ids only grow (the chunks table is AUTOINCREMENT), so new chunks are appended, and a
 candidate whose vector is gone (its document was deleted or replaced) makes the copy reload
 once. The first search of a process loads the copy (seconds at a million chunks).

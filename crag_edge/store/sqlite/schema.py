@@ -14,8 +14,8 @@ from typing import cast
 
 import apsw
 
-from crag_edge.store.connection import write_transaction
-from crag_edge.store.vector_bits import fill_bits
+from crag_edge.store.sqlite.connection import write_transaction
+from crag_edge.store.sqlite.vector_bits import fill_bits
 
 # "CRAG" in ASCII: lets us tell our files from any other SQLite database without guessing.
 APPLICATION_ID = 0x43524147
@@ -73,7 +73,7 @@ CREATE TRIGGER chunks_index_delete AFTER DELETE ON chunks BEGIN
 END;
 """
 
-# v2: the evaluation cache (`store.score_cache`). A row belongs to a chunk and dies with it,
+# v2: the evaluation cache (`store.sqlite.score_cache`). A row belongs to a chunk and dies with it,
 # so a changed or deleted document can never serve a stale score.
 _V2 = """
 CREATE TABLE score_cache (
@@ -88,8 +88,8 @@ CREATE TABLE score_cache (
 CREATE INDEX score_cache_chunk ON score_cache (chunk_id);
 """
 
-# v3: stored passage readings of a segment-scorer evaluator (`store.passage_vectors`), one per
-# (evaluator version, chunk); they die with their chunk, as cached scores do.
+# v3: stored passage readings of a segment-scorer evaluator (`store.sqlite.passage_vectors`), one
+# per (evaluator version, chunk); they die with their chunk, as cached scores do.
 _V3 = """
 CREATE TABLE passage_vectors (
     scorer    TEXT NOT NULL,
@@ -122,7 +122,7 @@ CREATE INDEX document_groups_name ON document_groups (name, doc_id);
 """
 
 # v6: each chunk's vector as sign bits, the binary pre-filter of dense search on large corpora
-# (`store.vector_bits`); they die with their chunk. The upgrade of a v5 file quantizes every
+# (`store.sqlite.vector_bits`); they die with their chunk. The upgrade of a v5 file quantizes every
 # stored vector while it opens read-write, in the migration's transaction.
 _V6 = """
 CREATE TABLE chunk_bits (

@@ -19,7 +19,6 @@ result), i.e. that someone asked the same question.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -27,23 +26,19 @@ from typing import ClassVar, cast
 
 import apsw
 
-from crag_edge.store.connection import (
+from crag_edge.store.cache_key import query_key
+from crag_edge.store.document_groups import NO_FILTER, Filter, count_rows
+from crag_edge.store.errors import reports_storage_faults
+from crag_edge.store.sqlite.connection import (
     BEST_EFFORT_FAILURES,
     BEST_EFFORT_TIMEOUT_MS,
     busy_timeout,
 )
-from crag_edge.store.document_groups import NO_FILTER, Filter, count_rows
-from crag_edge.store.errors import reports_storage_faults
-
-
-def query_key(query: str) -> bytes:
-    """Queries are matched exactly after trimming; hashed so the table stays small."""
-    return hashlib.sha256(query.strip().encode("utf-8")).digest()
 
 
 class ChunkRows:
     """A table of rows that die with their chunk, written best effort: what the evaluation
-    cache and the stored passage readings (`store.passage_vectors`) share, written once."""
+    cache and the stored passage readings (`store.sqlite.passage_vectors`) share, written once."""
 
     table: ClassVar[str]
 

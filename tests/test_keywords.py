@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crag_edge.grading.terms import batch_terms, query_terms, stem, term_id, tokenize
+from crag_edge.grading.keywords import batch_terms, query_terms, stem, term_id, tokenize
 from crag_edge.kernels import keyword_coverage
 
 

@@ -23,9 +23,7 @@ import numpy as np
 
 from crag_edge.config import BINARY_PREFILTER_CHUNKS, RetrievalSettings
 from crag_edge.groups import CorpusView
-from crag_edge.store import lexical_view
 from crag_edge.store.base import SqlCorpus
-from crag_edge.store.connection import connect, has_pending_journal, write_transaction
 from crag_edge.store.dialect import SQLITE
 from crag_edge.store.document_groups import visible_chunk_ids, write_groups
 from crag_edge.store.errors import (
@@ -42,9 +40,11 @@ from crag_edge.store.errors import (
     storage_faults,
 )
 from crag_edge.store.jobs import JobTable
-from crag_edge.store.passage_vectors import PassageVectors
 from crag_edge.store.records import ChunkRecord, DocumentRecord, first_meta, stored_dim
-from crag_edge.store.schema import (
+from crag_edge.store.sqlite import lexical_view
+from crag_edge.store.sqlite.connection import connect, has_pending_journal, write_transaction
+from crag_edge.store.sqlite.passage_vectors import PassageVectors
+from crag_edge.store.sqlite.schema import (
     APPLICATION_ID,
     BITS_VERSION,
     GROUPS_VERSION,
@@ -57,8 +57,8 @@ from crag_edge.store.schema import (
     migrate,
     user_version,
 )
-from crag_edge.store.score_cache import ScoreCache
-from crag_edge.store.vector_bits import BitIndex, insert_bits
+from crag_edge.store.sqlite.score_cache import ScoreCache
+from crag_edge.store.sqlite.vector_bits import BitIndex, insert_bits
 from crag_edge.store.view_stats import TotalsCache
 from crag_edge.text_boundary import is_valid, printable_path
 from crag_edge.types import Vector
@@ -369,7 +369,7 @@ class Corpus(SqlCorpus):
         (`crag_edge.groups.CorpusView`), best first.
 
         From `prefilter_from` chunks on (None: never) the candidates come from the binary
-        pre-filter (`store.vector_bits`), ranked by the same similarities; below, and in a
+        pre-filter (`store.sqlite.vector_bits`), ranked by the same similarities; below, and in a
         read-only file older than its table, the search is exact. `limit` is capped at
         sqlite-vec's maximum k (4096).
         """

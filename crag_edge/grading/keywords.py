@@ -1,4 +1,4 @@
-"""Text → hashed term ids for the keyword-coverage kernel.
+"""The words of a text as keyword coverage compares them: text → hashed term ids.
 
 Keyword coverage must compare *words*, not substrings ("cat" must not hit "category"), and
 must survive light inflection ("cats" should hit "cat"). Text is NFKC-normalised, case-folded
@@ -9,6 +9,11 @@ ids can be stored at ingest time and compared across processes.
 
 Words in other scripts are kept as whole tokens without stemming; scripts written without
 spaces (Chinese, Japanese) therefore yield one token per run of characters.
+
+This is the one word tokenizer of grading and of the answer's checks. Full-text search cuts
+text with FTS5's own tokenizer instead (`store.fts_terms`): its terms must be the SQLite
+index's, while the grading signals' weights and calibration were fitted on these words
+(stopwords out, light stems), so each keeps its own.
 """
 
 from __future__ import annotations
