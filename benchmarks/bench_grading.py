@@ -17,9 +17,12 @@ import pytest
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading.llm_judge import LlmJudge
+from crag_edge.groups import CorpusView
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.models.llm import load_llm
 from crag_edge.observability import AuditLog
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
 MINI = Path(__file__).parent.parent / "tests" / "data" / "scifact_mini" / "corpus.jsonl"
@@ -59,7 +62,7 @@ def engines(
 def test_grade_20_hits_rules_and_signals(benchmark, engines: dict[str, Engine]) -> None:  # type: ignore[no-untyped-def]
     engine = engines["cheap"]
     vector = engine.retriever.embed_query(QUESTION)
-    hits = engine.retriever.search(QUESTION, top_k=20, query_vector=vector)
+    hits = engine.retriever.search(QUESTION, top_k=20, query_vector=vector, view=EVERYTHING)
     evidence = engine.loop.stages.evidence(hits, vector)
     grading = benchmark(engine.grader.grade, QUESTION, evidence, AuditLog())
     assert len(grading.items) == len(hits)
@@ -81,7 +84,7 @@ def test_grade_20_hits_with_the_evaluator(
     if engine.grader.cross_encoder is None:
         pytest.skip("no cross-encoder installed (crag-edge models pull)")
     vector = engine.retriever.embed_query(QUESTION)
-    hits = engine.retriever.search(QUESTION, top_k=20, query_vector=vector)
+    hits = engine.retriever.search(QUESTION, top_k=20, query_vector=vector, view=EVERYTHING)
     evidence = engine.loop.stages.evidence(hits, vector)
     index = engine.grader.passage_index()
     assert index is not None, "the shipped evaluator reads passages alone"

@@ -21,10 +21,13 @@ import numpy as np
 import pytest
 
 from benchmarks.bench_retrieval import DIM, VOCABULARY, build_corpus
+from crag_edge.groups import CorpusView
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.retrieval import Retriever
 from crag_edge.store import Corpus
 from crag_edge.types import Hit
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 CHUNKS_PER_TOPIC = 500
 QUERIES = 50
@@ -64,7 +67,7 @@ def open_or_build(path: Path, chunks: int) -> Corpus:
     """The benchmark corpus at `path`, built there first if it is not yet complete."""
     if path.exists():
         corpus = Corpus.open(path)
-        if corpus.stats().chunks == chunks:
+        if corpus.stats(view=EVERYTHING).chunks == chunks:
             return corpus
         corpus.close()
         path.unlink()
@@ -86,7 +89,9 @@ def sized_corpus(
 
 
 def top_ids(retriever: Retriever, text: str, vector: np.ndarray) -> list[int]:
-    return [hit.chunk.chunk_id for hit in retriever.search(text, 10, "hybrid", vector)]
+    return [
+        hit.chunk.chunk_id for hit in retriever.search(text, 10, "hybrid", vector, view=EVERYTHING)
+    ]
 
 
 @pytest.mark.parametrize("path", ["exact", "prefilter"])
@@ -95,9 +100,9 @@ def test_dense_top100(benchmark, sized_corpus: tuple[str, Corpus], path: str) ->
     name, corpus = sized_corpus
     benchmark.extra_info.update(chunks=name, path=path)
     corpus.prefilter_from = 0 if path == "prefilter" else None
-    corpus.search_vec(queries(corpus, 1)[0][1], 100)  # load the bits
+    corpus.search_vec(queries(corpus, 1)[0][1], 100, view=EVERYTHING)  # load the bits
     vectors = itertools.cycle(vector for _, vector in queries(corpus))
-    hits = benchmark(lambda: corpus.search_vec(next(vectors), 100))
+    hits = benchmark(lambda: corpus.search_vec(next(vectors), 100, view=EVERYTHING))
     assert len(hits) == 100
 
 
@@ -127,6 +132,6 @@ def test_hybrid_top10(  # type: ignore[no-untyped-def]
 
     def next_query() -> list[Hit]:
         text, vector = next(cycle)
-        return retriever.search(text, 10, "hybrid", vector)
+        return retriever.search(text, 10, "hybrid", vector, view=EVERYTHING)
 
     assert len(benchmark(next_query)) == 10

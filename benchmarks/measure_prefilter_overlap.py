@@ -22,9 +22,12 @@ import numpy as np
 
 from crag_edge.config import Settings
 from crag_edge.evaluation import read_queries
+from crag_edge.groups import CorpusView
 from crag_edge.models.registry import load_embedder
 from crag_edge.retrieval import Retriever
 from crag_edge.store import Corpus
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 DEPTHS = (10, 100)
 
@@ -43,7 +46,7 @@ def search(
     corpus: Corpus, prefilter_from: int | None, vector: np.ndarray, k: int
 ) -> list[tuple[int, float]]:
     corpus.prefilter_from = prefilter_from
-    return corpus.search_vec(vector, k)
+    return corpus.search_vec(vector, k, view=EVERYTHING)
 
 
 def main() -> None:
@@ -56,7 +59,7 @@ def main() -> None:
     vectors = np.concatenate([embedder.embed(texts[i : i + 64]) for i in range(0, len(texts), 64)])
     report: dict[str, object] = {"queries": len(texts)}
     with Corpus.open(args.db, readonly=True) as corpus:
-        report["chunks"] = corpus.stats().chunks
+        report["chunks"] = corpus.stats(view=EVERYTHING).chunks
         for k in DEPTHS:
             kept = []
             for vector in vectors:
@@ -69,7 +72,12 @@ def main() -> None:
             ids = []
             for prefilter_from in PATHS:
                 corpus.prefilter_from = prefilter_from
-                ids.append({h.chunk.chunk_id for h in retriever.search(text, 10, "hybrid", vector)})
+                ids.append(
+                    {
+                        h.chunk.chunk_id
+                        for h in retriever.search(text, 10, "hybrid", vector, view=EVERYTHING)
+                    }
+                )
             kept.append(len(ids[0] & ids[1]) / len(ids[0]))
         report.update(summary("hybrid_top10", kept))
     print(json.dumps(report, indent=2))

@@ -23,6 +23,7 @@ if _typing.TYPE_CHECKING:
     from crag_edge.config import Settings, SettingsError
     from crag_edge.engine import Engine
     from crag_edge.grading.corpus_calibration import CalibrationError
+    from crag_edge.groups import CorpusView
     from crag_edge.models.llm import LlmCallError
     from crag_edge.models.registry import ModelNotInstalledError
     from crag_edge.result import CragResult
@@ -36,6 +37,7 @@ __all__ = [
     "Answer",
     "CalibrationError",
     "CorpusError",
+    "CorpusView",
     "CragResult",
     "Decision",
     "Engine",
@@ -53,6 +55,7 @@ _HOMES = {
     "Answer": "crag_edge.answer.finished",
     "CalibrationError": "crag_edge.grading.corpus_calibration",
     "CorpusError": "crag_edge.store.errors",
+    "CorpusView": "crag_edge.groups",
     "CragResult": "crag_edge.result",
     "Decision": "crag_edge.types",
     "Engine": "crag_edge.engine",

@@ -12,7 +12,14 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from pathlib import Path
 
 from crag_edge.config import Settings, field_range
-from crag_edge.groups import FolderGroups, Groups, checked_groups, folder_groups
+from crag_edge.groups import (
+    CorpusView,
+    FolderGroups,
+    Groups,
+    checked_groups,
+    checked_view,
+    folder_groups,
+)
 from crag_edge.ingest.exclude import checked_globs
 from crag_edge.models.llm import Message
 
@@ -64,6 +71,19 @@ def groups(groups: Groups) -> Groups:
     if not isinstance(groups, Set) or not all(isinstance(name, str) for name in groups):
         raise TypeError(f"groups must be a set of group names (str), not {groups!r}")
     return checked_groups(groups)
+
+
+def view(view: CorpusView | None, names: Groups) -> CorpusView:
+    """The caller's view, built once where it enters: `view` (a `CorpusView`) when given,
+    else that of the `groups` shorthand (a set of names, checked as `groups`), else the
+    owner's, who opened the corpus and sees every document. Both given is a TypeError: which
+    of the two would win is a guess."""
+    if view is not None:
+        if names is not None:
+            raise TypeError("pass view= or groups=, not both")
+        return checked_view(view)
+    checked = groups(names)
+    return CorpusView.everything() if checked is None else CorpusView.of(checked)
 
 
 def default_groups(defaults: FolderGroups | None) -> FolderGroups | None:

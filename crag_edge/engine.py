@@ -20,7 +20,7 @@ from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
 from crag_edge.grading import Calibrations, Grader, corpus_calibration
 from crag_edge.grading.factory import build_grader
-from crag_edge.groups import FolderGroups, Groups
+from crag_edge.groups import CorpusView, FolderGroups, Groups
 from crag_edge.ingest import Format, IngestReport, ProgressEvent, ingest
 from crag_edge.locations import parse_location
 from crag_edge.loop import CragLoop, Request, Stages
@@ -173,10 +173,12 @@ class Engine(Closing):
         *,
         mode: Mode | None = None,
         top_k: int | None = None,
+        view: CorpusView | None = None,
         groups: Groups = None,
     ) -> list[Hit]:
         """Retrieve the best chunks for `question` (repaired if it is not valid Unicode)
-        among those a caller with `groups` may see (`crag_edge.groups`; None: all).
+        among those `view` sees (`crag_edge.groups.CorpusView`; `groups`, a set of names,
+        is short for `CorpusView.of(groups)`; neither: the owner's, every document).
         `top_k` (here and in `query`, `answer`) is an int in the `top_k` setting's range,
         None for the setting's value; anything else is a TypeError or ValueError."""
         self._check_open()
@@ -184,7 +186,7 @@ class Engine(Closing):
             repair(arguments.question(question)),
             top_k=arguments.top_k(top_k) or self.settings.retrieval.top_k,
             mode=mode or self.settings.retrieval.retrieval_mode,
-            groups=arguments.groups(groups),
+            view=arguments.view(view, groups),
         )
 
     def search_passages(
@@ -193,13 +195,16 @@ class Engine(Closing):
         *,
         mode: Mode | None = None,
         top_k: int | None = None,
+        view: CorpusView | None = None,
         groups: Groups = None,
     ) -> list[Passage]:
         """`search`'s hits as a person reads them: each with its snippet, the question's
         words marked (`retrieval.passages`). Retrieval only: no model but the embedder, no
-        grading; a question with nothing to search for raises `QuestionError`."""
+        grading; a question with nothing to search for raises `QuestionError`. `view` and
+        `groups` as for `search`."""
         asked = asked_question(arguments.question(question))
-        return passages(asked, self.search(asked, mode=mode, top_k=top_k, groups=groups))
+        seen = arguments.view(view, groups)
+        return passages(asked, self.search(asked, mode=mode, top_k=top_k, view=seen))
 
     def query(
         self,
@@ -209,6 +214,7 @@ class Engine(Closing):
         top_k: int | None = None,
         progress: StageListener | None = None,
         history: Sequence[Message] = (),
+        view: CorpusView | None = None,
         groups: Groups = None,
         cancel: Cancellation | None = None,
     ) -> CragResult:
@@ -219,17 +225,17 @@ class Engine(Closing):
         role, a chat's system turn, are ignored); a history of another shape is a TypeError
         or ValueError. Text that is not
         valid Unicode (lone surrogates) is repaired first (`text_boundary`). Only documents
-        a caller with `groups` may see are searched (`crag_edge.groups`; None: all). A
+        `view` sees are searched, the fallback's included (`view`, `groups`: as for `search`). A
         question with nothing to search for raises `QuestionError`. Once `cancel` is
         cancelled (the caller left), the work stops at its next stage, prompt chunk or token
         and raises `cancellation.Cancelled`."""
         self._check_open()
         request = Request(
             asked_question(arguments.question(question)),
+            arguments.view(view, groups),
             mode=mode,
             top_k=arguments.top_k(top_k),
             progress=progress,
-            groups=arguments.groups(groups),
             history=[
                 {key: repair(text) for key, text in message.items()}
                 for message in arguments.history(history)
@@ -255,6 +261,7 @@ class Engine(Closing):
         top_k: int | None = None,
         history: Sequence[Message] = (),
         progress: StageListener | None = None,
+        view: CorpusView | None = None,
         groups: Groups = None,
         cancel: Cancellation | None = None,
     ) -> tuple[CragResult, AnswerStream]:
@@ -266,17 +273,19 @@ class Engine(Closing):
         `support_check`) and the timings. `history` as for `query`; the answer is written for
         the standalone question. `progress` hears the loop's stages as for `query`, then
         `answer`: its start before the model loads, its end when the stream is exhausted.
-        `groups` as for `query`: the answer is written from the evidence such a caller may
-        see, and nothing else. `cancel` as for `query`, for the answer's stream too: reading
-        it raises `cancellation.Cancelled` once cancelled."""
+        `view` and `groups` as for `query`: the answer is written from the evidence that view
+        sees, and nothing else, and the support check looks names up in it alone. `cancel`
+        as for `query`, for the answer's stream too: reading it raises
+        `cancellation.Cancelled` once cancelled."""
         clock = AnswerClock()
+        seen = arguments.view(view, groups)
         result = self.query(
             question,
             mode=mode,
             top_k=top_k,
             history=history,
             progress=progress,
-            groups=groups,
+            view=seen,
             cancel=cancel,
         )
         clock.evidence_ready()
@@ -289,16 +298,15 @@ class Engine(Closing):
             result,
             llm,
             self.settings.answer,
-            self._mentions(groups),
+            self._mentions(seen),
             self.embedder,
         )
         return result, AnswerStream(checked, result, self.settings.models, clock, progress, cancel)
 
-    def _mentions(self, groups: Groups) -> Callable[[str], bool]:
-        """Whether the corpus, as a caller with `groups` sees it, names a word anywhere (the
-        support check's test of a name the passages lack)."""
-        groups = arguments.groups(groups)
-        return lambda word: mentions(self.corpus, word, groups)
+    def _mentions(self, view: CorpusView) -> Callable[[str], bool]:
+        """Whether the corpus, as `view` sees it, names a word anywhere (the support check's
+        test of a name the passages lack)."""
+        return lambda word: mentions(self.corpus, word, view)
 
     def calibrate(
         self, questions: int = 20, *, on_question: Callable[[int], None] | None = None

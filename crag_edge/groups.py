@@ -16,10 +16,16 @@ file's groups, and a new mail file those of the gone tagged documents any of its
 the text of, so an attachment keeps its groups through an edit, a rename or a move of its
 mail file (`ingest.pipeline`). An untagged document is visible to everyone.
 
-A caller is described by `groups`: None for the owner (the local CLI and TUI, an admin token),
-who sees every document; a set for anyone else, who sees the untagged documents plus those
-sharing at least one group with the set (an empty set: the untagged ones only). Names are
-matched exactly, case included.
+What a caller may retrieve is a `CorpusView`: `CorpusView.everything()` for the owner (the
+local CLI and TUI, an admin token, the evaluations), who sees every document;
+`CorpusView.of(groups)` for anyone else, who sees the untagged documents plus those sharing at
+least one group with the set (an empty set: the untagged ones only). Names are matched
+exactly, case included. Every search, count and listing below the engine (retrieval, the
+loop, the local fallback, the support check's corpus lookup, the store) takes a view and has
+no default for it, so a call that forgets the caller's view fails (a TypeError, and mypy)
+rather than seeing every document; the store refuses anything but a `CorpusView`. The
+engine's public methods take `view=` (or, as a shorthand, `groups=`: None or a set) and
+build the view once; given neither, they serve the owner, who opened the corpus file.
 
 The filter is applied inside retrieval, before top-k, in both the FTS5 and the vector search
 (`store.document_groups`), so a caller's hits are as many and as good as if the documents it
@@ -61,6 +67,51 @@ def checked_groups(names: Iterable[str]) -> frozenset[str]:
         if not is_valid_name(name):
             raise ValueError(f"invalid group name {name!r}: {NAME_RULE}")
     return groups
+
+
+@dataclass(frozen=True)
+class CorpusView:
+    """The documents one caller may retrieve: `groups` None for every document (the owner),
+    a set for the untagged ones and those sharing one of its groups. Build it with
+    `everything()` or `of(groups)`, so that the owner's view is always asked for by name."""
+
+    groups: frozenset[str] | None
+
+    def __post_init__(self) -> None:
+        """Refuse what is not a set of names: a str would be read as its characters."""
+        if self.groups is not None and (
+            not isinstance(self.groups, frozenset)
+            or not all(isinstance(name, str) for name in self.groups)
+        ):
+            raise TypeError(f"a view's groups must be a frozenset of names, not {self.groups!r}")
+
+    @classmethod
+    def everything(cls) -> CorpusView:
+        """The owner's view: every document, whatever its groups."""
+        return cls(None)
+
+    @classmethod
+    def of(cls, groups: Iterable[str]) -> CorpusView:
+        """The view of a caller with `groups` (names checked: `NAME_RULE`)."""
+        if isinstance(groups, str):
+            raise TypeError(f"groups must be a set of group names, not the str {groups!r}")
+        return cls(checked_groups(groups))
+
+    @property
+    def limited(self) -> bool:
+        """Whether some documents may be hidden from this caller (not the owner's view)."""
+        return self.groups is not None
+
+
+def checked_view(view: object) -> CorpusView:
+    """`view` when it is a `CorpusView`; a TypeError otherwise (a set or None where a view is
+    expected would otherwise be read with another meaning, None as everything)."""
+    if not isinstance(view, CorpusView):
+        raise TypeError(
+            f"expected a CorpusView (CorpusView.everything() or CorpusView.of(groups)), "
+            f"not {view!r}"
+        )
+    return view
 
 
 def may_see(caller: Groups, tags: frozenset[str]) -> bool:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from crag_edge.evaluation import read_queries
+from crag_edge.groups import CorpusView
 from crag_edge.retrieval.lexical import search_bm25
 from crag_edge.store import CorpusBackend
 from crag_edge.store.factory import open_corpus
@@ -21,10 +22,10 @@ from crag_edge.store.factory import open_corpus
 Ranked = list[tuple[tuple[str, int], float]]
 
 
-def ranked(corpus: CorpusBackend, text: str, groups: frozenset[str] | None) -> tuple[Ranked, float]:
+def ranked(corpus: CorpusBackend, text: str, view: CorpusView) -> tuple[Ranked, float]:
     """The top 100 chunks as ((source, ordinal), score), and the seconds the search took."""
     started = time.perf_counter()
-    hits = search_bm25(corpus, text, 100, groups)
+    hits = search_bm25(corpus, text, 100, view)
     took = time.perf_counter() - started
     chunks = corpus.get_chunks([chunk_id for chunk_id, _ in hits])
     return [((chunks[i].source, chunks[i].ordinal), score) for i, score in hits], took
@@ -38,7 +39,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--groups", nargs="*", help="search as a caller with these groups")
     args = parser.parse_args()
-    groups = None if args.groups is None else frozenset(args.groups)
+    view = CorpusView.everything() if args.groups is None else CorpusView.of(args.groups)
     texts = list(read_queries(args.queries).values())[: args.count]
     same, largest, seconds = 0, 0.0, [0.0, 0.0]
     with (
@@ -46,7 +47,7 @@ def main() -> None:
         open_corpus(args.second, readonly=True) as two,
     ):
         for text in texts:
-            (a, took_a), (b, took_b) = ranked(one, text, groups), ranked(two, text, groups)
+            (a, took_a), (b, took_b) = ranked(one, text, view), ranked(two, text, view)
             seconds[0] += took_a
             seconds[1] += took_b
             same += [key for key, _ in a[:10]] == [key for key, _ in b[:10]]

@@ -18,10 +18,16 @@ from crag_edge.correction.fallback.local import LocalCorpusProvider
 from crag_edge.engine import Engine
 from crag_edge.evaluation import read_qrels, read_queries
 from crag_edge.evaluation.retrieval import document_key
+from crag_edge.groups import CorpusView
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 
 def found(provider: LocalCorpusProvider, query: str, gold: set[str], depth: int) -> bool:
-    return any(document_key(hit.chunk.source) in gold for hit in provider.search(query, depth))
+    return any(
+        document_key(hit.chunk.source) in gold
+        for hit in provider.search(query, depth, view=EVERYTHING)
+    )
 
 
 def main() -> None:

@@ -33,12 +33,15 @@ from crag_edge.answer.support import claim_text, term_support
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading.auc import roc_auc
+from crag_edge.groups import CorpusView
 from crag_edge.models.onnx_session import plain_tokenizer
 from crag_edge.models.provision import EMBEDDER_ONNX_INT8
 from crag_edge.models.support_model import MAX_LENGTH, SupportModel
 from crag_edge.result import ContextItem
 from crag_edge.training.export import onnx_logits
 from crag_edge.training.support_data import is_heldout
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 
 def auc(scores: list[float], labels: list[bool]) -> float | None:
@@ -83,7 +86,9 @@ def contexts(args: argparse.Namespace) -> dict[str, tuple[str, list[ContextItem]
         questions = [json.loads(line) for line in lines if line.strip()]
         with Engine.open(Path(dbs[name]), settings, readonly=True) as engine:
             for q in questions:
-                hits = engine.retriever.search(q["question"], top_k=args.top_k, mode="hybrid")
+                hits = engine.retriever.search(
+                    q["question"], top_k=args.top_k, mode="hybrid", view=EVERYTHING
+                )
                 items = [
                     ContextItem(n, n, 0, h.chunk.title, "", 0, 0, h.chunk.text, "corpus", 1.0)
                     for n, h in enumerate(hits, 1)

@@ -38,11 +38,14 @@ from pathlib import Path
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.evaluation.pairs import Pair, write_pairs
+from crag_edge.groups import CorpusView
 from crag_edge.models.chat_model import ChatModel
 from crag_edge.models.llm import load_llm
 from crag_edge.sentences import sentence_spans
 from crag_edge.training.data import human_unit, is_validation
 from crag_edge.types import Chunk
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 SYSTEM = "You write the questions people type into a search box."
 USER = (
@@ -156,7 +159,9 @@ def chunk_pairs(question: Question, own: list[Chunk], engine: Engine) -> Iterato
         return
     for chunk, label in zip(own, labels, strict=True):
         yield Pair(question.question, chunk.text, label)
-    hits = engine.retriever.search(question.question, top_k=10, mode="hybrid")[:HIT_NEGATIVES]
+    hits = engine.retriever.search(question.question, top_k=10, mode="hybrid", view=EVERYTHING)[
+        :HIT_NEGATIVES
+    ]
     for hit in hits:
         if hit.chunk.source != question.source:
             yield Pair(question.question, hit.chunk.text, 0)

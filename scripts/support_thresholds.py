@@ -27,9 +27,12 @@ from crag_edge.answer.pointing import fails_in_place
 from crag_edge.answer.support import Mentioned, claim_text, stated, term_support
 from crag_edge.config import AnswerSettings
 from crag_edge.evaluation.qa import OUTCOMES, SCORES, outcome, read_questions
+from crag_edge.groups import CorpusView
 from crag_edge.result import ContextItem
 from crag_edge.retrieval.lexical import mentions
 from crag_edge.store.factory import open_corpus
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 
 def shown_text(
@@ -63,7 +66,7 @@ def main() -> int:
     parser.add_argument("--db", help="the corpus the run asked (a name it holds is no miss)")
     args = parser.parse_args()
     corpus = open_corpus(args.db, readonly=True) if args.db else None
-    mentioned = None if corpus is None else (lambda word: mentions(corpus, word))
+    mentioned = None if corpus is None else (lambda word: mentions(corpus, word, view=EVERYTHING))
     questions = {q.question_id: q for q in read_questions(args.questions)}
     records = [json.loads(line) for line in args.records.open(encoding="utf-8")]
     records = [r for r in records if r["system"] == "crag"]

@@ -18,6 +18,7 @@ import pytest
 
 from crag_edge.config import ServerSettings, Settings
 from crag_edge.engine import Engine
+from crag_edge.groups import CorpusView
 from crag_edge.ingest.pipeline import REFUSED
 from crag_edge.retrieval import Retriever
 from crag_edge.store import Corpus
@@ -62,7 +63,7 @@ def seen_by(db: Path, embedder: Any, groups: frozenset[str]) -> list[str]:
         return [
             hit.chunk.text
             for mode in ("bm25", "dense", "hybrid")
-            for hit in retriever.search(QUESTION, 50, mode=mode, groups=groups)
+            for hit in retriever.search(QUESTION, 50, mode=mode, view=CorpusView.of(groups))
         ]
 
 

@@ -27,6 +27,7 @@ pytest.importorskip("mcp")
 
 from crag_edge.config import ServerSettings, Settings
 from crag_edge.engine import Engine
+from crag_edge.groups import CorpusView
 from crag_edge.ingest.pipeline import REFUSED
 from crag_edge.ingest.pipeline import ingest as pipeline_ingest
 from crag_edge.server import ServerConfig
@@ -35,6 +36,8 @@ from crag_edge.store import Corpus
 from tests.live_service import SETTINGS, TOKEN
 from tests.test_access_canary import chat, holds, mcp_replies
 from tests.test_server import Running, factory_for, running, wait_job
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 pytestmark = pytest.mark.models
 
@@ -247,9 +250,9 @@ def test_an_ingest_counts_only_what_the_caller_may_see(tmp_path: Path, embedder:
             settings=settings.ingest,
             groups=FINANCE,
         )
-        assert engine.corpus.stats().stored_passages == 0
+        assert engine.corpus.stats(view=EVERYTHING).stored_passages == 0
         report = engine.ingest([tmp_path / "hr"], caller=HR)
-        everything = engine.corpus.stats()
+        everything = engine.corpus.stats(view=EVERYTHING)
     assert everything.stored_passages == everything.chunks  # finance's were read too
     assert report.passages_encoded == report.chunks_written < everything.chunks
 

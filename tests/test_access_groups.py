@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from crag_edge.cli import app
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import LocalCorpusProvider, run_fallbacks
-from crag_edge.groups import Groups, Tagging, parse_groups
+from crag_edge.groups import CorpusView, Groups, Tagging, parse_groups
 from crag_edge.ingest import IngestReport, ingest
 from crag_edge.ingest.pipeline import REFUSED
 from crag_edge.models.embedder import OnnxEmbedder
@@ -26,6 +26,8 @@ from crag_edge.retrieval import MODES, Mode, Retriever
 from crag_edge.retrieval.lexical import mentions
 from crag_edge.store import SCHEMA_VERSION, Corpus, connect
 from crag_edge.types import Embedder, Vector
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 SETTINGS = Settings.load(chunk_tokens=64, chunk_overlap=8)
 QUESTION = "aurora borealis sightings forecast"
@@ -124,30 +126,39 @@ def test_others_documents_never_push_a_callers_own_out_of_its_top_k(
     corpus: Corpus, embedder: OnnxEmbedder, mode: Mode
 ) -> None:
     retriever = Retriever(corpus, embedder, candidates=4)
-    unfiltered = names([h.chunk.source for h in retriever.search(QUESTION, 3, mode)])
+    unfiltered = names(
+        [h.chunk.source for h in retriever.search(QUESTION, 3, mode, view=EVERYTHING)]
+    )
     assert unfiltered and unfiltered <= set(GROUP_B)  # group B outranks A everywhere
-    seen_by_a = names([h.chunk.source for h in retriever.search(QUESTION, 3, mode, groups=A)])
+    seen_by_a = names(
+        [h.chunk.source for h in retriever.search(QUESTION, 3, mode, view=CorpusView.of(A))]
+    )
     assert "a-notes.txt" in seen_by_a
     assert seen_by_a <= set(GROUP_A) | set(UNTAGGED)
-    seen_by_b = names([h.chunk.source for h in retriever.search(QUESTION, 3, mode, groups=B)])
+    seen_by_b = names(
+        [h.chunk.source for h in retriever.search(QUESTION, 3, mode, view=CorpusView.of(B))]
+    )
     assert seen_by_b and seen_by_b <= set(GROUP_B) | set(UNTAGGED)
 
 
 def test_the_vector_search_filters_before_k(corpus: Corpus, embedder: OnnxEmbedder) -> None:
     vector = embedder.embed([QUESTION])[0]
-    [(nearest, _)] = corpus.search_vec(vector, 1, groups=A)
+    [(nearest, _)] = corpus.search_vec(vector, 1, view=CorpusView.of(A))
     assert names([corpus.get_chunks([nearest])[nearest].source]) == {"a-notes.txt"}
-    [(match, _)] = corpus.search_terms(["aurora"], 1, groups=A)
+    [(match, _)] = corpus.search_terms(["aurora"], 1, view=CorpusView.of(A))
     assert names([corpus.get_chunks([match])[match].source]) == {"a-notes.txt"}
 
 
 def test_the_support_check_hears_of_a_name_only_in_what_the_caller_sees(corpus: Corpus) -> None:
     """A name the passages lack is left to the LLM when the corpus holds it; a caller must not
     learn, through which sentences are shown, that a hidden document holds a word."""
-    assert mentions(corpus, "Cabin", A) and mentions(corpus, "cabin")
-    assert not mentions(corpus, "cabin", B) and not mentions(corpus, "cabin", frozenset())
-    assert mentions(corpus, "dough", B)  # untagged: everyone's
-    assert not mentions(corpus, "lake-cabin")  # a compound is not one indexed word
+    assert mentions(corpus, "Cabin", CorpusView.of(A)) and mentions(
+        corpus, "cabin", view=EVERYTHING
+    )
+    assert not mentions(corpus, "cabin", CorpusView.of(B))
+    assert not mentions(corpus, "cabin", CorpusView.of(()))
+    assert mentions(corpus, "dough", CorpusView.of(B))  # untagged: everyone's
+    assert not mentions(corpus, "lake-cabin", view=EVERYTHING)  # a compound is not one indexed word
 
 
 def test_untagged_documents_are_seen_by_every_caller_and_an_empty_set_sees_only_them(
@@ -155,11 +166,11 @@ def test_untagged_documents_are_seen_by_every_caller_and_an_empty_set_sees_only_
 ) -> None:
     retriever = Retriever(corpus, embedder)
     for groups in (A, B, frozenset({"c"}), frozenset()):
-        hits = retriever.search("bread dough oven", 20, "bm25", groups=groups)
+        hits = retriever.search("bread dough oven", 20, "bm25", view=CorpusView.of(groups))
         assert "bread.txt" in names([h.chunk.source for h in hits])
-    nobody = retriever.search(QUESTION, 20, "hybrid", groups=frozenset())
+    nobody = retriever.search(QUESTION, 20, "hybrid", view=CorpusView.of(frozenset()))
     assert names([h.chunk.source for h in nobody]) == set(UNTAGGED)
-    everyone = retriever.search(QUESTION, 20, "bm25")
+    everyone = retriever.search(QUESTION, 20, "bm25", view=EVERYTHING)
     assert names([h.chunk.source for h in everyone]) == set(GROUP_A) | set(GROUP_B)
 
 
@@ -179,14 +190,14 @@ def test_a_retag_changes_who_sees_a_document_without_embedding_it_again(
         assert corpus.chunk_ids() == chunks_before
         assert corpus.document(source).groups == {"b", "c"}  # type: ignore[union-attr]
         retriever = Retriever(corpus, embedder)
-        assert retriever.search(QUESTION, 5, groups=A) == []
-        assert retriever.search(QUESTION, 5, groups=frozenset({"c"}))
+        assert retriever.search(QUESTION, 5, view=CorpusView.of(A)) == []
+        assert retriever.search(QUESTION, 5, view=CorpusView.of(frozenset({"c"})))
 
         again = run(corpus, counting, folders["a"], frozenset({"b", "c"}))
         assert (again.retagged, again.unchanged) == (0, 1)
         untagged = run(corpus, counting, folders["a"], frozenset())
         assert untagged.retagged == 1 and counting.texts == embedded
-        assert retriever.search(QUESTION, 5, groups=frozenset({"x"}))
+        assert retriever.search(QUESTION, 5, view=CorpusView.of(frozenset({"x"})))
 
 
 def test_a_changed_document_keeps_the_groups_of_the_ingest_that_reindexes_it(
@@ -263,7 +274,7 @@ def test_a_renamed_or_moved_document_keeps_its_groups(
         assert run(corpus, embedder, elsewhere, None).added == 1  # no prune: both stored
         assert groups_of(corpus, moved) == A
         assert names(corpus.list_sources()) == {"renamed.txt", "moved.txt"}
-        assert Retriever(corpus, embedder).search(QUESTION, 5, groups=B) == []
+        assert Retriever(corpus, embedder).search(QUESTION, 5, view=CorpusView.of(B)) == []
 
 
 def test_a_document_moved_out_of_a_synced_folder_gets_its_groups_back_where_it_lands(
@@ -364,7 +375,7 @@ def test_each_watched_folder_gives_its_new_files_its_own_groups_and_a_move_keeps
         (tmp_path / "ledger.txt").rename(teams / "ledger.txt")
         assert sync(teams).added == 1
         assert groups_of(corpus, teams / "ledger.txt") == fin
-        assert corpus.stats(groups=people).documents == 1
+        assert corpus.stats(view=CorpusView.of(people)).documents == 1
 
 
 def test_a_prune_removes_what_a_folder_held_through_a_link_once_the_link_is_gone(
@@ -464,16 +475,21 @@ def groups_of(corpus: Corpus, path: Path) -> frozenset[str]:
 
 
 def test_stats_count_only_what_the_caller_sees(corpus: Corpus) -> None:
-    everything = corpus.stats()
+    everything = corpus.stats(view=EVERYTHING)
     assert everything.documents == len(GROUP_A) + len(GROUP_B) + len(UNTAGGED)
-    seen_by_a = corpus.stats(groups=A)
+    seen_by_a = corpus.stats(view=CorpusView.of(A))
     assert seen_by_a.documents == len(GROUP_A) + len(UNTAGGED)
-    assert seen_by_a.chunks == len(corpus.search_terms(["aurora", "bread"], 100, groups=A))
-    b_chunk = corpus.search_terms(["forecast"], 1, groups=B)[0][0]
-    a_chunk = corpus.search_terms(["cabin"], 1, groups=A)[0][0]
+    assert seen_by_a.chunks == len(
+        corpus.search_terms(["aurora", "bread"], 100, view=CorpusView.of(A))
+    )
+    b_chunk = corpus.search_terms(["forecast"], 1, view=CorpusView.of(B))[0][0]
+    a_chunk = corpus.search_terms(["cabin"], 1, view=CorpusView.of(A))[0][0]
     assert corpus.score_cache().put("tier:v", QUESTION, {a_chunk: 0.9, b_chunk: 0.8})
-    assert (corpus.stats(groups=A).cached_scores, corpus.stats().cached_scores) == (1, 2)
-    assert corpus.stats(groups=frozenset({"z"})).documents == len(UNTAGGED)
+    assert (
+        corpus.stats(view=CorpusView.of(A)).cached_scores,
+        corpus.stats(view=EVERYTHING).cached_scores,
+    ) == (1, 2)
+    assert corpus.stats(view=CorpusView.of(frozenset({"z"}))).documents == len(UNTAGGED)
 
 
 def test_the_local_fallback_corpus_is_searched_with_the_callers_groups(
@@ -481,14 +497,14 @@ def test_the_local_fallback_corpus_is_searched_with_the_callers_groups(
 ) -> None:
     provider = LocalCorpusProvider(corpus.path, embedder, max_results=5)
     try:
-        for_a = provider.search(QUESTION, 5, groups=A)
+        for_a = provider.search(QUESTION, 5, view=CorpusView.of(A))
         assert names([h.chunk.metadata["fallback"]["source"] for h in for_a]) <= set(GROUP_A) | set(
             UNTAGGED
         )
         assert "a-notes.txt" in names([h.chunk.metadata["fallback"]["source"] for h in for_a])
-        everything = provider.search(QUESTION, 5)
+        everything = provider.search(QUESTION, 5, view=EVERYTHING)
         assert names([h.chunk.metadata["fallback"]["source"] for h in everything]) <= set(GROUP_B)
-        outcome = run_fallbacks([provider], QUESTION, 5, 10.0, groups=B)
+        outcome = run_fallbacks([provider], QUESTION, 5, 10.0, view=CorpusView.of(B))
         sources = names([h.chunk.metadata["fallback"]["source"] for h in outcome.hits])
         assert outcome.used == ["local"] and sources and sources <= set(GROUP_B) | set(UNTAGGED)
     finally:
@@ -509,14 +525,22 @@ def test_a_version_4_corpus_reads_as_untagged_and_gains_groups_on_a_writable_ope
         conn.execute("PRAGMA user_version = 4")
     conn.close()
     with Corpus.open(path, readonly=True) as old:
-        assert old.stats(groups=A).documents == old.stats().documents
-        assert len(Retriever(old, embedder).search(QUESTION, 20, "bm25", groups=A)) == 13
+        assert old.stats(view=CorpusView.of(A)).documents == old.stats(view=EVERYTHING).documents
+        assert (
+            len(Retriever(old, embedder).search(QUESTION, 20, "bm25", view=CorpusView.of(A))) == 13
+        )
     with Corpus.open(path) as upgraded:
-        assert upgraded.stats().schema_version == SCHEMA_VERSION
-        assert upgraded.stats(groups=A).documents == upgraded.stats().documents
+        assert upgraded.stats(view=EVERYTHING).schema_version == SCHEMA_VERSION
+        assert (
+            upgraded.stats(view=CorpusView.of(A)).documents
+            == upgraded.stats(view=EVERYTHING).documents
+        )
         source = upgraded.list_sources()[0]
         assert upgraded.set_groups(source, B)
-        assert upgraded.stats(groups=A).documents == upgraded.stats().documents - 1
+        assert (
+            upgraded.stats(view=CorpusView.of(A)).documents
+            == upgraded.stats(view=EVERYTHING).documents - 1
+        )
 
 
 def test_group_names_are_checked() -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from crag_edge.groups import CorpusView
 from crag_edge.store import (
     ChunkRecord,
     CorpusBackend,
@@ -30,6 +31,8 @@ from crag_edge.store.sqlite.corpus import Corpus
 from crag_edge.store.sqlite.schema import MIGRATIONS, REACHED_VERSION
 from crag_edge.types import EncodedPassage, Place
 from tests.test_store import DIM, add_two_docs, make_doc, unit
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 
 @pytest.fixture
@@ -90,15 +93,19 @@ def test_replacing_keeps_the_doc_id_and_drops_old_chunks_from_both_searches(
     old_id = corpus.document("a.txt").id  # type: ignore[union-attr]
     doc, chunks = make_doc("a.txt", ["Parrots talk."], "Birds")
     assert corpus.replace_document(doc, chunks, np.stack([unit(0, 0, 0, 1)])) == old_id
-    assert corpus.search_terms(["cat"], 5) == []
-    assert [cid for cid, _ in corpus.search_terms(["parrot"], 5)] == [4]
-    assert {cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 10)} == {3, 4}
-    assert corpus.stats().chunks == 2
+    assert corpus.search_terms(["cat"], 5, view=EVERYTHING) == []
+    assert [cid for cid, _ in corpus.search_terms(["parrot"], 5, view=EVERYTHING)] == [4]
+    assert {cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 10, view=EVERYTHING)} == {3, 4}
+    assert corpus.stats(view=EVERYTHING).chunks == 2
 
 
 def test_a_failed_replace_or_group_leaves_everything_as_it_was(corpus: CorpusBackend) -> None:
     add_two_docs(corpus)
-    before = (corpus.list_sources(), corpus.get_chunks([1, 2, 3]), corpus.stats().chunks)
+    before = (
+        corpus.list_sources(),
+        corpus.get_chunks([1, 2, 3]),
+        corpus.stats(view=EVERYTHING).chunks,
+    )
     doc, chunks = make_doc("a.txt", ["New first chunk.", "New second chunk."], "New")
     chunks[1] = ChunkRecord(chunks[1].text, chunks[1].start, chunks[1].end, 3, {"bad": {1, 2}})
     with pytest.raises(TypeError):
@@ -108,9 +115,13 @@ def test_a_failed_replace_or_group_leaves_everything_as_it_was(corpus: CorpusBac
     with pytest.raises(ValueError, match="shape"), corpus.transaction():
         corpus.replace_document(good, good_chunks, np.stack([unit(1, 1, 1, 1)]))
         corpus.replace_document(new, new_chunks, np.zeros((1, DIM + 1), dtype=np.float32))
-    after = (corpus.list_sources(), corpus.get_chunks([1, 2, 3]), corpus.stats().chunks)
+    after = (
+        corpus.list_sources(),
+        corpus.get_chunks([1, 2, 3]),
+        corpus.stats(view=EVERYTHING).chunks,
+    )
     assert after == before
-    assert {cid for cid, _ in corpus.search_terms(["cat"], 5)} == {1, 2}
+    assert {cid for cid, _ in corpus.search_terms(["cat"], 5, view=EVERYTHING)} == {1, 2}
 
 
 def test_delete_document_and_retagging(corpus: CorpusBackend) -> None:
@@ -120,22 +131,24 @@ def test_delete_document_and_retagging(corpus: CorpusBackend) -> None:
     assert corpus.document("b.txt").groups == {"lab"}  # type: ignore[union-attr]
     assert corpus.delete_document("a.txt") is True
     assert corpus.delete_document("a.txt") is False
-    assert corpus.search_terms(["cat"], 5) == []
-    assert [cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 5)] == [3]
+    assert corpus.search_terms(["cat"], 5, view=EVERYTHING) == []
+    assert [cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 5, view=EVERYTHING)] == [3]
 
 
 def test_bm25_ranks_by_term_frequency_rarity_and_titles(corpus: CorpusBackend) -> None:
     add_two_docs(corpus)
     doc, chunks = make_doc("c.txt", ["A cat. A cat. A cat again."], "Cats")
     corpus.replace_document(doc, chunks, np.stack([unit(0, 1, 0, 0)]))
-    hits = corpus.search_terms(["cat"], 10)
+    hits = corpus.search_terms(["cat"], 10, view=EVERYTHING)
     assert hits[0][0] == 4  # the chunk saying "cat" most often
     assert all(score > 0 for _, score in hits)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
-    assert {cid for cid, _ in corpus.search_terms(["physics"], 10)} == {3}  # the title counts
+    assert {cid for cid, _ in corpus.search_terms(["physics"], 10, view=EVERYTHING)} == {
+        3
+    }  # the title counts
     # A rare term outweighs a common one: "qubits" (1 chunk) beats "cats" (3 chunks).
-    assert corpus.search_terms(["cats", "qubits"], 10)[0][0] == 3
-    assert corpus.search_terms(["cat"], 0) == []
+    assert corpus.search_terms(["cats", "qubits"], 10, view=EVERYTHING)[0][0] == 3
+    assert corpus.search_terms(["cat"], 0, view=EVERYTHING) == []
 
 
 def test_terms_are_plain_words_cut_as_fts5_cuts_them(corpus: CorpusBackend) -> None:
@@ -144,11 +157,11 @@ def test_terms_are_plain_words_cut_as_fts5_cuts_them(corpus: CorpusBackend) -> N
     add_two_docs(corpus)
     doc, chunks = make_doc("c.txt", ['NEAR the "naïve" runs, AND title: x*.'], "Lab")
     corpus.replace_document(doc, chunks, np.stack([unit(0, 1, 0, 0)]))
-    assert {c for c, _ in corpus.search_terms(["naive"], 10)} == {4}
-    assert {c for c, _ in corpus.search_terms(["running"], 10)} == {4}
+    assert {c for c, _ in corpus.search_terms(["naive"], 10, view=EVERYTHING)} == {4}
+    assert {c for c, _ in corpus.search_terms(["running"], 10, view=EVERYTHING)} == {4}
     hostile = ['"unterminated', "NEAR", "AND", "title:", "x*", "(", "*", "-", 'a"b']
-    assert {c for c, _ in corpus.search_terms(hostile, 10)} == {4}
-    assert corpus.search_terms([], 10) == []
+    assert {c for c, _ in corpus.search_terms(hostile, 10, view=EVERYTHING)} == {4}
+    assert corpus.search_terms([], 10, view=EVERYTHING) == []
 
 
 def test_the_sqlite_index_uses_the_tokenizer_both_backends_share() -> None:
@@ -157,7 +170,7 @@ def test_the_sqlite_index_uses_the_tokenizer_both_backends_share() -> None:
 
 def test_dense_search_returns_cosine_similarity(corpus: CorpusBackend) -> None:
     add_two_docs(corpus)
-    hits = corpus.search_vec(unit(1, 0, 0, 0), 10)
+    hits = corpus.search_vec(unit(1, 0, 0, 0), 10, view=EVERYTHING)
     assert [cid for cid, _ in hits] == [1, 2, 3]
     assert hits[0][1] == pytest.approx(1.0, abs=1e-6)
     assert hits[1][1] == pytest.approx(np.sqrt(0.5), abs=1e-6)
@@ -165,7 +178,7 @@ def test_dense_search_returns_cosine_similarity(corpus: CorpusBackend) -> None:
     vectors = corpus.get_vectors([3, 999])
     assert np.allclose(vectors[0], unit(0, 0, 1, 0)) and np.isnan(vectors[1]).all()
     with pytest.raises(ValueError, match="dimensions"):
-        corpus.search_vec(np.ones(DIM + 1, dtype=np.float32), 5)
+        corpus.search_vec(np.ones(DIM + 1, dtype=np.float32), 5, view=EVERYTHING)
 
 
 def test_both_searches_filter_by_groups_before_their_top_k(corpus: CorpusBackend) -> None:
@@ -179,11 +192,14 @@ def test_both_searches_filter_by_groups_before_their_top_k(corpus: CorpusBackend
             np.stack([unit(1, 0.01 * i, 0, 0)]),
         )
     query, hr = unit(1, 0, 0, 0), frozenset({"hr"})
-    assert [cid for cid, _ in corpus.search_vec(query, 1, groups=frozenset())] == [3]
-    assert [cid for cid, _ in corpus.search_vec(query, 2, groups=hr)] == [1, 2]
-    assert corpus.search_terms(["cats"], 10, groups=frozenset()) == []
-    assert {c for c, _ in corpus.search_terms(["cats"], 10, groups=hr)} == {1, 2}
-    assert (corpus.stats(groups=frozenset()).documents, corpus.stats().documents) == (1, 7)
+    assert [cid for cid, _ in corpus.search_vec(query, 1, view=CorpusView.of(frozenset()))] == [3]
+    assert [cid for cid, _ in corpus.search_vec(query, 2, view=CorpusView.of(hr))] == [1, 2]
+    assert corpus.search_terms(["cats"], 10, view=CorpusView.of(frozenset())) == []
+    assert {c for c, _ in corpus.search_terms(["cats"], 10, view=CorpusView.of(hr))} == {1, 2}
+    assert (
+        corpus.stats(view=CorpusView.of(frozenset())).documents,
+        corpus.stats(view=EVERYTHING).documents,
+    ) == (1, 7)
 
 
 def test_a_callers_bm25_scores_come_from_its_view_alone(corpus: CorpusBackend) -> None:
@@ -198,7 +214,9 @@ def test_a_callers_bm25_scores_come_from_its_view_alone(corpus: CorpusBackend) -
         np.stack([unit(0, 1, 0, 0), unit(0, 0, 1, 1)]),
     )
     hr, query = frozenset({"hr"}), '"cat" OR "qubits"'
-    alone = corpus.search_terms(query, 10)  # the corpus is hr's view, nothing else yet
+    alone = corpus.search_terms(
+        query, 10, view=EVERYTHING
+    )  # the corpus is hr's view, nothing else yet
     for i in range(4):  # hidden chunks holding both words
         doc, chunks = make_doc(f"hidden{i}.txt", [f"Cat {i} and qubits and a cat."])
         corpus.replace_document(
@@ -206,11 +224,11 @@ def test_a_callers_bm25_scores_come_from_its_view_alone(corpus: CorpusBackend) -
             chunks,
             np.stack([unit(1, 0.01 * i, 0, 0)]),
         )
-    seen = corpus.search_terms(query, 10, groups=hr)
+    seen = corpus.search_terms(query, 10, view=CorpusView.of(hr))
     assert [c for c, _ in seen] == [c for c, _ in alone]
     assert [s for _, s in seen] == pytest.approx([s for _, s in alone], rel=1e-6)
-    assert corpus.search_terms(query, 2, groups=hr) == seen[:2]
-    assert corpus.search_terms(["again"], 10, groups=frozenset()) == []
+    assert corpus.search_terms(query, 2, view=CorpusView.of(hr)) == seen[:2]
+    assert corpus.search_terms(["again"], 10, view=CorpusView.of(frozenset())) == []
 
 
 def test_the_path_a_document_was_reached_by_lives_and_dies_with_its_version(
@@ -232,10 +250,10 @@ def test_a_corpus_from_before_reached_paths_is_upgraded_by_a_writable_open(
 ) -> None:
     with open_or_create_corpus(corpus_location, "test-embedder", DIM) as corpus:
         add_two_docs(corpus)
-        latest = corpus.stats().schema_version
+        latest = corpus.stats(view=EVERYTHING).schema_version
     downgrade_before_reached_paths(corpus_location)
     with open_corpus(corpus_location) as upgraded:
-        assert upgraded.stats().schema_version == latest
+        assert upgraded.stats(view=EVERYTHING).schema_version == latest
         assert (upgraded.reached_by(), upgraded.list_sources()) == ({}, ["a.txt", "b.txt"])
         doc, chunks = make_doc("/real/c.txt", ["Cats."])
         record = DocumentRecord(doc.source, "", doc.text, doc.content_hash, reached="/named/c.txt")
@@ -270,7 +288,7 @@ def test_grading_caches_die_with_their_chunk(corpus: CorpusBackend) -> None:
     doc, chunks = make_doc("a.txt", ["Changed."])
     corpus.replace_document(doc, chunks, np.stack([unit(1, 0, 0, 0)]))
     assert (cache.get("ce@1", "q", [1, 3]), len(cache), len(passages)) == ({3: 0.1}, 1, 0)
-    assert corpus.stats().cached_scores == 1
+    assert corpus.stats(view=EVERYTHING).cached_scores == 1
     assert passages.put("seg@2", {3: reading}) and passages.drop_others("seg@2") == 0
     assert cache.clear() == 1
 
@@ -278,12 +296,14 @@ def test_grading_caches_die_with_their_chunk(corpus: CorpusBackend) -> None:
 def test_meta_and_read_only_opening(corpus: CorpusBackend) -> None:
     add_two_docs(corpus)
     corpus.set_meta({"last_ingest_at": "12.5"})
-    assert corpus.stats().last_ingest_at == 12.5
+    assert corpus.stats(view=EVERYTHING).last_ingest_at == 12.5
     assert corpus.delete_meta("last_ingest_at") is True
     with pytest.raises(ValueError, match="fixed"):
         corpus.set_meta({"embedder_id": "other"})
     with open_corpus(corpus.location, readonly=True) as reader:
-        assert reader.readonly and [c for c, _ in reader.search_terms(["qubits"], 5)] == [3]
+        assert reader.readonly and [
+            c for c, _ in reader.search_terms(["qubits"], 5, view=EVERYTHING)
+        ] == [3]
         with pytest.raises(ReadOnlyCorpusError):
             reader.delete_document("a.txt")
         assert reader.score_cache().put("ce@1", "q", {1: 0.5}) is False
@@ -357,16 +377,19 @@ def test_the_listing_counts_each_documents_chunks_and_hides_other_groups(
     corpus.replace_document(
         tagged, [ChunkRecord("Payroll.", 0, 8, 2)], np.stack([unit(0, 1, 0, 0)])
     )
-    listing = corpus.list_documents()
+    listing = corpus.list_documents(view=EVERYTHING)
     assert [(e.source, e.chunks, e.groups) for e in listing] == [
         ("a.txt", 2, frozenset()),
         ("b.txt", 1, frozenset()),
         ("c.txt", 1, frozenset({"hr", "ops"})),
     ]
     assert listing[2].size == 8 and listing[2].ingested_at >= before - 1
-    assert [e.source for e in corpus.list_documents(groups=frozenset({"hr"}))] == [
+    assert [e.source for e in corpus.list_documents(view=CorpusView.of(frozenset({"hr"})))] == [
         "a.txt",
         "b.txt",
         "c.txt",
     ]
-    assert [e.source for e in corpus.list_documents(groups=frozenset({"x"}))] == ["a.txt", "b.txt"]
+    assert [e.source for e in corpus.list_documents(view=CorpusView.of(frozenset({"x"})))] == [
+        "a.txt",
+        "b.txt",
+    ]

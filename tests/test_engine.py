@@ -10,6 +10,7 @@ import pytest
 
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
+from crag_edge.groups import CorpusView
 from crag_edge.progress import StageEvent
 
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
@@ -142,6 +143,22 @@ def test_groups_must_be_a_set_of_valid_names(
         sample_engine.ingest([SAMPLE], groups=groups)
     with pytest.raises(error, match="group"):
         sample_engine.ingest([SAMPLE], caller=groups)
+
+
+def test_a_view_or_its_groups_but_not_both(sample_engine: Engine) -> None:
+    """`groups=` is short for `view=CorpusView.of(groups)`: the two find the same; given
+    both, which one wins would be a guess; a set where a view belongs is refused, not read
+    as its groups (nor None as everything: it is the default, the owner's view)."""
+    view = CorpusView.of({"hr"})
+    assert sample_engine.search(BEES, view=view) == sample_engine.search(
+        BEES, groups=frozenset({"hr"})
+    )
+    with pytest.raises(TypeError, match="not both"):
+        sample_engine.search(BEES, view=view, groups=frozenset({"hr"}))
+    with pytest.raises(TypeError, match="not both"):
+        sample_engine.query(BEES, view=view, groups=frozenset())
+    with pytest.raises(TypeError, match="expected a CorpusView"):
+        sample_engine.search_passages(BEES, view=frozenset({"hr"}))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("question", [None, b"bees", 3])

@@ -10,6 +10,7 @@ from crag_edge.answer.finished import Answer
 from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.grading.corpus_calibration import CalibrationError
+from crag_edge.groups import CorpusView
 from crag_edge.models.llm import LlmCallError
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import CragResult
@@ -21,6 +22,7 @@ EXPORTED = {
     "Answer": Answer,
     "CalibrationError": CalibrationError,
     "CorpusError": CorpusError,
+    "CorpusView": CorpusView,
     "CragResult": CragResult,
     "Decision": Decision,
     "Engine": Engine,

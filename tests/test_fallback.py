@@ -29,7 +29,7 @@ from crag_edge.correction.fallback import (
     run_fallbacks,
 )
 from crag_edge.engine import Engine
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView, Groups
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.store import Corpus
 from crag_edge.types import Hit
@@ -41,6 +41,8 @@ from tests.servers import (
     socket_server,
     trickle,
 )
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
 KEY = "tvly-test-0123456789abcdef"
@@ -233,7 +235,7 @@ def failure(call: Callable[[], object]) -> FallbackError:
 def test_searxng_results_become_hits(embedder: OnnxEmbedder) -> None:
     with api_server(searxng()) as url:
         provider = SearxngProvider(url + "/", max_results=5, tokenizer=embedder.tokenizer)
-        hits = provider.search("how do bees tell where flowers are", 10)
+        hits = provider.search("how do bees tell where flowers are", 10, view=EVERYTHING)
     assert [h.chunk.source for h in hits] == [
         "https://en.wikipedia.org/wiki/Waggle_dance",
         "https://www.nature.com/articles/bee-navigation",
@@ -262,7 +264,7 @@ def test_web_results_pass_the_text_boundary(embedder: OnnxEmbedder) -> None:
         1.0,
     )
     with api_server(searxng([dirty])) as url:
-        hits = SearxngProvider(url, tokenizer=embedder.tokenizer).search("bees", 5)
+        hits = SearxngProvider(url, tokenizer=embedder.tokenizer).search("bees", 5, view=EVERYTHING)
     assert hits[0].chunk.title == "Bees]0;owned and flowers"
     assert hits[0].chunk.text.endswith("Bees dance[2J to share \ufffd routes.")
 
@@ -271,7 +273,7 @@ def test_a_web_result_is_cut_to_a_chunks_size() -> None:
     """A snippet of megabytes would hold grading and refinement for minutes."""
     huge = searxng_result("https://big.example/", "Bees " * 1000, "Bees dance. " * 250_000, 1.0)
     with api_server(searxng([huge])) as url:
-        hit = SearxngProvider(url).search("bees", 5)[0]
+        hit = SearxngProvider(url).search("bees", 5, view=EVERYTHING)[0]
     assert len(hit.chunk.title) == 300 and len(hit.chunk.text) == 4000
     assert hit.chunk.text.startswith(hit.chunk.title + "\n\nBees dance.")
 
@@ -279,7 +281,7 @@ def test_a_web_result_is_cut_to_a_chunks_size() -> None:
 def test_a_page_listed_twice_fills_one_place() -> None:
     respelled = searxng_result("http://www.nature.com/articles/bee-navigation/", "Again", "x", 3.0)
     with api_server(searxng([WEB[0], WEB[1], respelled, WEB[3]])) as url:
-        hits = SearxngProvider(url, max_results=3).search("bees", 10)
+        hits = SearxngProvider(url, max_results=3).search("bees", 10, view=EVERYTHING)
     assert [h.chunk.title for h in hits] == [
         "Waggle dance - Wikipedia",
         "How bees navigate",
@@ -289,13 +291,13 @@ def test_a_page_listed_twice_fills_one_place() -> None:
 
 def test_searxng_caps_results() -> None:
     with api_server(searxng()) as url:
-        assert len(SearxngProvider(url, max_results=2).search("bees", 10)) == 2
-        assert len(SearxngProvider(url, max_results=5).search("bees", 1)) == 1
+        assert len(SearxngProvider(url, max_results=2).search("bees", 10, view=EVERYTHING)) == 2
+        assert len(SearxngProvider(url, max_results=5).search("bees", 1, view=EVERYTHING)) == 1
 
 
 def test_searxng_403_means_json_format_disabled() -> None:
     with api_server(searxng(formats=("html",))) as url:
-        error = failure(lambda: SearxngProvider(url).search("bees", 5))
+        error = failure(lambda: SearxngProvider(url).search("bees", 5, view=EVERYTHING))
     assert "403" in error.message and "`json`" in error.message
     assert "`search.formats`" in error.hint and "settings.yml" in error.hint
     assert error.hint.startswith("enable `json` under `search.formats` in its settings.yml")
@@ -304,7 +306,7 @@ def test_searxng_403_means_json_format_disabled() -> None:
 def test_searxng_429_reports_rate_limit_and_retry_after() -> None:
     limited = status(429, {"error": "rate limited"}, {"Retry-After": "30"})
     with api_server(limited) as url:
-        error = failure(lambda: SearxngProvider(url).search("bees", 5))
+        error = failure(lambda: SearxngProvider(url).search("bees", 5, view=EVERYTHING))
     assert "rate limited" in error.message and "429" in error.message
     assert "retry after 30 s" in error.message
     assert "limiter" in error.hint
@@ -314,7 +316,7 @@ def test_searxng_slow_reply_times_out_within_bound() -> None:
     with api_server(slow(4.0, searxng())) as url:
         provider = SearxngProvider(url, timeout_s=1.0)
         started = time.monotonic()
-        error = failure(lambda: provider.search("bees", 5))
+        error = failure(lambda: provider.search("bees", 5, view=EVERYTHING))
         elapsed = time.monotonic() - started
     assert "within 1 s" in error.message
     assert elapsed < 1.0 + 2.0
@@ -333,7 +335,9 @@ def test_searxng_that_trickles_its_headers_is_cut_off_at_the_deadline() -> None:
         connection.sendall(b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
 
     with socket_server(talk) as url:
-        error = failure(lambda: SearxngProvider(url, timeout_s=1.0).search("bees", 5))
+        error = failure(
+            lambda: SearxngProvider(url, timeout_s=1.0).search("bees", 5, view=EVERYTHING)
+        )
     assert "no complete reply" in error.message and "within 1 s" in error.message
     assert finished == []  # the connection was cut while the server was still trickling
 
@@ -350,20 +354,22 @@ def test_an_https_server_that_trickles_is_cut_off_at_the_deadline(
         finished.append(True)
 
     with socket_server(talk, tls=True) as url:
-        error = failure(lambda: TavilyProvider(KEY, base_url=url, timeout_s=1.0).search("q", 5))
+        error = failure(
+            lambda: TavilyProvider(KEY, base_url=url, timeout_s=1.0).search("q", 5, view=EVERYTHING)
+        )
     assert "no complete reply" in error.message and "within 1 s" in error.message
     assert finished == []  # the connection was cut while the server was still trickling
 
 
 def test_searxng_malformed_json() -> None:
     with api_server(raw(b'{"results": [{"url": "https://a.example"')) as url:
-        error = failure(lambda: SearxngProvider(url).search("bees", 5))
+        error = failure(lambda: SearxngProvider(url).search("bees", 5, view=EVERYTHING))
     assert "not valid JSON" in error.message and "application/json" in error.message
 
 
 def test_searxng_html_page_instead_of_api() -> None:
     with api_server(raw(b"<html><body>login</body></html>", "text/html")) as url:
-        error = failure(lambda: SearxngProvider(url).search("bees", 5))
+        error = failure(lambda: SearxngProvider(url).search("bees", 5, view=EVERYTHING))
     assert "not valid JSON (text/html)" in error.message and "SEARXNG_URL" in error.hint
 
 
@@ -378,27 +384,29 @@ def test_searxng_html_page_instead_of_api() -> None:
 )
 def test_searxng_wrong_shape(data: Any, expected: str) -> None:
     with api_server(status(200, data)) as url:
-        error = failure(lambda: SearxngProvider(url).search("bees", 5))
+        error = failure(lambda: SearxngProvider(url).search("bees", 5, view=EVERYTHING))
     assert expected in error.message
 
 
 def test_searxng_no_results_because_engines_failed() -> None:
     broken = searxng([], unresponsive=[["duckduckgo", "timeout"], ["wikipedia", "CAPTCHA"]])
     with api_server(broken) as url:
-        error = failure(lambda: SearxngProvider(url).search("bees", 5))
+        error = failure(lambda: SearxngProvider(url).search("bees", 5, view=EVERYTHING))
     assert "duckduckgo (timeout), wikipedia (CAPTCHA)" in error.message
 
 
 def test_searxng_empty_answer_is_not_an_error() -> None:
     with api_server(searxng([])) as url:
-        assert SearxngProvider(url).search("bees", 5) == []
+        assert SearxngProvider(url).search("bees", 5, view=EVERYTHING) == []
 
 
 def test_searxng_wrong_path_and_refused_connection(closed_port_url: str) -> None:
     with api_server(searxng()) as url:
-        error = failure(lambda: SearxngProvider(url + "/instance").search("bees", 5))
+        error = failure(
+            lambda: SearxngProvider(url + "/instance").search("bees", 5, view=EVERYTHING)
+        )
     assert "404" in error.message and "base URL" in error.hint
-    error = failure(lambda: SearxngProvider(closed_port_url).search("bees", 5))
+    error = failure(lambda: SearxngProvider(closed_port_url).search("bees", 5, view=EVERYTHING))
     assert "cannot connect" in error.message and "is SearXNG running" in error.hint
 
 
@@ -413,7 +421,7 @@ def test_a_password_in_the_searxng_url_is_sent_but_never_shown() -> None:
 
     with api_server(guarded) as url:
         secured = url.replace("http://", "http://alice:s3cret@")
-        error = failure(lambda: SearxngProvider(secured).search("bees", 5))
+        error = failure(lambda: SearxngProvider(secured).search("bees", 5, view=EVERYTHING))
     assert seen == ["Basic YWxpY2U6czNjcmV0"]  # alice:s3cret
     assert "answered HTTP 503" in error.message and "s3cret" not in str(error)
 
@@ -421,9 +429,11 @@ def test_a_password_in_the_searxng_url_is_sent_but_never_shown() -> None:
 def test_searxng_behind_a_login_says_where_the_login_goes() -> None:
     login = status(401, {"detail": "login"}, {"WWW-Authenticate": 'Basic realm="searx"'})
     with api_server(login) as url:
-        error = failure(lambda: SearxngProvider(url).search("bees", 5))
+        error = failure(lambda: SearxngProvider(url).search("bees", 5, view=EVERYTHING))
         refused = failure(
-            lambda: SearxngProvider(url.replace("//", "//bob:wrong@")).search("bees", 5)
+            lambda: SearxngProvider(url.replace("//", "//bob:wrong@")).search(
+                "bees", 5, view=EVERYTHING
+            )
         )
     assert "asks for a login (401 Unauthorized)" in error.message
     assert error.hint == "write them into CRAG_EDGE_SEARXNG_URL (https://user:password@host)"
@@ -443,7 +453,7 @@ def test_tavily_results_become_hits(embedder: OnnxEmbedder) -> None:
     seen: list[ApiRequest] = []
     with api_server(tavily(seen)) as url:
         provider = TavilyProvider(KEY, base_url=url, max_results=2, tokenizer=embedder.tokenizer)
-        hits = provider.search("bee communication", 10)
+        hits = provider.search("bee communication", 10, view=EVERYTHING)
     body = json.loads(seen[0].body)
     assert body == {"query": "bee communication", "max_results": 2, "search_depth": "basic"}
     assert KEY not in seen[0].body.decode()  # the key travels only in the header
@@ -456,15 +466,19 @@ def test_tavily_results_become_hits(embedder: OnnxEmbedder) -> None:
 def test_tavily_missing_key_fails_before_any_request() -> None:
     seen: list[ApiRequest] = []
     with api_server(tavily(seen)) as url:
-        error = failure(lambda: TavilyProvider(None, base_url=url).search("bees", 5))
-        failure(lambda: TavilyProvider("", base_url=url).search("bees", 5))
+        error = failure(
+            lambda: TavilyProvider(None, base_url=url).search("bees", 5, view=EVERYTHING)
+        )
+        failure(lambda: TavilyProvider("", base_url=url).search("bees", 5, view=EVERYTHING))
     assert seen == []
     assert "no API key" in error.message and "CRAG_EDGE_TAVILY_API_KEY" in error.hint
 
 
 def test_tavily_rejected_key() -> None:
     with api_server(tavily()) as url:
-        error = failure(lambda: TavilyProvider("tvly-wrong", base_url=url).search("bees", 5))
+        error = failure(
+            lambda: TavilyProvider("tvly-wrong", base_url=url).search("bees", 5, view=EVERYTHING)
+        )
     assert "401" in error.message and "invalid API key" in error.message
     assert error.hint == "check CRAG_EDGE_TAVILY_API_KEY"
     assert "tvly-wrong" not in str(error) and "tvly-wrong" not in repr(TavilyProvider("tvly-wrong"))
@@ -488,7 +502,9 @@ def test_tavily_rejected_key() -> None:
 def test_tavily_error_statuses(code: int, headers: dict[str, str], message: str, hint: str) -> None:
     error_body = {"detail": {"error": f"reason {code} for {KEY}"}}
     with api_server(status(code, error_body, headers)) as url:
-        error = failure(lambda: TavilyProvider(KEY, base_url=url).search("bees", 5))
+        error = failure(
+            lambda: TavilyProvider(KEY, base_url=url).search("bees", 5, view=EVERYTHING)
+        )
     assert message in error.message and hint in error.hint
     assert f"reason {code}" in error.message and KEY not in str(error)
 
@@ -496,14 +512,14 @@ def test_tavily_error_statuses(code: int, headers: dict[str, str], message: str,
 def test_tavily_error_detail_is_quoted_on_one_line() -> None:
     detail = {"detail": {"error": "Unauthorized:\r\n\x1b[31mmissing\x1b[0m\n  key"}}
     with api_server(status(401, detail)) as url:
-        error = failure(lambda: TavilyProvider(KEY, base_url=url).search("q", 5))
+        error = failure(lambda: TavilyProvider(KEY, base_url=url).search("q", 5, view=EVERYTHING))
     assert error.message == "API key rejected (401 Unauthorized: Unauthorized: [31mmissing[0m key)"
 
 
 def test_a_tavily_url_that_redirects_names_where_it_points() -> None:
     moved = status(308, {}, {"Location": "https://api.tavily.example/search"})
     with api_server(moved) as url:
-        error = failure(lambda: TavilyProvider(KEY, base_url=url).search("q", 5))
+        error = failure(lambda: TavilyProvider(KEY, base_url=url).search("q", 5, view=EVERYTHING))
     assert "redirects to https://api.tavily.example/search (HTTP 308)" in error.message
     assert error.hint == "set CRAG_EDGE_TAVILY_URL to the address it redirects to"
 
@@ -511,16 +527,20 @@ def test_a_tavily_url_that_redirects_names_where_it_points() -> None:
 def test_tavily_slow_malformed_and_wrong_shape() -> None:
     with api_server(slow(4.0, tavily())) as url:
         started = time.monotonic()
-        error = failure(lambda: TavilyProvider(KEY, base_url=url, timeout_s=1.0).search("q", 5))
+        error = failure(
+            lambda: TavilyProvider(KEY, base_url=url, timeout_s=1.0).search("q", 5, view=EVERYTHING)
+        )
         assert time.monotonic() - started < 1.0 + 2.0
     assert "within 1 s" in error.message
     with api_server(raw(b"Internal error<br>")) as url:
         assert (
             "not valid JSON"
-            in failure(lambda: TavilyProvider(KEY, base_url=url).search("q", 5)).message
+            in failure(
+                lambda: TavilyProvider(KEY, base_url=url).search("q", 5, view=EVERYTHING)
+            ).message
         )
     with api_server(status(200, {"answer": "42"})) as url:
-        error = failure(lambda: TavilyProvider(KEY, base_url=url).search("q", 5))
+        error = failure(lambda: TavilyProvider(KEY, base_url=url).search("q", 5, view=EVERYTHING))
     assert "no `results` list" in error.message and "TAVILY_URL" in error.hint
 
 
@@ -547,7 +567,9 @@ def second_db(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) 
 def test_local_hits_are_relabelled_corpus_chunks(second_db: Path, embedder: OnnxEmbedder) -> None:
     provider = LocalCorpusProvider(second_db, embedder, max_results=3)
     try:
-        hits = provider.search("How do honeybees tell each other where flowers are?", 10)
+        hits = provider.search(
+            "How do honeybees tell each other where flowers are?", 10, view=EVERYTHING
+        )
     finally:
         provider.close()
     assert 0 < len(hits) <= 3
@@ -569,11 +591,11 @@ def test_local_corpus_is_opened_lazily_and_read_only(
 ) -> None:
     path = tmp_path / "later.db"
     provider = LocalCorpusProvider(path, embedder)  # nothing there yet: no error until used
-    error = failure(lambda: provider.search("bees", 5))
+    error = failure(lambda: provider.search("bees", 5, view=EVERYTHING))
     assert "no fallback corpus" in error.message and "crag-edge ingest --db" in error.hint
     shutil.copy(second_db, path)  # built after the failure: picked up without a restart
     before = path.read_bytes()
-    assert provider.search("waggle dance", 5)
+    assert provider.search("waggle dance", 5, view=EVERYTHING)
     provider.close()
     assert path.read_bytes() == before
 
@@ -583,17 +605,21 @@ def test_local_foreign_corrupt_and_mismatched_files(embedder: OnnxEmbedder, tmp_
     with sqlite3.connect(foreign) as conn:
         conn.execute("CREATE TABLE notes (body TEXT)")
     conn.close()
-    error = failure(lambda: LocalCorpusProvider(foreign, embedder).search("bees", 5))
+    error = failure(
+        lambda: LocalCorpusProvider(foreign, embedder).search("bees", 5, view=EVERYTHING)
+    )
     assert "not a crag-edge corpus" in error.message and "CRAG_EDGE_FALLBACK_DB" in error.hint
 
     corrupt = tmp_path / "corrupt.db"
     corrupt.write_bytes(b"SQLite format 3\x00" + b"\xff" * 50)
-    error = failure(lambda: LocalCorpusProvider(corrupt, embedder).search("bees", 5))
+    error = failure(
+        lambda: LocalCorpusProvider(corrupt, embedder).search("bees", 5, view=EVERYTHING)
+    )
     assert "truncated" in error.message and "rebuild" in error.hint
 
     other = tmp_path / "other.db"
     Corpus.create(other, "some-other-embedder", embedder.dim).close()
-    error = failure(lambda: LocalCorpusProvider(other, embedder).search("bees", 5))
+    error = failure(lambda: LocalCorpusProvider(other, embedder).search("bees", 5, view=EVERYTHING))
     assert "some-other-embedder" in error.message and "same embedder" in error.hint
 
 
@@ -603,11 +629,11 @@ def test_local_waits_for_the_corpus_at_most_its_timeout(
     provider = LocalCorpusProvider(second_db, embedder, timeout_s=0.2)
     provider._lock.acquire()  # an earlier search, abandoned at its deadline, still running
     try:
-        error = failure(lambda: provider.search("bees", 5))
+        error = failure(lambda: provider.search("bees", 5, view=EVERYTHING))
     finally:
         provider._lock.release()
     assert "still busy" in error.message and "CRAG_EDGE_FALLBACK_TIMEOUT_S" in error.hint
-    assert provider.search("bees", 5)
+    assert provider.search("bees", 5, view=EVERYTHING)
     provider.close()
 
 
@@ -640,7 +666,7 @@ def test_slow_provider_does_not_hold_back_the_fast_one() -> None:
             TavilyProvider(KEY, base_url=fast_url, timeout_s=10.0),
         ]
         started = time.monotonic()
-        outcome = run_fallbacks(providers, "bees", 5, timeout=1.5)
+        outcome = run_fallbacks(providers, "bees", 5, timeout=1.5, view=EVERYTHING)
         elapsed = time.monotonic() - started
     assert elapsed < 1.5 + 2.0
     assert outcome.used == ["tavily"] and {h.origin for h in outcome.hits} == {"fallback:tavily"}
@@ -656,7 +682,7 @@ def test_failures_are_recorded_never_raised(closed_port_url: str) -> None:
         TavilyProvider(None),
         Scripted("buggy", RuntimeError("provider bug")),
     ]
-    outcome = run_fallbacks(providers, "bees", 5, timeout=5.0)
+    outcome = run_fallbacks(providers, "bees", 5, timeout=5.0, view=EVERYTHING)
     assert outcome.hits == [] and outcome.used == []
     reasons = dict(outcome.failures)
     assert "cannot connect" in reasons["searxng"]
@@ -668,7 +694,11 @@ def test_failures_are_recorded_never_raised(closed_port_url: str) -> None:
 def test_merge_interleaves_removes_duplicate_urls_and_caps() -> None:
     with api_server(searxng()) as s_url, api_server(tavily()) as t_url:
         outcome = run_fallbacks(
-            [SearxngProvider(s_url), TavilyProvider(KEY, base_url=t_url)], "bees", 4, timeout=5.0
+            [SearxngProvider(s_url), TavilyProvider(KEY, base_url=t_url)],
+            "bees",
+            4,
+            timeout=5.0,
+            view=EVERYTHING,
         )
     sources = [h.chunk.source for h in outcome.hits]
     # The waggle-dance page from both (respelled by Tavily) counts once and ranks first; the
@@ -701,7 +731,9 @@ def test_all_three_providers_from_config(second_db: Path, embedder: OnnxEmbedder
         )
         providers = build_providers(settings.correction, settings.retrieval, embedder)
         try:
-            outcome = run_fallbacks(providers, "how do bees find flowers", 6, timeout=10.0)
+            outcome = run_fallbacks(
+                providers, "how do bees find flowers", 6, timeout=10.0, view=EVERYTHING
+            )
         finally:
             for provider in providers:
                 provider.close()
@@ -721,10 +753,10 @@ def test_all_three_providers_from_config(second_db: Path, embedder: OnnxEmbedder
 
 
 def test_nothing_to_ask() -> None:
-    assert run_fallbacks([], "bees", 5, 1.0).hits == []
+    assert run_fallbacks([], "bees", 5, 1.0, view=EVERYTHING).hits == []
     never = Scripted("never", AssertionError("must not be called"))
-    assert run_fallbacks([never], "  ", 5, 1.0).failures == []
-    assert run_fallbacks([never], "bees", 0, 1.0).failures == []
+    assert run_fallbacks([never], "  ", 5, 1.0, view=EVERYTHING).failures == []
+    assert run_fallbacks([never], "bees", 0, 1.0, view=EVERYTHING).failures == []
 
 
 # -- configuration --------------------------------------------------------------------------
@@ -774,7 +806,7 @@ def test_local_provider_is_safe_to_share_between_threads(
 
     def ask() -> None:
         try:
-            results.append(len(provider.search("photosynthesis light", 3)))
+            results.append(len(provider.search("photosynthesis light", 3, view=EVERYTHING)))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 

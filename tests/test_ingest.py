@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from crag_edge.config import Settings
+from crag_edge.groups import CorpusView
 from crag_edge.ingest import (
     EMBED_GROUP,
     Chunker,
@@ -24,6 +25,8 @@ from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.store import Corpus, EmbedderMismatchError, connect
 from crag_edge.types import Embedder, Vector
 from tests.documents import make_pdf
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 SETTINGS = Settings.load(chunk_tokens=24, chunk_overlap=6)
 
@@ -158,7 +161,9 @@ def test_first_ingest_adds_supported_files_and_reports_the_rest(
     assert report.errors == []
     route = "put scans in a PDF (e.g. img2pdf) to have them read by OCR"
     assert report.skipped == [(str(docs / "image.png"), f"unsupported file type .png; {route}")]
-    assert report.chunks_written == corpus.stats().chunks > report.added  # multi-chunk docs
+    assert (
+        report.chunks_written == corpus.stats(view=EVERYTHING).chunks > report.added
+    )  # multi-chunk docs
     assert report.chunks_per_second > 0
     assert sorted(corpus.list_sources()) == sorted(
         str(docs / name)
@@ -167,7 +172,7 @@ def test_first_ingest_adds_supported_files_and_reports_the_rest(
     assert [e.done for e in events] == [1, 2, 3, 4, 5]
     assert {e.total for e in events} == {5}
     assert {e.status for e in events} == {"added"}
-    stats = corpus.stats()
+    stats = corpus.stats(view=EVERYTHING)
     assert (stats.chunk_tokens, stats.chunk_overlap) == (24, 6)
     assert stats.last_ingest_at is not None
     assert corpus.document(str(docs / "networking.html")).title == "Networks"  # type: ignore[union-attr]
@@ -208,8 +213,10 @@ def test_changed_file_is_reindexed_alone(
     chunks = corpus.get_chunks(range(1, 1000))
     assert old_cooking.isdisjoint(chunks)
     assert set(chunks) - old_ids == {c.chunk_id for c in chunks.values() if c.source == path}
-    assert {chunks[i].source for i, _ in corpus.search_terms(["lentil"], 5)} == {path}
-    assert corpus.search_terms(["dough"], 5) == []
+    assert {chunks[i].source for i, _ in corpus.search_terms(["lentil"], 5, view=EVERYTHING)} == {
+        path
+    }
+    assert corpus.search_terms(["dough"], 5, view=EVERYTHING) == []
     assert corpus.document(path).title == "Soup"  # type: ignore[union-attr]
     assert_whole_documents(corpus, embedder, SETTINGS)
 
@@ -271,14 +278,14 @@ def test_interrupted_ingest_leaves_only_whole_documents_and_resumes(
     crashing = CrashingEmbedder(embedder, crash_on=3)
     with pytest.raises(RuntimeError, match="embedder crashed"):
         run(corpus, crashing, [folder], group_chunks=8)
-    committed = corpus.stats().documents
+    committed = corpus.stats(view=EVERYTHING).documents
     assert 0 < committed < 12
     assert_whole_documents(corpus, embedder, SETTINGS)
-    assert corpus.stats().last_ingest_at is None  # the run never finished
+    assert corpus.stats(view=EVERYTHING).last_ingest_at is None  # the run never finished
 
     report = run(corpus, embedder, [folder], group_chunks=8)
     assert (report.added, report.unchanged) == (12 - committed, committed)
-    assert corpus.stats().documents == 12
+    assert corpus.stats(view=EVERYTHING).documents == 12
     assert_whole_documents(corpus, embedder, SETTINGS)
 
 
@@ -326,10 +333,10 @@ def test_search_finds_the_right_document_after_ingest(
         ("networking.html", "what resolves hostnames on the internet"),
     ]:
         vector = embedder.embed([question])[0]
-        best_id, similarity = corpus.search_vec(vector, 3)[0]
+        best_id, similarity = corpus.search_vec(vector, 3, view=EVERYTHING)[0]
         assert corpus.get_chunks([best_id])[best_id].source == str(docs / topic)
         assert 0.2 < similarity <= 1.0
-    lexical = corpus.search_terms(["packets"], 3)
+    lexical = corpus.search_terms(["packets"], 3, view=EVERYTHING)
     assert corpus.get_chunks([lexical[0][0]])[lexical[0][0]].source == str(docs / "networking.html")
 
 
@@ -383,7 +390,7 @@ def test_new_chunk_settings_reindex_everything(
     finer = Settings.load(chunk_tokens=16, chunk_overlap=4)
     report = run(corpus, embedder, [docs], settings=finer)
     assert (report.updated, report.unchanged) == (5, 0)
-    assert corpus.stats().chunk_tokens == 16
+    assert corpus.stats(view=EVERYTHING).chunk_tokens == 16
     assert_whole_documents(corpus, embedder, finer)
 
 
@@ -393,4 +400,4 @@ def test_embedder_mismatch_is_refused_before_any_write(
     with Corpus.create(tmp_path / "other.db", "some-other-model", embedder.dim) as corpus:
         with pytest.raises(EmbedderMismatchError, match="some-other-model"):
             run(corpus, embedder, [docs])
-        assert corpus.stats().documents == 0
+        assert corpus.stats(view=EVERYTHING).documents == 0

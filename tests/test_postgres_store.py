@@ -20,11 +20,14 @@ import numpy as np
 import psycopg
 import pytest
 
+from crag_edge.groups import CorpusView
 from crag_edge.store import ChunkRecord, DocumentRecord
 from crag_edge.store.factory import open_corpus, open_or_create_corpus
 from crag_edge.store.postgres import PostgresCorpus
 from crag_edge.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from tests.test_store import DIM, add_two_docs, make_doc, unit
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 SOURCES = 12
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,7 +193,7 @@ def test_copy_corpus_moves_a_sqlite_corpus_into_postgres_whole(
     assert "copied 2 documents, 3 chunks" in done.stdout
     with open_corpus(sqlite_db) as source, open_corpus(postgres_url) as target:
         assert isinstance(target, PostgresCorpus)
-        assert target.stats().chunk_tokens == 200
+        assert target.stats(view=EVERYTHING).chunk_tokens == 200
         assert target.document("b.txt").groups == {"lab"}  # type: ignore[union-attr]
         copied, original = target.get_chunks([1, 2, 3]), source.get_chunks([1, 2, 3])
         assert {i: (c.source, c.text, c.start) for i, c in copied.items()} == {
@@ -198,8 +201,8 @@ def test_copy_corpus_moves_a_sqlite_corpus_into_postgres_whole(
         }
         assert np.allclose(source.get_vectors([1, 2, 3]), target.get_vectors([1, 2, 3]))
         query = unit(1, 0, 0, 0)
-        assert [i for i, _ in target.search_vec(query, 3)] == [
-            i for i, _ in source.search_vec(query, 3)
+        assert [i for i, _ in target.search_vec(query, 3, view=EVERYTHING)] == [
+            i for i, _ in source.search_vec(query, 3, view=EVERYTHING)
         ]
 
 
@@ -211,9 +214,11 @@ BM25_DOCUMENTS = [
 ]
 
 
-@pytest.mark.parametrize("groups", [None, frozenset({"lab"}), frozenset({"hr", "lab"})])
+@pytest.mark.parametrize(
+    "view", [EVERYTHING, CorpusView.of({"lab"}), CorpusView.of({"hr", "lab"})], ids=str
+)
 def test_bm25_on_postgres_gives_sqlites_scores(
-    postgres_url: str, tmp_path: Path, groups: frozenset[str] | None
+    postgres_url: str, tmp_path: Path, view: CorpusView
 ) -> None:
     """The same chunks and terms score alike on both backends, to rounding: FTS5's tokenizer,
     frequencies, lengths and bm25 on both, for the owner and for a caller's view."""
@@ -226,7 +231,7 @@ def test_bm25_on_postgres_gives_sqlites_scores(
                 corpus.replace_document(replace(doc, groups=tags), chunks, vectors)
             results.append(
                 [
-                    corpus.search_terms(terms, 10, groups=groups)
+                    corpus.search_terms(terms, 10, view=view)
                     for terms in (
                         ["cat"],
                         ["cats", "cat", "qubits"],
@@ -263,7 +268,7 @@ def test_a_version_2_corpus_gains_its_terms_when_opened(postgres_url: str) -> No
             "to_tsvector('english', text), 3, '[1,0,0,0]' FROM documents"
         )
     with open_corpus(postgres_url) as corpus:
-        assert corpus.stats().schema_version == SCHEMA_VERSION
-        [(chunk_id, _)] = corpus.search_terms(["naive", "cafe"], 5)
+        assert corpus.stats(view=EVERYTHING).schema_version == SCHEMA_VERSION
+        [(chunk_id, _)] = corpus.search_terms(["naive", "cafe"], 5, view=EVERYTHING)
         assert corpus.get_chunks([chunk_id])[chunk_id].source == "old.txt"
         assert corpus.check()["chunks"] == 1

@@ -16,13 +16,15 @@ import numpy as np
 import pytest
 
 from crag_edge.config import RetrievalSettings, Settings
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.ingest import ingest
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.retrieval import Retriever
 from crag_edge.store import SCHEMA_VERSION, Corpus, connect
 from crag_edge.store.sqlite.vector_bits import quantize
 from crag_edge.types import Vector
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 SAMPLE = Path(__file__).parent.parent / "sample_corpus"
 MINI = Path(__file__).parent / "data" / "scifact_mini"
@@ -129,7 +131,9 @@ def test_hybrid_search_through_the_setting_matches_exact(
     def ranked(prefilter_chunks: int) -> list[list[int]]:
         setting = {"binary_prefilter_chunks": prefilter_chunks}
         corpus.use_settings(RetrievalSettings.model_validate(setting))
-        return [[h.chunk.chunk_id for h in retriever.search(q, 5)] for q in QUESTIONS]
+        return [
+            [h.chunk.chunk_id for h in retriever.search(q, 5, view=EVERYTHING)] for q in QUESTIONS
+        ]
 
     assert ranked(FORCED) == ranked(len(corpus.chunk_ids()) + 1)
 
@@ -143,11 +147,11 @@ def test_the_group_filter_applies_before_the_candidates_are_taken(
     vector = vectors(embedder)[0]  # the honeybees question: its chunks are the nearest
     assert {i for i, _ in search(corpus, vector, 1, prefilter_from=FORCED)} <= hidden
     for groups in (frozenset(), frozenset({"other"})):
-        seen = search(corpus, vector, 3, groups=groups, prefilter_from=FORCED)
+        seen = search(corpus, vector, 3, view=CorpusView.of(groups), prefilter_from=FORCED)
         assert len(seen) == 3 and not {i for i, _ in seen} & hidden
-        assert seen == search(corpus, vector, 3, groups=groups)
-    members = search(corpus, vector, 3, groups=HONEYBEES, prefilter_from=FORCED)
-    assert members == search(corpus, vector, 3, groups=HONEYBEES)
+        assert seen == search(corpus, vector, 3, view=CorpusView.of(groups))
+    members = search(corpus, vector, 3, view=CorpusView.of(HONEYBEES), prefilter_from=FORCED)
+    assert members == search(corpus, vector, 3, view=CorpusView.of(HONEYBEES))
 
 
 def test_deleted_and_added_chunks_are_seen_by_the_next_search(
@@ -170,13 +174,13 @@ def search(
     vector: Vector,
     limit: int,
     *,
-    groups: Groups = None,
+    view: CorpusView = EVERYTHING,
     prefilter_from: int | None = None,
 ) -> list[tuple[int, float]]:
     """`search_vec` with the pre-filter taking over from `prefilter_from` chunks (None:
     exact at any size)."""
     corpus.prefilter_from = prefilter_from
-    return corpus.search_vec(vector, limit, groups=groups)
+    return corpus.search_vec(vector, limit, view=view)
 
 
 def make_version_5(path: Path) -> None:
@@ -198,10 +202,10 @@ def test_an_old_corpus_searches_exactly_read_only_and_gains_its_bits_read_write(
     make_version_5(path)
     vector = vectors(embedder)[1]
     with Corpus.open(path, readonly=True) as old:
-        assert old.stats().schema_version == 5
+        assert old.stats(view=EVERYTHING).schema_version == 5
         assert search(old, vector, 3, prefilter_from=FORCED) == search(old, vector, 3)
     with Corpus.open(path) as upgraded:
-        assert upgraded.stats().schema_version == SCHEMA_VERSION
+        assert upgraded.stats(view=EVERYTHING).schema_version == SCHEMA_VERSION
         bits = dict(upgraded._conn.execute("SELECT chunk_id, bits FROM chunk_bits").fetchall())
         ids = upgraded.chunk_ids()
         assert sorted(bits) == ids

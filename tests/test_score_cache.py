@@ -14,6 +14,7 @@ from crag_edge.cli import app
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import Grader
+from crag_edge.groups import CorpusView
 from crag_edge.models.cross_encoder import OnnxCrossEncoder
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.models.manifest import load_manifest
@@ -21,6 +22,8 @@ from crag_edge.models.provision import pull_model
 from crag_edge.result import CragResult
 from crag_edge.types import PairScorer, ScoredBatch
 from tests.tiny_bert import register_local, tiny_classifier
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 # Every item reaches the cross-encoder: no fast path, and a margin no signal score can clear.
 THROUGH_THE_CROSS_ENCODER: dict[str, object] = {
@@ -150,7 +153,7 @@ def test_deleting_documents_and_clearing_empty_the_cache(
     with _engine(corpus_dir / "c.db", embedder, CountingScorer(cross_encoder)) as engine:
         engine.query(QUESTION)
         cache = engine.corpus.score_cache()
-        assert engine.corpus.stats().cached_scores == len(cache) > 0
+        assert engine.corpus.stats(view=EVERYTHING).cached_scores == len(cache) > 0
         for source in engine.corpus.list_sources():
             engine.corpus.delete_document(source)
         assert len(cache) == 0

@@ -13,6 +13,7 @@ import pytest
 from crag_edge.config import Settings, SettingsError
 from crag_edge.engine import Engine
 from crag_edge.grading import Grader
+from crag_edge.groups import CorpusView
 from crag_edge.ingest.passages import encode_missing_passages
 from crag_edge.models.bert_onnx import convert_bert
 from crag_edge.models.cross_encoder import OnnxCrossEncoder
@@ -35,6 +36,8 @@ from crag_edge.types import (
 )
 from tests.test_score_cache import THROUGH_THE_CROSS_ENCODER
 from tests.tiny_bert import MINILM_VOCAB, tiny_checkpoint, tiny_classifier
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 QUESTION = "How do plants turn sunlight into chemical energy?"
 PASSAGES = [
@@ -239,9 +242,9 @@ def test_ingest_stores_readings_and_queries_reuse_them(
     counting = CountingEncoder(segment)
     with _engine(tmp_path / "c.db", embedder, counting) as engine:
         report = engine.ingest([docs])
-        chunks = engine.corpus.stats().chunks
+        chunks = engine.corpus.stats(view=EVERYTHING).chunks
         assert report.passages_encoded == counting.encoded == chunks == len(DOCS)
-        assert engine.corpus.stats().stored_passages == chunks
+        assert engine.corpus.stats(view=EVERYTHING).stored_passages == chunks
         assert engine.ingest([docs]).passages_encoded == 0, "nothing new to read"
         counting.encoded = 0
         result = engine.query(QUESTION)
@@ -262,7 +265,9 @@ def test_a_changed_document_is_read_again_and_other_versions_are_dropped(
         assert engine.ingest([docs]).passages_encoded == counting.encoded == 1
     with _engine(tmp_path / "c.db", embedder, counting, version="v2") as engine:
         assert engine.ingest([docs]).passages_encoded == len(DOCS)
-        assert engine.corpus.stats().stored_passages == len(DOCS), "v1's readings are gone"
+        assert engine.corpus.stats(view=EVERYTHING).stored_passages == len(DOCS), (
+            "v1's readings are gone"
+        )
 
 
 def test_readings_missing_at_query_time_are_computed_and_stored(

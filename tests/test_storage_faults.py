@@ -22,9 +22,12 @@ import apsw
 import pytest
 import sqlite_vec
 
+from crag_edge.groups import CorpusView
 from crag_edge.store import SCHEMA_VERSION, Corpus, CorpusReplacedError, CorruptCorpusError
 from crag_edge.store.jobs import JobRecord
 from crag_edge.store.sqlite.schema import JOBS_VERSION
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 FAST = {
     "CRAG_EDGE_GRADING_TIERS": '["signals"]',
@@ -82,7 +85,7 @@ def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def documents(db: Path) -> int:
     with Corpus.open(db, readonly=True) as corpus:
-        return corpus.stats().documents
+        return corpus.stats(view=EVERYTHING).documents
 
 
 # -- disk full -------------------------------------------------------------------------------
@@ -181,7 +184,7 @@ def test_openers_of_an_older_corpus_all_succeed_and_one_upgrades_it(tmp_path: Pa
         older.close()
         assert at_once(open_at_once, *[(path,)] * 4) == []
         with Corpus.open(path, readonly=True) as corpus:
-            assert corpus.stats().schema_version == SCHEMA_VERSION
+            assert corpus.stats(view=EVERYTHING).schema_version == SCHEMA_VERSION
 
 
 # -- read-only corpora -----------------------------------------------------------------------

@@ -14,6 +14,7 @@ import apsw
 import numpy as np
 import pytest
 
+from crag_edge.groups import CorpusView
 from crag_edge.store import (
     APPLICATION_ID,
     SCHEMA_VERSION,
@@ -32,6 +33,8 @@ from crag_edge.store import (
 )
 from crag_edge.store.sqlite.schema import MIGRATIONS, migrate, user_version
 from crag_edge.types import EncodedPassage, Place
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 DIM = 4
 
@@ -91,7 +94,7 @@ def add_two_docs(corpus: Corpus) -> None:
 
 def test_create_writes_schema_version_application_id_and_meta(db: Path) -> None:
     with Corpus.create(db, "test-embedder", DIM) as corpus:
-        stats = corpus.stats()
+        stats = corpus.stats(view=EVERYTHING)
         assert (stats.documents, stats.chunks, stats.schema_version) == (0, 0, SCHEMA_VERSION)
         assert (stats.embedder_id, stats.dim, stats.last_ingest_at) == ("test-embedder", DIM, None)
     conn = connect(db, readonly=True)
@@ -108,7 +111,7 @@ def test_reopen_keeps_documents_and_meta(corpus: Corpus, db: Path) -> None:
     corpus.set_meta({"chunk_tokens": "200", "last_ingest_at": "1700000000.5"})
     corpus.close()
     with Corpus.open(db) as reopened:
-        stats = reopened.stats()
+        stats = reopened.stats(view=EVERYTHING)
         assert (stats.documents, stats.chunks) == (2, 3)
         assert (stats.chunk_tokens, stats.last_ingest_at) == (200, 1700000000.5)
         assert reopened.list_sources() == ["a.txt", "b.txt"]
@@ -174,7 +177,7 @@ def test_a_version_1_corpus_gains_the_score_cache_and_keeps_its_documents(
 ) -> None:
     version_1_with_two_docs(corpus, db)
     with Corpus.open(db) as upgraded:
-        stats = upgraded.stats()
+        stats = upgraded.stats(view=EVERYTHING)
         assert (stats.documents, stats.chunks, stats.schema_version) == (2, 3, SCHEMA_VERSION)
         assert stats.cached_scores == 0
         chunk_id = upgraded.chunk_ids()[0]
@@ -192,7 +195,7 @@ def test_readonly_reads_a_version_1_corpus_as_is_without_the_cache(
     version_1_with_two_docs(corpus, db)
     before = snapshot(db)[:2]  # bytes and mtime (a WAL reader may add -shm beside it)
     with Corpus.open(db, readonly=True) as old:
-        stats = old.stats()
+        stats = old.stats(view=EVERYTHING)
         assert (stats.documents, stats.chunks, stats.schema_version) == (2, 3, 1)
         cache = old.score_cache()
         chunk_id = old.chunk_ids()[0]
@@ -223,13 +226,13 @@ def test_a_version_3_corpus_gains_places_and_its_old_chunks_cite_none(
     with Corpus.open(db, readonly=True) as old:
         chunks = old.get_chunks(old.chunk_ids()).values()
         assert [(c.places, c.pages, c.section) for c in chunks] == [((), None, None)] * 3
-        assert old.stats().schema_version == 3
+        assert old.stats(view=EVERYTHING).schema_version == 3
     assert snapshot(db)[:2] == before
     with Corpus.open(db) as upgraded:
-        assert upgraded.stats().schema_version == SCHEMA_VERSION
+        assert upgraded.stats(view=EVERYTHING).schema_version == SCHEMA_VERSION
         chunks = upgraded.get_chunks(upgraded.chunk_ids()).values()
         assert [(c.places, c.pages, c.section) for c in chunks] == [((), None, None)] * 3
-        assert upgraded.search_terms(["cat"], 5)
+        assert upgraded.search_terms(["cat"], 5, view=EVERYTHING)
         doc = DocumentRecord("c.pdf", "", "One.\n\nTwo.", "hash-c")
         places = (Place(0, 1, "One"), Place(6, 2, "One \u203a Two"))
         chunk = ChunkRecord(doc.text, 0, len(doc.text), 2, places=places)
@@ -355,7 +358,7 @@ def test_readonly_corpus_refuses_writes_but_searches(corpus: Corpus, db: Path) -
     add_two_docs(corpus)
     corpus.close()
     with Corpus.open(db, readonly=True) as readonly:
-        assert [cid for cid, _ in readonly.search_terms(["qubits"], 5)] == [3]
+        assert [cid for cid, _ in readonly.search_terms(["qubits"], 5, view=EVERYTHING)] == [3]
         with pytest.raises(ReadOnlyCorpusError):
             readonly.delete_document("a.txt")
         with pytest.raises(ReadOnlyCorpusError):
@@ -390,9 +393,9 @@ def test_replacing_keeps_doc_id_and_drops_old_index_rows(corpus: Corpus, db: Pat
     old_id = corpus.document("a.txt").id  # type: ignore[union-attr]
     doc, chunks = make_doc("a.txt", ["Parrots talk."], "Birds")
     assert corpus.replace_document(doc, chunks, np.stack([unit(0, 0, 0, 1)])) == old_id
-    assert corpus.search_terms(["cat"], 5) == []
-    assert [cid for cid, _ in corpus.search_terms(["parrot"], 5)] == [4]
-    assert {cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 10)} == {3, 4}
+    assert corpus.search_terms(["cat"], 5, view=EVERYTHING) == []
+    assert [cid for cid, _ in corpus.search_terms(["parrot"], 5, view=EVERYTHING)] == [4]
+    assert {cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 10, view=EVERYTHING)} == {3, 4}
     assert index_counts(db) == (2, 2, 2)
 
 
@@ -406,8 +409,8 @@ def test_failed_replace_leaves_previous_version_intact(corpus: Corpus, db: Path)
     with pytest.raises(TypeError):
         corpus.replace_document(doc, chunks, np.stack([unit(1, 0, 0, 0), unit(0, 1, 0, 0)]))
     assert (corpus.document("a.txt"), corpus.get_chunks([1, 2]), index_counts(db)) == before
-    assert {cid for cid, _ in corpus.search_terms(["cat"], 5)} == {1, 2}
-    assert corpus.search_terms(["new"], 5) == []
+    assert {cid for cid, _ in corpus.search_terms(["cat"], 5, view=EVERYTHING)} == {1, 2}
+    assert corpus.search_terms(["new"], 5, view=EVERYTHING) == []
 
 
 def test_failure_inside_a_group_rolls_back_the_whole_group(corpus: Corpus, db: Path) -> None:
@@ -443,9 +446,9 @@ def test_killed_writer_leaves_the_last_committed_state(db: Path, readonly_first:
     assert Path(f"{db}-wal").exists()  # the crash left the WAL behind
     with Corpus.open(db, readonly=readonly_first) as corpus:
         assert corpus.document("a.txt").content_hash == "old"  # type: ignore[union-attr]
-        assert [cid for cid, _ in corpus.search_terms(["alpha"], 5)] == [1]
-        assert corpus.search_terms(["gamma"], 5) == []
-        assert [cid for cid, _ in corpus.search_vec(unit(0, 1, 0, 0), 5)] == [1]
+        assert [cid for cid, _ in corpus.search_terms(["alpha"], 5, view=EVERYTHING)] == [1]
+        assert corpus.search_terms(["gamma"], 5, view=EVERYTHING) == []
+        assert [cid for cid, _ in corpus.search_vec(unit(0, 1, 0, 0), 5, view=EVERYTHING)] == [1]
     assert index_counts(db) == (1, 1, 1)
 
 
@@ -462,15 +465,15 @@ def test_delete_document_cascades_to_both_indexes(corpus: Corpus, db: Path) -> N
     assert corpus.delete_document("a.txt") is True
     assert corpus.delete_document("a.txt") is False
     assert index_counts(db) == (1, 1, 1)
-    assert corpus.search_terms(["cat"], 5) == []
-    assert [cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 5)] == [3]
+    assert corpus.search_terms(["cat"], 5, view=EVERYTHING) == []
+    assert [cid for cid, _ in corpus.search_vec(unit(1, 0, 0, 0), 5, view=EVERYTHING)] == [3]
 
 
 def test_document_without_chunks(corpus: Corpus) -> None:
     doc = DocumentRecord("blank.txt", "", "   ", "h")
     corpus.replace_document(doc, [], np.empty((0, DIM), dtype=np.float32))
-    assert corpus.stats().documents == 1
-    assert corpus.stats().chunks == 0
+    assert corpus.stats(view=EVERYTHING).documents == 1
+    assert corpus.stats(view=EVERYTHING).chunks == 0
 
 
 def test_set_meta_cannot_change_the_embedder(corpus: Corpus) -> None:
@@ -485,22 +488,28 @@ def test_search_terms_ranks_by_bm25_with_stemming_and_titles(corpus: Corpus) -> 
     add_two_docs(corpus)
     doc, chunks = make_doc("c.txt", ["A cat. A cat. A cat again, naïvely."], "Cats")
     corpus.replace_document(doc, chunks, np.stack([unit(0, 1, 0, 0)]))
-    hits = corpus.search_terms(["cat"], 10)
+    hits = corpus.search_terms(["cat"], 10, view=EVERYTHING)
     assert hits[0][0] == 4
     assert all(score > 0 for _, score in hits)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
-    assert {cid for cid, _ in corpus.search_terms(["physics"], 10)} == {3}  # title column
-    assert {cid for cid, _ in corpus.search_terms(["naive"], 10)} == {4}  # diacritics folded
-    assert corpus.search_terms(["cat"], 0) == []
+    assert {cid for cid, _ in corpus.search_terms(["physics"], 10, view=EVERYTHING)} == {
+        3
+    }  # title column
+    assert {cid for cid, _ in corpus.search_terms(["naive"], 10, view=EVERYTHING)} == {
+        4
+    }  # diacritics folded
+    assert corpus.search_terms(["cat"], 0, view=EVERYTHING) == []
 
 
 def test_search_vec_returns_cosine_similarity(corpus: Corpus) -> None:
     add_two_docs(corpus)
-    hits = corpus.search_vec(unit(1, 0, 0, 0), 10)
+    hits = corpus.search_vec(unit(1, 0, 0, 0), 10, view=EVERYTHING)
     assert [cid for cid, _ in hits] == [1, 2, 3]
     assert hits[0][1] == pytest.approx(1.0, abs=1e-6)
     assert hits[1][1] == pytest.approx(np.sqrt(0.5), abs=1e-6)
     assert hits[2][1] == pytest.approx(0.0, abs=1e-6)
-    assert len(corpus.search_vec(unit(1, 0, 0, 0), 100_000)) == 3  # k capped, not an error
+    assert (
+        len(corpus.search_vec(unit(1, 0, 0, 0), 100_000, view=EVERYTHING)) == 3
+    )  # k capped, not an error
     with pytest.raises(ValueError, match="dimensions"):
-        corpus.search_vec(np.ones(DIM + 1, dtype=np.float32), 5)
+        corpus.search_vec(np.ones(DIM + 1, dtype=np.float32), 5, view=EVERYTHING)

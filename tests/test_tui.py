@@ -29,6 +29,7 @@ from crag_edge.answer.generation import INSUFFICIENT
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
 from crag_edge.grading import ItemGrade
+from crag_edge.groups import CorpusView
 from crag_edge.ingest.pipeline import ProgressEvent
 from crag_edge.models.chat_model import NextTokenLogprobs
 from crag_edge.models.llm import FinishReason, TextStream
@@ -42,6 +43,8 @@ from crag_edge.tui.ingest import IngestScreen
 from crag_edge.tui.screens import HelpScreen
 from crag_edge.tui.widgets import DecisionPanel, EvidenceTable, StageLine, fitted, stage_time
 from crag_edge.types import Action, Chunk, Decision, Hit
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_corpus"
 QUESTION = "How does reciprocal rank fusion combine rankings?"
@@ -277,7 +280,7 @@ def test_ingest_cancel_leaves_a_sound_corpus(tmp_path: Path, embedder: Any) -> N
         report = eng.ingest([docs])
         assert report.added + report.updated + report.unchanged == 200 and not report.errors
         assert report.added > 0, "the cancel landed after the whole ingest"
-        assert eng.corpus.stats().documents == 200
+        assert eng.corpus.stats(view=EVERYTHING).documents == 200
 
 
 # -- snapshots (canned engine: deterministic text, no timings) ------------------------------
@@ -668,7 +671,7 @@ def test_corpus_picker_switches_creates_and_refuses(
             assert app.engine.embedder is embedder  # same model: no second load
             assert app.engine.llm_factory is given.llm_factory  # nor a second LLM
             assert "second.db" in app.sub_title and "1 documents" in app.sub_title
-            assert given.corpus.stats().documents == 1  # still open
+            assert given.corpus.stats(view=EVERYTHING).documents == 1  # still open
 
             # A question runs against the new corpus.
             await pilot.press("ctrl+l", *QUESTION, "enter")
@@ -688,7 +691,7 @@ def test_corpus_picker_switches_creates_and_refuses(
             assert fresh.is_file() and not isinstance(app.screen, CorpusScreen)
             assert "0 documents" in app.sub_title
             with pytest.raises(apsw.ConnectionClosedError):
-                owned.corpus.stats()
+                owned.corpus.stats(view=EVERYTHING)
 
         run(app, body, (100, 30))
 

@@ -22,8 +22,8 @@ from crag_edge.console.options import (
     ModeOption,
     QuestionArgument,
     ViewGroupsOption,
-    groups_option,
     settings_of,
+    view_option,
 )
 from crag_edge.console.output import (
     fmt_number,
@@ -104,9 +104,9 @@ def query(
 ) -> None:
     """Retrieve the best chunks for a question, grade each one, and decide CORRECT /
     AMBIGUOUS / INCORRECT."""
-    view = groups_option(groups)
+    view = view_option(groups)
     with Engine.open(db, settings_of(ctx)) as engine:
-        result = engine.query(question, mode=mode, top_k=top_k, groups=view)
+        result = engine.query(question, mode=mode, top_k=top_k, view=view)
     if as_json:
         print_json(result.to_dict())
         return
@@ -130,9 +130,9 @@ def answer(
 
     Exits 1 when the answer is empty (stalled, or the model wrote nothing); an answer cut
     off by llm_max_tokens or the stall timeout gets a note on stderr."""
-    view = groups_option(groups)
+    view = view_option(groups)
     with Engine.open(db, settings_of(ctx)) as engine:
-        result, stream = engine.answer(question, mode=mode, top_k=top_k, groups=view)
+        result, stream = engine.answer(question, mode=mode, top_k=top_k, view=view)
         if not as_json:
             print_result(result)
             say(("answer", "bold"), ":")

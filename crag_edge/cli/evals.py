@@ -58,6 +58,7 @@ from crag_edge.evaluation.qa import SYSTEMS as QA_SYSTEMS
 from crag_edge.evaluation.qa import QaRecord, qa_systems, read_questions, run_qa
 from crag_edge.evaluation.qa import summarise as summarise_qa
 from crag_edge.evaluation.records import RecordLog
+from crag_edge.groups import CorpusView
 from crag_edge.locations import parse_location
 from crag_edge.models.chat_model import ChatModel
 from crag_edge.models.registry import ModelNotInstalledError
@@ -140,7 +141,11 @@ def eval_crag(
         texts = dict(list(texts.items())[:limit])
     with _evaluating(db, settings, "crag", "queries", len(texts), as_json) as (engine, step):
         report = evaluate_crag(
-            engine.query, lambda q: engine.search(q), texts, judgements, on_query=step
+            lambda q: engine.query(q, view=OWNER),
+            lambda q: engine.search(q, view=OWNER),
+            texts,
+            judgements,
+            on_query=step,
         )
     print_report(report, as_json)
 
@@ -166,7 +171,10 @@ def eval_answers(
     with _evaluating(db, settings, "answers", "claims", len(claim_list), as_json) as (engine, step):
         llm = _llm_of(engine)
         every = answer_systems(
-            llm, lambda q: engine.search(q), engine.query, timeout_s=settings.models.llm_timeout_s
+            llm,
+            lambda q: engine.search(q, view=OWNER),
+            lambda q: engine.query(q, view=OWNER),
+            timeout_s=settings.models.llm_timeout_s,
         )
         log = RecordLog(records, llm.model_id, Record)
         answered = run_answers(claim_list, {n: every[n] for n in chosen}, log, on_claim=step)
@@ -217,11 +225,16 @@ def eval_qa(
     settings = settings_of(ctx)
     with _evaluating(db, settings, "qa", "questions", len(to_ask), as_json) as (engine, step):
         llm = _llm_of(engine)
-        every = qa_systems(llm, lambda q: engine.search(q), engine.answer)
+        every = qa_systems(
+            llm, lambda q: engine.search(q, view=OWNER), lambda q: engine.answer(q, view=OWNER)
+        )
         log = RecordLog(records, llm.model_id, QaRecord)
         answered = run_qa(to_ask, {n: every[n] for n in chosen}, log, on_question=step)
     _report(summarise_qa(answered, chosen), [*QA_METRICS], as_json)
 
+
+# The evaluations measure the whole corpus, as its owner sees it.
+OWNER = CorpusView.everything()
 
 ANSWER_METRICS = (
     "questions",
@@ -308,7 +321,9 @@ def eval_pairs(
             )
         with Engine.open(db, settings_of(ctx), readonly=True) as engine:
             pairs = pairs_from_retrieval(
-                lambda q: engine.search(q, top_k=top_k), read_queries(queries), read_qrels(qrels)
+                lambda q: engine.search(q, top_k=top_k, view=OWNER),
+                read_queries(queries),
+                read_qrels(qrels),
             )
     else:
         if path is None:

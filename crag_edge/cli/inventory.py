@@ -11,7 +11,7 @@ from rich.table import Table
 
 from crag_edge.attached import shown_name
 from crag_edge.console.errors import friendly_errors
-from crag_edge.console.options import DbOption, JsonOption, ViewGroupsOption, groups_option
+from crag_edge.console.options import DbOption, JsonOption, ViewGroupsOption, view_option
 from crag_edge.console.output import out, print_json, say
 from crag_edge.console.readable import readable_date, readable_size, readable_time
 from crag_edge.ingest.pipeline import BEIR_PREFIX
@@ -27,9 +27,9 @@ LISTING_HEADER = ("type", "chunks", "groups", "size", "ingested", "source")
 def documents(db: DbOption, groups: ViewGroupsOption = None, as_json: JsonOption = False) -> None:
     """List the documents of a corpus: source, type, chunks, access groups and when each was
     ingested (no model loads)."""
-    view = groups_option(groups)
+    view = view_option(groups)
     with open_corpus(db, readonly=True) as corpus:
-        entries = corpus.list_documents(groups=view)
+        entries = corpus.list_documents(view=view)
     if as_json:
         print_json([entry_fields(entry) for entry in entries])
         return
@@ -89,9 +89,9 @@ def kind(source: str) -> str:
 def stats(db: DbOption, groups: ViewGroupsOption = None, as_json: JsonOption = False) -> None:
     """Documents, chunks, size, embedder, chunking, cached scores and stored evaluator readings
     of a corpus (no model loads)."""
-    view = groups_option(groups)
+    view = view_option(groups)
     with open_corpus(db, readonly=True) as corpus:
-        info = corpus.stats(groups=view)
+        info = corpus.stats(view=view)
     if as_json:
         print_json(asdict(info) | {"path": str(info.path)})
         return

@@ -17,8 +17,8 @@ from crag_edge.console.options import (
     ModeOption,
     QuestionArgument,
     ViewGroupsOption,
-    groups_option,
     settings_of,
+    view_option,
 )
 from crag_edge.console.output import fmt_number, marked, print_json, say
 from crag_edge.engine import Engine
@@ -40,9 +40,9 @@ def search(
 ) -> None:
     """Find the passages for a question: hybrid retrieval only (no grading, no answer), each
     with its page or section and the question's words marked."""
-    view = groups_option(groups)
+    view = view_option(groups)
     with Engine.open(db, settings_of(ctx)) as engine:
-        found = engine.search_passages(question, mode=mode, top_k=top_k, groups=view)
+        found = engine.search_passages(question, mode=mode, top_k=top_k, view=view)
     if as_json:
         print_json({"question": question, "passages": [p.to_dict() for p in found]})
         return

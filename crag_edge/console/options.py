@@ -17,7 +17,7 @@ import typer
 
 from crag_edge.config import Settings, field_range
 from crag_edge.evaluation.choices import parse_choices
-from crag_edge.groups import parse_groups
+from crag_edge.groups import CorpusView, parse_groups
 from crag_edge.locations import parse_location
 from crag_edge.retrieval import MODES, Mode
 from crag_edge.store.sqlite.corpus import SQLITE_HEADER
@@ -126,6 +126,13 @@ def groups_option(text: str | None) -> frozenset[str] | None:
         return parse_groups(text)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--groups") from None
+
+
+def view_option(text: str | None) -> CorpusView:
+    """The view a `--groups` option asks for: that of a caller with those groups, or the
+    owner's (every document: the local user opened the corpus) when it is not given."""
+    names = groups_option(text)
+    return CorpusView.everything() if names is None else CorpusView.of(names)
 
 
 def settings_of(ctx: typer.Context) -> Settings:

@@ -15,6 +15,7 @@ from crag_edge.answer.generation import answer_reply
 from crag_edge.answer.timing import AnswerClock, AnswerTimings
 from crag_edge.engine import Engine
 from crag_edge.evaluation.answers import context_of_hits
+from crag_edge.groups import CorpusView
 from crag_edge.models.registry import ModelNotInstalledError
 
 PLAIN_TOP_K = 10  # the CRAG paper's plain RAG reads the top 10 documents
@@ -40,7 +41,7 @@ class TimedReply:
 def plain_answer(engine: Engine, question: str, top_k: int = PLAIN_TOP_K) -> TimedReply:
     """Plain RAG: the top-k hits' whole chunks straight into the generator's prompt."""
     clock = AnswerClock()
-    context = context_of_hits(engine.search(question, top_k=top_k))
+    context = context_of_hits(engine.search(question, top_k=top_k, view=CorpusView.everything()))
     clock.evidence_ready()
     llm = engine.llm_factory()
     if llm is None:
@@ -52,7 +53,7 @@ def plain_answer(engine: Engine, question: str, top_k: int = PLAIN_TOP_K) -> Tim
 
 def crag_answer(engine: Engine, question: str) -> TimedReply:
     """The corrective loop, then the answer from its final context (`Engine.answer`)."""
-    result, stream = engine.answer(question)
+    result, stream = engine.answer(question, view=CorpusView.everything())
     "".join(stream)
     answer = stream.answer
     return TimedReply(answer.text, answer.finish_reason, answer.timings, len(result.context))

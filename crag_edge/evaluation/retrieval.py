@@ -13,6 +13,7 @@ from statistics import fmean
 from typing import Any
 
 from crag_edge.evaluation.metrics import ndcg_at, percentile, recall_at
+from crag_edge.groups import CorpusView
 from crag_edge.retrieval import Mode, Retriever
 from crag_edge.types import Hit
 
@@ -53,7 +54,9 @@ def evaluate_retrieval(
     ndcg10, recall10, recall100, latencies = [], [], [], []
     for qid in judged:
         started = time.perf_counter()
-        hits = retriever.search(queries[qid], top_k=depth * CHUNKS_PER_DOCUMENT, mode=mode)
+        hits = retriever.search(
+            queries[qid], top_k=depth * CHUNKS_PER_DOCUMENT, mode=mode, view=CorpusView.everything()
+        )
         latencies.append((time.perf_counter() - started) * 1000)
         ranked = ranked_documents(hits, depth)
         ndcg10.append(ndcg_at(ranked, qrels[qid], 10))

@@ -55,7 +55,7 @@ from crag_edge.attached import file_of, is_container, posing_as_attached
 from crag_edge.citations import places_within
 from crag_edge.config import IngestSettings
 from crag_edge.grading import injection
-from crag_edge.groups import FolderGroups, Groups, Tagging
+from crag_edge.groups import CorpusView, FolderGroups, Groups, Tagging
 from crag_edge.ingest.chunker import Chunker
 from crag_edge.ingest.embed_ahead import EmbedAhead
 from crag_edge.ingest.exclude import is_excluded
@@ -253,9 +253,10 @@ def _encode_passages(
     see are counted, and it hears no progress of it: a count of the others' would tell it
     how much hidden text there is."""
     if caller is not None:
-        before = corpus.stats(groups=caller).stored_passages
+        view = CorpusView.of(caller)
+        before = corpus.stats(view=view).stored_passages
         encode_missing_passages(corpus, index)
-        return max(0, corpus.stats(groups=caller).stored_passages - before)
+        return max(0, corpus.stats(view=view).stored_passages - before)
 
     def on_passages(done: int, count: int) -> None:
         if progress is not None:

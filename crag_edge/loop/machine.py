@@ -71,7 +71,7 @@ class CragLoop:
         evidence"; its `progress` hears each stage as it starts and ends. Its `history` (the
         conversation's earlier turns, oldest first) makes a follow-up question standalone
         before retrieval. Every search, the local fallback's included, sees only the documents
-        a caller with its `groups` may see (`crag_edge.groups`), so nothing later can hold any
+        its `view` sees (`crag_edge.groups.CorpusView`), so nothing later can hold any
         other."""
         clock = Stopwatch(self.metrics, request.progress)
         corrections = Corrections(clock)
@@ -86,7 +86,7 @@ class CragLoop:
             clock,
             corrections,
             keywords=lambda: self.stages.keywords(question),
-            groups=request.groups,
+            view=request.view,
         )
         while run.phase is not Phase.STOPPED:
             run.transition(self._work(run))

@@ -58,7 +58,7 @@ class Stages:
                 top_k=depth or run.k,
                 mode=strategy,  # type: ignore[arg-type]
                 query_vector=vector,
-                groups=run.groups,
+                view=run.view,
             )
 
     def keywords(self, question: str) -> tuple[str, str]:
@@ -123,7 +123,7 @@ class Stages:
                 self.correction.fallback_max_results,
                 self.correction.fallback_timeout_s,
                 rrf_k=self.retrieval.rrf_k,
-                groups=run.groups,
+                view=run.view,
             )
         run.corrections.append(
             Correction(

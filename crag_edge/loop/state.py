@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from crag_edge.correction.fallback import FallbackOutcome
 from crag_edge.grading import Grading, ItemGrade
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.models.chat_model import Message
 from crag_edge.observability import AuditLog
 from crag_edge.progress import StageListener, Stopwatch
@@ -72,14 +72,15 @@ TRANSITIONS: dict[tuple[Phase, Event], tuple[Phase, StopReason | None]] = {
 class Request:
     """One question as the engine hands it to the loop, its arguments checked and repaired
     (`Engine.query` documents each): one object, so that a new option is written once on its
-    way from the engine to the run. `mode` and `top_k` left None take the settings' values."""
+    way from the engine to the run. `mode` and `top_k` left None take the settings' values;
+    `view` has no default, so a request cannot forget whose question it is."""
 
     question: str
+    view: CorpusView  # what the caller may see: every search is limited to it
     mode: Mode | None = None
     top_k: int | None = None
     progress: StageListener | None = None
     history: Sequence[Message] = ()
-    groups: Groups = None
 
 
 def query_key(query: str, strategy: str) -> QueryKey:
@@ -176,7 +177,7 @@ class Run:
     clock: Stopwatch
     corrections: Corrections
     keywords: Callable[[], tuple[str, str]]
-    groups: Groups = None  # the caller's access groups: every search is limited to them
+    view: CorpusView  # what the caller may see: every search is limited to it
     audit: AuditLog = field(default_factory=AuditLog)
     phase: Phase = Phase.SEARCH
     strategy: str = ""  # set by the first round

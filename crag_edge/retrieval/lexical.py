@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.store import CorpusBackend
 
 MAX_QUERY_TERMS = 64
@@ -33,22 +33,21 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(content))[:MAX_QUERY_TERMS]
 
 
-def mentions(corpus: CorpusBackend, word: str, groups: Groups = None) -> bool:
-    """Whether a chunk a caller with `groups` may see holds `word`, one plain word (case
+def mentions(corpus: CorpusBackend, word: str, view: CorpusView) -> bool:
+    """Whether a chunk `view` sees holds `word`, one plain word (case
     folded, as the index holds it). A compound such as `--ignore-whitespace` is not one
     word (nor is `snake_case`): the index keeps only its parts, which a corpus may hold
     apart."""
     if _LETTERS_AND_DIGITS.fullmatch(word) is None:
         return False
-    return bool(corpus.search_terms([word.lower()], 1, groups=groups))
+    return bool(corpus.search_terms([word.lower()], 1, view=view))
 
 
 def search_bm25(
-    corpus: CorpusBackend, text: str, limit: int, groups: Groups = None
+    corpus: CorpusBackend, text: str, limit: int, view: CorpusView
 ) -> list[tuple[int, float]]:
-    """(chunk id, bm25 score with higher = better), best first (only chunks a caller with
-    `groups` may see)."""
+    """(chunk id, bm25 score with higher = better), best first (only chunks `view` sees)."""
     terms = query_terms(text)
     if not terms:
         return []
-    return corpus.search_terms(terms, limit, groups=groups)
+    return corpus.search_terms(terms, limit, view=view)

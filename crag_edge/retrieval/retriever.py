@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from crag_edge.config import RETRIEVAL_MODES as MODES
 from crag_edge.config import RetrievalMode as Mode
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.retrieval.dense import search_dense
 from crag_edge.retrieval.fusion import Fused, rrf
 from crag_edge.retrieval.lexical import search_bm25
@@ -45,20 +45,20 @@ class Retriever:
         mode: Mode = "hybrid",
         query_vector: Vector | None = None,
         *,
-        groups: Groups = None,
+        view: CorpusView,
     ) -> list[Hit]:
         """The best `top_k` chunks for `query`, best first (`query_vector`: already embedded),
-        among those a caller with `groups` may see (`crag_edge.groups`): both retrievers
+        among those `view` sees (`crag_edge.groups.CorpusView`): both retrievers
         filter before their own top-k, so the fusion never sees another's documents."""
         if mode not in MODES:
             raise ValueError(f"unknown retrieval mode {mode!r}; use one of {', '.join(MODES)}")
         depth = max(self.candidates, top_k)
         ranked: dict[str, list[tuple[int, float]]] = {}
         if mode in ("bm25", "hybrid"):
-            ranked["bm25"] = search_bm25(self.corpus, query, depth, groups)
+            ranked["bm25"] = search_bm25(self.corpus, query, depth, view)
         if mode in ("dense", "hybrid") and query.strip():
             vector = self.embed_query(query) if query_vector is None else query_vector
-            ranked["dense"] = search_dense(self.corpus, vector, depth, groups)
+            ranked["dense"] = search_dense(self.corpus, vector, depth, view)
         found = self._content_first(rrf(ranked, self.rrf_k), top_k)
         return [
             Hit(

@@ -32,7 +32,7 @@ from crag_edge.answer.views import MEANINGS, graded_hits, sources, verdict
 from crag_edge.cancellation import Cancellation
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.models.registry import ModelNotInstalledError
 from crag_edge.result import CragResult
 from crag_edge.server.scopes import Scope
@@ -89,11 +89,11 @@ Grade = Annotated[bool, Field(description=GRADE_NOTE)]
 
 
 class EngineRunner(Protocol):
-    """Runs blocking engine work off the event loop, handing it the caller's groups; raises
+    """Runs blocking engine work off the event loop, handing it the caller's view; raises
     `ToolError` when it may not (among others: the caller's scope is below `needs`)."""
 
     def __call__(
-        self, work: Callable[[Engine, Groups], T], *, needs: Scope = "query"
+        self, work: Callable[[Engine, CorpusView], T], *, needs: Scope = "query"
     ) -> Awaitable[T]: ...
 
 
@@ -146,7 +146,7 @@ def build_server(
     async def crag(question: str, history: list[Turn] | None) -> CragResult:
         asked, turns, gone = checked(question), _turns(history), client_gone()
         return await run(
-            lambda engine, groups: engine.query(asked, history=turns, groups=groups, cancel=gone)
+            lambda engine, view: engine.query(asked, history=turns, view=view, cancel=gone)
         )
 
     @server.tool(description=SEARCH_DESCRIPTION, annotations=read_only)
@@ -159,7 +159,7 @@ def build_server(
         if history:
             raise ToolError("history needs grade: a plain search looks for the words as given")
         asked = checked(question)
-        found = await run(lambda engine, groups: engine.search_passages(asked, groups=groups))
+        found = await run(lambda engine, view: engine.search_passages(asked, view=view))
         return {"question": asked, "passages": [passage.to_dict() for passage in found]}
 
     @server.tool(description=ASK_DESCRIPTION, annotations=read_only)
@@ -175,7 +175,7 @@ def build_server(
         asked, turns = checked(question), _turns(history)
         gone = client_gone()
         return await run(
-            lambda engine, groups: _cited_answer(engine, asked, turns, groups, gone),
+            lambda engine, view: _cited_answer(engine, asked, turns, view, gone),
             needs="answer",
         )
 
@@ -190,7 +190,7 @@ def _cited_answer(
     engine: Engine,
     question: str,
     history: list[dict[str, str]],
-    groups: Groups,
+    corpus_view: CorpusView,
     gone: Cancellation | None,
 ) -> dict[str, Any]:
     """The whole answer, as every face gives it (`answer.finished`: its citations, verdict,
@@ -198,7 +198,7 @@ def _cited_answer(
     one message); stopped wherever it is when the client goes away (`gone`), since nobody
     reads it."""
     try:
-        _, stream = engine.answer(question, history=history, groups=groups, cancel=gone)
+        _, stream = engine.answer(question, history=history, view=corpus_view, cancel=gone)
         with closing(stream):
             for _piece in stream:
                 pass
@@ -214,8 +214,8 @@ def serve_stdio(db: Path, settings: Settings) -> None:
     with Engine.open(db, settings) as engine:
         lock = anyio.Lock()  # one engine, one question at a time
 
-        async def run(work: Callable[[Engine, Groups], T], *, needs: Scope = "query") -> T:
+        async def run(work: Callable[[Engine, CorpusView], T], *, needs: Scope = "query") -> T:
             async with lock:
-                return await anyio.to_thread.run_sync(work, engine, None)
+                return await anyio.to_thread.run_sync(work, engine, CorpusView.everything())
 
         build_server(run).run("stdio")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView, Groups
 
 Scope = Literal["query", "answer", "ingest", "admin"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
@@ -36,10 +36,16 @@ class Principal:
         return scope_rank(self.scope) >= scope_rank(needed)
 
     @property
+    def view(self) -> CorpusView:
+        """What the engine may show this caller (`crag_edge.groups`): every document for
+        admin; the untagged ones and its token's groups' for anyone else."""
+        return CorpusView.everything() if self.scope == "admin" else CorpusView.of(self.groups)
+
+    @property
     def visible_groups(self) -> Groups:
-        """The groups handed to the engine (`crag_edge.groups`): None, every document, for
-        admin; the token's groups for anyone else."""
-        return None if self.scope == "admin" else self.groups
+        """The groups of `view` (None: every document), for what takes them as a set: what a
+        result may show (`server.caller_view`), whose documents an ingest may change."""
+        return self.view.groups
 
     @property
     def job_owner(self) -> str | None:

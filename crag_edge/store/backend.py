@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from crag_edge.config import RetrievalSettings
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.store.document_groups import NO_FILTER, Filter
 from crag_edge.store.jobs import JobTable
 from crag_edge.store.records import (
@@ -115,7 +115,7 @@ class CorpusBackend(Protocol):
 
     def delete_meta(self, key: str) -> bool: ...
 
-    def stats(self, *, groups: Groups = None) -> CorpusStats: ...
+    def stats(self, *, view: CorpusView) -> CorpusStats: ...
 
     def transaction(self) -> AbstractContextManager[None]: ...
 
@@ -127,8 +127,8 @@ class CorpusBackend(Protocol):
 
     def list_sources(self) -> list[str]: ...
 
-    def list_documents(self, *, groups: Groups = None) -> list[DocumentEntry]:
-        """Every document a caller with `groups` may see, by source, without its text."""
+    def list_documents(self, *, view: CorpusView) -> list[DocumentEntry]:
+        """Every document `view` sees, by source, without its text."""
         ...
 
     def reached_by(self) -> dict[str, str]:
@@ -147,12 +147,12 @@ class CorpusBackend(Protocol):
     def delete_document(self, source: str) -> bool: ...
 
     def search_terms(
-        self, terms: Sequence[str], limit: int, *, groups: Groups = None
+        self, terms: Sequence[str], limit: int, *, view: CorpusView
     ) -> list[tuple[int, float]]:
         """(chunk id, bm25 with higher = better) of the chunks holding any of `terms`, best
         first. Terms are plain words (`retrieval.lexical.query_terms`), cut into index terms
         by `store.fts_terms` and never read as query syntax; bm25 is FTS5's (k1 1.2, b 0.75),
-        over the chunks a caller with `groups` may see when it has groups."""
+        over the chunks `view` sees (`crag_edge.groups.CorpusView`)."""
         ...
 
     def use_settings(self, retrieval: RetrievalSettings) -> None:
@@ -161,10 +161,9 @@ class CorpusBackend(Protocol):
         ...
 
     def search_vec(
-        self, vector: Vector, limit: int, *, groups: Groups = None
+        self, vector: Vector, limit: int, *, view: CorpusView
     ) -> list[tuple[int, float]]:
-        """(chunk id, cosine similarity) of the nearest chunks a caller with `groups` may
-        see, best first."""
+        """(chunk id, cosine similarity) of the nearest chunks `view` sees, best first."""
         ...
 
     def get_vectors(self, ids: Sequence[int]) -> Vector: ...

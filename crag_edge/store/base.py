@@ -18,7 +18,7 @@ from typing import Any, Self, TypeVar
 
 import numpy as np
 
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.store.backend import PassageVectorsBackend, ScoreCacheBackend
 from crag_edge.store.dialect import Dialect, Executes
 from crag_edge.store.document_groups import (
@@ -140,8 +140,8 @@ class SqlCorpus(EmbedderIdentity, Closing):
         with self._reading() as conn:
             return list(conn.execute(self._dialect.sql(sql), tuple(params)).fetchall())
 
-    def _visible_chunks(self, column: str, groups: Groups) -> Filter:
-        return visible_chunks(self._dialect, column, groups, present=self._groups_present)
+    def _visible_chunks(self, column: str, view: CorpusView) -> Filter:
+        return visible_chunks(self._dialect, column, view, present=self._groups_present)
 
     def meta(self) -> dict[str, str]:
         """Every key/value in the `meta` table."""
@@ -166,15 +166,15 @@ class SqlCorpus(EmbedderIdentity, Closing):
         self._meta = self.meta()
         return removed
 
-    def stats(self, *, groups: Groups = None) -> CorpusStats:
-        """Counts, size and provenance of the corpus. With `groups`, the documents, chunks,
-        cached scores and stored readings count only what such a caller may see."""
-        documents = visible_documents(self._dialect, "id", groups, present=self._groups_present)
+    def stats(self, *, view: CorpusView) -> CorpusStats:
+        """Counts, size and provenance of the corpus as `view` sees it: the documents,
+        chunks, cached scores and stored readings count only what such a caller may see."""
+        documents = visible_documents(self._dialect, "id", view, present=self._groups_present)
         with self._reading() as conn:
             document_count = count_rows(conn, "documents", documents)
-            chunk_count = count_rows(conn, "chunks", self._visible_chunks("id", groups))
+            chunk_count = count_rows(conn, "chunks", self._visible_chunks("id", view))
         db_bytes, version = self._size_and_version()
-        chunk_filter = self._visible_chunks("chunk_id", groups)
+        chunk_filter = self._visible_chunks("chunk_id", view)
         return CorpusStats.from_meta(
             self.meta(),
             path=self.path,
@@ -186,10 +186,10 @@ class SqlCorpus(EmbedderIdentity, Closing):
             stored_passages=self.passage_vectors().count(chunk_filter),
         )
 
-    def list_documents(self, *, groups: Groups = None) -> list[DocumentEntry]:
-        """Every document a caller with `groups` may see, by source, without its text."""
+    def list_documents(self, *, view: CorpusView) -> list[DocumentEntry]:
+        """Every document `view` sees, by source, without its text."""
         condition, params = visible_documents(
-            self._dialect, "d.id", groups, present=self._groups_present
+            self._dialect, "d.id", view, present=self._groups_present
         )
         with self._reading() as conn:
             rows = conn.execute(self._dialect.sql(_LISTING) + condition, params).fetchall()

@@ -8,8 +8,9 @@ LIMIT`, and the vector search relies on sqlite-vec (pinned at 0.1.9) applying a 
 constraint during its KNN scan, so `k` counts visible chunks only (its metadata columns hold
 one scalar per row and cannot express "untagged or sharing one of these groups"); PostgreSQL
 scans exactly for such a caller (`store.postgres.corpus`), since an HNSW scan filters after
-choosing its candidates. For the owner (`groups=None`) no constraint is added: the queries
-are exactly the unfiltered ones.
+choosing its candidates. For the owner (`CorpusView.everything()`) no constraint is added:
+the queries are exactly the unfiltered ones. Anything but a `CorpusView` is a TypeError
+here, where every search, count and listing of both backends derives its filter.
 
 A read-only SQLite file older than the table has no tags (`present=False`): all of its
 documents are untagged.
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView, checked_view
 from crag_edge.store.dialect import Dialect, Executes
 
 _VISIBLE_DOCUMENTS = (
@@ -36,24 +37,27 @@ NO_FILTER: Filter = ("", ())
 
 
 def visible_chunks(
-    dialect: Dialect, column: str, groups: Groups, *, present: bool = True
+    dialect: Dialect, column: str, view: CorpusView, *, present: bool = True
 ) -> Filter:
     """`AND <column> IN (chunks the caller may see)`, or no filter for the owner (or a file
     without tags, where every document is untagged)."""
-    return _visible(dialect, column, _VISIBLE_CHUNKS, groups, present)
+    return _visible(dialect, column, _VISIBLE_CHUNKS, view, present)
 
 
 def visible_documents(
-    dialect: Dialect, column: str, groups: Groups, *, present: bool = True
+    dialect: Dialect, column: str, view: CorpusView, *, present: bool = True
 ) -> Filter:
     """`AND <column> IN (documents the caller may see)`; as `visible_chunks`."""
-    return _visible(dialect, column, _VISIBLE_DOCUMENTS, groups, present)
+    return _visible(dialect, column, _VISIBLE_DOCUMENTS, view, present)
 
 
-def _visible(dialect: Dialect, column: str, view: str, groups: Groups, present: bool) -> Filter:
+def _visible(
+    dialect: Dialect, column: str, visible: str, view: CorpusView, present: bool
+) -> Filter:
+    groups = checked_view(view).groups
     if groups is None or not present:
         return NO_FILTER
-    return dialect.sql(f" AND {column} IN ({view})"), (dialect.as_list(sorted(groups)),)
+    return dialect.sql(f" AND {column} IN ({visible})"), (dialect.as_list(sorted(groups)),)
 
 
 def read_groups(conn: Executes, dialect: Dialect, doc_id: int) -> frozenset[str]:
@@ -82,10 +86,10 @@ def count_rows(conn: Executes, table: str, condition: Filter) -> int:
 
 
 def visible_chunk_ids(
-    conn: Executes, dialect: Dialect, groups: Groups, *, present: bool = True
+    conn: Executes, dialect: Dialect, view: CorpusView, *, present: bool = True
 ) -> list[int] | None:
     """The ids of the chunks a caller may see, or None when every chunk is visible."""
-    sql, params = visible_chunks(dialect, "id", groups, present=present)
+    sql, params = visible_chunks(dialect, "id", view, present=present)
     if not sql:
         return None
     rows = conn.execute(f"SELECT id FROM chunks WHERE true{sql}", params).fetchall()

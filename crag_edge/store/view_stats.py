@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from crag_edge.groups import CorpusView, checked_view
 
 TOTALS_TTL_S = 30.0
 MAX_VIEWS = 256  # views whose totals are kept; beyond, the cache starts over
@@ -38,13 +40,13 @@ class Totals:
 
 
 class TotalsCache:
-    """The totals of each view (None: the whole corpus), read again once stale."""
+    """The totals of each view (`CorpusView`), read again once stale."""
 
     def __init__(self) -> None:
-        self._kept: dict[Hashable, Totals] = {}
+        self._kept: dict[CorpusView, Totals] = {}
 
-    def get(self, view: Hashable, read: Callable[[], Totals]) -> Totals:
-        totals = self._kept.get(view)
+    def get(self, view: CorpusView, read: Callable[[], Totals]) -> Totals:
+        totals = self._kept.get(checked_view(view))
         if totals is None or not totals.fresh():
             if len(self._kept) >= MAX_VIEWS:
                 self._kept.clear()

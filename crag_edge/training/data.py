@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from crag_edge.evaluation.pairs import Pair
+from crag_edge.groups import CorpusView
 from crag_edge.retrieval import Retriever
 from crag_edge.store import CorpusBackend
 from crag_edge.types import Chunk
@@ -251,7 +252,9 @@ class PairBuilder:
         """`negatives` chunks sampled from the top `pool` hybrid hits that are not excluded."""
         if self.options.negatives == 0:
             return []
-        hits = self.retriever.search(query, top_k=self.options.pool, mode="hybrid")
+        hits = self.retriever.search(
+            query, top_k=self.options.pool, mode="hybrid", view=CorpusView.everything()
+        )
         candidates = [h.chunk for h in hits if not excluded(h.chunk)]
         return self._rng(unit, "mine").sample(
             candidates, min(self.options.negatives, len(candidates))

@@ -28,6 +28,7 @@ from crag_edge.answer.finished import Answer
 from crag_edge.answer.refusal import Refusal
 from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.engine import Engine
+from crag_edge.groups import CorpusView
 from crag_edge.models.llm import Message
 from crag_edge.progress import StageEvent
 from crag_edge.result import CragResult
@@ -257,7 +258,11 @@ class AskScreen(Screen[None]):
         self._asking.add(run)
         try:
             result, stream = engine.answer(
-                question, history=history, progress=on_stage, cancel=cancel
+                question,
+                history=history,
+                progress=on_stage,
+                view=CorpusView.everything(),
+                cancel=cancel,
             )
             if worker.is_cancelled:
                 return

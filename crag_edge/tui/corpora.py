@@ -19,6 +19,7 @@ from textual.widgets import Footer, Header, Input, OptionList
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from crag_edge.groups import CorpusView
 from crag_edge.locations import absolute_location, is_database_url, parse_location
 from crag_edge.store import (
     Corpus,
@@ -72,7 +73,7 @@ def read_entry(path: Path) -> CorpusEntry:
     """Stats of the corpus at `path`, read-only; any file that is not one becomes a reason."""
     try:
         with Corpus.open(path, readonly=True) as corpus:
-            return CorpusEntry(path, corpus.stats())
+            return CorpusEntry(path, corpus.stats(view=CorpusView.everything()))
     except (NotACorpusError, CorruptCorpusError) as exc:
         return CorpusEntry(path, problem=open_error(exc), openable=False)
     except SchemaTooNewError as exc:

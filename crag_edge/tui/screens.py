@@ -15,6 +15,7 @@ from textual.screen import ModalScreen, Screen
 from textual.suggester import Suggester
 from textual.widgets import Markdown
 
+from crag_edge.groups import CorpusView
 from crag_edge.locations import is_database_url, shown_location
 from crag_edge.store import CorpusBackend
 from crag_edge.store.records import CorpusStats
@@ -135,7 +136,7 @@ def current_stats(corpus: CorpusBackend) -> CorpusStats | str:
     overwrite the file, or its disk fail, while the app has it open: the screens then say
     so where the stats would be, instead of the app ending on the store's exception."""
     try:
-        return corpus.stats()
+        return corpus.stats(view=CorpusView.everything())
     except Exception as exc:  # SQLite or a database server: any failure is reported alike
         return f"cannot read the corpus: {type(exc).__name__}: {exc}"
 

@@ -22,6 +22,7 @@ from textual.widgets.option_list import Option
 from crag_edge.citations import locator
 from crag_edge.console.output import line, marked
 from crag_edge.engine import Engine
+from crag_edge.groups import CorpusView
 from crag_edge.retrieval.passages import Passage
 from crag_edge.text_boundary import QuestionError, asked_question
 from crag_edge.tui.screens import CragScreen
@@ -83,7 +84,7 @@ class SearchScreen(CragScreen[None]):
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def run_search(self, engine: Engine, question: str) -> None:
         try:
-            found = engine.search_passages(question)
+            found = engine.search_passages(question, view=CorpusView.everything())
         except Exception as exc:  # the store or the embedder: said in the panel, not a crash
             self.app.call_from_thread(self._failed, f"{type(exc).__name__}: {exc}")
             return

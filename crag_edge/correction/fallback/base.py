@@ -12,7 +12,7 @@ import hashlib
 from typing import Protocol
 
 from crag_edge.config import env_name
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.types import Hit
 
 # The settings the messages point users at.
@@ -46,8 +46,8 @@ class FallbackProvider(Protocol):
     """A source of evidence outside the corpus. `search` returns at most
     `min(limit, max_results)` hits, best first, within about `timeout_s`, or raises
     `FallbackError`; hits carry `origin="fallback:<name>"` and negative chunk ids. A
-    provider holding documents tagged with access groups returns only those a caller with
-    `groups` may see (`crag_edge.groups`); the web holds none, so web providers ignore it."""
+    provider holding documents tagged with access groups returns only those `view` sees
+    (`crag_edge.groups.CorpusView`); the web holds none, so web providers ignore it."""
 
     @property
     def name(self) -> str: ...
@@ -58,7 +58,7 @@ class FallbackProvider(Protocol):
     @property
     def max_results(self) -> int: ...
 
-    def search(self, query: str, limit: int, groups: Groups = None) -> list[Hit]: ...
+    def search(self, query: str, limit: int, view: CorpusView) -> list[Hit]: ...
 
     def close(self) -> None:
         """Release files or connections; the provider may not be used afterwards."""

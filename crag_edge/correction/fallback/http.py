@@ -20,7 +20,7 @@ import httpx
 from tokenizers import Tokenizer
 
 from crag_edge.correction.fallback.base import ENV_TIMEOUT, FallbackError, fallback_id
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.http_bounds import Watchdog, read_capped, split_credentials
 from crag_edge.text_boundary import repair
 from crag_edge.types import Chunk, Hit
@@ -271,9 +271,9 @@ class WebProvider(ABC):
         self.max_results = max_results
         self.tokenizer = tokenizer
 
-    def search(self, query: str, limit: int, groups: Groups = None) -> list[Hit]:
+    def search(self, query: str, limit: int, view: CorpusView) -> list[Hit]:
         """Up to `limit` results (at most `max_results`); web results are public, so
-        `groups` changes nothing."""
+        `view` changes nothing."""
         count = min(limit, self.max_results, self.api_max_results or self.max_results)
         if count <= 0 or not query.strip():
             return []

@@ -16,7 +16,7 @@ import apsw
 
 from crag_edge.config import RetrievalSettings
 from crag_edge.correction.fallback.base import ENV_DB, ENV_TIMEOUT, FallbackError, fallback_id
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.locations import absolute_location, parse_location, shown_location
 from crag_edge.retrieval import Retriever
 from crag_edge.store import (
@@ -62,9 +62,9 @@ class LocalCorpusProvider:
         # another thread (a search abandoned at its deadline) is still using.
         self._lock = threading.Lock()
 
-    def search(self, query: str, limit: int, groups: Groups = None) -> list[Hit]:
-        """The best hits a caller with `groups` may see in the fallback corpus, whose
-        documents carry access groups of their own (`crag_edge.groups`)."""
+    def search(self, query: str, limit: int, view: CorpusView) -> list[Hit]:
+        """The best hits `view` sees in the fallback corpus, whose documents carry access
+        groups of their own (`crag_edge.groups`)."""
         count = min(limit, self.max_results)
         if count <= 0 or not query.strip():
             return []
@@ -77,7 +77,7 @@ class LocalCorpusProvider:
         try:
             retriever = self._open()
             hits = retriever.search(
-                query, top_k=count, mode=self.retrieval.retrieval_mode, groups=groups
+                query, top_k=count, mode=self.retrieval.retrieval_mode, view=view
             )
         except (CorpusError, apsw.Error) as exc:
             raise FallbackError(

@@ -25,7 +25,7 @@ from typing import Any
 from crag_edge.cancellation import check_cancelled
 from crag_edge.correction.fallback.base import ENV_TIMEOUT, FallbackError, FallbackProvider
 from crag_edge.correction.fallback.http import url_key
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.http_bounds import CANCEL_POLL_S
 from crag_edge.retrieval import rrf
 from crag_edge.types import Hit
@@ -49,10 +49,10 @@ def run_fallbacks(
     timeout: float,
     *,
     rrf_k: int = 60,
-    groups: Groups = None,
+    view: CorpusView,
 ) -> FallbackOutcome:
-    """Ask every provider for `limit` results concurrently, on behalf of a caller with
-    `groups` (`crag_edge.groups`); never raises for a provider."""
+    """Ask every provider for `limit` results concurrently, on behalf of a caller who sees
+    `view` (`crag_edge.groups.CorpusView`); never raises for a provider."""
     if not providers or limit <= 0 or not query.strip():
         return FallbackOutcome([])
     started = time.perf_counter()
@@ -60,7 +60,7 @@ def run_fallbacks(
     try:
         # Each provider in the caller's context: a cancelled question cuts its HTTP call.
         futures = [
-            pool.submit(copy_context().run, _timed, p, query, limit, groups) for p in providers
+            pool.submit(copy_context().run, _timed, p, query, limit, view) for p in providers
         ]
         _wait_cancellable(futures, timeout)
     finally:
@@ -123,12 +123,12 @@ def merge(answers: Sequence[Sequence[Hit]], limit: int, rrf_k: int = 60) -> list
 
 
 def _timed(
-    provider: FallbackProvider, query: str, limit: int, groups: Groups
+    provider: FallbackProvider, query: str, limit: int, view: CorpusView
 ) -> tuple[list[Hit] | Exception, float]:
     """The provider's hits or its exception, with the time it took either way."""
     started = time.perf_counter()
     try:
-        result: list[Hit] | Exception = provider.search(query, limit, groups)
+        result: list[Hit] | Exception = provider.search(query, limit, view)
     except Exception as exc:
         result = exc
     return result, round((time.perf_counter() - started) * 1000, 3)

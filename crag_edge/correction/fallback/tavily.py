@@ -22,7 +22,7 @@ from crag_edge.correction.fallback.http import (
     score_field,
     text_field,
 )
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.text_boundary import one_line
 from crag_edge.types import Hit
 
@@ -55,10 +55,10 @@ class TavilyProvider(WebProvider):
     def __repr__(self) -> str:
         return f"TavilyProvider(base_url={self.base_url!r}, api_key=<hidden>)"
 
-    def search(self, query: str, limit: int, groups: Groups = None) -> list[Hit]:
+    def search(self, query: str, limit: int, view: CorpusView) -> list[Hit]:
         if not self.api_key:
             raise FallbackError(self.name, "no API key configured", f"set {ENV_TAVILY_KEY}")
-        return super().search(query, limit, groups)
+        return super().search(query, limit, view)
 
     def _ask(self, query: str, count: int) -> Reply:
         return self._send_search(

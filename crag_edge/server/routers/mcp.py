@@ -22,7 +22,7 @@ from starlette.types import Scope as AsgiScope
 
 from crag_edge.cancellation import Cancelled
 from crag_edge.engine import Engine
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.server.deps import admitted, authenticate, caller_var, require_scope
 from crag_edge.server.errors import MCP_PATH, ApiError
 from crag_edge.server.mcp import EngineRunner, build_server
@@ -56,7 +56,7 @@ def _runner(state: ServerState) -> EngineRunner:
     that copy its context); too weak a token, not ready or at capacity is a tool error the
     calling model can read (an MCP client expects a tool result, not an HTTP status)."""
 
-    async def run(work: Callable[[Engine, Groups], T], *, needs: Scope = "query") -> T:
+    async def run(work: Callable[[Engine, CorpusView], T], *, needs: Scope = "query") -> T:
         caller = caller_var.get()
         if caller is None:  # never seen: `_Authorized` sets it; fail closed all the same
             raise ToolError("no caller for this request (unauthorized)")
@@ -64,7 +64,7 @@ def _runner(state: ServerState) -> EngineRunner:
             require_scope(caller, needs)
             engine = state.require_engine()
             async with admitted(state):
-                return await run_in_threadpool(work, engine, caller.visible_groups)
+                return await run_in_threadpool(work, engine, caller.view)
         except ApiError as exc:
             raise ToolError(f"{exc.message} ({exc.code})") from None
         except Cancelled:

@@ -31,7 +31,7 @@ from crag_edge.answer.finished import Answer, AnswerStream
 from crag_edge.answer.generation import AnswerFinish, source_line
 from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.engine import Engine
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.models.llm import Message
 from crag_edge.result import CragResult
 from crag_edge.server.deps import CallerDep, StateDep, acquire, admitted, requires
@@ -105,7 +105,7 @@ async def chat_completions(
         )
     question, history = _conversation(body, state)
     engine = state.require_engine()
-    ask = _Ask(question, history, caller.visible_groups)
+    ask = _Ask(question, history, caller.view)
     if body.stream:
         await acquire(state)
         streamed = _StreamedReply(model_id(state), engine, ask, state)
@@ -133,14 +133,14 @@ def _text(content: str | list[ContentPart] | None) -> str:
 
 @dataclass(frozen=True)
 class _Ask:
-    """The question, the turns before it, and the groups of the caller asking it."""
+    """The question, the turns before it, and what the caller asking it may see."""
 
     question: str
     history: list[Message]
-    groups: Groups
+    view: CorpusView
 
     def answer(self, engine: Engine, cancel: Cancellation) -> tuple[CragResult, AnswerStream]:
-        return engine.answer(self.question, history=self.history, groups=self.groups, cancel=cancel)
+        return engine.answer(self.question, history=self.history, view=self.view, cancel=cancel)
 
     def whole(self, engine: Engine, cancel: Cancellation) -> Answer:
         """The answer read to its end (a whole completion)."""

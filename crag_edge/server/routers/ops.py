@@ -74,10 +74,10 @@ async def stats(state: StateDep, caller: CallerDep) -> dict[str, Any]:
     them), and the server's queue and the jobs the caller may follow (an admin's: every
     job)."""
     engine = state.require_engine()
-    view = caller.visible_groups
-    corpus = asdict(await run_in_threadpool(lambda: engine.corpus.stats(groups=view)))
+    view = caller.view
+    corpus = asdict(await run_in_threadpool(lambda: engine.corpus.stats(view=view)))
     corpus["path"] = str(corpus["path"])
-    if view is not None:  # they move when any group ingests: not the caller's to see
+    if view.limited:  # they move when any group ingests: not the caller's to see
         corpus["last_ingest_at"] = corpus["db_bytes"] = None
     config = state.config
     return {

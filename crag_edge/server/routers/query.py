@@ -20,7 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from crag_edge.cancellation import Cancellation, Cancelled
 from crag_edge.config import RetrievalMode
 from crag_edge.engine import Engine
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.result import CragResult
 from crag_edge.server.config import ServerConfig
 from crag_edge.server.deps import (
@@ -101,7 +101,7 @@ async def query(
                 question,
                 mode=body.mode,
                 top_k=body.top_k,
-                groups=caller.visible_groups,
+                view=caller.view,
                 cancel=cancel,
             ),
         )
@@ -132,7 +132,7 @@ async def answer(body: QueryRequest, state: StateDep, caller: CallerDep) -> Work
     question = checked_question(body.question, state.config)
     engine = state.require_engine()
     await acquire(state)
-    ask = _Answering(engine, question, body, caller.visible_groups, state, request_id_var.get())
+    ask = _Answering(engine, question, body, caller.view, state, request_id_var.get())
     return WorkStream(ask.run, state.admission.release)
 
 
@@ -147,7 +147,7 @@ class _Answering:
     engine: Engine
     question: str
     body: QueryRequest
-    groups: Groups
+    view: CorpusView
     state: ServerState
     request_id: str | None
 
@@ -160,7 +160,7 @@ class _Answering:
                 self.question,
                 mode=self.body.mode,
                 top_k=self.body.top_k,
-                groups=self.groups,
+                view=self.view,
                 progress=lambda event: emit(_sse("stage", asdict(event))),
                 cancel=cancel,
             )
@@ -181,5 +181,5 @@ class _Answering:
 
     def _shown(self, data: dict[str, Any]) -> dict[str, Any]:
         """`data` as this caller may see it (`server.caller_view`)."""
-        shown: dict[str, Any] = self.state.view.shown(data, self.groups)
+        shown: dict[str, Any] = self.state.view.shown(data, self.view.groups)
         return shown

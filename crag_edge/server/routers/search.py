@@ -32,7 +32,7 @@ async def search(body: QueryRequest, state: StateDep, caller: CallerDep) -> dict
             question,
             mode=body.mode,
             top_k=body.top_k,
-            groups=caller.visible_groups,
+            view=caller.view,
         )
     shown: dict[str, Any] = state.view.shown(
         {"question": question, "passages": [p.to_dict() for p in found]}, caller.visible_groups

@@ -30,7 +30,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from crag_edge.config import RetrievalSettings
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.store.base import SqlCorpus
 from crag_edge.store.dialect import POSTGRES
 from crag_edge.store.document_groups import write_groups
@@ -331,7 +331,7 @@ class PostgresCorpus(SqlCorpus):
     # -- search --------------------------------------------------------------------------
 
     def search_terms(
-        self, terms: Sequence[str], limit: int, *, groups: Groups = None
+        self, terms: Sequence[str], limit: int, *, view: CorpusView
     ) -> list[tuple[int, float]]:
         """(chunk id, bm25) of the chunks holding any of `terms`, best first, scored as
         FTS5 scores them (`store.postgres.lexical`); only visible chunks, by their statistics."""
@@ -339,26 +339,24 @@ class PostgresCorpus(SqlCorpus):
             return []
         with self._connection() as conn:
             totals = self._totals.get(
-                groups, lambda: read_totals(conn, self._visible_chunks("id", groups))
+                view, lambda: read_totals(conn, self._visible_chunks("id", view))
             )
-            return search_bm25(
-                conn, terms, limit, self._visible_chunks("p.chunk_id", groups), totals
-            )
+            return search_bm25(conn, terms, limit, self._visible_chunks("p.chunk_id", view), totals)
 
     def use_settings(self, retrieval: RetrievalSettings) -> None:
         """None applies: pgvector's HNSW index serves dense search at every size."""
 
     def search_vec(
-        self, vector: Vector, limit: int, *, groups: Groups = None
+        self, vector: Vector, limit: int, *, view: CorpusView
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the nearest visible chunks, best first."""
         query = self._query_vector(vector)
         if limit <= 0:
             return []
-        visible, params = self._visible_chunks("id", groups)
+        visible, params = self._visible_chunks("id", view)
         with self._connection() as conn, conn.transaction():
             conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(limit, 40), MAX_EF_SEARCH)}")
-            if groups is not None:
+            if view.limited:
                 conn.execute("SET LOCAL enable_indexscan = off")  # exact: filter before top-k
             rows = conn.execute(
                 f"SELECT id, 1 - (embedding <=> %s) FROM chunks WHERE true{visible} "

@@ -22,7 +22,7 @@ import apsw
 import numpy as np
 
 from crag_edge.config import BINARY_PREFILTER_CHUNKS, RetrievalSettings
-from crag_edge.groups import Groups
+from crag_edge.groups import CorpusView
 from crag_edge.store.base import SqlCorpus
 from crag_edge.store.dialect import SQLITE
 from crag_edge.store.document_groups import visible_chunk_ids, write_groups
@@ -338,17 +338,17 @@ class Corpus(SqlCorpus):
     # -- search --------------------------------------------------------------------------
 
     def search_terms(
-        self, terms: Sequence[str], limit: int, *, groups: Groups = None
+        self, terms: Sequence[str], limit: int, *, view: CorpusView
     ) -> list[tuple[int, float]]:
         """(chunk id, -bm25) of the chunks holding any of `terms`, best first (higher is
-        better); only chunks a caller with `groups` may see (`crag_edge.groups`), scored by
+        better); only chunks `view` sees (`crag_edge.groups.CorpusView`), scored by
         the statistics of those chunks alone (`store.view_stats`)."""
         if limit <= 0 or not terms:
             return []
-        visible = self._visible_chunks("+rowid", groups)
+        visible = self._visible_chunks("+rowid", view)
         if visible[0]:
             totals = self._view_totals.get(
-                groups, lambda: lexical_view.read_totals(self._conn, visible)
+                view, lambda: lexical_view.read_totals(self._conn, visible)
             )
             return lexical_view.search_view(self._conn, terms, limit, visible, totals)
         rows = self._conn.execute(
@@ -363,10 +363,10 @@ class Corpus(SqlCorpus):
         self.prefilter_from = retrieval.binary_prefilter_chunks
 
     def search_vec(
-        self, vector: Vector, limit: int, *, groups: Groups = None
+        self, vector: Vector, limit: int, *, view: CorpusView
     ) -> list[tuple[int, float]]:
-        """(chunk id, cosine similarity) of the nearest chunks a caller with `groups` may
-        see (`crag_edge.groups`), best first.
+        """(chunk id, cosine similarity) of the nearest chunks `view` sees
+        (`crag_edge.groups.CorpusView`), best first.
 
         From `prefilter_from` chunks on (None: never) the candidates come from the binary
         pre-filter (`store.sqlite.vector_bits`), ranked by the same similarities; below, and in a
@@ -380,11 +380,9 @@ class Corpus(SqlCorpus):
         bits = self._bits
         start = self.prefilter_from
         if bits is not None and start is not None and len(bits) >= start:
-            visible_ids = visible_chunk_ids(
-                self._conn, SQLITE, groups, present=self._groups_present
-            )
+            visible_ids = visible_chunk_ids(self._conn, SQLITE, view, present=self._groups_present)
             return bits.search(query, limit, visible_ids)
-        visible, params = self._visible_chunks("rowid", groups)
+        visible, params = self._visible_chunks("rowid", view)
         rows = self._conn.execute(
             f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{visible} "
             "ORDER BY distance",
