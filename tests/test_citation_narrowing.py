@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from crag_edge.answer.checked import CheckedAnswer
+from crag_edge.answer.finished import AnswerStream
 from crag_edge.answer.narrowing import sentence_locator
+from crag_edge.answer.timing import AnswerClock
 from crag_edge.config import AnswerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.grading.result import ItemGrade
@@ -102,7 +104,10 @@ def test_the_checked_answer_records_each_sentence_at_its_row(
     assert passage.pages == (1, 5)
     words = "Supplier: Baltic Steel; Lead time: 3 weeks [1]."
     answer = CheckedAnswer(stream_of([words]), result, smollm, AnswerSettings())
-    assert "".join(answer) == words
+    clock = AnswerClock()
+    clock.evidence_ready()
+    stream = AnswerStream(answer, result, settings.models, clock)
+    assert "".join(stream) == words
     [record] = answer.support.sentences
     assert (record.checked_by, record.locator) == ("quote", "suppliers.xlsx row 3 § suppliers")
     assert record.to_dict()["locator"] == "suppliers.xlsx row 3 § suppliers"
@@ -110,7 +115,7 @@ def test_the_checked_answer_records_each_sentence_at_its_row(
     # under the passage, the TUI's citation list in its place.
     row = ("suppliers.xlsx row 3 § suppliers", "Supplier: Baltic Steel; Lead time: 3 weeks.")
     assert answer.support.narrowed(passage) == [row]
-    tail = _Reply("m", result, settings).tail(words, "stop", answer.support)
+    tail = _Reply("m").tail(stream.answer)
     assert f"\n    {row[0]}: {row[1]}" in tail
     label = citation_label(passage, [place for place, _ in answer.support.narrowed(passage)])
     assert label.startswith("[1] suppliers.xlsx row 3 § suppliers  chars")

@@ -293,7 +293,7 @@ class CannedCorpus:
     def search_terms(self, terms: Any, limit: int, **_: Any) -> list[tuple[int, float]]:
         return []  # no word is anywhere else: the support check's name test reads the context
 
-    def stats(self) -> CorpusStats:
+    def stats(self, *, view: CorpusView) -> CorpusStats:
         return CorpusStats(
             Path("demo.db"), 6, 13, 1_200_000, "all-minilm-l6-v2", 384, 1, 0.0, None, 200, 40
         )
