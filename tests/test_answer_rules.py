@@ -20,6 +20,7 @@ from crag_edge.answer.answering import read_against
 from crag_edge.answer.checked import CheckedAnswer
 from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish
 from crag_edge.answer.pointing import Said, pointer_fault, points_forward
+from crag_edge.answer.table_rows import names, unnamed_row
 from crag_edge.config import AnswerSettings
 from crag_edge.models.chat_model import TextStream
 from crag_edge.models.embedder import OnnxEmbedder
@@ -248,3 +249,54 @@ def test_a_sentence_supporting_one_that_answers_is_shown_with_it(
     text, answer = answered(smollm, DELETE_QUESTION, passages, sentences, minilm)
     assert text == " ".join(sentences)
     assert all(s.shown for s in answer.support.sentences)
+
+
+WIDTHS = {
+    1: "Properties: Type specifier: unsigned long long int; Equivalent type: unsigned long "
+    "long int (C++11); Width in bits by data model C++ standard: at least 64; Width in bits "
+    "by data model LP32: 64; Width in bits by data model LLP64: 64; Width in bits by data "
+    "model LP64: 64\n\nBesides the minimal bit counts, the C++ Standard guarantees that "
+    "sizeof(char) <= sizeof(long long)."
+}
+
+
+@pytest.mark.parametrize(
+    ("sentence", "question", "unnamed"),
+    [  # the row's value borrowed for another type: its words are all in the passage
+        ("The width in bits by data model LLP64 is 64 bits [1].", "How wide is char8_t?", True),
+        ("An unsigned long long int is 64 bits wide in LLP64 [1].", "How wide is char8_t?", False),
+        ("It is 64 bits wide under LLP64 [1].", "How wide is unsigned long long int?", False),
+        ("The C++ Standard guarantees minimal bit counts [1].", "How wide is char8_t?", False),
+    ],
+)
+def test_a_value_from_a_table_row_is_stated_of_the_rows_subject(
+    sentence: str, question: str, unnamed: bool
+) -> None:
+    assert unnamed_row(sentence, question, WIDTHS[1]) is unnamed
+
+
+@pytest.mark.parametrize(
+    ("text", "subject", "named"),
+    [
+        ("The format character `q` is 8 bytes.", "q", True),
+        ("Quite a quick question.", "q", False),
+        ("The '!' prefix selects network order.", "!", True),
+        ("Harbour Cafe got a discount.", "Harbour Cafe", True),
+        ("The cafe got a discount.", "Harbour Cafe", False),
+    ],
+)
+def test_a_subject_is_named_by_all_its_terms_or_as_a_word_of_its_own(
+    text: str, subject: str, named: bool
+) -> None:
+    assert names(text, subject) is named
+
+
+def test_a_row_value_borrowed_for_another_subject_is_not_shown(smollm: LlamaRuntime) -> None:
+    """The row's own words pass as a quote without the judge; read out of their row, they
+    say nothing of the type asked about."""
+    borrowed = "Width in bits by data model LLP64: 64 [1]."
+    question = "How many bits wide is char8_t in the Windows LLP64 data model?"
+    text, answer = answered(smollm, question, WIDTHS, [borrowed])
+    assert text == UNSUPPORTED
+    [record] = answer.support.sentences
+    assert record.checked_by == "row" and "without naming its subject" in record.reason

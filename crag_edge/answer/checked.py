@@ -54,6 +54,7 @@ from crag_edge.answer.support import (
     stated,
     term_support,
 )
+from crag_edge.answer.table_rows import unnamed_row
 from crag_edge.citations import locator
 from crag_edge.config import AnswerSettings
 from crag_edge.models.chat_model import ChatModel, FinishReason, TextStream
@@ -300,13 +301,25 @@ class CheckedAnswer(TextStream[AnswerFinish]):
     def _in_place(self, sentence: _HeldSentence, before: Said | None) -> None:
         """Fail a passed sentence that the pointer rules fail where it stands
         (`pointing.pointer_fault`): a quote's "This feature" after a sentence its passage
-        does not state, a pointer after a removed sentence, one pointing forward."""
+        does not state, a pointer after a removed sentence, one pointing forward; or one
+        that takes a table row's value for what the row is not about (`_row_fault`)."""
         verdict = sentence.verdict
         if verdict is None or not verdict.supported:
             return
-        fault = pointer_fault(sentence.said(), before, self._passages)
+        fault = pointer_fault(sentence.said(), before, self._passages) or self._row_fault(
+            sentence.text, verdict.passage
+        )
         if fault is not None:
             sentence.verdict = _failed(verdict, *fault)
+
+    def _row_fault(self, text: str, passage: int | None) -> tuple[str, str] | None:
+        """A sentence that takes a table row's value for something the row is not about
+        (`table_rows.unnamed_row`)."""
+        if passage is None or passage not in self._passages:
+            return None
+        if not unnamed_row(text, self._question, self._passages[passage]):
+            return None
+        return "row", f"takes a value from a row of passage [{passage}] without naming its subject"
 
     def _waits(self, sentence: _HeldSentence, before: Said | None) -> bool:
         """Whether a passed sentence is held back: it does not answer, and nothing shown yet

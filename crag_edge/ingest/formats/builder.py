@@ -136,16 +136,22 @@ def record_values(text: str) -> str:
 
 
 def _values(line: str) -> str:
-    """A record's values, "" when `line` is no record: two fields at least, each after
-    the first named by a column name of at most `COLUMN_NAME_MAX_CHARS`."""
+    """A record's values joined, "" when `line` is no record."""
+    return " ".join(record_cells(line))
+
+
+def record_cells(line: str) -> list[str]:
+    """A record's cell values in order, the row's subject (its first cell) first; [] when
+    `line` is no record: two fields at least, each after the first named by a column name
+    of at most `COLUMN_NAME_MAX_CHARS`."""
     fields = line.split("; ")
     named = [field.partition(": ") for field in fields[1:]]
     if not named or any(not sep or len(name) > COLUMN_NAME_MAX_CHARS for name, sep, _ in named):
-        return ""
+        return []
     first = fields[0].rpartition(": ")
     if not first[1]:
-        return ""
-    return " ".join([first[2], *(value for _, _, value in named)])
+        return []
+    return [first[2], *(value for _, _, value in named)]
 
 
 def column_letter(index: int) -> str:
