@@ -13,10 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from crag_edge.groups import CorpusView
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.retrieval import Retriever
 from crag_edge.retrieval.lexical import search_bm25
 from crag_edge.store import ChunkRecord, Corpus, CorpusBackend, DocumentRecord
+
+EVERYTHING = CorpusView.everything()  # the owner's view: every document
 
 DIM = 384
 CHUNKS_PER_DOC = 100
@@ -83,7 +86,7 @@ def query_vector(seed: int = 1) -> np.ndarray:
 def test_dense_knn(benchmark, sized_corpus: tuple[str, Corpus]) -> None:  # type: ignore[no-untyped-def]
     name, corpus = sized_corpus
     benchmark.extra_info["chunks"] = name
-    hits = benchmark(corpus.search_vec, query_vector(), 10)
+    hits = benchmark(corpus.search_vec, query_vector(), 10, view=EVERYTHING)
     assert len(hits) == 10
 
 
@@ -91,7 +94,7 @@ def test_dense_knn(benchmark, sized_corpus: tuple[str, Corpus]) -> None:  # type
 def test_bm25(benchmark, sized_corpus: tuple[str, Corpus]) -> None:  # type: ignore[no-untyped-def]
     name, corpus = sized_corpus
     benchmark.extra_info["chunks"] = name
-    hits = benchmark(search_bm25, corpus, "w17 w230 w4000 w12000 w99", 100)
+    hits = benchmark(search_bm25, corpus, "w17 w230 w4000 w12000 w99", 100, EVERYTHING)
     assert hits
 
 
@@ -104,5 +107,7 @@ def test_hybrid_search(
     name, corpus = sized_corpus
     benchmark.extra_info["chunks"] = name
     retriever = Retriever(corpus, embedder)
-    hits = benchmark(retriever.search, "w17 w230 w4000 and some words", 10, "hybrid")
+    hits = benchmark(
+        retriever.search, "w17 w230 w4000 and some words", 10, "hybrid", view=EVERYTHING
+    )
     assert len(hits) == 10
