@@ -252,7 +252,8 @@ def test_a_sentence_supporting_one_that_answers_is_shown_with_it(
 
 
 WIDTHS = {
-    1: "Properties: Type specifier: unsigned long long int; Equivalent type: unsigned long "
+    1: "Type specifier | Equivalent type | Width in bits by data model\n\n"
+    "Properties: Type specifier: unsigned long long int; Equivalent type: unsigned long "
     "long int (C++11); Width in bits by data model C++ standard: at least 64; Width in bits "
     "by data model LP32: 64; Width in bits by data model LLP64: 64; Width in bits by data "
     "model LP64: 64\n\nBesides the minimal bit counts, the C++ Standard guarantees that "
@@ -282,6 +283,7 @@ def test_a_value_from_a_table_row_is_stated_of_the_rows_subject(
         ("Quite a quick question.", "q", False),
         ("The '!' prefix selects network order.", "!", True),
         ("Harbour Cafe got a discount.", "Harbour Cafe", True),
+        ("An interval takes 16 bytes.", "interval [ fields ] [ (p) ]", True),
         ("The cafe got a discount.", "Harbour Cafe", False),
     ],
 )

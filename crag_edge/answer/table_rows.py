@@ -23,16 +23,18 @@ def unnamed_row(sentence: str, question: str, passage: str) -> bool:
     """Whether `sentence` takes a value only `passage`'s table rows hold, while neither it
     nor the `question` names any of those rows (`_naming_cells`)."""
     rows: list[list[str]] = []
+    records: list[str] = []
     prose: list[str] = []
     for line in passage.split("\n"):
         cells = record_cells(line)
         if cells:
             rows.append(cells)
-        else:
+            records.append(line)
+        elif " | " not in line:  # a table's header line ("file | content") is no prose
             prose.append(line)
     if not rows:
         return False
-    in_rows = set(tokenize(" ".join(cell for cells in rows for cell in cells)))
+    in_rows = set(tokenize("\n".join(records)))  # the column names with the cells
     from_rows = set(tokenize(sentence)) & in_rows - set(tokenize("\n".join(prose)))
     if not from_rows:
         return False
@@ -48,11 +50,12 @@ def _naming_cells(cells: list[str]) -> list[str]:
 
 
 def names(text: str, subject: str) -> bool:
-    """Whether `text` names `subject`: all of its terms, or, for a subject of no terms (a
-    format character `q`, a prefix `!`), the subject itself as a word of its own."""
-    terms = set(tokenize(subject))
+    """Whether `text` names `subject`: its head term (`interval [ fields ] [ (p) ]` is named
+    by "interval", the syntax after it aside), or, for a subject of no terms (a format
+    character `q`, a prefix `!`), the subject itself as a word of its own."""
+    terms = tokenize(subject)
     if terms:
-        return terms <= set(tokenize(text))
+        return terms[0] in set(tokenize(text))
     bare = _folded(subject).strip(" `'\"")
     if not bare:
         return True
