@@ -8,6 +8,7 @@ is). Each rule is shown failing on a set cut short or stripped of a field."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ SETS = sorted(DATA.glob("*-qa.jsonl"))
 LEAST = 20
 """The fewest answerable, and the fewest off-corpus, questions of a set."""
 KINDS_OFF_CORPUS = {"near", "far"}
+Rows = list[dict[str, Any]]
+Spoil = Callable[[Rows], Rows]
 
 
 def shape_problems(path: Path) -> list[str]:
@@ -62,32 +65,32 @@ def test_every_question_set_has_the_shape_its_measurements_need(path: Path) -> N
     assert shape_problems(path) == []
 
 
-def write_set(path: Path, rows: list[dict[str, Any]]) -> Path:
+def write_set(path: Path, rows: Rows) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return path
 
 
-def cut(rows: list[dict[str, Any]], answerable: bool) -> list[dict[str, Any]]:
+def cut(rows: Rows, answerable: bool) -> Rows:
     """`rows` with one question fewer of the given side than the least a set may hold."""
     side = [row for row in rows if row["in_corpus"] is answerable][: LEAST - 1]
     return side + [row for row in rows if row["in_corpus"] is not answerable]
 
 
-def far_heavy(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def far_heavy(rows: Rows) -> Rows:
     """`rows` with near questions dropped until fewer than half the off-corpus are near."""
     near = [row for row in rows if row.get("kind") == "near"]
     far = sum(row.get("kind") == "far" for row in rows)
     return [row for row in rows if row not in near[: len(near) - far + 1]]
 
 
-def renamed_twice(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def renamed_twice(rows: Rows) -> Rows:
     return [rows[0], {**rows[1], "id": rows[0]["id"]}, *rows[2:]]
 
 
-def without(key: str, answerable: bool) -> Any:
+def without(key: str, answerable: bool) -> Spoil:
     """`rows` with `key` removed from the first question of the given side."""
 
-    def strip(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def strip(rows: Rows) -> Rows:
         first = next(i for i, row in enumerate(rows) if row["in_corpus"] is answerable)
         return [
             *rows[:first],
@@ -111,7 +114,7 @@ def without(key: str, answerable: bool) -> Any:
     ],
 )
 def test_a_spoiled_set_is_named_for_what_it_lacks(
-    tmp_path: Path, spoil: Any, complaint: str
+    tmp_path: Path, spoil: Spoil, complaint: str
 ) -> None:
     rows = [json.loads(line) for _, line in data_lines(DATA / "formats-qa.jsonl")]
     problems = shape_problems(write_set(tmp_path / "spoiled-qa.jsonl", spoil(rows)))
