@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from crag_edge.config import Settings, field_range
 from crag_edge.groups import (
@@ -22,6 +24,40 @@ from crag_edge.groups import (
 )
 from crag_edge.ingest.exclude import checked_globs
 from crag_edge.models.llm import Message
+from crag_edge.retrieval import Mode
+
+
+class Lookup(TypedDict, total=False):
+    """How a question is looked up, and for whom: the keyword arguments `Engine.search`,
+    `search_passages`, `query` and `answer` share, written once so that the four cannot
+    drift apart. `mode` and `top_k` None (or left out) take the settings' values; `view` (a
+    `CorpusView`) is whose question it is, `groups` (a set of names) short for
+    `CorpusView.of(groups)`; neither: the owner's view, every document."""
+
+    mode: Mode | None
+    top_k: int | None
+    view: CorpusView | None
+    groups: Groups
+
+
+@dataclass(frozen=True)
+class CheckedLookup:
+    """A `Lookup` checked where it enters, its view resolved once (`view`)."""
+
+    mode: Mode | None
+    top_k: int | None
+    view: CorpusView
+
+
+def lookup(given: Lookup) -> CheckedLookup:
+    """`given` checked: a keyword no `Lookup` names is a TypeError, as it would be in a
+    signature that spelled them out; `top_k` and the view as `top_k` and `view` check them."""
+    unknown = sorted(given.keys() - Lookup.__optional_keys__)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+    return CheckedLookup(
+        given.get("mode"), top_k(given.get("top_k")), view(given.get("view"), given.get("groups"))
+    )
 
 
 def paths(inputs: Iterable[Path | str]) -> list[Path | str]:

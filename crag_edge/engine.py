@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from crag_edge import arguments
 from crag_edge.answer.checked import check_answer
 from crag_edge.answer.finished import AnswerStream
 from crag_edge.answer.generation import stream_answer
 from crag_edge.answer.timing import AnswerClock
+from crag_edge.arguments import Lookup
 from crag_edge.cancellation import Cancellation, maybe_scope
 from crag_edge.config import Settings
 from crag_edge.correction.fallback import build_providers
@@ -29,7 +30,7 @@ from crag_edge.models.registry import load_embedder
 from crag_edge.observability import AuditEvent, AuditSink, Metrics
 from crag_edge.progress import StageEvent, StageListener
 from crag_edge.result import CragResult
-from crag_edge.retrieval import Mode, Retriever
+from crag_edge.retrieval import Retriever
 from crag_edge.retrieval.lexical import mentions
 from crag_edge.retrieval.passages import Passage, passages
 from crag_edge.store import CorpusBackend
@@ -167,56 +168,37 @@ class Engine(Closing):
             reread=reread,
         )
 
-    def search(
-        self,
-        question: str,
-        *,
-        mode: Mode | None = None,
-        top_k: int | None = None,
-        view: CorpusView | None = None,
-        groups: Groups = None,
-    ) -> list[Hit]:
+    def search(self, question: str, **lookup: Unpack[Lookup]) -> list[Hit]:
         """Retrieve the best chunks for `question` (repaired if it is not valid Unicode)
-        among those `view` sees (`crag_edge.groups.CorpusView`; `groups`, a set of names,
-        is short for `CorpusView.of(groups)`; neither: the owner's, every document).
-        `top_k` (here and in `query`, `answer`) is an int in the `top_k` setting's range,
-        None for the setting's value; anything else is a TypeError or ValueError."""
+        among those the view sees (`arguments.Lookup`: `mode`, `top_k`, and `view` or its
+        `groups` shorthand, here and in `search_passages`, `query`, `answer`). `top_k` is an
+        int in the `top_k` setting's range, None for the setting's value; anything else, or a
+        keyword `Lookup` does not name, is a TypeError or ValueError."""
         self._check_open()
+        checked = arguments.lookup(lookup)
         return self.retriever.search(
             repair(arguments.question(question)),
-            top_k=arguments.top_k(top_k) or self.settings.retrieval.top_k,
-            mode=mode or self.settings.retrieval.retrieval_mode,
-            view=arguments.view(view, groups),
+            top_k=checked.top_k or self.settings.retrieval.top_k,
+            mode=checked.mode or self.settings.retrieval.retrieval_mode,
+            view=checked.view,
         )
 
-    def search_passages(
-        self,
-        question: str,
-        *,
-        mode: Mode | None = None,
-        top_k: int | None = None,
-        view: CorpusView | None = None,
-        groups: Groups = None,
-    ) -> list[Passage]:
+    def search_passages(self, question: str, **lookup: Unpack[Lookup]) -> list[Passage]:
         """`search`'s hits as a person reads them: each with its snippet, the question's
         words marked (`retrieval.passages`). Retrieval only: no model but the embedder, no
-        grading; a question with nothing to search for raises `QuestionError`. `view` and
-        `groups` as for `search`."""
+        grading; a question with nothing to search for raises `QuestionError`. `lookup` as
+        for `search`."""
         asked = asked_question(arguments.question(question))
-        seen = arguments.view(view, groups)
-        return passages(asked, self.search(asked, mode=mode, top_k=top_k, view=seen))
+        return passages(asked, self.search(asked, **lookup))
 
     def query(
         self,
         question: str,
         *,
-        mode: Mode | None = None,
-        top_k: int | None = None,
         progress: StageListener | None = None,
         history: Sequence[Message] = (),
-        view: CorpusView | None = None,
-        groups: Groups = None,
         cancel: Cancellation | None = None,
+        **lookup: Unpack[Lookup],
     ) -> CragResult:
         """The corrective loop: retrieve, grade, correct; the final context and every reason.
         `progress` hears each stage as it happens (`crag_edge.progress`). `history` is the
@@ -225,22 +207,39 @@ class Engine(Closing):
         role, a chat's system turn, are ignored); a history of another shape is a TypeError
         or ValueError. Text that is not
         valid Unicode (lone surrogates) is repaired first (`text_boundary`). Only documents
-        `view` sees are searched, the fallback's included (`view`, `groups`: as for `search`). A
+        the view sees are searched, the fallback's included (`lookup`: as for `search`). A
         question with nothing to search for raises `QuestionError`. Once `cancel` is
         cancelled (the caller left), the work stops at its next stage, prompt chunk or token
         and raises `cancellation.Cancelled`."""
+        return self._run(self._request(question, lookup, progress, history), cancel)
+
+    def _request(
+        self,
+        question: str,
+        lookup: Lookup,
+        progress: StageListener | None,
+        history: Sequence[Message],
+    ) -> Request:
+        """The question and its arguments as the loop takes them: checked, repaired, the
+        view resolved once."""
         self._check_open()
-        request = Request(
-            asked_question(arguments.question(question)),
-            arguments.view(view, groups),
-            mode=mode,
-            top_k=arguments.top_k(top_k),
+        asked = asked_question(arguments.question(question))
+        checked = arguments.lookup(lookup)
+        return Request(
+            asked,
+            checked.view,
+            mode=checked.mode,
+            top_k=checked.top_k,
             progress=progress,
             history=[
                 {key: repair(text) for key, text in message.items()}
                 for message in arguments.history(history)
             ],
         )
+
+    def _run(self, request: Request, cancel: Cancellation | None) -> CragResult:
+        """The loop over `request`, stopped once `cancel` is cancelled; audited when the
+        settings keep an audit log."""
         with maybe_scope(cancel):
             result = self.loop.run(request)
         if self.audit_sink:
@@ -257,13 +256,10 @@ class Engine(Closing):
         self,
         question: str,
         *,
-        mode: Mode | None = None,
-        top_k: int | None = None,
         history: Sequence[Message] = (),
         progress: StageListener | None = None,
-        view: CorpusView | None = None,
-        groups: Groups = None,
         cancel: Cancellation | None = None,
+        **lookup: Unpack[Lookup],
     ) -> tuple[CragResult, AnswerStream]:
         """The loop's result and the answer as a stream (generated lazily): iterate it for
         the text, then read its `answer`, the finished `answer.finished.Answer` every face
@@ -273,21 +269,13 @@ class Engine(Closing):
         `support_check`) and the timings. `history` as for `query`; the answer is written for
         the standalone question. `progress` hears the loop's stages as for `query`, then
         `answer`: its start before the model loads, its end when the stream is exhausted.
-        `view` and `groups` as for `query`: the answer is written from the evidence that view
+        `lookup` as for `query`: the answer is written from the evidence the view
         sees, and nothing else, and the support check looks names up in it alone. `cancel`
         as for `query`, for the answer's stream too: reading it raises
         `cancellation.Cancelled` once cancelled."""
         clock = AnswerClock()
-        seen = arguments.view(view, groups)
-        result = self.query(
-            question,
-            mode=mode,
-            top_k=top_k,
-            history=history,
-            progress=progress,
-            view=seen,
-            cancel=cancel,
-        )
+        request = self._request(question, lookup, progress, history)
+        result = self._run(request, cancel)
         clock.evidence_ready()
         if progress is not None:
             progress(StageEvent("answer", "start"))
@@ -298,7 +286,7 @@ class Engine(Closing):
             result,
             llm,
             self.settings.answer,
-            self._mentions(seen),
+            self._mentions(request.view),
             self.embedder,
         )
         return result, AnswerStream(checked, result, self.settings.models, clock, progress, cancel)

@@ -161,6 +161,20 @@ def test_a_view_or_its_groups_but_not_both(sample_engine: Engine) -> None:
         sample_engine.search_passages(BEES, view=frozenset({"hr"}))  # type: ignore[arg-type]
 
 
+def test_a_keyword_the_lookup_does_not_name_is_a_type_error(sample_engine: Engine) -> None:
+    """The four searches share their keyword arguments (`arguments.Lookup`); a misspelt one
+    is refused as a spelt-out signature would refuse it, not silently ignored."""
+    typo: Any = {"topk": 3}
+    for call in (
+        sample_engine.search,
+        sample_engine.search_passages,
+        sample_engine.query,
+        sample_engine.answer,
+    ):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'topk'"):
+            call(BEES, **typo)
+
+
 @pytest.mark.parametrize("question", [None, b"bees", 3])
 def test_a_question_that_is_not_text_is_a_type_error(sample_engine: Engine, question: Any) -> None:
     for call in (sample_engine.search, sample_engine.query):

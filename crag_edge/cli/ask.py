@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
@@ -13,18 +12,7 @@ from crag_edge.answer.generation import source_line
 from crag_edge.answer.timing import timings_line
 from crag_edge.answer.views import describe_corrections
 from crag_edge.citations import locator
-from crag_edge.console.errors import friendly_errors
-from crag_edge.console.options import (
-    TOP_K_MAX,
-    TOP_K_MIN,
-    DbOption,
-    JsonOption,
-    ModeOption,
-    QuestionArgument,
-    ViewGroupsOption,
-    settings_of,
-    view_option,
-)
+from crag_edge.console.options import Asked, question_command
 from crag_edge.console.output import (
     fmt_number,
     out,
@@ -90,57 +78,34 @@ def _print_hits(result: CragResult) -> None:
         say("no hits: the corpus is empty or nothing matches")
 
 
-@friendly_errors
-def query(
-    ctx: typer.Context,
-    question: QuestionArgument,
-    db: DbOption,
-    mode: ModeOption = None,
-    top_k: Annotated[
-        int | None, typer.Option("--top-k", help="Hits to return.", min=TOP_K_MIN, max=TOP_K_MAX)
-    ] = None,
-    groups: ViewGroupsOption = None,
-    as_json: JsonOption = False,
-) -> None:
+@question_command
+def query(engine: Engine, asked: Asked) -> None:
     """Retrieve the best chunks for a question, grade each one, and decide CORRECT /
     AMBIGUOUS / INCORRECT."""
-    view = view_option(groups)
-    with Engine.open(db, settings_of(ctx)) as engine:
-        result = engine.query(question, mode=mode, top_k=top_k, view=view)
-    if as_json:
+    result = engine.query(asked.question, mode=asked.mode, top_k=asked.top_k, view=asked.view)
+    if asked.as_json:
         print_json(result.to_dict())
         return
     print_result(result)
 
 
-@friendly_errors
-def answer(
-    ctx: typer.Context,
-    question: QuestionArgument,
-    db: DbOption,
-    mode: ModeOption = None,
-    top_k: Annotated[
-        int | None,
-        typer.Option("--top-k", help="Hits per retrieval.", min=TOP_K_MIN, max=TOP_K_MAX),
-    ] = None,
-    groups: ViewGroupsOption = None,
-    as_json: JsonOption = False,
-) -> None:
+@question_command
+def answer(engine: Engine, asked: Asked) -> None:
     """Run the corrective loop, then stream an answer that cites its evidence by number.
 
     Exits 1 when the answer is empty (stalled, or the model wrote nothing); an answer cut
     off by llm_max_tokens or the stall timeout gets a note on stderr."""
-    view = view_option(groups)
-    with Engine.open(db, settings_of(ctx)) as engine:
-        result, stream = engine.answer(question, mode=mode, top_k=top_k, view=view)
-        if not as_json:
-            print_result(result)
-            say(("answer", "bold"), ":")
-        for piece in stream:
-            if not as_json:
-                say(piece, end="")
+    result, stream = engine.answer(
+        asked.question, mode=asked.mode, top_k=asked.top_k, view=asked.view
+    )
+    if not asked.as_json:
+        print_result(result)
+        say(("answer", "bold"), ":")
+    for piece in stream:
+        if not asked.as_json:
+            say(piece, end="")
     finished = stream.answer
-    if as_json:
+    if asked.as_json:
         print_json(finished.to_dict())
     else:
         _print_answer_tail(finished)

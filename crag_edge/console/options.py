@@ -1,6 +1,7 @@
 """The options every crag-edge command line shares: `--db` (a corpus file, or a PostgreSQL
-database URL), `--json`, `--mode`, `--groups`, the question, and the files a command writes
-(`writable_output`).
+database URL), `--json`, `--mode`, `--top-k`, `--groups`, the question, and the files a
+command writes (`writable_output`); and the commands that ask one question
+(`question_command`), declared once.
 
 A URL stays text (`crag_edge.locations`). Without `--db`, the `db_url` setting
 (`CRAG_EDGE_DB_URL`) names the corpus (`corpus_defaults`); with neither, the command stops
@@ -9,13 +10,16 @@ with a usage error (exit 2).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from crag_edge.config import Settings, field_range
+from crag_edge.console.errors import friendly_errors
+from crag_edge.engine import Engine
 from crag_edge.evaluation.choices import parse_choices
 from crag_edge.groups import CorpusView, parse_groups
 from crag_edge.locations import parse_location
@@ -86,6 +90,15 @@ ModeOption = Annotated[
     ),
 ]
 TOP_K_MIN, TOP_K_MAX = field_range("top_k")
+TopKOption = Annotated[
+    int | None,
+    typer.Option(
+        "--top-k",
+        help="Hits per retrieval (default: setting top_k).",
+        min=TOP_K_MIN,
+        max=TOP_K_MAX,
+    ),
+]
 
 
 def _asked(question: str) -> str:
@@ -138,3 +151,38 @@ def view_option(text: str | None) -> CorpusView:
 def settings_of(ctx: typer.Context) -> Settings:
     settings: Settings = ctx.obj
     return settings
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One question as `search`, `query` and `answer` take it from the command line."""
+
+    question: str
+    mode: Mode | None
+    top_k: int | None
+    view: CorpusView
+    as_json: bool
+
+
+def question_command(run: Callable[[Engine, Asked], None]) -> Callable[..., None]:
+    """A command that asks one question of a corpus, its options and the corpus it opens
+    written once for `search`, `query` and `answer`: `run` gets the open engine and the
+    question as asked; its docstring is the command's help. The view is built before the
+    corpus opens, so a bad `--groups` is a usage error before any model loads."""
+
+    def command(
+        ctx: typer.Context,
+        question: QuestionArgument,
+        db: DbOption,
+        mode: ModeOption = None,
+        top_k: TopKOption = None,
+        groups: ViewGroupsOption = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        asked = Asked(question, mode, top_k, view_option(groups), as_json)
+        with Engine.open(db, settings_of(ctx)) as engine:
+            run(engine, asked)
+
+    command.__name__ = command.__qualname__ = run.__name__
+    command.__doc__ = run.__doc__
+    return friendly_errors(command)

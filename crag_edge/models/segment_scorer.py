@@ -27,6 +27,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -157,14 +158,22 @@ class OnnxSegmentScorer:
         return np.asarray(self._session.run([output], feeds)[0][0], dtype=np.float32)
 
 
+class RuntimeOptions(TypedDict, total=False):
+    """What both cross-encoder runtimes take beside the files, as `open_cross_encoder`
+    hands it on to the one it opens: intra-op `threads` (0: onnxruntime's default) and the
+    token limit `max_length` (default `cross_encoder.MAX_LENGTH`)."""
+
+    threads: int
+    max_length: int
+
+
 def open_cross_encoder(
     onnx_path: Path,
     tokenizer_path: Path,
     model_id: str,
     *,
-    threads: int = 0,
-    max_length: int = MAX_LENGTH,
     embedder: Embedder | None = None,
+    **runtime: Unpack[RuntimeOptions],
 ) -> OnnxCrossEncoder | OnnxSegmentScorer:
     """The right runtime for a converted cross-encoder graph: a segment scorer when the graph
     exposes its vectors (passages can then be stored), else the pair-at-a-time runtime.
@@ -174,9 +183,7 @@ def open_cross_encoder(
     """
     head = segment_head(onnx_path)
     if head is None:
-        return OnnxCrossEncoder(
-            onnx_path, tokenizer_path, model_id, threads=threads, max_length=max_length
-        )
+        return OnnxCrossEncoder(onnx_path, tokenizer_path, model_id, **runtime)
     reader = passage_reader_id(onnx_path.parent)
     if reader is not None and (embedder is None or embedder.model_id != reader):
         found = embedder.model_id if embedder is not None else "none"
@@ -189,9 +196,8 @@ def open_cross_encoder(
         tokenizer_path,
         model_id,
         head,
-        threads=threads,
-        max_length=max_length,
         passage_reader=embedder if reader is not None else None,
+        **runtime,
     )
 
 

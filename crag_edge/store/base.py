@@ -13,7 +13,6 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import numpy as np
@@ -80,10 +79,6 @@ class SqlCorpus(EmbedderIdentity, Closing):
     _places_column = "c.places"  # "'[]'": a read-only file older than chunk places
 
     # -- what each backend gives -----------------------------------------------------------
-
-    @property
-    def path(self) -> Path | str:
-        raise NotImplementedError
 
     def _reading(self) -> AbstractContextManager[Executes]:
         """A connection to query."""

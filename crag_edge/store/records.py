@@ -146,7 +146,10 @@ class EmbedderIdentity:
     _meta: dict[str, str]
     _fresh_store = "a new corpus file"  # what the mismatch error suggests instead
 
-    def _error_location(self) -> Path | str:
+    @property
+    def path(self) -> Path | str:
+        """What messages name: the file, or the database URL with its password masked; the
+        embedder check's error names it too."""
         raise NotImplementedError
 
     @property
@@ -165,7 +168,7 @@ class EmbedderIdentity:
         """Refuse to mix vectors from different models: their similarities mean nothing."""
         if (embedder_id, dim) != (self.embedder_id, self.dim):
             raise EmbedderMismatchError(
-                self._error_location(),
+                self.path,
                 f"built with embedder {self.embedder_id!r} (dim {self.dim}), "
                 f"not {embedder_id!r} (dim {dim}); use that embedder or {self._fresh_store}",
             )

@@ -218,9 +218,6 @@ class PostgresCorpus(SqlCorpus):
     def location(self) -> str:
         return self._url
 
-    def _error_location(self) -> str:
-        return self._shown
-
     def _reading(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         return self._connection()
 

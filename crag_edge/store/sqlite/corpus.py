@@ -225,9 +225,6 @@ class Corpus(SqlCorpus):
 
     # -- meta ----------------------------------------------------------------------------
 
-    def _error_location(self) -> Path:
-        return self._path
-
     @property
     def path(self) -> Path:
         return self._path
