@@ -59,7 +59,7 @@ from crag_edge.models.registry import load_embedder
 CHROME_SHARE = 0.3  # a line on more than this share of a manual's pages is chrome
 MAX_BYTES = 10_000_000
 _WORD = re.compile(r"\w+")
-_DIGITS = re.compile(r"\d+")
+_NUMBER = re.compile(r"\b\d+\b")  # a number of its own, not the digits of a word ("amd64")
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 
 
@@ -242,7 +242,7 @@ def read_pdf_manual(path: Path, chunker: Chunker) -> list[Page]:
 
 def _pdf_line(line: str) -> str:
     """A PDF line as it recurs from page to page: its numbers as `#`."""
-    return _DIGITS.sub("#", _line(line))
+    return _NUMBER.sub("#", _line(line))
 
 
 def _spaceless(line: str) -> str:
