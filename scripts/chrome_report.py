@@ -228,8 +228,8 @@ def read_pdf_manual(path: Path, chunker: Chunker) -> list[Page]:
         text = doc.text[starts[number] : starts[number + 1]]
         lines = [(_pdf_line(line), 0.0) for line in layer.splitlines() if line.strip()]
         pages.append(Page(path, lines, text, False, [], [], "", set()))
-    # A chunk's line is a raw line when it differs from one only in its spaces (the
-    # loader's pypdf writes "DebianReference" where pdftotext writes "Debian Reference").
+    # A chunk's line is a raw line when it differs from one only in its spaces (readers of
+    # text layers space words differently: "DebianReference" and "Debian Reference").
     as_raw = {_spaceless(line): line for page in pages for line, _ in page.raw_lines}
     for span in chunker.split(doc.text):
         on = min(max(bisect.bisect_right(starts, span.start) - 1, 0), len(pages) - 1)
