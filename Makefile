@@ -21,7 +21,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[llm,dev,train,postgres,office,ocr]'
+	$(BIN)/python -m pip install -e '.[llm,dev,train,postgres,office]'
 	touch $@
 
 install: $(STAMP)

@@ -59,7 +59,7 @@ from crag_edge.models.registry import load_embedder
 CHROME_SHARE = 0.3  # a line on more than this share of a manual's pages is chrome
 MAX_BYTES = 10_000_000
 _WORD = re.compile(r"\w+")
-_DIGITS = re.compile(r"\d+")
+_NUMBER = re.compile(r"\b\d+\b")  # a number of its own, not the digits of a word ("amd64")
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 
 
@@ -228,8 +228,8 @@ def read_pdf_manual(path: Path, chunker: Chunker) -> list[Page]:
         text = doc.text[starts[number] : starts[number + 1]]
         lines = [(_pdf_line(line), 0.0) for line in layer.splitlines() if line.strip()]
         pages.append(Page(path, lines, text, False, [], [], "", set()))
-    # A chunk's line is a raw line when it differs from one only in its spaces (the
-    # loader's pypdf writes "DebianReference" where pdftotext writes "Debian Reference").
+    # A chunk's line is a raw line when it differs from one only in its spaces (readers of
+    # text layers space words differently: "DebianReference" and "Debian Reference").
     as_raw = {_spaceless(line): line for page in pages for line, _ in page.raw_lines}
     for span in chunker.split(doc.text):
         on = min(max(bisect.bisect_right(starts, span.start) - 1, 0), len(pages) - 1)
@@ -242,7 +242,7 @@ def read_pdf_manual(path: Path, chunker: Chunker) -> list[Page]:
 
 def _pdf_line(line: str) -> str:
     """A PDF line as it recurs from page to page: its numbers as `#`."""
-    return _DIGITS.sub("#", _line(line))
+    return _NUMBER.sub("#", _line(line))
 
 
 def _spaceless(line: str) -> str:

@@ -21,7 +21,7 @@ from crag_edge.ingest import (
 )
 from crag_edge.ingest.loaders import LoadedDocument
 from crag_edge.ingest.outline import MAX_TITLE_CHARS, Heading, outline_places
-from tests.documents import make_pdf
+from tests.documents import make_pdf, pen_spaced_pdf
 
 
 def write(path: Path, data: bytes | str) -> Path:
@@ -236,6 +236,14 @@ def test_pdf_pages_and_offsets(tmp_path: Path) -> None:
     assert doc.text == "Page one text.\n\nSecond page here."
     assert doc.text[16:].startswith("Second page")
     assert load_pdf(*parts(write(tmp_path / "untitled.pdf", make_pdf(["x"])))).title == "untitled"
+
+
+def test_pdf_words_set_apart_by_moving_the_pen_are_words(tmp_path: Path) -> None:
+    """A PDF typeset by LaTeX leaves a gap between words but draws no space character, and
+    its font's code 0x20 is no space: the words are still read apart."""
+    lines = ["9.8.11 Searching all hardlinks", "Invisible disk space consumption"]
+    doc = load_pdf(*parts(write(tmp_path / "manual.pdf", pen_spaced_pdf(lines))))
+    assert doc.text == "\n".join(lines)
 
 
 @pytest.mark.parametrize(

@@ -96,10 +96,11 @@ command(app, "tui")(friendly_errors(tui_command))
 
 def main() -> None:
     """Console-script entry point."""
-    # pypdf warns about recoverable PDF quirks through logging; the ingest report says what
-    # failed, and stray log lines would tear the progress bar. psycopg's pool warns of every
-    # connection it discards or fails to make; the command's one error line (the service's
-    # readiness and request logs) says the database was lost.
-    for name in ("pypdf", "psycopg.pool"):
+    # pdfminer (pdfplumber's reader of PDF tables) warns about recoverable PDF quirks through
+    # logging; the ingest report says what failed, and stray log lines would tear the progress
+    # bar. psycopg's pool warns of every connection it discards or fails to make; the
+    # command's one error line (the service's readiness and request logs) says the database
+    # was lost.
+    for name in ("pdfminer", "psycopg.pool"):
         logging.getLogger(name).setLevel(logging.ERROR)
     app()

@@ -9,7 +9,6 @@ reason a user can act on. Text leaves here valid Unicode (`text_boundary.repair`
 from __future__ import annotations
 
 import codecs
-import io
 import json
 import math
 from collections.abc import Callable, Iterator
@@ -17,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from pypdf import PasswordType, PdfReader
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
 
 from crag_edge.ingest.outline import (
     Outline,
@@ -94,19 +94,35 @@ def load_pdf(path: Path, raw: bytes) -> LoadedDocument:
 
 def pdf_pages(source: str, raw: bytes) -> tuple[list[str], str]:
     """(each page's text layer, the /Info title or "") of a PDF; LoadError if it cannot be
-    read or needs a password."""
+    read or needs a password. PDFium reads the layer: it parts words set apart by moving the
+    pen rather than by a space character, as LaTeX sets them (docs/formats.md, "PDF running
+    heads and broken words")."""
     try:
-        reader = PdfReader(io.BytesIO(raw))
-        if reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED:
-            raise LoadError(source, "encrypted PDF; a password is needed to read it")
-        pages = [clean_text(page.extract_text() or "").strip() for page in reader.pages]
-        info_title = reader.metadata.title if reader.metadata else None
-    except LoadError:
-        raise
-    except Exception as exc:  # pypdf raises many unrelated types on damaged files
-        raise LoadError(source, f"unreadable PDF ({type(exc).__name__}: {exc})") from None
-    title = short_title(clean_text(info_title).strip()) if isinstance(info_title, str) else ""
+        document = pdfium.PdfDocument(raw)
+    except pdfium.PdfiumError as exc:
+        if exc.err_code == pdfium_c.FPDF_ERR_PASSWORD:
+            raise LoadError(source, "encrypted PDF; a password is needed to read it") from None
+        raise LoadError(source, f"unreadable PDF ({exc})") from None
+    try:
+        pages = [_page_text(document[index]) for index in range(len(document))]
+        title = short_title(clean_text(document.get_metadata_value("Title")).strip())
+    except pdfium.PdfiumError as exc:  # a page that cannot be loaded
+        raise LoadError(source, f"unreadable PDF ({exc})") from None
+    finally:
+        document.close()
     return pages, title
+
+
+def _page_text(page: pdfium.PdfPage) -> str:
+    """One page's text layer, a word hyphenated at a line's end broken there again: PDFium
+    writes its hyphen as U+FFFE and runs the two lines together; `pdf_text` decides whether
+    the hyphen stays."""
+    textpage = page.get_textpage()
+    try:
+        return clean_text(textpage.get_text_range().replace("\ufffe", "-\n")).strip()
+    finally:
+        textpage.close()
+        page.close()
 
 
 def iter_beir(

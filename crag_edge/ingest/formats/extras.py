@@ -9,7 +9,7 @@ from types import ModuleType
 from crag_edge.ingest.loaders import LoadError
 
 # The extra (`pip install 'crag-edge[office]'`) that installs each optional library.
-EXTRA_OF = {"striprtf": "office", "pdfplumber": "office", "pypdfium2": "ocr"}
+EXTRA_OF = {"striprtf": "office", "pdfplumber": "office"}
 
 
 class MissingExtra(LoadError):

@@ -1,30 +1,30 @@
 """PDFs: each page's text layer (`loaders.pdf_pages`), tables as rows, scanned pages by OCR.
 
-A page without a text layer (a scan) is rendered at `OCR_DPI` (pypdfium2, the `ocr` extra)
-and read by the `tesseract` program (Debian's `tesseract-ocr`) when both are installed; its
-citation says so: `scan.pdf p. 4 (OCR)`. OCR reads at most `ocr_max_pages` pages of a file,
-none larger than `ocr_max_page_inches`, each rendered within `OCR_MAX_PIXELS`. Without
-Tesseract, the report says once per file how many pages have no text and how to read them;
-never a silently empty document. With
-`pdfplumber` (the `office` extra), a page holding ruled tables is read by it instead: the
-text around the tables, then each row as a record named by the header row and titled by
-the line above its table (`builder.caption_of`), so one row is one unit. Running heads and
-page numbers are dropped and hyphenated line ends joined (`pdf_text`).
+A page without a text layer (a scan) is rendered at `OCR_DPI` (pypdfium2) and read by the
+`tesseract` program (Debian's `tesseract-ocr`) when it is installed; its citation says so:
+`scan.pdf p. 4 (OCR)`. OCR reads at most `ocr_max_pages` pages of a file, none larger than
+`ocr_max_page_inches`, each rendered within `OCR_MAX_PIXELS`. Without Tesseract, the report
+says once per file how many pages have no text and how to read them; never a silently empty
+document. With `pdfplumber` (the `office` extra), a page holding ruled tables is read by it
+instead: the text around the tables, then each row as a record named by the header row and
+titled by the line above its table (`builder.caption_of`), so one row is one unit. Running
+heads and page numbers are dropped and hyphenated line ends joined (`pdf_text`).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import os
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pypdf import PdfReader
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
 
 from crag_edge.citations import RECOGNISED
 from crag_edge.ingest.formats.builder import DocumentText, caption_of, rows_as_records
@@ -39,14 +39,13 @@ OCR_DPI = 300
 OCR_MAX_PIXELS = 36_000_000
 # A page Tesseract has not read in this long is left unread (a pathological scan).
 OCR_TIMEOUT_S = 300
-# Path operators that draw a table's rules: `re` (a rectangle) and `l` (a line), and how many
-# a page needs before its tables are looked for (a 2x2 table has at least 6 rules).
-_PATH_OPERATORS = re.compile(rb"\s(?:re|l)\s")
+# How many rules (a rectangle, or a line from where the pen moved to) a page draws before its
+# tables are looked for (a 2x2 table has at least 6).
 _MIN_RULES = 6
 # Letters closer than this (in points) are one word for pdfplumber: its default, 3, joins the
 # words of LaTeX's tightly set lines ("Apackagenameisreferred...", docs/formats.md).
 X_TOLERANCE = 1.5
-OCR_HOW = "install Tesseract (apt-get install tesseract-ocr) and pip install 'crag-edge[ocr]'"
+OCR_HOW = "install Tesseract (apt-get install tesseract-ocr)"
 
 
 @dataclass(frozen=True)
@@ -92,11 +91,7 @@ def load_pdf_file(
 
 
 def ocr_available() -> bool:
-    """Tesseract and the library that renders pages for it are installed."""
-    try:
-        require("pypdfium2", "scans", "")
-    except MissingExtra:
-        return False
+    """Tesseract is installed."""
     return shutil.which("tesseract") is not None
 
 
@@ -107,7 +102,6 @@ def _recognise(
     unread said in `warnings`; {} when OCR is not installed."""
     if not ocr_available():
         return {}
-    pdfium = require("pypdfium2", "scans", source)
     try:
         document = pdfium.PdfDocument(raw)
     except pdfium.PdfiumError as exc:
@@ -184,21 +178,40 @@ def _with_tables(source: str, raw: bytes, pages: list[str], running: frozenset[s
                 (index in ruled and _page_with_tables(page, running)) or text
                 for index, (page, text) in enumerate(zip(pdf.pages, pages, strict=False))
             ]
-    except Exception:  # pypdf read it; pdfplumber's failure only loses the table layout
+    except Exception:  # PDFium read it; pdfplumber's failure only loses the table layout
         return pages
 
 
 def _ruled_pages(raw: bytes) -> set[int]:
-    """Pages that draw enough lines or rectangles to hold a ruled table: only those are laid
-    out by pdfplumber (its layout analysis made a text-only PDF many times slower to read:
+    """Pages that draw enough rules to hold a ruled table: only those are laid out by
+    pdfplumber (its layout analysis made a text-only PDF many times slower to read:
     docs/formats.md, "Speed")."""
-    ruled = set()
-    for index, page in enumerate(PdfReader(io.BytesIO(raw)).pages):
-        contents = page.get_contents()
-        data = contents.get_data() if contents is not None else b""
-        if len(_PATH_OPERATORS.findall(data)) >= _MIN_RULES:
-            ruled.add(index)
-    return ruled
+    document = pdfium.PdfDocument(raw)
+    try:
+        return {index for index in range(len(document)) if _is_ruled(document[index])}
+    finally:
+        document.close()
+
+
+def _is_ruled(page: pdfium.PdfPage) -> bool:
+    """Whether `page` draws `_MIN_RULES` rules: a stretch of path that the pen moved to, then
+    drew a straight line from (a rectangle is one, a line `m l` one)."""
+    rules = 0
+    try:
+        for path in page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_PATH,)):
+            kinds = [
+                pdfium_c.FPDFPathSegment_GetType(pdfium_c.FPDFPath_GetPathSegment(path, index))
+                for index in range(pdfium_c.FPDFPath_CountSegments(path))
+            ]
+            rules += sum(
+                kind == pdfium_c.FPDF_SEGMENT_MOVETO and after == pdfium_c.FPDF_SEGMENT_LINETO
+                for kind, after in itertools.pairwise(kinds)
+            )
+            if rules >= _MIN_RULES:
+                return True
+    finally:
+        page.close()
+    return False
 
 
 def _page_with_tables(page: Any, running: frozenset[str]) -> str | None:
