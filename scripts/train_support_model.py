@@ -93,6 +93,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--max-validation", type=int, default=1500)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
     args = parser.parse_args()
     started = time.monotonic()
     options = TrainOptions(
@@ -108,6 +109,7 @@ def main() -> int:
         learning_rate=args.lr,
         max_length=args.max_length,
         seed=args.seed,
+        threads=args.threads,
         model_id=MODEL_ID,
         register=False,
         data_license=LICENSE,
