@@ -6,7 +6,7 @@ the evaluator's split): they are the validation pairs the export is checked on. 
 is the evaluator trainer's `cross` architecture (joint attention over the pair, a classifier
 on [CLS]), fine-tuned, exported and checked by the same code (`training.pipeline`).
 
-    python scripts/train_support_model.py --pairs support-pairs.jsonl --heldout-corpus git-doc \\
+    python scripts/train_support_model.py --pairs support-pairs.jsonl --heldout-corpus formats \\
         --out support-model --budget-minutes 35
     python scripts/ship_evaluator.py support-model/release --support
 """
