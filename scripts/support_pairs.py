@@ -34,6 +34,7 @@ from dataclasses import asdict
 from html.parser import HTMLParser
 from pathlib import Path
 
+from crag_edge.grading.auc import roc_auc
 from crag_edge.models.support_model import support_input
 from crag_edge.sentences import sentence_spans
 from crag_edge.store.factory import open_corpus
@@ -229,6 +230,19 @@ def make_pairs(args: argparse.Namespace) -> list[SupportPair]:
     return cap_typed(pairs, rng)
 
 
+def length_auc(pairs: list[SupportPair]) -> dict[str, float]:
+    """How well a passage's word count alone tells stated pairs, by corpus: near 0.5 when
+    the negatives' passages are as long as the positives'."""
+    found = {}
+    for corpus in ["all", *sorted({p.corpus for p in pairs})]:
+        chosen = [p for p in pairs if corpus in ("all", p.corpus)]
+        labels = [int(p.label >= 0.5) for p in chosen]
+        if len(set(labels)) == 2:
+            words = [float(len(p.passage.split())) for p in chosen]
+            found[corpus] = round(roc_auc(words, labels), 3)
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", action="append", default=[], help="NAME=corpus.db")
@@ -244,6 +258,7 @@ def main() -> int:
             out.write(json.dumps(asdict(pair), ensure_ascii=False) + "\n")
     counts = Counter((p.corpus, p.origin, int(p.label)) for p in pairs)
     print(json.dumps({f"{c} {o} {lab}": n for (c, o, lab), n in sorted(counts.items())}, indent=1))
+    print(json.dumps({"passage words alone, ROC-AUC of stated": length_auc(pairs)}, indent=1))
     print(f"{len(pairs)} pairs, {sum(p.label >= 0.5 for p in pairs)} stated -> {args.out}")
     return 0
 
