@@ -92,12 +92,12 @@ def test_recipes_label_what_the_passage_states_and_what_it_does_not() -> None:
     docs = [Document("gc", "git", (GC,)), Document("clean", "git", (CLEAN,))]
     pairs = list(DocumentRecipes(docs, seed=5).pairs(per_window=4))
     origins = {p.origin for p in pairs}
-    assert {"removed", "out-of-context", "in-context"} <= origins
+    assert {"removed", "out-of-context", "not-answering"} <= origins
     for pair in pairs:
         claim = pair.query.split(SEPARATOR)[-1]
         if pair.origin == "removed":
             assert pair.label == 0.0 and claim not in pair.passage
-        if pair.origin in ("sentence", "in-context", "out-of-context"):
+        if pair.origin in ("sentence", "out-of-context"):
             assert claim in pair.passage
         if pair.origin == "out-of-context":  # a pointer read after a sentence from elsewhere
             previous = pair.query.split(SEPARATOR)[-2]
@@ -121,6 +121,17 @@ def test_a_table_row_is_read_alone_with_its_headers() -> None:
     assert stated and wrong
     for pair in wrong:  # the other row's cell, against this row
         assert any(cell in pair.query for cell in ("2 bytes", "8 bytes", "-32768", "large"))
+
+
+def test_having_a_sentence_before_tells_nothing_of_the_label(minilm_dir: Path) -> None:
+    """Every pair of a claim is read after the same sentence, so the share stated is about
+    the same with a sentence before as without (a quote out of context is the exception)."""
+    pairs = list(DocumentRecipes(_sample_documents(minilm_dir), seed=7).pairs(per_window=3))
+    read_after = [bool((["", *p.query.split(SEPARATOR)])[-2].strip()) for p in pairs]
+    after = [p.label for p, before in zip(pairs, read_after, strict=True) if before]
+    alone = [p.label for p, before in zip(pairs, read_after, strict=True) if not before]
+    assert len(after) >= 20 and len(alone) >= 20
+    assert abs(statistics.mean(after) - statistics.mean(alone)) <= 0.1
 
 
 def test_a_row_stated_beside_the_asked_row_is_not_an_answer() -> None:
@@ -176,7 +187,7 @@ def test_every_negative_is_read_against_a_passage_as_long_as_its_positives(
     mean = statistics.mean(positive)
     for origin, lengths in by_origin.items():
         if len(lengths) >= 10:  # a recipe that made a handful of pairs has no mean to speak of
-            assert abs(statistics.mean(lengths) - mean) <= 0.1 * mean, origin
+            assert abs(statistics.mean(lengths) - mean) <= 0.15 * mean, origin
     assert 0.4 <= roc_auc([float(w) for w in words], [int(p.label) for p in pairs]) <= 0.6
 
 

@@ -34,6 +34,7 @@ a corpus can be held out whole.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 import re
@@ -55,6 +56,7 @@ LENGTH_TOLERANCE = 0.2  # a negative's passage is within this share of its posit
 MIN_LENGTH_SLACK = 4  # words: short passages may differ by this many
 QUESTION_SHARE = 0.85  # pairs asked under a question (the rest read without one)
 SPLICE_SHARE = 0.3  # stated windows with another sentence swapped in, as negatives are made
+AFTER_OTHER_SHARE = 0.3  # claims that do not point back, read after an unrelated sentence
 QUESTION_TEMPLATES = (
     "What about {subject}?",
     "What does {subject} do?",
@@ -240,18 +242,21 @@ def corpus_names(documents: Sequence[Document]) -> list[str]:
 @dataclass(frozen=True)
 class Claim:
     """A window's sentence read as a claim, with the question every pair of it is asked
-    under (made from its own words, so that the question does not tell its label)."""
+    under (made from its own words, so that the question does not tell its label) and the
+    sentence every pair of it is read after (so that having one does not tell it either)."""
 
     doc: Document
     index: int
     window: str
     sentence: str
     question: str
+    previous: str = ""
 
     def pair(
-        self, sentence: str, passage: str, label: float, origin: str, previous: str = ""
+        self, sentence: str, passage: str, label: float, origin: str, previous: str | None = None
     ) -> SupportPair:
-        query = support_input(sentence, previous, self.question)
+        after = self.previous if previous is None else previous
+        query = support_input(sentence, after, self.question)
         return SupportPair(query, passage, label, origin, self.doc.key, self.doc.corpus)
 
 
@@ -275,18 +280,27 @@ class DocumentRecipes:
             for index, window in enumerate(doc.windows):
                 claims = [s for s in sentences_of(window) if is_claim(s)]
                 for sentence in self.rng.sample(claims, min(per_window, len(claims))):
-                    question = self._question(sentence)
-                    claim = Claim(doc, index, window, sentence, question)
+                    claim = Claim(doc, index, window, sentence, self._question(sentence))
+                    claim = dataclasses.replace(claim, previous=self._read_after(claim))
                     yield from self._stated(claim)
                     yield from self._negatives(claim, claims)
 
     def _question(self, sentence: str) -> str:
         return pseudo_question(sentence, self.rng) if self.rng.random() < QUESTION_SHARE else ""
 
+    def _read_after(self, claim: Claim) -> str:
+        """The sentence a claim's pairs are read after: its own previous one when it points
+        back, else for `AFTER_OTHER_SHARE` of claims a sentence about something else (which
+        does not change what it says), else none."""
+        previous = self._previous(claim.window, claim.sentence)
+        if refers_back(claim.sentence) and previous:
+            return previous
+        return self._other(claim) if self.rng.random() < AFTER_OTHER_SHARE else ""
+
     def _stated(self, claim: Claim) -> Iterator[SupportPair]:
         """The claim as written or paraphrased against its window (or the window with
-        another sentence swapped for one of the same length, as negatives are made); after
-        its own previous sentence or, when it does not point back, another document's."""
+        another sentence swapped for one of the same length, as negatives are made); and a
+        claim that points back read after a sentence about something else (not stated)."""
         rng, sentence = self.rng, claim.sentence
         made = paraphrase(sentence, rng) if rng.random() < 0.6 else None
         passage, origin = claim.window, "paraphrase" if made else "sentence"
@@ -297,12 +311,8 @@ class DocumentRecipes:
             if stand_in:
                 passage, origin = claim.window.replace(swapped, stand_in), "spliced"
         yield claim.pair(made or sentence, passage, 1.0, origin)
-        previous = self._previous(claim.window, sentence)
-        if refers_back(sentence) and previous:
-            yield claim.pair(sentence, claim.window, 1.0, "in-context", previous)
+        if refers_back(sentence) and claim.previous:
             yield claim.pair(sentence, claim.window, 0.0, "out-of-context", self._other(claim))
-        elif rng.random() < 0.3:
-            yield claim.pair(sentence, claim.window, 1.0, "after-other", self._other(claim))
 
     def _negatives(self, claim: Claim, claims: Sequence[str]) -> Iterator[SupportPair]:
         """The window with the claim replaced by a sentence of the same length, a typed
@@ -325,7 +335,7 @@ class DocumentRecipes:
         if claim.question and asked:
             other = pseudo_question(rng.choice(asked), rng)
             if coverage(other, sentence) <= NOT_ASKED_SHARE:
-                elsewhere = Claim(claim.doc, claim.index, window, sentence, other)
+                elsewhere = dataclasses.replace(claim, question=other)
                 yield elsewhere.pair(sentence, window, 0.0, "not-answering")
 
     def _stand_in(self, claim: Claim, replaced: str) -> str | None:
