@@ -64,7 +64,7 @@ from crag_edge.sentences import sentence_spans
 
 ROOT = Path(__file__).resolve().parent.parent
 MINILM = ROOT / "models" / "all-minilm-l6-v2"
-EVALUATOR = ROOT / "crag_edge" / "evaluator"
+EVALUATOR = ROOT / "crag_edge" / "shipped_models" / "evaluator"
 CHEAP = (
     "addresses",
     "located",
