@@ -2,13 +2,14 @@
 
 Each recipe takes a passage window (as `support_model.passage_windows` cuts a chunk) and one
 of its sentences, the claim, asked under a question made of the claim's own subject (most
-pairs) or under none:
+claims) or under none, and read after its own previous sentence when it points back, after
+a sentence about something else for some of the others, or after none. All pairs of a claim
+share its question and the sentence before it, so neither tells the label:
 
 - **stated**: the claim (or a rule-based paraphrase of it: a parenthesis or a trailing
   clause dropped, an opening phrase moved to the end, a verb swapped for a synonym) against
   its window, or against its window with another sentence swapped for one of the same
-  length (as the removed negatives are made, so a swap tells nothing); the claim after a
-  sentence that has nothing to do with it, when it does not point back.
+  length (as the removed negatives are made, so a swap tells nothing).
 - **removed** (MiniCheck's hard negative): the claim against its window with the claim
   replaced by a sentence of the same length from elsewhere in its document, when what is
   left no longer holds most of its terms. Cut out instead, the window would be a sentence
@@ -27,9 +28,9 @@ pairs) or under none:
   Storage Size of bigint is 8 bytes.") or another row's cell in its place; and two rows
   read together, where the other row's cell is stated but not asked.
 
-Every negative's passage is as long as its claim's window (`LENGTH_TOLERANCE`).
-Every pair carries its `unit` (the document or the claim it came from) and its `corpus`, so
-a corpus can be held out whole.
+Every negative's passage is as long as its claim's window (`LENGTH_TOLERANCE`). Every pair
+carries its `unit` (the document or the claim it came from) and its `corpus`, so a corpus
+can be held out whole.
 """
 
 from __future__ import annotations
