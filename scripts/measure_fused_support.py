@@ -9,7 +9,8 @@ every signal the support check could read:
   (numbers, names, options) the passage holds;
 - all-MiniLM-L6-v2's cosine between the sentence and the passage's closest sentence;
 - the shipped evaluator's relevance of the passage to the sentence;
-- the support model's P(stated) (`--support-model`, read with the sentence before it);
+- the support model's P(stated) (`--support-model`, read with the question and the
+  sentence before it);
 - the generator's context reliance: the mean log-probability per token of the sentence after
   the question with the passage, minus without it (`--reliance-model`, a GGUF read with
   llama-cpp-python);
@@ -63,7 +64,7 @@ from crag_edge.sentences import sentence_spans
 
 ROOT = Path(__file__).resolve().parent.parent
 MINILM = ROOT / "models" / "all-minilm-l6-v2"
-EVALUATOR = ROOT / "crag_edge" / "evaluator"
+EVALUATOR = ROOT / "crag_edge" / "shipped_models" / "evaluator"
 CHEAP = (
     "addresses",
     "located",
@@ -143,7 +144,8 @@ def support_model_scorer(folder: Path) -> Scorer:
 
     def score(item: dict[str, Any]) -> dict[str, float]:
         claim, previous = claim_text(item["sentence"]), claim_text(item["previous"])
-        return {"support_model": model.scores(claim, [item["passage"]], previous)[0]}
+        read = model.scores(claim, [item["passage"]], previous, item["question"])
+        return {"support_model": read[0]}
 
     return score
 

@@ -114,7 +114,7 @@ def labelled(args: argparse.Namespace) -> dict[str, Any]:
         rows.append({
             "set": label["set"],
             "stated": label["stated"],
-            "model": max(model.scores(claim, [c.text for c in context])),
+            "model": max(model.scores(claim, [c.text for c in context], "", question)),
             "located": float(bool(terms.located) and not terms.missing),
             "share": terms.best()[1],
         })  # fmt: skip

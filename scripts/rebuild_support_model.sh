@@ -39,6 +39,7 @@ $PY -m crag_edge.cli ingest --db "$WORK/formats.db" "$WORK/formats/docs"
 $PY scripts/support_pairs.py --corpus git-doc="$WORK/git-doc.db" \
     --corpus sqlite-doc="$WORK/sqlite-doc.db" --corpus formats="$WORK/formats.db" \
     --tables sqlite-doc="$SQLITE_DOC/*.html" --scifact "$SCIFACT" --out "$WORK/support-pairs.jsonl"
-$PY scripts/train_support_model.py --pairs "$WORK/support-pairs.jsonl" --heldout-corpus git-doc \
-    --out "$WORK/model" --budget-minutes 33 --max-validation 600
+$PY scripts/train_support_model.py --pairs "$WORK/support-pairs.jsonl" --heldout-corpus formats \
+    --out "$WORK/model" --budget-minutes 26 --max-validation 600 --layers 4 --epochs 0.6 \
+    --threads 1
 $PY scripts/ship_evaluator.py "$WORK/model/release" --support

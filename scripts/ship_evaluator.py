@@ -42,15 +42,19 @@ python scripts/support_pairs.py --corpus git-doc=git-doc.db --corpus sqlite-doc=
   --scifact ../shared/data/scifact --out support-pairs.jsonl
 ```
 
-The recipes (`crag_edge/training/support_data.py`), each without an LLM: a passage window's
-sentence, as written or paraphrased by rule, is stated by its window; the window with that
-sentence taken out (MiniCheck's hard negative), the document's next window, the sentence with
-one fact changed (a number, option, name, negation or condition; at most a quarter of the
-negatives) and a sentence that points back read after a sentence of another document are
+The recipes (`crag_edge/training/support_data.py`), each without an LLM, most pairs asked
+under a question made of the claim's own subject: a passage window's sentence, as written or
+paraphrased by rule, is stated by its window; the window with that sentence replaced by
+another of its length (MiniCheck's hard negative), the document's sentences next to it as
+long as the window, the sentence with one fact changed (a number, option, name, negation or
+condition; at most a quarter of the negatives), a sentence that points back read after a
+sentence about something else, and the sentence asked under another sentence's question are
 not; table rows read alone with their headers, against a sentence stating one of their cells
-or another row's. SciFact: a SUPPORT claim against its rationale sentences is stated; the
-window without them, a CONTRADICT claim's rationales and other sentences are not. The
-held-out corpus and SciFact's held-out claims are never trained on; measurements in
+or another row's, and two rows read together, where only the asked row's cell answers.
+SciFact: a SUPPORT claim against its rationale sentences is stated; the window with them
+replaced, a CONTRADICT claim's rationales and other sentences as long are not. Every
+negative's passage is as long as its positive's. The held-out corpus and SciFact's held-out
+claims are never trained on; measurements in
 crag-edge's docs/training.md ("Support model"). Shipped with
 `python scripts/ship_evaluator.py <out>/release --support`.
 """

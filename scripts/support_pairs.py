@@ -2,12 +2,15 @@
 
 Recipes (`crag_edge/training/support_data.py`): each passage window's sentences as claims,
 stated (as written or paraphrased by rule) against their window; MiniCheck's hard negative
-(the window with the claim taken out); typed errors (a number, option, name, negation or
-condition changed; a quarter of the negatives at most); the next window of the document;
-claims that point back read after a sentence of another document; table rows read alone
-with their headers. SciFact: a SUPPORT claim against its rationale sentences (with their
-neighbours) is stated; the same window without the rationales, a CONTRADICT claim's
-rationales and the abstract's other sentences are not.
+(the window with the claim replaced by a sentence of the same length); typed errors (a
+number, option, name, negation or condition changed; a quarter of the negatives at most);
+the document's sentences next to the claim, as many words as its window; claims that point
+back read after a sentence about something else; a claim asked under another claim's
+question; table rows read alone with their headers. SciFact: a SUPPORT claim against its
+rationale sentences (with their neighbours) is stated; the same window with the rationales
+replaced by other sentences of the abstract, a CONTRADICT claim's rationales and a run of
+the abstract's other sentences as long as the window are not. Every negative's passage is
+as long as its positive's.
 
     python scripts/support_pairs.py --corpus git-doc=git-doc.db --corpus sqlite-doc=sqlite-doc.db \\
         --corpus formats=formats.db --tables sqlite-doc='/usr/share/doc/sqlite3/*.html' \\
@@ -31,17 +34,23 @@ from dataclasses import asdict
 from html.parser import HTMLParser
 from pathlib import Path
 
+from crag_edge.grading.auc import roc_auc
+from crag_edge.models.support_model import support_input
 from crag_edge.sentences import sentence_spans
 from crag_edge.store.factory import open_corpus
 from crag_edge.training.data import human_unit
 from crag_edge.training.support_data import (
+    QUESTION_SHARE,
     SCIFACT,
     Document,
     DocumentRecipes,
     SupportPair,
     Table,
     cap_typed,
+    close_length,
     document,
+    length_run,
+    pseudo_question,
     table_pairs,
 )
 
@@ -146,23 +155,53 @@ def scifact_pairs(folder: Path, rng: random.Random) -> Iterator[SupportPair]:
 def _claim_pairs(
     claim: str, label: str, sentences: list[str], indices: list[int], rng: random.Random
 ) -> Iterator[SupportPair]:
+    """The rationale window, and as long as it (`close_length`): the window with each
+    rationale replaced by another sentence of the abstract of about its length, and a run
+    of the abstract's other sentences."""
     unit = human_unit(claim)
     first = max(0, indices[0] - 1)
     last = min(len(sentences), indices[-1] + 2, first + max(MAX_WINDOW_SENTENCES, len(indices)))
     window = [i for i in range(first, last)]
     if not set(indices) <= set(window):
         window = sorted(set(indices))
-    stated = 1.0 if label == "SUPPORT" else 0.0
+    question = pseudo_question(claim, rng) if rng.random() < QUESTION_SHARE else ""
+    query = support_input(claim, "", question)
     passage = " ".join(sentences[i] for i in window)
-    yield SupportPair(claim, passage, stated, f"scifact-{label.lower()}", unit, SCIFACT)
-    left = [sentences[i] for i in window if i not in indices]
-    if len(" ".join(left).split()) >= 8:
-        yield SupportPair(claim, " ".join(left), 0.0, "scifact-removed", unit, SCIFACT)
-    rest = [i for i in range(len(sentences)) if i not in window and i not in indices]
-    if len(rest) >= 3:
-        start = rng.randrange(0, len(rest) - 2)
-        other = " ".join(sentences[i] for i in rest[start : start + 3])
-        yield SupportPair(claim, other, 0.0, "scifact-other", unit, SCIFACT)
+    target = len(passage.split())
+    stated = 1.0 if label == "SUPPORT" else 0.0
+    yield SupportPair(query, passage, stated, f"scifact-{label.lower()}", unit, SCIFACT)
+    rest = [sentences[i] for i in range(len(sentences)) if i not in window]
+    replaced = _replaced(sentences, window, indices, rest, rng)
+    if replaced and close_length(len(replaced.split()), target):
+        yield SupportPair(query, replaced, 0.0, "scifact-removed", unit, SCIFACT)
+    starts = list(range(len(rest)))
+    rng.shuffle(starts)
+    for start in starts:
+        run = length_run(rest[start:], target)
+        if run:
+            yield SupportPair(query, " ".join(run), 0.0, "scifact-other", unit, SCIFACT)
+            break
+
+
+def _replaced(
+    sentences: list[str], window: list[int], indices: list[int], rest: list[str], rng: random.Random
+) -> str | None:
+    """The window with each rationale sentence swapped for an unused sentence of the rest
+    of the abstract of about its length, or None when the abstract has none."""
+    unused = list(rest)
+    rng.shuffle(unused)
+    made = []
+    for i in window:
+        if i not in indices:
+            made.append(sentences[i])
+            continue
+        words = len(sentences[i].split())
+        fits = [s for s in unused if close_length(len(s.split()), words)]
+        if not fits:
+            return None
+        made.append(fits[0])
+        unused.remove(fits[0])
+    return " ".join(made)
 
 
 def parse_named(values: list[str], option: str) -> list[tuple[str, str]]:
@@ -191,6 +230,19 @@ def make_pairs(args: argparse.Namespace) -> list[SupportPair]:
     return cap_typed(pairs, rng)
 
 
+def length_auc(pairs: list[SupportPair]) -> dict[str, float]:
+    """How well a passage's word count alone tells stated pairs, by corpus: near 0.5 when
+    the negatives' passages are as long as the positives'."""
+    found = {}
+    for corpus in ["all", *sorted({p.corpus for p in pairs})]:
+        chosen = [p for p in pairs if corpus in ("all", p.corpus)]
+        labels = [int(p.label >= 0.5) for p in chosen]
+        if len(set(labels)) == 2:
+            words = [float(len(p.passage.split())) for p in chosen]
+            found[corpus] = round(roc_auc(words, labels), 3)
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", action="append", default=[], help="NAME=corpus.db")
@@ -206,6 +258,7 @@ def main() -> int:
             out.write(json.dumps(asdict(pair), ensure_ascii=False) + "\n")
     counts = Counter((p.corpus, p.origin, int(p.label)) for p in pairs)
     print(json.dumps({f"{c} {o} {lab}": n for (c, o, lab), n in sorted(counts.items())}, indent=1))
+    print(json.dumps({"passage words alone, ROC-AUC of stated": length_auc(pairs)}, indent=1))
     print(f"{len(pairs)} pairs, {sum(p.label >= 0.5 for p in pairs)} stated -> {args.out}")
     return 0
 

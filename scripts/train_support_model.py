@@ -6,7 +6,7 @@ the evaluator's split): they are the validation pairs the export is checked on. 
 is the evaluator trainer's `cross` architecture (joint attention over the pair, a classifier
 on [CLS]), fine-tuned, exported and checked by the same code (`training.pipeline`).
 
-    python scripts/train_support_model.py --pairs support-pairs.jsonl --heldout-corpus git-doc \\
+    python scripts/train_support_model.py --pairs support-pairs.jsonl --heldout-corpus formats \\
         --out support-model --budget-minutes 35
     python scripts/ship_evaluator.py support-model/release --support
 """
@@ -93,6 +93,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--max-validation", type=int, default=1500)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
     args = parser.parse_args()
     started = time.monotonic()
     options = TrainOptions(
@@ -108,6 +109,7 @@ def main() -> int:
         learning_rate=args.lr,
         max_length=args.max_length,
         seed=args.seed,
+        threads=args.threads,
         model_id=MODEL_ID,
         register=False,
         data_license=LICENSE,

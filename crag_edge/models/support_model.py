@@ -1,12 +1,14 @@
 """The support model: whether a passage states a sentence, read with the sentence before it.
 
 A small cross-encoder trained for this one question
-(`crag_edge/shipped_models/support_model/`, the model card says how): its input is "previous
-sentence [SEP] sentence" against a passage, so a sentence that points back ("This feature is
-known as …") is read with what it points to, and a quote placed after a sentence about
-something else can fail although its words are the passage's own. A passage longer than the
-model reads well is read in overlapping windows of whole sentences (as it was trained) and
-its score is its best window's: a fact stated anywhere in it counts, wherever it stands.
+(`crag_edge/shipped_models/support_model/`, the model card says how): its input is "question
+[SEP] previous sentence [SEP] sentence" against a passage, so a sentence that points back
+("This feature is known as …") is read with what it points to, a quote placed after a
+sentence about something else can fail although its words are the passage's own, and a
+sentence the passage states about something the question did not ask can fail too. A
+passage longer than the model reads well is read in overlapping windows of whole sentences
+(as it was trained) and its score is its best window's: a fact stated anywhere in it
+counts, wherever it stands.
 """
 
 from __future__ import annotations
@@ -22,9 +24,13 @@ WINDOW_WORDS = 64  # a window's words at most (a single longer sentence is one w
 MAX_LENGTH = 128  # tokens of one (input, window) pair, as trained
 
 
-def support_input(sentence: str, previous: str = "") -> str:
-    """What the model reads of a sentence: the one before it first, when there is one."""
-    sentence, previous = sentence.strip(), previous.strip()
+def support_input(sentence: str, previous: str = "", question: str = "") -> str:
+    """What the model reads of a sentence: the question and the sentence before it first.
+    With a question, its three parts always stand in their places (an empty previous
+    sentence leaves its place empty), so the model knows which part is which."""
+    sentence, previous, question = sentence.strip(), previous.strip(), question.strip()
+    if question:
+        return f"{question}{SEPARATOR}{previous}{SEPARATOR}{sentence}"
     return f"{previous}{SEPARATOR}{sentence}" if previous else sentence
 
 
@@ -62,10 +68,12 @@ class SupportModel:
     def name(self) -> str:
         return self._scorer.name
 
-    def scores(self, sentence: str, passages: Sequence[str], previous: str = "") -> list[float]:
+    def scores(
+        self, sentence: str, passages: Sequence[str], previous: str = "", question: str = ""
+    ) -> list[float]:
         windows = [passage_windows(p) for p in passages]
         flat = [w for group in windows for w in group]
-        scored = self._scorer.score(support_input(sentence, previous), flat).scores
+        scored = self._scorer.score(support_input(sentence, previous, question), flat).scores
         best, at = [], 0
         for group in windows:
             best.append(max(scored[at : at + len(group)]))

@@ -1,29 +1,42 @@
 """Pairs that teach the support model whether a passage states a sentence, made without an LLM.
 
 Each recipe takes a passage window (as `support_model.passage_windows` cuts a chunk) and one
-of its sentences, the claim:
+of its sentences, the claim, asked under a question made of the claim's own subject (most
+claims) or under none, and read after its own previous sentence when it points back, after
+a sentence about something else for some of the others, or after none. All pairs of a claim
+share its question and the sentence before it, so neither tells the label:
 
 - **stated**: the claim (or a rule-based paraphrase of it: a parenthesis or a trailing
   clause dropped, an opening phrase moved to the end, a verb swapped for a synonym) against
-  its window; the claim after a sentence that has nothing to do with it, when it does not
-  point back (the sentence before does not change what it says).
-- **removed** (MiniCheck's hard negative): the claim against its window with the claim taken
-  out, when what is left no longer holds most of its terms.
+  its window, or against its window with another sentence swapped for one of the same
+  length (as the removed negatives are made, so a swap tells nothing).
+- **removed** (MiniCheck's hard negative): the claim against its window with the claim
+  replaced by a sentence of the same length from elsewhere in its document, when what is
+  left no longer holds most of its terms. Cut out instead, the window would be a sentence
+  shorter than the positives', and a model learns to read length.
 - **typed error** (TinyLettuce): the claim with one fact changed (a number, an option, a
   name, a negation, a condition) against its own window; at most a quarter of the negatives.
-- **neighbour**: the claim against the next window of its document, which shares its topic.
-- **out of context**: a claim that points back ("This option …"), read after a sentence of
-  another document: its words are the passage's own, and it still says something else.
-- **table rows**: a row read alone with its headers ("Name bigint · Storage Size 8 bytes"),
-  and a sentence stating one of its cells ("The Storage Size of bigint is 8 bytes.") or
-  another row's cell in its place.
+- **neighbour**: the claim against the run of its document's sentences after it (before
+  it, at a document's end) as long as its window: the same topic, not the claim.
+- **out of context**: a claim that points back ("This option …"), read after a sentence
+  about something else (another part of its document, or another document): its words are
+  the passage's own, and it still says something else.
+- **not answering**: the claim against its own window, asked under a question another
+  sentence of the window answers: stated, but not what was asked.
+- **table rows**: a row read alone with its headers ("Name bigint · Storage Size 8 bytes")
+  or as the page shows it, asked about that row: a sentence stating one of its cells ("The
+  Storage Size of bigint is 8 bytes.") or another row's cell in its place; and two rows
+  read together, where the other row's cell is stated but not asked.
 
-Every pair carries its `unit` (the document or the claim it came from) and its `corpus`, so
-a corpus can be held out whole.
+Every negative's passage is as long as its claim's window (`LENGTH_TOLERANCE`). Every pair
+carries its `unit` (the document or the claim it came from) and its `corpus`, so a corpus
+can be held out whole.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import random
 import re
 from collections.abc import Iterator, Sequence
@@ -39,6 +52,18 @@ SCIFACT = "scifact"
 TYPED_SHARE = 0.25  # of the negatives at most
 MIN_CLAIM_WORDS, MAX_CLAIM_WORDS = 5, 40
 LEFT_SHARE = 0.6  # a window without its claim may hold at most this share of its terms
+NOT_ASKED_SHARE = 0.5  # a question another claim answers shares at most this of the claim's
+LENGTH_TOLERANCE = 0.2  # a negative's passage is within this share of its positive's words
+MIN_LENGTH_SLACK = 4  # words: short passages may differ by this many
+QUESTION_SHARE = 0.85  # pairs asked under a question (the rest read without one)
+SPLICE_SHARE = 0.3  # stated windows with another sentence swapped in, as negatives are made
+AFTER_OTHER_SHARE = 0.3  # claims that do not point back, read after an unrelated sentence
+QUESTION_TEMPLATES = (
+    "What about {subject}?",
+    "What does {subject} do?",
+    "How does {subject} work?",
+    "What is said about {subject}?",
+)
 NAME = re.compile(r"(?<=\s)[A-Z][\w-]+|`[^`]+`")
 PARENTHESIS = re.compile(r"\s*\([^()]{1,80}\)")
 TRAILING_CLAUSE = re.compile(r"^(.{25,}?)(?:, which |, so that |; |, and | — ).*$")
@@ -100,8 +125,14 @@ def is_claim(sentence: str) -> bool:
 
 def coverage(claim: str, passage: str) -> float:
     """The share of the claim's content terms the passage holds."""
-    terms = set(tokenize(claim))
-    return len(terms & set(tokenize(passage))) / len(terms) if terms else 0.0
+    terms = terms_of(claim)
+    return len(terms & terms_of(passage)) / len(terms) if terms else 0.0
+
+
+@functools.lru_cache(maxsize=200_000)
+def terms_of(text: str) -> frozenset[str]:
+    """A text's content terms (cached: the recipes ask about each sentence many times)."""
+    return frozenset(tokenize(text))
 
 
 def paraphrase(sentence: str, rng: random.Random) -> str | None:
@@ -209,15 +240,39 @@ def corpus_names(documents: Sequence[Document]) -> list[str]:
     return sorted(found)
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A window's sentence read as a claim, with the question every pair of it is asked
+    under (made from its own words, so that the question does not tell its label) and the
+    sentence every pair of it is read after (so that having one does not tell it either)."""
+
+    doc: Document
+    index: int
+    window: str
+    sentence: str
+    question: str
+    previous: str = ""
+
+    def pair(
+        self, sentence: str, passage: str, label: float, origin: str, previous: str | None = None
+    ) -> SupportPair:
+        after = self.previous if previous is None else previous
+        query = support_input(sentence, after, self.question)
+        return SupportPair(query, passage, label, origin, self.doc.key, self.doc.corpus)
+
+
 class DocumentRecipes:
-    """The recipes over the windows of a corpus's documents (seeded, so reruns agree)."""
+    """The recipes over the windows of a corpus's documents (seeded, so reruns agree).
+    Every negative is read against a passage as long as its claim's window (within
+    `LENGTH_TOLERANCE`): a model must not learn that a shorter passage states less."""
 
     def __init__(self, documents: Sequence[Document], seed: int) -> None:
         self.documents = list(documents)
         self.names = corpus_names(self.documents)
         self.rng = random.Random(seed)
+        self.sentences = {d.key: document_sentences(d) for d in self.documents}
         self.pointer_free = [
-            s for d in self.documents for w in d.windows for s in sentences_of(w)
+            s for d in self.documents for s in self.sentences[d.key]
             if is_claim(s) and not refers_back(s)
         ]  # fmt: skip
 
@@ -225,47 +280,156 @@ class DocumentRecipes:
         for doc in self.documents:
             for index, window in enumerate(doc.windows):
                 claims = [s for s in sentences_of(window) if is_claim(s)]
-                for claim in self.rng.sample(claims, min(per_window, len(claims))):
-                    yield from self._claim_pairs(doc, index, window, claim)
+                for sentence in self.rng.sample(claims, min(per_window, len(claims))):
+                    claim = Claim(doc, index, window, sentence, self._question(sentence))
+                    claim = dataclasses.replace(claim, previous=self._read_after(claim))
+                    yield from self._stated(claim)
+                    yield from self._negatives(claim, claims)
 
-    def _claim_pairs(
-        self, doc: Document, index: int, window: str, claim: str
-    ) -> Iterator[SupportPair]:
-        def pair(query: str, passage: str, label: float, origin: str) -> SupportPair:
-            return SupportPair(query, passage, label, origin, doc.key, doc.corpus)
+    def _question(self, sentence: str) -> str:
+        return pseudo_question(sentence, self.rng) if self.rng.random() < QUESTION_SHARE else ""
 
-        rng = self.rng
-        stated = paraphrase(claim, rng) if rng.random() < 0.6 else None
-        yield pair(stated or claim, window, 1.0, "paraphrase" if stated else "sentence")
-        previous = self._previous(window, claim)
-        if refers_back(claim) and previous:
-            yield pair(support_input(claim, previous), window, 1.0, "in-context")
-            yield pair(support_input(claim, self._elsewhere(doc)), window, 0.0, "out-of-context")
-        elif rng.random() < 0.3:
-            yield pair(support_input(claim, self._elsewhere(doc)), window, 1.0, "after-other")
-        left = window.replace(claim, " ").strip()
-        if len(left.split()) >= MIN_CLAIM_WORDS and coverage(claim, left) <= LEFT_SHARE:
-            yield pair(claim, left, 0.0, "removed")
+    def _read_after(self, claim: Claim) -> str:
+        """The sentence a claim's pairs are read after: its own previous one when it points
+        back, else for `AFTER_OTHER_SHARE` of claims a sentence about something else (which
+        does not change what it says), else none."""
+        previous = self._previous(claim.window, claim.sentence)
+        if refers_back(claim.sentence) and previous:
+            return previous
+        return self._other(claim) if self.rng.random() < AFTER_OTHER_SHARE else ""
+
+    def _stated(self, claim: Claim) -> Iterator[SupportPair]:
+        """The claim as written or paraphrased against its window (or the window with
+        another sentence swapped for one of the same length, as negatives are made); and a
+        claim that points back read after a sentence about something else (not stated)."""
+        rng, sentence = self.rng, claim.sentence
+        made = paraphrase(sentence, rng) if rng.random() < 0.6 else None
+        passage, origin = claim.window, "paraphrase" if made else "sentence"
+        others = [s for s in sentences_of(claim.window) if s != sentence]
+        if others and rng.random() < SPLICE_SHARE:
+            swapped = rng.choice(others)
+            stand_in = self._stand_in(claim, swapped)
+            if stand_in:
+                passage, origin = claim.window.replace(swapped, stand_in), "spliced"
+        yield claim.pair(made or sentence, passage, 1.0, origin)
+        if refers_back(sentence) and claim.previous:
+            yield claim.pair(sentence, claim.window, 0.0, "out-of-context", self._other(claim))
+
+    def _negatives(self, claim: Claim, claims: Sequence[str]) -> Iterator[SupportPair]:
+        """The window with the claim replaced by a sentence of the same length, a typed
+        error, a neighbouring run of sentences as long as the window, and the claim asked
+        under another claim's question (stated, but not an answer)."""
+        rng, sentence, window = self.rng, claim.sentence, claim.window
+        stand_in = self._stand_in(claim, sentence)
+        if stand_in:
+            replaced = window.replace(sentence, stand_in)
+            if coverage(sentence, replaced) <= LEFT_SHARE:
+                yield claim.pair(sentence, replaced, 0.0, "removed")
         if rng.random() < 0.5:
-            wrong = typed_error(claim, window, self.names, rng)
+            wrong = typed_error(sentence, window, self.names, rng)
             if wrong:
-                yield pair(wrong, window, 0.0, "typed-error")
-        neighbour = doc.windows[index + 1] if index + 1 < len(doc.windows) else None
-        if neighbour and claim not in neighbour and coverage(claim, neighbour) <= LEFT_SHARE:
-            yield pair(claim, neighbour, 0.0, "neighbour")
+                yield claim.pair(wrong, window, 0.0, "typed-error")
+        neighbour = self._neighbour(claim)
+        if neighbour:
+            yield claim.pair(sentence, neighbour, 0.0, "neighbour")
+        asked = [c for c in claims if c != sentence and coverage(c, sentence) <= LEFT_SHARE]
+        if claim.question and asked:
+            other = pseudo_question(rng.choice(asked), rng)
+            if coverage(other, sentence) <= NOT_ASKED_SHARE:
+                elsewhere = dataclasses.replace(claim, question=other)
+                yield elsewhere.pair(sentence, window, 0.0, "not-answering")
+
+    def _stand_in(self, claim: Claim, replaced: str) -> str | None:
+        """A sentence of the same length as `replaced` from another window of the claim's
+        document (its topic), else from another document, that does not state the claim."""
+        words = len(replaced.split())
+        own = [s for s in self.sentences[claim.doc.key] if s not in claim.window]
+        for pool in (own, self.pointer_free):
+            fits = [
+                s for s in pool
+                if close_length(len(s.split()), words) and coverage(claim.sentence, s) <= 0.3
+                and s not in claim.window
+            ]  # fmt: skip
+            if fits:
+                return self.rng.choice(fits)
+        return None
+
+    def _neighbour(self, claim: Claim) -> str | None:
+        """The run of the document's sentences after the claim (before it, at the end of a
+        document) as long as the claim's window, when it does not state the claim."""
+        sentences = self.sentences[claim.doc.key]
+        at = sentences.index(claim.sentence)
+        target = len(claim.window.split())
+        after = sentences[at + 1 :]
+        before = list(reversed(sentences[:at]))
+        for side in (after, before):
+            run = length_run(side, target)
+            if run is None:
+                continue
+            passage = " ".join(run if side is after else list(reversed(run)))
+            if claim.sentence not in passage and coverage(claim.sentence, passage) <= LEFT_SHARE:
+                return passage
+        return None
 
     def _previous(self, window: str, claim: str) -> str:
         sentences = sentences_of(window)
         at = sentences.index(claim) if claim in sentences else 0
         return sentences[at - 1] if at > 0 else ""
 
-    def _elsewhere(self, doc: Document) -> str:
-        """A sentence of another document, which the claim cannot be about."""
+    def _other(self, claim: Claim) -> str:
+        """A sentence the claim cannot be about: another window's of its document (about
+        something else there) or another document's."""
+        own = [
+            s for s in self.sentences[claim.doc.key]
+            if s not in claim.window and is_claim(s) and not refers_back(s)
+        ]  # fmt: skip
+        pool = own if own and self.rng.random() < 0.5 else self.pointer_free
         for _ in range(20):
-            sentence = self.rng.choice(self.pointer_free)
-            if not any(sentence in w for w in doc.windows):
+            sentence = self.rng.choice(pool)
+            if sentence not in claim.window:
                 return sentence
         return self.rng.choice(self.pointer_free)
+
+
+def document_sentences(doc: Document) -> list[str]:
+    """A document's sentences in order, once each (its windows overlap by a sentence)."""
+    found: list[str] = []
+    for window in doc.windows:
+        for sentence in sentences_of(window):
+            if not found or found[-1] != sentence:
+                found.append(sentence)
+    return found
+
+
+def close_length(words: int, target: int) -> bool:
+    """Whether a passage of `words` words is as long as one of `target`, near enough."""
+    return abs(words - target) <= max(MIN_LENGTH_SLACK, LENGTH_TOLERANCE * target)
+
+
+def length_run(sentences: Sequence[str], target: int) -> list[str] | None:
+    """The shortest run of the first sentences that is as long as `target` words, if any."""
+    count = 0
+    for end, sentence in enumerate(sentences, 1):
+        count += len(sentence.split())
+        if close_length(count, target):
+            return list(sentences[:end])
+        if count > target:
+            return None
+    return None
+
+
+def pseudo_question(sentence: str, rng: random.Random) -> str:
+    """A question a sentence answers, made of its subject: its option or name if it has one,
+    else a few of its content words in order ("What about gc pruneExpire setting?")."""
+    named = OPTION.findall(sentence) + NAME.findall(sentence)
+    if named:
+        subject = rng.choice(named).strip("`")
+    else:
+        words = [w.strip(".,;:()\"'") for w in sentence.split()]
+        content = [w for w in words if len(w) > 3 and tokenize(w)]
+        start = rng.randrange(max(1, len(content) - 2))
+        subject = " ".join(content[start : start + 3]) or sentence.split()[0]
+    return rng.choice(QUESTION_TEMPLATES).format(subject=subject)
 
 
 def document(key: str, corpus: str, chunks: Sequence[str]) -> Document:
@@ -300,33 +464,74 @@ ROW_TEMPLATES = (
     "The {key} {header} is {value}.",
     "{key}: {value}.",
 )
+ROW_QUESTIONS = (
+    "What is the {header} of {key}?",
+    "Which {header} does {key} have?",
+    "What {header} has {key}?",
+)
+
+
+@dataclass(frozen=True)
+class RowClaims:
+    """Sentences about one column of a table's rows, all read as one layout (the row alone
+    with its headers, or as the page's text shows it) and asked about one row."""
+
+    table: Table
+    column: int
+    template: str
+    labelled: bool  # "Name bigint · Storage Size 8 bytes" rather than the page's text
+    question: str
+    unit: str
+    corpus: str
+
+    def sentence(self, row: Sequence[str], value: str | None = None) -> str:
+        header = self.table.headers[self.column].lower() or "value"
+        cell = row[self.column] if value is None else value
+        return self.template.format(header=header, key=row[0], value=cell)
+
+    def passage(self, *rows: Sequence[str]) -> str:
+        if self.labelled:
+            return "\n".join(row_text(self.table, row) for row in rows)
+        return plain_rows(self.table, rows)
+
+    def pair(self, sentence: str, passage: str, label: float, origin: str) -> SupportPair:
+        query = support_input(sentence, "", self.question)
+        return SupportPair(query, passage, label, origin, self.unit, self.corpus)
 
 
 def table_pairs(table: Table, corpus: str, key: str, rng: random.Random) -> Iterator[SupportPair]:
-    """Per row and up to two of its columns: a cell stated from the row alone (1), the same
-    sentence with another row's cell of that column (0), and the sentence against the next
-    row (0)."""
+    """Per row and up to two of its columns, asked about that row (`row_pairs`)."""
     for i, row in enumerate(table.rows):
-        alone = row_text(table, row) if rng.random() < 0.6 else plain_rows(table, [row])
         other = table.rows[(i + 1) % len(table.rows)]
-        unit = f"{key}:row{i}"
         columns = range(1, len(table.headers))
         for column in rng.sample(columns, min(2, len(columns))):
-            value = row[column]
-            others = [r[column] for r in table.rows if r[column] != value]
-            if not value or not row[0]:
+            if not row[column] or not row[0]:
                 continue
-            template = rng.choice(ROW_TEMPLATES)
             header = table.headers[column].lower() or "value"
-            claim = template.format(header=header, key=row[0], value=value)
-            yield SupportPair(claim, alone, 1.0, "table-row", unit, corpus)
-            if others:
-                wrong = template.format(header=header, key=row[0], value=rng.choice(others))
-                yield SupportPair(wrong, alone, 0.0, "table-wrong-cell", unit, corpus)
-            if other[0] != row[0] and other[column] != value:
-                yield SupportPair(
-                    claim, row_text(table, other), 0.0, "table-other-row", unit, corpus
-                )
+            asked = rng.choice(ROW_QUESTIONS).format(header=header, key=row[0])
+            template, labelled = rng.choice(ROW_TEMPLATES), rng.random() < 0.6
+            claims = RowClaims(table, column, template, labelled, asked, f"{key}:row{i}", corpus)
+            yield from row_pairs(claims, row, other, rng)
+
+
+def row_pairs(
+    claims: RowClaims, row: Sequence[str], other: Sequence[str], rng: random.Random
+) -> Iterator[SupportPair]:
+    """A cell stated from the row alone (1), the same sentence with another row's cell of
+    that column (0), the sentence against the next row (0); and, from that row and the
+    next read together, this row's cell (1) and the next row's (0: stated, not asked)."""
+    column, value = claims.column, row[claims.column]
+    claim = claims.sentence(row)
+    yield claims.pair(claim, claims.passage(row), 1.0, "table-row")
+    others = [r[column] for r in claims.table.rows if r[column] != value]
+    if others:
+        wrong = claims.sentence(row, rng.choice(others))
+        yield claims.pair(wrong, claims.passage(row), 0.0, "table-wrong-cell")
+    if other[0] != row[0] and other[column] != value:
+        yield claims.pair(claim, claims.passage(other), 0.0, "table-other-row")
+        both = claims.passage(*rng.sample([row, other], 2))
+        yield claims.pair(claim, both, 1.0, "table-two-rows")
+        yield claims.pair(claims.sentence(other), both, 0.0, "table-not-answering")
 
 
 def cap_typed(pairs: list[SupportPair], rng: random.Random) -> list[SupportPair]:
