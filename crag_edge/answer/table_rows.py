@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable, Collection
 
 from crag_edge.grading.keywords import tokenize
 from crag_edge.ingest.formats.builder import record_cells
+
+# A table's caption before its first column's name in a record ("Table 8.22. cidr Type Input
+# Examples — cidr Input: 192.168/24"; `rows_as_records`).
+CAPTION_DASH = " — "
 
 
 def unnamed_row(sentence: str, question: str, passage: str) -> bool:
@@ -64,3 +69,50 @@ def names(text: str, subject: str) -> bool:
 
 def _folded(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
+
+
+def misplaced(
+    claim: str, answered: Collection[str], passage: str, held: Callable[[str], set[str]]
+) -> bool:
+    """Whether `passage` holds one of the claim's answer facts (`answered`) only in table
+    rows where the claim does not put it: a row other than the ones it names by their
+    subject, or a column other than the ones it names ("abbrev() returns 192.168.0.0/24 for
+    the cidr input 192.168/24" of a row whose `cidr Output` is 192.168.0.0/24 and whose
+    `abbrev(cidr)` is 192.168.0/24). A value is stated of its row and of the column it
+    stands under; a sentence naming no column ("it takes 8 bytes") puts it under none.
+    `held(text)`: the facts and words a text holds, as the support check reads them."""
+    terms = set(tokenize(claim))
+    rows = [columns for line in passage.split("\n") if (columns := record_columns(line))]
+    prose = [line for line in passage.split("\n") if not record_columns(line)]
+    named_rows = [columns for columns in rows if names(claim, columns[0][1])]
+    in_prose = held("\n".join(prose))
+    for fact in set(answered) - in_prose:
+        holding = [columns for columns in rows if any(fact in held(v) for _, v in columns)]
+        if holding and not any(_under_named(fact, c, terms, held) for c in named_rows or rows):
+            return True
+    return False
+
+
+def _under_named(
+    fact: str, columns: list[tuple[str, str]], terms: set[str], held: Callable[[str], set[str]]
+) -> bool:
+    """Whether a row holds `fact` under a column the claim (its `terms`) names by every term
+    of the column's name, or holds it anywhere when the claim names none of its columns."""
+    named = [bool(t := set(tokenize(name))) and t <= terms for name, _ in columns]
+    cells = [fact in held(value) for _, value in columns]
+    if not any(named):
+        return any(cells)
+    return any(n and c for n, c in zip(named, cells, strict=True))
+
+
+def record_columns(line: str) -> list[tuple[str, str]]:
+    """A record's (column name, value) pairs in order, [] when `line` is no record
+    (`record_cells`); the first column's name without the table's caption before it."""
+    cells = record_cells(line)
+    if not cells:
+        return []
+    fields = line.split("; ")
+    first = fields[0].rpartition(": ")[0]
+    first = first.rpartition(": ")[2].rpartition(CAPTION_DASH)[2]
+    names = [first, *(field.partition(": ")[0] for field in fields[1:])]
+    return list(zip(names, cells, strict=True))
