@@ -12,16 +12,11 @@ its row, and is not shown.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Callable, Collection
 
 from crag_edge.grading.keywords import tokenize
+from crag_edge.grading.rows import names, record_columns
 from crag_edge.ingest.formats.builder import record_cells
-
-# A table's caption before its first column's name in a record ("Table 8.22. cidr Type Input
-# Examples — cidr Input: 192.168/24"; `rows_as_records`).
-CAPTION_DASH = " — "
 
 
 def unnamed_row(sentence: str, question: str, passage: str) -> bool:
@@ -52,23 +47,6 @@ def _naming_cells(cells: list[str]) -> list[str]:
     is a name rather than a quantity (no digit: "Baltic Steel" names its row, "8 bytes" is
     a value many rows may share)."""
     return [cells[0], *(cell for cell in cells[1:] if not any(ch.isdigit() for ch in cell))]
-
-
-def names(text: str, subject: str) -> bool:
-    """Whether `text` names `subject`: its head term (`interval [ fields ] [ (p) ]` is named
-    by "interval", the syntax after it aside), or, for a subject of no terms (a format
-    character `q`, a prefix `!`), the subject itself as a word of its own."""
-    terms = tokenize(subject)
-    if terms:
-        return terms[0] in set(tokenize(text))
-    bare = _folded(subject).strip(" `'\"")
-    if not bare:
-        return True
-    return re.search(rf"(?<!\w){re.escape(bare)}(?!\w)", _folded(text)) is not None
-
-
-def _folded(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
 
 
 def misplaced(
@@ -103,16 +81,3 @@ def _under_named(
     if not any(named):
         return any(cells)
     return any(n and c for n, c in zip(named, cells, strict=True))
-
-
-def record_columns(line: str) -> list[tuple[str, str]]:
-    """A record's (column name, value) pairs in order, [] when `line` is no record
-    (`record_cells`); the first column's name without the table's caption before it."""
-    cells = record_cells(line)
-    if not cells:
-        return []
-    fields = line.split("; ")
-    first = fields[0].rpartition(": ")[0]
-    first = first.rpartition(": ")[2].rpartition(CAPTION_DASH)[2]
-    names = [first, *(field.partition(": ")[0] for field in fields[1:])]
-    return list(zip(names, cells, strict=True))
