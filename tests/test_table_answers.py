@@ -220,6 +220,10 @@ PROCESS_QUESTION = "Which format string puts the process ID into a log record's 
         ("cidr", CIDR_QUESTION,
          "The abbrev() function returns 192.168/24 for the cidr input 192.168/24 from Table 1.",
          ()),
+        # A column named with its own value ("C type long long") leaves the others open: the
+        # size is stated of the row, under the column the sentence does not name.
+        ("Format Characters", "What is the C type of the format character q?",
+         "The format character q has the C type long long and takes 8 bytes [1].", (1,)),
         # A literal is a fact of its own: the row holds it, or it is located nowhere, though
         # its word ("process") is there.
         ("LogRecord attributes", PROCESS_QUESTION,

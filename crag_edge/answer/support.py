@@ -254,18 +254,23 @@ def literals(text: str) -> list[str]:
 
 
 def _token(token: str) -> str:
-    """A whitespace-separated token without what surrounds it: quotes, a bracket with no
-    partner inside it, and a sentence's punctuation after it (a token that is only a
+    """A whitespace-separated token without what surrounds it: quotes, brackets around it or
+    with no partner inside it, and a sentence's punctuation after it (a token that is only a
     symbol, "!", keeps it)."""
-    token = token.strip(QUOTES)
+    token = _trailing(token.strip(QUOTES))
     for opening, closing in ("()", "[]", "{}"):
-        if token.startswith(opening) and closing not in token:
+        if token.startswith(opening) and (token.endswith(closing) or closing not in token):
             token = token[1:]
         if token.endswith(closing) and opening not in token:
             token = token[:-1]
+    return _trailing(token).strip(QUOTES)
+
+
+def _trailing(token: str) -> str:
+    """`token` without the punctuation a sentence puts after it, a lone symbol kept."""
     while len(token) > 1 and token[-1] in TRAILING:
         token = token[:-1]
-    return token.strip(QUOTES)
+    return token
 
 
 def standalone_symbols(text: str) -> set[str]:
@@ -295,7 +300,7 @@ def located(
         for item in context
         if shares[item.n] >= LOCATED_SHARE
         and needed <= held_words(item.text)
-        and not misplaced(claim, answered, item.text, held_words)
+        and not misplaced(claim, answered, item.text, facts, held_words)
     )
 
 
