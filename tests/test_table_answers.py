@@ -205,6 +205,7 @@ def test_a_rows_value_in_the_questions_words_is_located_in_its_row(
 
 CIDR_QUESTION = "What does abbrev() return for the cidr input 192.168/24?"
 PROCESS_QUESTION = "Which format string puts the process ID into a log record's message?"
+BYTE_ORDER_QUESTION = "Which byte order does the struct format prefix ! select?"
 
 
 @pytest.mark.parametrize(
@@ -224,6 +225,13 @@ PROCESS_QUESTION = "Which format string puts the process ID into a log record's 
         # size is stated of the row, under the column the sentence does not name.
         ("Format Characters", "What is the C type of the format character q?",
          "The format character q has the C type long long and takes 8 bytes [1].", (1,)),
+        # A row restated with its column's name: the answer is words, not a fact, and every
+        # word beyond the question's is the row's.
+        ("Byte Order", BYTE_ORDER_QUESTION,
+         "The byte order selected by the struct format prefix ! is network (= big-endian).",
+         (1,)),
+        ("Byte Order", BYTE_ORDER_QUESTION,
+         "The byte order selected by the struct format prefix ! is native.", ()),
         # A literal is a fact of its own: the row holds it, or it is located nowhere, though
         # its word ("process") is there.
         ("LogRecord attributes", PROCESS_QUESTION,

@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from crag_edge.answer.generation import CONTEXT_OPENING, SYSTEM, passages_text
-from crag_edge.answer.table_rows import misplaced
+from crag_edge.answer.table_rows import misplaced, restates_row
 from crag_edge.grading.keywords import STOPWORDS, tokenize
 from crag_edge.ingest.formats.builder import record_values
 from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
@@ -288,19 +288,24 @@ def located(
     facts is not the question's own (a sentence that only repeats the question's names is
     located nowhere: the answer is what the passage must hold; a reference such as "Table
     8.22" says where, not what), and a table row holds its answer under a column it names
-    (`table_rows.misplaced`)."""
+    (`table_rows.misplaced`); or a passage holding its every fact and a table row it
+    restates with the row's column names (`table_rows.restates_row`)."""
     stated_facts = facts(claim)
     asked = facts(question) | {w.lower() for w in WORD.findall(question)}
     answered = facts(REFERENCE.sub(" ", claim)) - asked
-    if not answered:
-        return ()
     needed = stated_facts | (_plain_words(claim) & TURNING_WORDS)
     return tuple(
         item.n
         for item in context
-        if shares[item.n] >= LOCATED_SHARE
-        and needed <= held_words(item.text)
-        and not misplaced(claim, answered, item.text, facts, held_words)
+        if needed <= held_words(item.text)
+        and (
+            (
+                bool(answered)
+                and shares[item.n] >= LOCATED_SHARE
+                and not misplaced(claim, answered, item.text, facts, held_words)
+            )
+            or restates_row(claim, question, item.text, facts, held_words)
+        )
     )
 
 

@@ -109,3 +109,33 @@ def _placed(fact: str, columns: list[tuple[str, str]], claim: _Claim) -> bool:
         return True
     unsaid = any(n and not claim.says(v) for n, (_, v) in zip(named, columns, strict=True))
     return any(cells) and not unsaid
+
+
+def restates_row(claim: str, question: str, passage: str, facts: Reading, held: Reading) -> bool:
+    """Whether `claim` restates one of `passage`'s table rows with its column names: it
+    names the row by its subject, states a cell the question does not give (its every term
+    and fact) under that cell's column, which it names, and every term and fact it adds to
+    the question's is the row's ("The byte order selected by the struct format prefix ! is
+    network (= big-endian)" of `Character: !; Byte order: network (= big-endian); …`, asked
+    which byte order `!` selects). `facts(text)`, `held(text)`: a text's facts, and its
+    facts with its words, as the support check reads them."""
+    terms, asked = set(tokenize(claim)), set(tokenize(question))
+    said, added = held(claim), facts(claim) - facts(question)
+    for line in passage.split("\n"):
+        columns = record_columns(line)
+        if not columns or not names(claim, columns[0][1]):
+            continue
+        if not terms - asked <= set(tokenize(line)) or not added <= held(line):
+            continue
+        if any(_states_cell(name, value, terms, asked) for name, value in columns[1:]) and all(
+            facts(value) <= said for _, value in columns[1:] if set(tokenize(value)) <= terms
+        ):
+            return True
+    return False
+
+
+def _states_cell(name: str, value: str, terms: set[str], asked: set[str]) -> bool:
+    """Whether a sentence's `terms` state a cell's value under its column's name, the value
+    not the question's own (`asked`)."""
+    cell, column = set(tokenize(value)), set(tokenize(name))
+    return bool(cell) and cell <= terms and not cell <= asked and bool(column) and column <= terms
