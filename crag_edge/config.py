@@ -333,7 +333,8 @@ class GradingSettings(_Section):
         gt=0.0,
         le=1.0,
         description="The LLM judge sees this share of a list (rounded down): its best items "
-        "not confidently CORRECT.",
+        "not confidently CORRECT; and as many again of the items holding a table row the "
+        "question names.",
     )
     judge_focus_tokens: int = Field(
         96,

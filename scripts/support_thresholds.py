@@ -5,7 +5,8 @@ every answer is shown as written, and every sentence's check is recorded with bo
 candidate passages asked (none reaches 1.0), so its score is its best passage's P(yes). For
 each threshold t this script applies the `remove` rule to those records, as `answer.checked`
 does (a sentence shows when its score is at least t and no number or name in it is missing
-from the passages, and it does not point back to a sentence that failed (a passage's own
+from the passages, it takes no table row's value without naming the row, and it does not
+point back to a sentence that failed (a passage's own
 words, quoted, show whatever their score); a repeat, or a
 sentence that says nothing of its own or only speaks of the passages, never shows; an
 answer left with nothing is refused as `unsupported`), and scores the shown text with
@@ -25,6 +26,7 @@ from typing import Any
 
 from crag_edge.answer.pointing import fails_in_place
 from crag_edge.answer.support import Mentioned, claim_text, stated, term_support
+from crag_edge.answer.table_rows import unnamed_row
 from crag_edge.config import AnswerSettings
 from crag_edge.evaluation.qa import OUTCOMES, SCORES, outcome, read_questions
 from crag_edge.groups import CorpusView
@@ -50,12 +52,24 @@ def shown_text(
         terms = term_support(text, context, mentioned, record["question"])
         scored = None if sentence["passage"] is None else (sentence["passage"], sentence["score"])
         if claim_text(text) not in seen and not terms.meta:
-            verdicts.append((text, stated(terms, scored, threshold, located)))
+            passed = stated(terms, scored, threshold, located) and not _unnamed(
+                record, text, scored
+            )
+            verdicts.append((text, passed))
         seen.append(claim_text(text))
     for i in fails_in_place(verdicts):
         verdicts[i] = (verdicts[i][0], False)
     shown = [text for text, ok in verdicts if ok]
     return " ".join(shown), len(shown), len(seen) - len(shown)
+
+
+def _unnamed(record: dict[str, Any], text: str, scored: tuple[int, float] | None) -> bool:
+    """Whether the row rule fails a passed sentence (`table_rows.unnamed_row`): it takes a
+    table row's value of the passage that passes it without naming the row."""
+    texts = {n: text for n, _, text in record["passages"]}
+    if scored is None or scored[0] not in texts:
+        return False
+    return unnamed_row(text, record["question"], texts[scored[0]])
 
 
 def main() -> int:

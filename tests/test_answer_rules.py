@@ -20,8 +20,9 @@ from crag_edge.answer.answering import read_against
 from crag_edge.answer.checked import CheckedAnswer
 from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish
 from crag_edge.answer.pointing import Said, pointer_fault, points_forward
-from crag_edge.answer.table_rows import names, unnamed_row
+from crag_edge.answer.table_rows import unnamed_row
 from crag_edge.config import AnswerSettings
+from crag_edge.grading.rows import names
 from crag_edge.models.chat_model import TextStream
 from crag_edge.models.embedder import OnnxEmbedder
 from crag_edge.models.llm import LlamaRuntime

@@ -265,6 +265,40 @@ def test_with_the_judge_floor_the_cheaper_tiers_cannot_push_a_judged_item_under_
         assert doubted[row].score == pytest.approx((0.07 + unsure) / 2)
 
 
+MACADDR8_ROW = (
+    "Table 8.21. Network Address Types — Name: macaddr8; Storage Size: 8 bytes; Description: "
+    "MAC addresses (EUI-64 format)"
+)
+INET_ROW = "Table 8.21. Network Address Types — Name: inet; Storage Size: 7 or 19 bytes"
+
+
+def test_the_judge_reads_a_table_row_the_question_names_beside_its_share() -> None:
+    """The macaddr8 case of the table set: the judge's share (one item of four) went to the
+    prose the signals liked best, and the row answering the question, 0.23 by the signals,
+    was never read: nothing was kept. A row the question names by its subject is read
+    beside the share (a row it does not name is not), and the judge's floor keeps it."""
+    signal_scores = {
+        "The macaddr8 type stores MAC addresses in EUI-64 format.": 0.4,
+        INET_ROW: 0.25,
+        MACADDR8_ROW: 0.23,
+        "The value is stored as an 8-byte IEEE floating point number.": 0.2,
+    }
+    prose = next(iter(signal_scores))
+    judge = ScriptedScorer("llm", {prose: 0.2, MACADDR8_ROW: 0.86})
+    grader = Grader(
+        settings(**BANDED, escalate_top=0, judge_floor=True),
+        cross_encoder=ScriptedScorer("ce", {prose: 0.3}),
+        llm_judge=judge,
+    )
+    grader._signals_tier = _fixed_signals(signal_scores)  # type: ignore[method-assign]
+    texts = list(signal_scores)
+    question = "How many bytes of storage does the macaddr8 type use?"
+    grading = grader.grade(question, evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
+    assert judge.calls == [[prose, MACADDR8_ROW]]
+    by_text = dict(zip(texts, grading.items, strict=True))
+    assert by_text[MACADDR8_ROW].kept and not by_text[INET_ROW].kept
+
+
 def _fixed_signals(scores: dict[str, float]):  # type: ignore[no-untyped-def]
     def tier(query: str, ev: Evidence, items: list) -> None:  # type: ignore[type-arg]
         for h, item in zip(ev.hits, items, strict=True):

@@ -25,6 +25,7 @@ from crag_edge.answer.support import (
     candidates,
     cited_numbers,
     claim_text,
+    literals,
     refers_back,
     stated,
     term_support,
@@ -187,6 +188,19 @@ def test_a_number_the_question_states_is_the_readers_and_never_missing() -> None
     assert term_support(sentence, context(), question=asked).missing == ()
     fossil = "How do I open a Fossil repository?"  # a name is not vouched for by being asked
     assert term_support("Open it in Fossil [1].", context(), question=fossil).missing == ("Fossil",)
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("The format string is %(process)d, as stated in the table.", ["%(process)d"]),
+        ("abbrev() gives 192.168.0/24 for (192.168/24).", ["192.168.0/24", "192.168/24"]),
+        ("It is -a (from the passage).", []),  # brackets and punctuation around words
+        ("Its config lives in ~/.aptitude/config, e.g. on x86-64.", ["~/.aptitude/config"]),
+    ],
+)
+def test_a_literal_is_a_token_written_with_symbols_inside(text: str, found: list[str]) -> None:
+    assert literals(text) == found
 
 
 OPTIONS = "Specify -d to remove untracked directories too; --dry-run only lists them."

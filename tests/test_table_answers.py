@@ -17,7 +17,7 @@ import pytest
 
 from crag_edge.answer.checked import CheckedAnswer
 from crag_edge.answer.generation import AnswerFinish
-from crag_edge.answer.support import term_support
+from crag_edge.answer.support import stated, term_support
 from crag_edge.config import AnswerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.ingest import load_file
@@ -122,3 +122,142 @@ def test_the_money_row_of_an_odt_is_kept_as_trustworthy_evidence(
 def context_item(text: str) -> ContextItem:
     return ContextItem(1, 1, 1, "boolean-type.epub", "8.6. Boolean Type", 0, len(text), text,
                        "corpus", 0.9)  # fmt: skip
+
+
+MANUAL_TABLES = """# Reference tables
+
+## Format Characters
+
+| Format | C Type | Python type | Standard size |
+|---|---|---|---|
+| l | long | integer | 4 |
+| q | long long | integer | 8 |
+
+## Byte Order
+
+The 'P' format character is only available for the native byte ordering (selected as the
+default or with the '@' byte order character).
+
+| Character | Byte order |
+|---|---|
+| @ | native |
+| ! | network (= big-endian) |
+
+## LogRecord attributes
+
+| Attribute name | Format | Description |
+|---|---|---|
+| msg | (none) | The format string passed in the original logging call, merged into the message. |
+| process | %(process)d | Process ID (if available). |
+| thread | %(thread)d | Thread ID (if available). |
+
+## cidr
+
+| cidr Input | cidr Output | abbrev(cidr) |
+|---|---|---|
+| 192.168/24 | 192.168.0.0/24 | 192.168.0/24 |
+| 128.1 | 128.1.0.0/16 | 128.1/16 |
+"""
+
+
+@pytest.fixture(scope="module")
+def manual_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Rows of four reference tables (Python's struct and logging pages, PostgreSQL's cidr
+    examples) in an OpenDocument file pandoc writes, as ingest reads them: each table's
+    lines by the heading they follow."""
+    folder = tmp_path_factory.mktemp("odt")
+    source, odt = folder / "tables.md", folder / "tables.odt"
+    source.write_text(MANUAL_TABLES, encoding="utf-8")
+    subprocess.run(["pandoc", str(source), "-o", str(odt)], check=True, timeout=120)
+    text = load_file(odt, odt.read_bytes(), 10_000_000).text
+    sections = {}
+    for heading, rest in zip(
+        ["Format Characters", "Byte Order", "LogRecord attributes", "cidr"],
+        ["Byte Order", "LogRecord attributes", "cidr", None],
+        strict=True,
+    ):
+        start = text.index(f"\n{heading}\n")
+        sections[heading] = text[start : text.index(f"\n{rest}\n") if rest else len(text)].strip()
+    return sections
+
+
+def located_in(sentence: str, passage: str, question: str) -> tuple[int, ...]:
+    return term_support(sentence, [context_item(passage)], question=question).located
+
+
+def test_a_rows_value_in_the_questions_words_is_located_in_its_row(
+    manual_tables: dict[str, str],
+) -> None:
+    """The judge scored this sentence 0.73 against the row's passage, under the threshold;
+    the row holds its value under the column it names, so it is located there, "as stated
+    in" (words about the passages, which no row holds) aside."""
+    rows = manual_tables["Format Characters"]
+    question = "What is the standard size of the struct format character q?"
+    sentence = "The standard size of the struct format character q is 8 bytes, as stated in [2]."
+    terms = term_support(sentence, [context_item(rows)], question=question)
+    assert terms.located == (1,)
+    assert stated(terms, (1, 0.73), 0.77, 0.65)
+    # Another row's value, stated of q, is not located: the row it names holds 8.
+    assert (
+        located_in("The standard size of the format character q is 4 bytes.", rows, question) == ()
+    )
+
+
+CIDR_QUESTION = "What does abbrev() return for the cidr input 192.168/24?"
+PROCESS_QUESTION = "Which format string puts the process ID into a log record's message?"
+BYTE_ORDER_QUESTION = "Which byte order does the struct format prefix ! select?"
+
+
+@pytest.mark.parametrize(
+    ("section", "question", "sentence", "where"),
+    [
+        ("cidr", CIDR_QUESTION,
+         "The abbrev() function returns 192.168.0/24 for the cidr input 192.168/24 [1].", (1,)),
+        # The row's cidr Output, stated as what abbrev returns: not under the column named.
+        ("cidr", CIDR_QUESTION,
+         "The abbrev() function returns 192.168.0.0/24 for the cidr input 192.168/24 [1].", ()),
+        # The question's own value given back beside the table's number: a reference says
+        # where an answer is, not what it is.
+        ("cidr", CIDR_QUESTION,
+         "The abbrev() function returns 192.168/24 for the cidr input 192.168/24 from Table 1.",
+         ()),
+        # A column named with its own value ("C type long long") leaves the others open: the
+        # size is stated of the row, under the column the sentence does not name.
+        ("Format Characters", "What is the C type of the format character q?",
+         "The format character q has the C type long long and takes 8 bytes [1].", (1,)),
+        # A row restated with its column's name: the answer is words, not a fact, and every
+        # word beyond the question's is the row's.
+        ("Byte Order", BYTE_ORDER_QUESTION,
+         "The byte order selected by the struct format prefix ! is network (= big-endian).",
+         (1,)),
+        ("Byte Order", BYTE_ORDER_QUESTION,
+         "The byte order selected by the struct format prefix ! is native.", ()),
+        # A literal is a fact of its own: the row holds it, or it is located nowhere, though
+        # its word ("process") is there.
+        ("LogRecord attributes", PROCESS_QUESTION,
+         "The format string that puts the process ID into a log record's message is "
+         "%(process)d.", (1,)),
+        ("LogRecord attributes", PROCESS_QUESTION,
+         "The format string that puts the process ID into a message is %(process)s.", ()),
+    ],
+)  # fmt: skip
+def test_a_value_is_located_where_its_row_and_column_hold_it(
+    manual_tables: dict[str, str], section: str, question: str, sentence: str, where: tuple[int]
+) -> None:
+    passage = manual_tables[section] + "\nTable 1 shows some examples."
+    assert located_in(sentence, passage, question) == where
+
+
+def test_a_symbol_named_in_quotes_is_a_name_no_passage_may_lack(
+    manual_tables: dict[str, str],
+) -> None:
+    """Asked about the `!` prefix, the model wrote of the 'P' format's native ordering; the
+    judge passed it (0.77) on a passage that never writes `!`."""
+    question = "Which byte order does the struct format prefix ! select?"
+    prose, rows = manual_tables["Byte Order"].split("\n\n", 2)[1:]
+    sentence = (
+        "The byte order is selected by the '!' format prefix, which is available for the "
+        "native byte ordering (selected as the default or with the '@' byte order character)."
+    )
+    assert term_support(sentence, [context_item(prose)], question=question).missing == ("!",)
+    assert term_support(sentence, [context_item(rows)], question=question).missing == ()

@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from crag_edge.answer.generation import CONTEXT_OPENING, SYSTEM, passages_text
+from crag_edge.answer.table_rows import misplaced, restates_row
 from crag_edge.grading.keywords import STOPWORDS, tokenize
 from crag_edge.ingest.formats.builder import record_values
 from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
@@ -63,6 +64,24 @@ CODE = re.compile(r"`([^`]+)`")
 # A command-line option ("-d", "--bare"): a fact as a number is, the one a question about a
 # command most often asks for.
 OPTION = re.compile(r"(?<![\w-])--?[^\W\d_][\w-]*")
+# A literal written with symbols inside it (a format string `%(process)d`, a network
+# `192.168/24`, a path `~/.config`, `1/mu^2`): a fact as a whole, which its numbers and words
+# apart do not say ("192.168/24" is not "192.168.0/24", though both hold 192.168 and 24).
+LITERAL_SYMBOLS = frozenset("%/=<>@$^~{}[]*+#|\\:()")
+# A symbol a sentence names in quotes (the struct prefix '!', the `@` character): a name as a
+# word in quotes is, held by a passage only where it stands alone there ("Character: !;").
+QUOTED_SYMBOL = re.compile(
+    r"['\"`\u2018\u201c]([^\w\s'\"`\u2018\u2019\u201c\u201d]{1,3})['\"`\u2019\u201d]"
+)
+# The quotes around a token, straight or curly, and the punctuation a sentence puts after one.
+QUOTES = "'\"`\u2018\u2019\u201c\u201d"
+TRAILING = ",;:.!?"
+# A reference to a place in the documents ("Table 8.22", "Section 9.8"): where an answer is,
+# as a citation is, never what it says.
+REFERENCE = re.compile(
+    r"\b(?:table|section|chapter|figure|appendix|page|example|row|column)s?\s+\d[\w.]*\b",
+    re.IGNORECASE,
+)
 # The share of a sentence's content terms a passage must hold, beside its every fact, for the
 # sentence to count as located there: its facts with most of its words, not a stray number.
 LOCATED_SHARE = 0.75
@@ -184,16 +203,13 @@ def term_support(
     it never names ("Fossil" in a git manual) is the model's."""
     claim = claim_text(sentence)
     terms = set(tokenize(claim))
-    shares = {
-        item.n: (len(terms & set(tokenize(item.text))) / len(terms) if terms else 0.0)
-        for item in context
-    }
+    shares = {item.n: term_share(terms, set(tokenize(item.text))) for item in context}
     everywhere = " ".join(item.text for item in context)
     # The question's numbers are the reader's; its names are not vouched for (asked about
     # Fossil, the model must not name Fossil beside a passage that never does).
     known = {m.group() for m in NUMBER.finditer(f"{question} {everywhere}")}
     missing = [m.group() for m in NUMBER.finditer(claim) if m.group() not in known]
-    words = {w.lower() for w in WORD.findall(everywhere)}
+    words = {w.lower() for w in WORD.findall(everywhere)} | standalone_symbols(everywhere)
     missing += [
         name
         for name in names(claim)
@@ -208,11 +224,60 @@ def term_support(
     return TermSupport(shares, tuple(unique.values()), len(terms), meta, quoted, found)
 
 
+def term_share(terms: set[str], held: set[str]) -> float:
+    """The share of a sentence's content `terms` that a passage's terms (`held`) hold. A
+    word that speaks of the passages ("as stated in [2]", "found in") counts only where the
+    passage holds it: it says where the claim is, not what it is."""
+    counted = terms - (META_TERMS - held)
+    return len(counted & held) / len(counted) if counted else 0.0
+
+
 def facts(text: str) -> set[str]:
     """The facts a text states as the model most often supplies them from memory: its
-    numbers (in digits or in words), its names and its command-line options, in lower case."""
+    numbers (in digits or in words), its names, its command-line options and its literals
+    (`literals`), in lower case."""
     found = [m.group() for m in NUMBER.finditer(text)] + names(text) + OPTION.findall(text)
+    found += literals(text)
     return {fact.lower() for fact in found} | (_plain_words(text) & NUMBER_WORDS)
+
+
+def literals(text: str) -> list[str]:
+    """The tokens of `text` written with symbols inside (`LITERAL_SYMBOLS`), without the
+    quotes and punctuation around them; a call's empty brackets aside (`abbrev()` names the
+    function `abbrev` of a passage writing `abbrev(cidr)`)."""
+    found = []
+    for token in text.split():
+        token = _token(token).removesuffix("()")
+        if any(c.isalnum() for c in token) and LITERAL_SYMBOLS.intersection(token):
+            found.append(token)
+    return found
+
+
+def _token(token: str) -> str:
+    """A whitespace-separated token without what surrounds it: quotes, brackets around it or
+    with no partner inside it, and a sentence's punctuation after it (a token that is only a
+    symbol, "!", keeps it)."""
+    token = _trailing(token.strip(QUOTES))
+    for opening, closing in ("()", "[]", "{}"):
+        if token.startswith(opening) and (token.endswith(closing) or closing not in token):
+            token = token[1:]
+        if token.endswith(closing) and opening not in token:
+            token = token[:-1]
+    return _trailing(token).strip(QUOTES)
+
+
+def _trailing(token: str) -> str:
+    """`token` without the punctuation a sentence puts after it, a lone symbol kept."""
+    while len(token) > 1 and token[-1] in TRAILING:
+        token = token[:-1]
+    return token
+
+
+def standalone_symbols(text: str) -> set[str]:
+    """The symbols `text` writes as tokens of their own ("Character: !;", "(= big-endian)",
+    "'@'"): where a passage holds a symbol a sentence names (`QUOTED_SYMBOL`)."""
+    tokens = (_token(token) for token in text.split())
+    return {token for token in tokens if token and not any(c.isalnum() for c in token)}
 
 
 def located(
@@ -221,23 +286,35 @@ def located(
     """The passages holding every fact of `claim`, every word of it that turns what it says
     (`TURNING_WORDS`) and `LOCATED_SHARE` of its content terms, when at least one of its
     facts is not the question's own (a sentence that only repeats the question's names is
-    located nowhere: the answer is what the passage must hold)."""
+    located nowhere: the answer is what the passage must hold; a reference such as "Table
+    8.22" says where, not what), and a table row holds its answer under a column it names
+    (`table_rows.misplaced`); or a passage holding its every fact and a table row it
+    restates with the row's column names (`table_rows.restates_row`)."""
     stated_facts = facts(claim)
     asked = facts(question) | {w.lower() for w in WORD.findall(question)}
-    if not stated_facts - asked:
-        return ()
+    answered = facts(REFERENCE.sub(" ", claim)) - asked
     needed = stated_facts | (_plain_words(claim) & TURNING_WORDS)
     return tuple(
         item.n
         for item in context
-        if shares[item.n] >= LOCATED_SHARE and needed <= held_words(item.text)
+        if needed <= held_words(item.text)
+        and (
+            (
+                bool(answered)
+                and shares[item.n] >= LOCATED_SHARE
+                and not misplaced(claim, answered, item.text, facts, held_words)
+            )
+            or restates_row(claim, question, item.text, facts, held_words)
+        )
     )
 
 
 def held_words(text: str) -> set[str]:
     """What a fact of a sentence is matched against in a passage (or a row of one): its
-    facts and its words, whole (so "10" is not found in "100", nor "-d" in "--dry-run")."""
-    return facts(text) | {w.lower() for w in WORD.findall(text)} | _plain_words(text)
+    facts and its words, whole (so "10" is not found in "100", nor "-d" in "--dry-run"),
+    and the symbols it writes alone."""
+    words = {w.lower() for w in WORD.findall(text)} | _plain_words(text)
+    return facts(text) | words | standalone_symbols(text)
 
 
 def _plain_words(text: str) -> set[str]:
@@ -294,11 +371,13 @@ def stated(
 
 
 def names(claim: str) -> list[str]:
-    """The words of `claim` that name something: each word written as code, and each word
-    capitalised after the first (a sentence's first word is capitalised whatever it is)."""
+    """The words of `claim` that name something: each word written as code, each word
+    capitalised after the first (a sentence's first word is capitalised whatever it is),
+    and each symbol written in quotes (`QUOTED_SYMBOL`)."""
     coded = [w for span in CODE.findall(claim) for w in WORD.findall(span)]
     capitalised = [w for w in WORD.findall(claim)[1:] if w[0].isupper()]
-    return [w for w in coded + capitalised if len(w) > 1]
+    symbols = QUOTED_SYMBOL.findall(claim)
+    return [w for w in coded + capitalised if len(w) > 1] + symbols
 
 
 def refers_back(sentence: str) -> bool:

@@ -12,10 +12,11 @@ its row, and is not shown.
 
 from __future__ import annotations
 
-import re
-import unicodedata
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 
 from crag_edge.grading.keywords import tokenize
+from crag_edge.grading.rows import names, record_columns
 from crag_edge.ingest.formats.builder import record_cells
 
 
@@ -49,18 +50,92 @@ def _naming_cells(cells: list[str]) -> list[str]:
     return [cells[0], *(cell for cell in cells[1:] if not any(ch.isdigit() for ch in cell))]
 
 
-def names(text: str, subject: str) -> bool:
-    """Whether `text` names `subject`: its head term (`interval [ fields ] [ (p) ]` is named
-    by "interval", the syntax after it aside), or, for a subject of no terms (a format
-    character `q`, a prefix `!`), the subject itself as a word of its own."""
-    terms = tokenize(subject)
-    if terms:
-        return terms[0] in set(tokenize(text))
-    bare = _folded(subject).strip(" `'\"")
-    if not bare:
+# What the support check reads in a text (`answer.support`): its facts, and its facts with
+# its words.
+Reading = Callable[[str], set[str]]
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """A sentence as a row is compared with it: its content terms, and what it holds
+    (`held`: facts and words), read as the support check reads them."""
+
+    terms: set[str]
+    held: set[str]
+    facts: Reading
+    holds: Reading
+
+    def names_column(self, name: str) -> bool:
+        """Whether the sentence names a column by every term of its name."""
+        terms = set(tokenize(name))
+        return bool(terms) and terms <= self.terms
+
+    def says(self, cell: str) -> bool:
+        """Whether the sentence states a cell: its every fact, and one of its terms."""
+        terms = set(tokenize(cell))
+        return self.facts(cell) <= self.held and (not terms or bool(terms & self.terms))
+
+
+def misplaced(
+    claim: str, answered: Collection[str], passage: str, facts: Reading, held: Reading
+) -> bool:
+    """Whether `passage` holds one of the claim's answer facts (`answered`) only in table
+    rows where the claim does not put it: a row other than the ones it names by their
+    subject, or, in a row where it names a column but not that column's value, a column it
+    does not name ("abbrev() returns 192.168.0.0/24 for the cidr input 192.168/24" of a row
+    whose `cidr Output` is 192.168.0.0/24 and whose `abbrev(cidr)` is 192.168.0/24). A value
+    is stated of its row, and of a column the sentence names without its own value; "it
+    takes 8 bytes" names no column, and "serial ranges from 1 to 2147483647 and takes 4
+    bytes" names the range with its value. `facts(text)`, `held(text)`: a text's facts,
+    and its facts with its words, as the support check reads them."""
+    read = _Claim(set(tokenize(claim)), held(claim), facts, held)
+    rows = [columns for line in passage.split("\n") if (columns := record_columns(line))]
+    prose = [line for line in passage.split("\n") if not record_columns(line)]
+    named_rows = [columns for columns in rows if names(claim, columns[0][1])]
+    in_prose = held("\n".join(prose))
+    for fact in set(answered) - in_prose:
+        holding = [columns for columns in rows if any(fact in held(v) for _, v in columns)]
+        if holding and not any(_placed(fact, c, read) for c in named_rows or rows):
+            return True
+    return False
+
+
+def _placed(fact: str, columns: list[tuple[str, str]], claim: _Claim) -> bool:
+    """Whether a row holds `fact` where the claim puts it: under a column it names, or
+    anywhere when every column it names holds a value it states."""
+    cells = [fact in claim.holds(value) for _, value in columns]
+    named = [claim.names_column(name) for name, _ in columns]
+    if any(n and c for n, c in zip(named, cells, strict=True)):
         return True
-    return re.search(rf"(?<!\w){re.escape(bare)}(?!\w)", _folded(text)) is not None
+    unsaid = any(n and not claim.says(v) for n, (_, v) in zip(named, columns, strict=True))
+    return any(cells) and not unsaid
 
 
-def _folded(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
+def restates_row(claim: str, question: str, passage: str, facts: Reading, held: Reading) -> bool:
+    """Whether `claim` restates one of `passage`'s table rows with its column names: it
+    names the row by its subject, states a cell the question does not give (its every term
+    and fact) under that cell's column, which it names, and every term and fact it adds to
+    the question's is the row's ("The byte order selected by the struct format prefix ! is
+    network (= big-endian)" of `Character: !; Byte order: network (= big-endian); …`, asked
+    which byte order `!` selects). `facts(text)`, `held(text)`: a text's facts, and its
+    facts with its words, as the support check reads them."""
+    terms, asked = set(tokenize(claim)), set(tokenize(question))
+    said, added = held(claim), facts(claim) - facts(question)
+    for line in passage.split("\n"):
+        columns = record_columns(line)
+        if not columns or not names(claim, columns[0][1]):
+            continue
+        if not terms - asked <= set(tokenize(line)) or not added <= held(line):
+            continue
+        if any(_states_cell(name, value, terms, asked) for name, value in columns[1:]) and all(
+            facts(value) <= said for _, value in columns[1:] if set(tokenize(value)) <= terms
+        ):
+            return True
+    return False
+
+
+def _states_cell(name: str, value: str, terms: set[str], asked: set[str]) -> bool:
+    """Whether a sentence's `terms` state a cell's value under its column's name, the value
+    not the question's own (`asked`)."""
+    cell, column = set(tokenize(value)), set(tokenize(name))
+    return bool(cell) and cell <= terms and not cell <= asked and bool(column) and column <= terms

@@ -5,9 +5,10 @@ its calibrated score is `confidence_margin` past the CORRECT or INCORRECT thresh
 the `escalate_top` best even when the signals reject them. The LLM judge has a budget per
 list, `judge_share` of its items (rounded down): it sees the best ones not already
 confidently CORRECT, rejected or not, because their verdicts decide what is kept and
-aggregated (a top-10 list is never rejected by the cheap tiers alone). An item's score is
-the mean of the tiers that scored it, the signals included (`tier_fusion`: or of the model
-tiers only, or the last one's). The decision
+aggregated (a top-10 list is never rejected by the cheap tiers alone); and, beside that
+share, the items holding a table row the query names, which the cheaper tiers misread. An
+item's score is the mean of the tiers that scored it, the signals included (`tier_fusion`:
+or of the model tiers only, or the last one's). The decision
 then drops items below `discard_below`, aggregates the rest and applies the
 thresholds. Everything that shaped the outcome lands in the `Grading` and the audit log.
 
@@ -29,6 +30,7 @@ from crag_edge.config import TIERS, GradingSettings
 from crag_edge.grading.calibration import Calibration, Identity, calibration
 from crag_edge.grading.injection import set_aside_phrase
 from crag_edge.grading.result import SET_ASIDE, Grading, ItemGrade
+from crag_edge.grading.rows import names_a_row
 from crag_edge.grading.rules import first_matching_rule
 from crag_edge.grading.signals import SignalWeights, combine, compute_signals
 from crag_edge.kernels import Aggregation, aggregate, score_variance
@@ -221,7 +223,7 @@ class Grader:
             ("llm", self.llm_judge, self.calibrations.llm),
         ):
             if tier == "llm":
-                pending = self._judge_budget(run.items)
+                pending = sorted({*self._judge_budget(run.items), *self._named_rows(run)})
             if status[tier] != "ok" or not pending or scorer is None:
                 continue
             pending = self._model_step(run, tier, scorer, calibrate, pending, audit)
@@ -373,6 +375,26 @@ class Grader:
         worse (measured in docs/grading.md)."""
         budget = int(self.settings.judge_share * len(items) + 1e-9)
         return sorted(self._best_unsettled(items, budget))
+
+    def _named_rows(self, run: _GradingRun) -> list[int]:
+        """Beside the judge's share, the items holding a table row the query names by its
+        subject ("How many bytes does the macaddr8 type use?" of `Name: macaddr8; Storage
+        Size: 8 bytes`), best-ranked first, as many as the share again, unless confidently
+        CORRECT already. The signals and the evaluator read a run of cells as noise (the
+        macaddr8 row: 0.23 and 0.19, under the cut, while the judge finds it relevant),
+        so the share, spent on the items they rank best, passes such a row by; with
+        `judge_floor`, the judge's verdict then keeps it (docs/answer-quality.md)."""
+        items, hits = run.items, run.evidence.hits
+        shared = set(self._judge_budget(items))
+        high = self.settings.correct_threshold + self.settings.confidence_margin
+        named = [
+            i
+            for i in sorted(range(len(items)), key=lambda i: items[i].rank)
+            if i not in shared
+            and items[i].score < high
+            and names_a_row(run.query, hits[i].chunk.text)
+        ]
+        return named[: len(shared)]
 
     def _best_unsettled(self, items: list[ItemGrade], count: int) -> list[int]:
         """Indices of the `count` best-scored items so far that are not confidently CORRECT."""
