@@ -31,6 +31,7 @@ from crag_edge.engine import Engine
 from crag_edge.grading import ItemGrade
 from crag_edge.groups import CorpusView
 from crag_edge.ingest.pipeline import ProgressEvent
+from crag_edge.loop.state import Request
 from crag_edge.models.chat_model import NextTokenLogprobs
 from crag_edge.models.llm import FinishReason, TextStream
 from crag_edge.progress import StageEvent, StageListener
@@ -394,6 +395,7 @@ class CannedEngine:
     and the real `Engine.answer` on top of them."""
 
     answer = Engine.answer
+    _request = Engine._request
     _mentions = Engine._mentions
 
     def __init__(self) -> None:
@@ -408,6 +410,14 @@ class CannedEngine:
             if progress is not None:
                 progress(event)
         return canned_result(question)
+
+    def _check_open(self) -> None:
+        """A canned engine is always open."""
+
+    def _run(self, request: Request, cancel: Any) -> CragResult:
+        """`Engine.answer` runs its request here: the canned `query` (which the tests'
+        engines override) answers it with the request's stages and conversation."""
+        return self.query(request.question, request.progress, history=request.history)
 
     def llm_factory(self) -> CannedLlm:
         return CannedLlm(["RRF sums ", "1 / (k + rank) ", "over the rankings [1]."])
