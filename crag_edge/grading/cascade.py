@@ -223,7 +223,8 @@ class Grader:
             ("llm", self.llm_judge, self.calibrations.llm),
         ):
             if tier == "llm":
-                pending = sorted({*self._judge_budget(run.items), *self._named_rows(run)})
+                shared = self._judge_budget(run.items)
+                pending = sorted({*shared, *self._named_rows(run, set(shared))})
             if status[tier] != "ok" or not pending or scorer is None:
                 continue
             pending = self._model_step(run, tier, scorer, calibrate, pending, audit)
@@ -376,16 +377,15 @@ class Grader:
         budget = int(self.settings.judge_share * len(items) + 1e-9)
         return sorted(self._best_unsettled(items, budget))
 
-    def _named_rows(self, run: _GradingRun) -> list[int]:
+    def _named_rows(self, run: _GradingRun, shared: set[int]) -> list[int]:
         """Beside the judge's share, the items holding a table row the query names by its
         subject ("How many bytes does the macaddr8 type use?" of `Name: macaddr8; Storage
-        Size: 8 bytes`), best-ranked first, as many as the share again, unless confidently
+        Size: 8 bytes`), best-ranked first, as many as the `shared` items again, unless confidently
         CORRECT already. The signals and the evaluator read a run of cells as noise (the
         macaddr8 row: 0.23 and 0.19, under the cut, while the judge finds it relevant),
         so the share, spent on the items they rank best, passes such a row by; with
         `judge_floor`, the judge's verdict then keeps it (docs/answer-quality.md)."""
         items, hits = run.items, run.evidence.hits
-        shared = set(self._judge_budget(items))
         high = self.settings.correct_threshold + self.settings.confidence_margin
         named = [
             i
