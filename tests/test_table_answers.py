@@ -17,7 +17,8 @@ import pytest
 
 from crag_edge.answer.checked import CheckedAnswer
 from crag_edge.answer.generation import AnswerFinish
-from crag_edge.answer.support import stated, term_support
+from crag_edge.answer.support import facts, held_words, stated, term_support
+from crag_edge.answer.table_rows import row_cells_asked
 from crag_edge.config import AnswerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.ingest import load_file
@@ -85,16 +86,7 @@ def test_the_stated_boolean_row_is_shown(
     passage; as the row's own cells it is shown without asking."""
     doc = load_file(boolean_epub, boolean_epub.read_bytes(), 10_000_000)
     question = "How much storage does a boolean use?"
-    result = CragResult(
-        question, Decision.AMBIGUOUS, Action.REFINE, 0.44, "kept", [context_item(doc.text)], []
-    )
-
-    def pieces() -> Generator[str, None, AnswerFinish]:
-        yield from (f" {w}" if i else w for i, w in enumerate(STATED_ROW.split()))
-        return "stop"
-
-    settings = AnswerSettings(support_budget_s=120.0)
-    answer = CheckedAnswer(TextStream(pieces()), result, smollm, settings, embedder=embedder)
+    answer = checked(STATED_ROW, question, context_item(doc.text), smollm, embedder)
     shown = "".join(answer)
     [sentence] = answer.support.sentences
     assert shown == STATED_ROW, sentence
@@ -117,6 +109,21 @@ def test_the_money_row_of_an_odt_is_kept_as_trustworthy_evidence(
         result = engine.query("How many bytes does the money type take?")
     assert not result.insufficient_evidence, result.reason
     assert any("Name: money; Storage Size: 8 bytes" in item.text for item in result.context)
+
+
+def checked(
+    written: str, question: str, passage: ContextItem, llm: LlamaRuntime, embedder: OnnxEmbedder
+) -> CheckedAnswer:
+    """`written`, streamed word by word as the model writes it, checked against `passage`
+    as an answer to `question` from evidence the loop kept."""
+    result = CragResult(question, Decision.AMBIGUOUS, Action.REFINE, 0.44, "kept", [passage], [])
+
+    def pieces() -> Generator[str, None, AnswerFinish]:
+        yield from (f" {w}" if i else w for i, w in enumerate(written.split()))
+        return "stop"
+
+    settings = AnswerSettings(support_budget_s=120.0)
+    return CheckedAnswer(TextStream(pieces()), result, llm, settings, embedder=embedder)
 
 
 def context_item(text: str) -> ContextItem:
@@ -157,14 +164,22 @@ default or with the '@' byte order character).
 |---|---|---|
 | 192.168/24 | 192.168.0.0/24 | 192.168.0/24 |
 | 128.1 | 128.1.0.0/16 | 128.1/16 |
+
+## Distributions
+
+| Distribution | R name | additional arguments |
+|---|---|---|
+| binomial | binom | size, prob |
+| negative binomial | nbinom | size, prob, mu |
+| Weibull | weibull | shape, scale |
 """
 
 
 @pytest.fixture(scope="module")
 def manual_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Rows of four reference tables (Python's struct and logging pages, PostgreSQL's cidr
-    examples) in an OpenDocument file pandoc writes, as ingest reads them: each table's
-    lines by the heading they follow."""
+    """Rows of five reference tables (Python's struct and logging pages, PostgreSQL's cidr
+    examples, R's distributions) in an OpenDocument file pandoc writes, as ingest reads
+    them: each table's lines by the heading they follow."""
     folder = tmp_path_factory.mktemp("odt")
     source, odt = folder / "tables.md", folder / "tables.odt"
     source.write_text(MANUAL_TABLES, encoding="utf-8")
@@ -172,8 +187,8 @@ def manual_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     text = load_file(odt, odt.read_bytes(), 10_000_000).text
     sections = {}
     for heading, rest in zip(
-        ["Format Characters", "Byte Order", "LogRecord attributes", "cidr"],
-        ["Byte Order", "LogRecord attributes", "cidr", None],
+        ["Format Characters", "Byte Order", "LogRecord attributes", "cidr", "Distributions"],
+        ["Byte Order", "LogRecord attributes", "cidr", "Distributions", None],
         strict=True,
     ):
         start = text.index(f"\n{heading}\n")
@@ -261,3 +276,57 @@ def test_a_symbol_named_in_quotes_is_a_name_no_passage_may_lack(
     )
     assert term_support(sentence, [context_item(prose)], question=question).missing == ("!",)
     assert term_support(sentence, [context_item(rows)], question=question).missing == ()
+
+
+WEIBULL_QUESTION = "Which additional arguments does R's Weibull distribution take?"
+
+
+@pytest.mark.parametrize(
+    ("question", "sentence", "cells"),
+    [
+        # A count of the model's own and an item too many: the row's cell as it reads.
+        (WEIBULL_QUESTION,
+         "The Weibull distribution takes three additional arguments: shape, scale, and df.",
+         "Weibull \u2014 additional arguments: shape, scale"),
+        # Two rows named by "binomial": the one the question names by more of its terms.
+        ("Which additional arguments does the negative binomial distribution take?",
+         "The negative binomial distribution takes the additional arguments size and prob.",
+         "negative binomial \u2014 additional arguments: size, prob, mu"),
+        # The question names no column of the row, nor any of its values.
+        ("How is the Weibull distribution used in reliability studies?",
+         "The Weibull distribution takes additional arguments for reliability.", None),
+        # A column only the question names: the sentence speaks of something else.
+        (WEIBULL_QUESTION, "The Weibull distribution is a continuous distribution.", None),
+        # A name the passage never holds: another program's Weibull.
+        ("Which additional arguments does SciPy's Weibull distribution take?",
+         "SciPy's Weibull distribution takes the additional arguments c and scale.", None),
+        # The R name is what the row is called, never an answer about it.
+        ("What is the R name of the gamma distribution?",
+         "The R name of the Weibull distribution is weibull.", None),
+    ],
+)  # fmt: skip
+def test_a_rows_cells_asked_are_offered_for_a_sentence_that_misstates_them(
+    manual_tables: dict[str, str], question: str, sentence: str, cells: str | None
+) -> None:
+    passage = manual_tables["Distributions"]
+    assert row_cells_asked(sentence, question, passage, facts, held_words) == cells
+
+
+@pytest.mark.models
+def test_a_removed_sentence_gives_way_to_the_row_it_misstates(
+    manual_tables: dict[str, str], smollm: LlamaRuntime, embedder: OnnxEmbedder
+) -> None:
+    """The model's sentence names the Weibull row and its column but a count no passage
+    holds: it is removed, listed, and the row's cells are shown in its place, cited to
+    the row."""
+    passage = context_item(manual_tables["Distributions"])
+    written = "The Weibull distribution takes 3 additional arguments: shape, scale and df [1]."
+    answer = checked(written, WEIBULL_QUESTION, passage, smollm, embedder)
+    shown = "".join(answer)
+    removed, row = answer.support.sentences
+    assert shown == "Weibull \u2014 additional arguments: shape, scale [1].", answer.support
+    assert (removed.shown, removed.checked_by, removed.reason) == (
+        False, "terms", "no passage holds 3"
+    )  # fmt: skip
+    assert (row.shown, row.checked_by, row.supported) == (True, "row-cells", True)
+    assert answer.finish_reason == "stop"

@@ -50,11 +50,13 @@ from crag_edge.answer.support import (
     candidates,
     cited_numbers,
     claim_text,
+    facts,
+    held_words,
     quoted_row,
     stated,
     term_support,
 )
-from crag_edge.answer.table_rows import unnamed_row
+from crag_edge.answer.table_rows import row_cells_asked, unnamed_row
 from crag_edge.citations import locator
 from crag_edge.config import AnswerSettings
 from crag_edge.models.chat_model import ChatModel, FinishReason, TextStream
@@ -67,6 +69,9 @@ UNASKED = "answers nothing that was asked, and supports no sentence that does"
 # Verdicts on sentences that add nothing (a repeat, a sentence only about the passages):
 # never shown, not even flagged.
 SILENT = ("repeat", "meta")
+# The tiers that find a sentence not stated by any passage (rather than out of its place):
+# a removed one of these may give way to the table row it misstates (`_row_in_place`).
+NOT_STATED = ("terms", "llm", "budget")
 _LEADING_CITATIONS = re.compile(r"(?:\[\d+\]\s*)*\[\d+\]")
 
 
@@ -465,10 +470,33 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         record = replace(verdict, text=text, shown=shown, locator=self._locator(verdict))
         self.support.sentences.append(record)
         if not shown:
+            yield from self._row_in_place(sentence)
             return
         if self.support.held_s is None and self._first_word is not None:
             self.support.held_s = time.monotonic() - self._first_word
         yield (sentence.gap if any(s.shown for s in self.support.sentences[:-1]) else "") + text
+
+    def _row_in_place(self, sentence: _HeldSentence) -> Generator[str, None, None]:
+        """In place of a removed sentence that misstates a table row the question asks
+        about, that row's cells as the row states them (`table_rows.row_cells_asked`),
+        cited to its passage and its row; once per answer for the same cells."""
+        verdict = sentence.verdict
+        if self._settings.support_check != "remove" or verdict is None:
+            return
+        if verdict.checked_by not in NOT_STATED:
+            return
+        claim = claim_text(sentence.text)
+        ranked = sorted(self._context, key=lambda item: -sentence.terms.shares.get(item.n, 0.0))
+        for item in ranked:
+            cells = row_cells_asked(claim, self._question, item.text, facts, held_words)
+            if cells is None:
+                continue
+            text = f"{cells} [{item.n}]."
+            if any(s.shown and s.text == text for s in self.support.sentences):
+                return
+            row = SentenceSupport(text, True, 1.0, item.n, (item.n,), "row-cells", True)
+            yield from self._show(replace(sentence, text=text, verdict=row))
+            return
 
     def _locator(self, verdict: SentenceSupport) -> str | None:
         """Where the passage that states a supported sentence is cited for it."""

@@ -141,8 +141,10 @@ class SentenceSupport:
     nothing of its own; `llm`; `orphan`: points back to a removed sentence; `pointer`: points
     back to a sentence its passage does not state, or forward to what is not shown;
     `unasked`: answers nothing asked and supports no sentence that does; `budget`: the
-    LLM's time ran out and the terms decided), `shown` whether the reader sees it, `reason`
-    why it was removed or flagged (empty when supported), `locator` where a reader checks a
+    LLM's time ran out and the terms decided; `row-cells`: the cells of a table row the
+    question asks about, shown in place of a removed sentence that misstates them), `shown`
+    whether the reader sees it, `reason` why it was removed or flagged (empty when
+    supported), `locator` where a reader checks a
     supported one: its passage's citation, narrowed to the row, slide or page of it that
     states the sentence (`narrowing`)."""
 
