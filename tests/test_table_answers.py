@@ -112,7 +112,12 @@ def test_the_money_row_of_an_odt_is_kept_as_trustworthy_evidence(
 
 
 def checked(
-    written: str, question: str, passage: ContextItem, llm: LlamaRuntime, embedder: OnnxEmbedder
+    written: str,
+    question: str,
+    passage: ContextItem,
+    llm: LlamaRuntime,
+    embedder: OnnxEmbedder,
+    settings: AnswerSettings | None = None,
 ) -> CheckedAnswer:
     """`written`, streamed word by word as the model writes it, checked against `passage`
     as an answer to `question` from evidence the loop kept."""
@@ -122,7 +127,7 @@ def checked(
         yield from (f" {w}" if i else w for i, w in enumerate(written.split()))
         return "stop"
 
-    settings = AnswerSettings(support_budget_s=120.0)
+    settings = settings or AnswerSettings(support_budget_s=120.0)
     return CheckedAnswer(TextStream(pieces()), result, llm, settings, embedder=embedder)
 
 
@@ -309,7 +314,8 @@ def test_a_rows_cells_asked_are_offered_for_a_sentence_that_misstates_them(
     manual_tables: dict[str, str], question: str, sentence: str, cells: str | None
 ) -> None:
     passage = manual_tables["Distributions"]
-    assert row_cells_asked(sentence, question, passage, facts, held_words) == cells
+    found = row_cells_asked(sentence, question, passage, facts, held_words)
+    assert (found and found.text) == cells
 
 
 @pytest.mark.models
@@ -330,3 +336,27 @@ def test_a_removed_sentence_gives_way_to_the_row_it_misstates(
     )  # fmt: skip
     assert (row.shown, row.checked_by, row.supported) == (True, "row-cells", True)
     assert answer.finish_reason == "stop"
+
+
+@pytest.mark.models
+def test_a_sentence_stating_part_of_a_rows_list_is_followed_by_the_whole_cell(
+    manual_tables: dict[str, str], smollm: LlamaRuntime, embedder: OnnxEmbedder
+) -> None:
+    """One item of the list the question asks for is true and incomplete: the row's cell
+    follows it in full. The check has no time for the judge here, so the sentence's terms
+    decide it, as they would on a slow machine."""
+    passage = context_item(manual_tables["Distributions"])
+    question = "Which additional arguments does the negative binomial distribution take?"
+    written = "The negative binomial distribution takes the additional argument mu [1]."
+    settings = AnswerSettings(support_budget_s=0.0, support_terms_accept=0.8)
+    answer = checked(written, question, passage, smollm, embedder, settings)
+    shown = "".join(answer)
+    assert shown == (
+        f"{written} negative binomial \u2014 additional arguments: size, prob, mu [1]."
+    ), answer.support
+    assert [s.checked_by for s in answer.support.sentences] == ["budget", "row-cells"]
+    # Said in full, the cell is not repeated.
+    whole = (
+        "The negative binomial distribution takes the additional arguments size, prob and mu [1]."
+    )
+    assert "".join(checked(whole, question, passage, smollm, embedder, settings)) == whole

@@ -14,7 +14,9 @@ quote included, is still read where it stands before it is shown: one that point
 read with the sentence it points to (`answer.pointing`), and one that answers nothing asked
 waits until something that answers is shown, and is removed if it supports nothing that does
 (`answer.answering`). A shown sentence's
-citation is corrected to the passage that supports it. An answer none of whose sentences is
+citation is corrected to the passage that supports it. Where the question asks for a table
+row's cells and the model misstates them (a removed sentence) or states them in part (a
+shown one), the row's cells are shown as the row states them (`table_rows.row_cells_asked`). An answer none of whose sentences is
 supported is not an answer. When the loop trusted its evidence (CORRECT), the answer is written
 once more from the search's top hits read whole (`support_reread`, `CragResult.reread`) and
 checked the same way: the refined strips sometimes lack the sentence that answers, and the
@@ -56,7 +58,7 @@ from crag_edge.answer.support import (
     stated,
     term_support,
 )
-from crag_edge.answer.table_rows import row_cells_asked, unnamed_row
+from crag_edge.answer.table_rows import RowCells, row_cells_asked, unnamed_row
 from crag_edge.citations import locator
 from crag_edge.config import AnswerSettings
 from crag_edge.models.chat_model import ChatModel, FinishReason, TextStream
@@ -381,6 +383,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         for sentence in pending:
             self._seen_sentences.append(sentence)
             yield from self._show(sentence)
+        yield from self._complete_rows()
         note = drawn_from_note(drawn_from(buffer, self._context))
         if self._settings.support_check == "keep" and note and not cited(buffer, self._context):
             yield note
@@ -478,25 +481,49 @@ class CheckedAnswer(TextStream[AnswerFinish]):
 
     def _row_in_place(self, sentence: _HeldSentence) -> Generator[str, None, None]:
         """In place of a removed sentence that misstates a table row the question asks
-        about, that row's cells as the row states them (`table_rows.row_cells_asked`),
-        cited to its passage and its row; once per answer for the same cells."""
+        about, that row's cells as the row states them (`table_rows.row_cells_asked`)."""
         verdict = sentence.verdict
         if self._settings.support_check != "remove" or verdict is None:
             return
-        if verdict.checked_by not in NOT_STATED:
+        found = self._row_asked(sentence) if verdict.checked_by in NOT_STATED else None
+        if found is not None:
+            yield from self._show_row(sentence, *found)
+
+    def _complete_rows(self) -> Generator[str, None, None]:
+        """After the answer, the cells of a table row the question asks about that a shown
+        sentence states only in part ("can use the log link" of a row listing identity,
+        log, sqrt), as the row states them."""
+        if self._settings.support_check == "keep":
             return
+        for sentence in list(self._seen_sentences):
+            if sentence.verdict is None or not sentence.verdict.supported:
+                continue
+            found = self._row_asked(sentence)
+            shown = " ".join(s.text for s in self.support.sentences if s.shown)
+            if found is not None and not found[1].said_in(shown):
+                yield from self._show_row(replace(sentence, gap=" "), *found)
+
+    def _row_asked(self, sentence: _HeldSentence) -> tuple[int, RowCells] | None:
+        """The passage and the cells of the table row the question asks about and the
+        sentence speaks of, from the passage holding most of its terms first."""
         claim = claim_text(sentence.text)
         ranked = sorted(self._context, key=lambda item: -sentence.terms.shares.get(item.n, 0.0))
         for item in ranked:
             cells = row_cells_asked(claim, self._question, item.text, facts, held_words)
-            if cells is None:
-                continue
-            text = f"{cells} [{item.n}]."
-            if any(s.shown and s.text == text for s in self.support.sentences):
-                return
-            row = SentenceSupport(text, True, 1.0, item.n, (item.n,), "row-cells", True)
-            yield from self._show(replace(sentence, text=text, verdict=row))
+            if cells is not None:
+                return item.n, cells
+        return None
+
+    def _show_row(
+        self, sentence: _HeldSentence, n: int, cells: RowCells
+    ) -> Generator[str, None, None]:
+        """The row's cells shown as a sentence of the answer, cited to passage `n` and its
+        row; once per answer."""
+        text = f"{cells.text} [{n}]."
+        if any(s.shown and s.text == text for s in self.support.sentences):
             return
+        row = SentenceSupport(text, True, 1.0, n, (n,), "row-cells", True)
+        yield from self._show(replace(sentence, text=text, verdict=row))
 
     def _locator(self, verdict: SentenceSupport) -> str | None:
         """Where the passage that states a supported sentence is cited for it."""

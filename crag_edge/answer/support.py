@@ -142,7 +142,8 @@ class SentenceSupport:
     back to a sentence its passage does not state, or forward to what is not shown;
     `unasked`: answers nothing asked and supports no sentence that does; `budget`: the
     LLM's time ran out and the terms decided; `row-cells`: the cells of a table row the
-    question asks about, shown in place of a removed sentence that misstates them), `shown`
+    question asks about, shown in place of a removed sentence that misstates them or after
+    one that states them in part), `shown`
     whether the reader sees it, `reason` why it was removed or flagged (empty when
     supported), `locator` where a reader checks a
     supported one: its passage's citation, narrowed to the row, slide or page of it that

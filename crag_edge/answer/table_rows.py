@@ -140,43 +140,64 @@ def _states_cell(name: str, value: str, terms: set[str], asked: set[str]) -> boo
     return bool(cell) and cell <= terms and not cell <= asked and bool(column) and column <= terms
 
 
+@dataclass(frozen=True)
+class RowCells:
+    """Cells of one table row, as the row states them: its subject and (column, value)
+    pairs."""
+
+    subject: str
+    cells: tuple[tuple[str, str], ...]
+
+    @property
+    def text(self) -> str:
+        """The cells as a reader sees them: "Weibull \u2014 additional arguments: shape,
+        scale"."""
+        stated = "; ".join(f"{name}: {value}" for name, value in self.cells)
+        return f"{self.subject} \u2014 {stated}"
+
+    def said_in(self, text: str) -> bool:
+        """Whether `text` holds every term of every value: the cells said in full."""
+        said = set(tokenize(text))
+        return all(set(tokenize(value)) <= said for _, value in self.cells)
+
+
 def row_cells_asked(
     claim: str, question: str, passage: str, facts: Reading, held: Reading
-) -> str | None:
-    """The cells of the table row of `passage` that both the question and a sentence that
-    failed the check speak of, as the row states them ("Weibull — additional arguments:
-    shape, scale"); None when there is no such row.
+) -> RowCells | None:
+    """The cells of the table row of `passage` that both the question and a sentence of the
+    answer speak of ("Weibull \u2014 additional arguments: shape, scale"); None when there is
+    no such row.
 
     A small model asked for a row's value often writes the row with an item too many or a
     count of its own ("takes three additional arguments: shape, scale, and df" of a row
-    whose cell is "shape, scale"): the sentence is rightly removed, yet the row that answers
-    was found, named by the question and read by the model. That row (named by its subject
-    in the sentence, and whole in the question) and its cells under the columns the
-    sentence names by every term of their names (the question sharing a term with one of
-    them, its name or its value) are what the page says; a cell naming the row's own
-    subject ("command: zstd(1)" of zstd's row) is what the row is called, never an answer
-    about it. Nothing is offered for a question
-    stating a fact (a name, a number) the passage does not hold, such as another product's
-    type of the same name, nor when two rows are named alike. `facts(text)`, `held(text)`:
-    a text's facts, and its facts with its words, as the support check reads them."""
+    whose cell is "shape, scale"), or one item of a list ("the poisson family can use the
+    log link" of a row listing identity, log, sqrt): the row that answers was found, named by
+    the question and read by the model, and it is what the page says. That row is the one
+    the sentence names by its subject and the question names whole; its cells are the ones
+    under the columns the sentence names by every term of their names, the question sharing
+    a term with one of them (its name or its value). A cell naming the row's own subject
+    ("command: zstd(1)" of zstd's row) is what the row is called, never an answer about it.
+    Nothing is offered for a question stating a fact (a name, a number) the passage does not
+    hold, such as another product's type of the same name, nor when two rows are named
+    alike. `facts(text)`, `held(text)`: a text's facts, and its facts with its words, as
+    the support check reads them."""
     if not facts(question) <= held(passage):
         return None
     said, asked = set(tokenize(claim)), set(tokenize(question))
-    found: dict[str, int] = {}  # the cells offered, by how many terms name their row
+    found: dict[RowCells, int] = {}  # the cells offered, by how many terms name their row
     for line in passage.split("\n"):
         columns = record_columns(line)
         subject = columns[0][1] if columns else ""
         if not columns or not (names(claim, subject) and _named_whole(subject, question)):
             continue
-        cells = [
+        cells = tuple(
             (name, value)
             for name, value in columns[1:]
             if _column_named(name, said) and not names(value, subject)
-        ]
+        )
         if cells and any(set(tokenize(f"{name} {value}")) & asked for name, value in cells):
-            stated = "; ".join(f"{name}: {value}" for name, value in cells)
-            found[f"{subject} — {stated}"] = len(set(tokenize(subject)))
-    best = [text for text, named in found.items() if named == max(found.values(), default=0)]
+            found[RowCells(subject, cells)] = len(set(tokenize(subject)))
+    best = [row for row, named in found.items() if named == max(found.values(), default=0)]
     return best[0] if len(best) == 1 else None
 
 
