@@ -177,14 +177,21 @@ default or with the '@' byte order character).
 | binomial | binom | size, prob |
 | negative binomial | nbinom | size, prob, mu |
 | Weibull | weibull | shape, scale |
+
+## Numeric Types
+
+| Name | Storage Size | Description |
+|---|---|---|
+| integer | 4 bytes | typical choice for integer |
+| bigint | 8 bytes | large-range integer |
 """
 
 
 @pytest.fixture(scope="module")
 def manual_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Rows of five reference tables (Python's struct and logging pages, PostgreSQL's cidr
-    examples, R's distributions) in an OpenDocument file pandoc writes, as ingest reads
-    them: each table's lines by the heading they follow."""
+    """Rows of six reference tables (Python's struct and logging pages, PostgreSQL's cidr
+    examples and numeric types, R's distributions) in an OpenDocument file pandoc writes,
+    as ingest reads them: each table's lines by the heading they follow."""
     folder = tmp_path_factory.mktemp("odt")
     source, odt = folder / "tables.md", folder / "tables.odt"
     source.write_text(MANUAL_TABLES, encoding="utf-8")
@@ -192,8 +199,15 @@ def manual_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     text = load_file(odt, odt.read_bytes(), 10_000_000).text
     sections = {}
     for heading, rest in zip(
-        ["Format Characters", "Byte Order", "LogRecord attributes", "cidr", "Distributions"],
-        ["Byte Order", "LogRecord attributes", "cidr", "Distributions", None],
+        [
+            "Format Characters",
+            "Byte Order",
+            "LogRecord attributes",
+            "cidr",
+            "Distributions",
+            "Numeric Types",
+        ],
+        ["Byte Order", "LogRecord attributes", "cidr", "Distributions", "Numeric Types", None],
         strict=True,
     ):
         start = text.index(f"\n{heading}\n")
@@ -287,34 +301,42 @@ WEIBULL_QUESTION = "Which additional arguments does R's Weibull distribution tak
 
 
 @pytest.mark.parametrize(
-    ("question", "sentence", "cells"),
+    ("section", "question", "sentence", "cells"),
     [
         # A count of the model's own and an item too many: the row's cell as it reads.
-        (WEIBULL_QUESTION,
+        ("Distributions", WEIBULL_QUESTION,
          "The Weibull distribution takes three additional arguments: shape, scale, and df.",
          "Weibull \u2014 additional arguments: shape, scale"),
         # Two rows named by "binomial": the one the question names by more of its terms.
-        ("Which additional arguments does the negative binomial distribution take?",
+        ("Distributions", "Which additional arguments does the negative binomial take?",
          "The negative binomial distribution takes the additional arguments size and prob.",
          "negative binomial \u2014 additional arguments: size, prob, mu"),
         # The question names no column of the row, nor any of its values.
-        ("How is the Weibull distribution used in reliability studies?",
+        ("Distributions", "How is the Weibull distribution used in reliability studies?",
          "The Weibull distribution takes additional arguments for reliability.", None),
         # A column only the question names: the sentence speaks of something else.
-        (WEIBULL_QUESTION, "The Weibull distribution is a continuous distribution.", None),
+        ("Distributions", WEIBULL_QUESTION,
+         "The Weibull distribution is a continuous distribution.", None),
         # A name the passage never holds: another program's Weibull.
-        ("Which additional arguments does SciPy's Weibull distribution take?",
+        ("Distributions", "Which additional arguments does SciPy's Weibull distribution take?",
          "SciPy's Weibull distribution takes the additional arguments c and scale.", None),
-        # The R name is what the row is called, never an answer about it.
-        ("What is the R name of the gamma distribution?",
+        # The R name writes the row's subject: what the row is called, not a fact about it.
+        ("Distributions", "What is the R name of the gamma distribution?",
          "The R name of the Weibull distribution is weibull.", None),
+        # A value of the column's kind ("bytes") speaks of the column it does not name.
+        ("Numeric Types", "How many bytes does a bigint take?",
+         "A bigint takes 4 bytes.", "bigint \u2014 Storage Size: 8 bytes"),
+        # Another column's value, the row named by the question's input: that column's
+        # cell, though it holds the input's numbers.
+        ("cidr", CIDR_QUESTION,
+         "The abbrev() function returns 192.168.0.0/24 for the cidr input 192.168/24.",
+         "192.168/24 \u2014 abbrev(cidr): 192.168.0/24"),
     ],
 )  # fmt: skip
 def test_a_rows_cells_asked_are_offered_for_a_sentence_that_misstates_them(
-    manual_tables: dict[str, str], question: str, sentence: str, cells: str | None
+    manual_tables: dict[str, str], section: str, question: str, sentence: str, cells: str | None
 ) -> None:
-    passage = manual_tables["Distributions"]
-    found = row_cells_asked(sentence, question, passage, facts, held_words)
+    found = row_cells_asked(sentence, question, manual_tables[section], facts, held_words)
     assert (found and found.text) == cells
 
 

@@ -16,8 +16,9 @@ waits until something that answers is shown, and is removed if it supports nothi
 (`answer.answering`). A shown sentence's
 citation is corrected to the passage that supports it. Where the question asks for a table
 row's cells and the model misstates them (a removed sentence) or states them in part (a
-shown one), the row's cells are shown as the row states them (`table_rows.row_cells_asked`). An answer none of whose sentences is
-supported is not an answer. When the loop trusted its evidence (CORRECT), the answer is written
+shown one), the row's cells are shown as the row states them
+(`table_rows.row_cells_asked`). An answer none of whose sentences is supported is not an
+answer. When the loop trusted its evidence (CORRECT), the answer is written
 once more from the search's top hits read whole (`support_reread`, `CragResult.reread`) and
 checked the same way: the refined strips sometimes lack the sentence that answers, and the
 model then answers from memory. Otherwise, or when the second answer fares no better, the
@@ -490,9 +491,9 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             yield from self._show_row(sentence, *found)
 
     def _complete_rows(self) -> Generator[str, None, None]:
-        """After the answer, the cells of a table row the question asks about that a shown
-        sentence states only in part ("can use the log link" of a row listing identity,
-        log, sqrt), as the row states them."""
+        """After the answer, the cells of a table row the question asks about whose list
+        the shown sentences state only in part ("can use the log link" of a row listing
+        identity, log, sqrt), as the row states them."""
         if self._settings.support_check == "keep":
             return
         for sentence in list(self._seen_sentences):
@@ -500,7 +501,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
                 continue
             found = self._row_asked(sentence)
             shown = " ".join(s.text for s in self.support.sentences if s.shown)
-            if found is not None and not found[1].said_in(shown):
+            if found is not None and found[1].list_part_said(shown):
                 yield from self._show_row(replace(sentence, gap=" "), *found)
 
     def _row_asked(self, sentence: _HeldSentence) -> tuple[int, RowCells] | None:

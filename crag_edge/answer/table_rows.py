@@ -12,6 +12,8 @@ its row, and is not shown.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -155,10 +157,16 @@ class RowCells:
         stated = "; ".join(f"{name}: {value}" for name, value in self.cells)
         return f"{self.subject} \u2014 {stated}"
 
-    def said_in(self, text: str) -> bool:
-        """Whether `text` holds every term of every value: the cells said in full."""
+    def list_part_said(self, text: str) -> bool:
+        """Whether `text` says some items of a cell that lists several ("identity, log,
+        sqrt") and not all: a list said in part."""
         said = set(tokenize(text))
-        return all(set(tokenize(value)) <= said for _, value in self.cells)
+        for _, value in self.cells:
+            items = [set(tokenize(item)) for item in value.split(", ") if tokenize(item)]
+            told = [item <= said for item in items]
+            if len(items) > 1 and any(told) and not all(told):
+                return True
+        return False
 
 
 def row_cells_asked(
@@ -174,8 +182,9 @@ def row_cells_asked(
     log link" of a row listing identity, log, sqrt): the row that answers was found, named by
     the question and read by the model, and it is what the page says. That row is the one
     the sentence names by its subject and the question names whole; its cells are the ones
-    under the columns the sentence names by every term of their names, the question sharing
-    a term with one of them (its name or its value). A cell naming the row's own subject
+    under the columns the sentence speaks of, by every term of their names or by stating a
+    value of their kind ("takes 16 bytes" of "Storage Size: 4 bytes"), the question sharing
+    a term with one of them (its name or its value). A cell writing the row's own subject
     ("command: zstd(1)" of zstd's row) is what the row is called, never an answer about it.
     Nothing is offered for a question stating a fact (a name, a number) the passage does not
     hold, such as another product's type of the same name, nor when two rows are named
@@ -190,11 +199,7 @@ def row_cells_asked(
         subject = columns[0][1] if columns else ""
         if not columns or not (names(claim, subject) and _named_whole(subject, question)):
             continue
-        cells = tuple(
-            (name, value)
-            for name, value in columns[1:]
-            if _column_named(name, said) and not names(value, subject)
-        )
+        cells = _cells_spoken_of(columns[1:], subject, said)
         if cells and any(set(tokenize(f"{name} {value}")) & asked for name, value in cells):
             found[RowCells(subject, cells)] = len(set(tokenize(subject)))
     best = [row for row, named in found.items() if named == max(found.values(), default=0)]
@@ -206,6 +211,35 @@ def _named_whole(subject: str, question: str) -> bool:
     no terms (a symbol), as a word of its own."""
     terms = set(tokenize(subject))
     return terms <= set(tokenize(question)) if terms else names(question, subject)
+
+
+def _cells_spoken_of(
+    columns: list[tuple[str, str]], subject: str, said: set[str]
+) -> tuple[tuple[str, str], ...]:
+    """The (column, value) pairs of a row a sentence's terms (`said`) speak of: the columns
+    it names, else the ones whose kind of value it states; never a cell that writes the
+    row's subject."""
+    own = [(name, value) for name, value in columns if not _written_in(subject, value)]
+    named = tuple((name, value) for name, value in own if _column_named(name, said))
+    return named or tuple((name, value) for name, value in own if _kind_said(value, said))
+
+
+def _kind_said(value: str, said: set[str]) -> bool:
+    """Whether a sentence's terms (`said`) state a value of a cell's kind: the cell is a
+    quantity ("4 bytes") whose words beyond its numbers ("bytes") the sentence says, as
+    "the date type takes 16 bytes" speaks of the storage size it does not name."""
+    terms = tokenize(value)
+    words = {term for term in terms if not term.isdigit()}
+    return len(words) < len(terms) and bool(words) and words <= said
+
+
+def _written_in(subject: str, value: str) -> bool:
+    """Whether a cell writes the row's subject whole, as a word of its own ("zstd" in
+    "zstd(1), zstdcat(1)"): a name of the row, not a fact about it ("192.168.0/24" is not
+    "192.168/24")."""
+    folded = unicodedata.normalize("NFKC", value).casefold()
+    bare = unicodedata.normalize("NFKC", subject).casefold().strip()
+    return re.search(rf"(?<!\w){re.escape(bare)}(?!\w)", folded) is not None
 
 
 def _column_named(name: str, said: set[str]) -> bool:
