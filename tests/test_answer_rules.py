@@ -179,6 +179,14 @@ def test_a_question_asking_how_many_is_answered_by_a_number() -> None:
     assert read_against(question, digits).answers
     assert not read_against("How long is the window?", "It is two hours long.").answers  # a pointer
     assert read_against("How long is the window?", "The window is two hours long.").answers
+    # How often: a place in an order or a frequency in words is the number asked for.
+    often = "How often is the emergency generator tested?"
+    assert read_against(often, "The emergency generator is tested every second Tuesday.").answers
+    assert read_against(often, "The emergency generator is tested weekly.").answers
+    assert not read_against(
+        often, "The emergency generator is tested by the harbour master."
+    ).answers
+    assert not read_against("How many berths are there?", "Each berth is numbered.").answers
     # A question of nothing but frame words gives no focus to hold: any sentence may address it.
     assert read_against("What is the default?", "Readers continue while a writer appends.").answers
 

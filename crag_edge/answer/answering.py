@@ -43,6 +43,19 @@ WANTS_NUMBER = re.compile(
     r"|\bwhat (?:size|year|port|number|percentage|age)\b",
     re.IGNORECASE,
 )
+# A place in an order ("every second Tuesday", "the third row"): a quantity as a number is.
+ORDINAL_WORDS = frozenset(
+    {
+        *("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"),
+        *("ninth", "tenth", "eleventh", "twelfth", "twentieth", "hundredth", "thousandth"),
+    }
+)
+# How often something happens, said in words: the answer a question asking how often wants.
+FREQUENCY_WORDS = frozenset(
+    {"once", "twice", "thrice", "hourly", "daily", "nightly", "weekly", "monthly", "yearly"}
+    | {"annually", "every", "each"}
+)
+ASKS_HOW_OFTEN = re.compile(r"\bhow often\b", re.IGNORECASE)
 WORD = re.compile(r"\w+")
 # The cosine (all-MiniLM-L6-v2) from which a sentence holding the question's terms addresses it.
 SIMILAR = 0.55
@@ -80,12 +93,17 @@ def read_against(question: str, sentence: str, similarity: Similarity = None) ->
 
 def _kind_stated(question: str, claim: str) -> bool:
     """Whether the claim states what the question's form asks for: a number the question
-    does not state, when it asks how many, how long …; anything otherwise."""
+    does not state (in digits, or a number or place in an order in words), when it asks
+    how many, how long …, or how often it happens ("every second Tuesday", "weekly");
+    anything otherwise."""
     if not WANTS_NUMBER.search(question):
         return True
     given = {m.group() for m in NUMBER.finditer(question)}
     stated = {m.group() for m in NUMBER.finditer(claim)} - given
-    words = {w.lower() for w in WORD.findall(claim)} & NUMBER_WORDS
+    quantities = NUMBER_WORDS | ORDINAL_WORDS
+    if ASKS_HOW_OFTEN.search(question):
+        quantities |= FREQUENCY_WORDS
+    words = {w.lower() for w in WORD.findall(claim)} & quantities
     return bool(stated or words)
 
 
