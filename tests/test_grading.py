@@ -299,6 +299,40 @@ def test_the_judge_reads_a_table_row_the_question_names_beside_its_share() -> No
     assert by_text[MACADDR8_ROW].kept and not by_text[INET_ROW].kept
 
 
+BERTH_ROWS = (
+    "Berth | Length | Depth\n"
+    "Berth: A1; Length: 12 m; Depth: 3.1 m\n"
+    "Berth: B7; Length: 18 m; Depth: 4.4 m"
+)
+FAMILY_ROW = "Family name: poisson; Link functions: identity, log, sqrt"
+
+
+@pytest.mark.parametrize(
+    ("question", "kept"),
+    [
+        ("How deep is the water at berth B7?", {BERTH_ROWS}),
+        # An identifier the rows do not hold names none of them.
+        ("How deep is the water at berth B8?", set()),
+        # A word names many things a question may ask about: the tiers decide.
+        ("Which link functions can the poisson family use?", set()),
+    ],
+)
+def test_a_row_the_question_names_by_an_identifier_is_kept_at_the_cut(
+    question: str, kept: set[str]
+) -> None:
+    """The judge did not tie "deep" to "Depth" (raw 0.46) and every tier put the berth
+    rows under the cut: the question names the very row, so it is kept, at the cut."""
+    texts = [BERTH_ROWS, FAMILY_ROW, "Boats moor at the eastern pier after sunset."]
+    judge = ScriptedScorer("llm", dict.fromkeys(texts, 0.1))
+    grader = Grader(settings(**BANDED, escalate_top=0, judge_floor=True), llm_judge=judge)
+    grader._signals_tier = _fixed_signals(dict.fromkeys(texts, 0.1))  # type: ignore[method-assign]
+    grading = grader.grade(question, evidence([hit(i, t) for i, t in enumerate(texts)]), AuditLog())
+    by_text = dict(zip(texts, grading.items, strict=True))
+    assert {text for text, item in by_text.items() if item.kept} == kept
+    for text in kept:
+        assert by_text[text].score == pytest.approx(0.3)  # discard_below, not above
+
+
 def _fixed_signals(scores: dict[str, float]):  # type: ignore[no-untyped-def]
     def tier(query: str, ev: Evidence, items: list) -> None:  # type: ignore[type-arg]
         for h, item in zip(ev.hits, items, strict=True):

@@ -8,6 +8,7 @@ vote, the row's cells quoted), not by a close call of the small judge."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Generator, Iterator
@@ -184,32 +185,30 @@ default or with the '@' byte order character).
 |---|---|---|
 | integer | 4 bytes | typical choice for integer |
 | bigint | 8 bytes | large-range integer |
+
+## Berths
+
+| Berth | Length | Depth |
+|---|---|---|
+| A1 | 12 m | 3.1 m |
+| B7 | 18 m | 4.4 m |
 """
 
 
 @pytest.fixture(scope="module")
 def manual_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Rows of six reference tables (Python's struct and logging pages, PostgreSQL's cidr
-    examples and numeric types, R's distributions) in an OpenDocument file pandoc writes,
-    as ingest reads them: each table's lines by the heading they follow."""
+    """Rows of seven reference tables (Python's struct and logging pages, PostgreSQL's cidr
+    examples and numeric types, R's distributions, a harbour's berths) in an OpenDocument
+    file pandoc writes, as ingest reads them: each table's lines by the heading they
+    follow."""
     folder = tmp_path_factory.mktemp("odt")
     source, odt = folder / "tables.md", folder / "tables.odt"
     source.write_text(MANUAL_TABLES, encoding="utf-8")
     subprocess.run(["pandoc", str(source), "-o", str(odt)], check=True, timeout=120)
     text = load_file(odt, odt.read_bytes(), 10_000_000).text
     sections = {}
-    for heading, rest in zip(
-        [
-            "Format Characters",
-            "Byte Order",
-            "LogRecord attributes",
-            "cidr",
-            "Distributions",
-            "Numeric Types",
-        ],
-        ["Byte Order", "LogRecord attributes", "cidr", "Distributions", "Numeric Types", None],
-        strict=True,
-    ):
+    headings = re.findall(r"^## (.+)$", MANUAL_TABLES, re.MULTILINE)
+    for heading, rest in zip(headings, [*headings[1:], None], strict=True):
         start = text.index(f"\n{heading}\n")
         sections[heading] = text[start : text.index(f"\n{rest}\n") if rest else len(text)].strip()
     return sections
@@ -324,6 +323,9 @@ WEIBULL_QUESTION = "Which additional arguments does R's Weibull distribution tak
         ("Distributions", "What is the R name of the gamma distribution?",
          "The R name of the Weibull distribution is weibull.", None),
         # A value of the column's kind ("bytes") speaks of the column it does not name.
+        # An adjective names the measure a column holds.
+        ("Berths", "How deep is the water at berth B7?",
+         "The water at berth B7 is 4.4 meters deep.", "B7 \u2014 Depth: 4.4 m"),
         ("Numeric Types", "How many bytes does a bigint take?",
          "A bigint takes 4 bytes.", "bigint \u2014 Storage Size: 8 bytes"),
         # Another column's value, the row named by the question's input: that column's

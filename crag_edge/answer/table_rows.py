@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from crag_edge.grading.keywords import tokenize
-from crag_edge.grading.rows import names, record_columns
+from crag_edge.grading.rows import names, names_whole, record_columns
 from crag_edge.ingest.formats.builder import record_cells
 
 
@@ -169,6 +169,20 @@ class RowCells:
         return False
 
 
+# The measure an adjective asks about, as a table names its column ("How deep is berth B7?"
+# of a `Depth` column; "4.4 meters deep"): stemmed as the terms are.
+_MEASURES = {
+    "deep": "depth", "long": "length", "wide": "width", "high": "height", "tall": "height",
+    "heavy": "weight", "old": "age", "large": "size", "big": "size", "far": "distance",
+}  # fmt: skip
+MEASURE_TERMS = {tokenize(word)[0]: tokenize(measure)[0] for word, measure in _MEASURES.items()}
+
+
+def with_measures(terms: set[str]) -> set[str]:
+    """`terms` with the measure each adjective among them asks about (`MEASURE_TERMS`)."""
+    return terms | {MEASURE_TERMS[term] for term in terms if term in MEASURE_TERMS}
+
+
 def row_cells_asked(
     claim: str, question: str, passage: str, facts: Reading, held: Reading
 ) -> RowCells | None:
@@ -182,9 +196,10 @@ def row_cells_asked(
     log link" of a row listing identity, log, sqrt): the row that answers was found, named by
     the question and read by the model, and it is what the page says. That row is the one
     the sentence names by its subject and the question names whole; its cells are the ones
-    under the columns the sentence speaks of, by every term of their names or by stating a
-    value of their kind ("takes 16 bytes" of "Storage Size: 4 bytes"), the question sharing
-    a term with one of them (its name or its value). A cell writing the row's own subject
+    under the columns the sentence speaks of, by every term of their names (an adjective
+    naming its measure: "deep" a `Depth` column) or by stating a value of their kind ("takes
+    16 bytes" of "Storage Size: 4 bytes"), the question sharing a term with one of them
+    (its name or its value). A cell writing the row's own subject
     ("command: zstd(1)" of zstd's row) is what the row is called, never an answer about it.
     Nothing is offered for a question stating a fact (a name, a number) the passage does not
     hold, such as another product's type of the same name, nor when two rows are named
@@ -192,25 +207,18 @@ def row_cells_asked(
     the support check reads them."""
     if not facts(question) <= held(passage):
         return None
-    said, asked = set(tokenize(claim)), set(tokenize(question))
+    said, asked = with_measures(set(tokenize(claim))), with_measures(set(tokenize(question)))
     found: dict[RowCells, int] = {}  # the cells offered, by how many terms name their row
     for line in passage.split("\n"):
         columns = record_columns(line)
         subject = columns[0][1] if columns else ""
-        if not columns or not (names(claim, subject) and _named_whole(subject, question)):
+        if not columns or not (names(claim, subject) and names_whole(question, subject)):
             continue
         cells = _cells_spoken_of(columns[1:], subject, said)
         if cells and any(set(tokenize(f"{name} {value}")) & asked for name, value in cells):
             found[RowCells(subject, cells)] = len(set(tokenize(subject)))
     best = [row for row, named in found.items() if named == max(found.values(), default=0)]
     return best[0] if len(best) == 1 else None
-
-
-def _named_whole(subject: str, question: str) -> bool:
-    """Whether the question names a row's subject by every term of it, or, for a subject of
-    no terms (a symbol), as a word of its own."""
-    terms = set(tokenize(subject))
-    return terms <= set(tokenize(question)) if terms else names(question, subject)
 
 
 def _cells_spoken_of(

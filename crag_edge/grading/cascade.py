@@ -30,7 +30,7 @@ from crag_edge.config import TIERS, GradingSettings
 from crag_edge.grading.calibration import Calibration, Identity, calibration
 from crag_edge.grading.injection import set_aside_phrase
 from crag_edge.grading.result import SET_ASIDE, Grading, ItemGrade
-from crag_edge.grading.rows import names_a_row
+from crag_edge.grading.rows import names_a_row, names_a_row_by_identifier
 from crag_edge.grading.rules import first_matching_rule
 from crag_edge.grading.signals import SignalWeights, combine, compute_signals
 from crag_edge.kernels import Aggregation, aggregate, score_variance
@@ -228,8 +228,22 @@ class Grader:
             if status[tier] != "ok" or not pending or scorer is None:
                 continue
             pending = self._model_step(run, tier, scorer, calibrate, pending, audit)
+        self._keep_rows_named_by_identifier(run)
         for tier, count in run.tier_items.items():
             self.metrics.tier_items.labels(tier=tier).inc(count)
+
+    def _keep_rows_named_by_identifier(self, run: _GradingRun) -> None:
+        """Keep, at the cut, an item holding a table row the query names whole by an
+        identifier (`rows.identifier`: "How deep is the water at berth B7?" of `Berth: B7;
+        Length: 18 m; Depth: 4.4 m`). The query names that very row, yet every tier can
+        miss it: the signals and the evaluator read a run of cells as noise, and the judge
+        does not tie "deep" to "Depth" (raw 0.46). Kept, it is evidence the answer is
+        written from and checked against; it is not raised above the cut, so it makes no
+        answer CORRECT alone."""
+        cut = self.settings.discard_below
+        for item, hit in zip(run.items, run.evidence.hits, strict=True):
+            if item.score < cut and names_a_row_by_identifier(run.query, hit.chunk.text):
+                item.score, item.decided_by = cut, "row"
 
     def _signals_step(self, run: _GradingRun, pending: list[int]) -> list[int]:
         """Score every item with the signals; what stays pending for the models."""

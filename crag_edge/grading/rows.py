@@ -28,6 +28,32 @@ def names_a_row(text: str, passage: str) -> bool:
     )
 
 
+def names_a_row_by_identifier(text: str, passage: str) -> bool:
+    """Whether `text` names, whole, the subject of one of `passage`'s table rows that is an
+    identifier (`identifier`): "How deep is the water at berth B7?" of `Berth: B7; Length:
+    18 m; Depth: 4.4 m`."""
+    return any(
+        identifier(cells[0]) and names_whole(text, cells[0])
+        for line in passage.split("\n")
+        if (cells := record_cells(line))
+    )
+
+
+def identifier(subject: str) -> bool:
+    """Whether a row's subject is an identifier rather than a word: it holds a digit, a `%`
+    or an `_`, or no letter at all (B7, macaddr8, cp862, %z, !). A word ("poisson",
+    "Slipway haul-out") names many things a question may ask about; an identifier names
+    its row."""
+    return any(c.isdigit() or c in "%_" for c in subject) or not any(c.isalpha() for c in subject)
+
+
+def names_whole(text: str, subject: str) -> bool:
+    """Whether `text` names a row's subject by every term of it, or, for a subject of no
+    terms (a symbol), as a word of its own."""
+    terms = set(tokenize(subject))
+    return terms <= set(tokenize(text)) if terms else names(text, subject)
+
+
 def names(text: str, subject: str) -> bool:
     """Whether `text` names `subject`: its head term (`interval [ fields ] [ (p) ]` is named
     by "interval", the syntax after it aside), or, for a subject of no terms (a format
