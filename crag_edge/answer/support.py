@@ -143,11 +143,10 @@ class SentenceSupport:
     `unasked`: answers nothing asked and supports no sentence that does; `budget`: the
     LLM's time ran out and the terms decided; `row-cells`: the cells of a table row the
     question asks about, shown in place of a removed sentence that misstates them or after
-    one that states them in part), `shown`
-    whether the reader sees it, `reason` why it was removed or flagged (empty when
-    supported), `locator` where a reader checks a
-    supported one: its passage's citation, narrowed to the row, slide or page of it that
-    states the sentence (`narrowing`)."""
+    one that states them in part), `shown` whether the reader sees it, `reason` why it was
+    removed or flagged (empty when supported), `locator` where a reader checks a supported
+    one: its passage's citation, narrowed to the row, slide or page of it that states the
+    sentence (`narrowing`)."""
 
     text: str
     supported: bool

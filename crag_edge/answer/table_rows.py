@@ -12,13 +12,11 @@ its row, and is not shown.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from crag_edge.grading.keywords import tokenize
-from crag_edge.grading.rows import names, names_whole, record_columns
+from crag_edge.grading.rows import names, names_whole, record_columns, writes
 from crag_edge.ingest.formats.builder import record_cells
 
 
@@ -227,7 +225,7 @@ def _cells_spoken_of(
     """The (column, value) pairs of a row a sentence's terms (`said`) speak of: the columns
     it names, else the ones whose kind of value it states; never a cell that writes the
     row's subject."""
-    own = [(name, value) for name, value in columns if not _written_in(subject, value)]
+    own = [(name, value) for name, value in columns if not writes(value, subject)]
     named = tuple((name, value) for name, value in own if _column_named(name, said))
     return named or tuple((name, value) for name, value in own if _kind_said(value, said))
 
@@ -239,15 +237,6 @@ def _kind_said(value: str, said: set[str]) -> bool:
     terms = tokenize(value)
     words = {term for term in terms if not term.isdigit()}
     return len(words) < len(terms) and bool(words) and words <= said
-
-
-def _written_in(subject: str, value: str) -> bool:
-    """Whether a cell writes the row's subject whole, as a word of its own ("zstd" in
-    "zstd(1), zstdcat(1)"): a name of the row, not a fact about it ("192.168.0/24" is not
-    "192.168/24")."""
-    folded = unicodedata.normalize("NFKC", value).casefold()
-    bare = unicodedata.normalize("NFKC", subject).casefold().strip()
-    return re.search(rf"(?<!\w){re.escape(bare)}(?!\w)", folded) is not None
 
 
 def _column_named(name: str, said: set[str]) -> bool:

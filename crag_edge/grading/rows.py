@@ -61,9 +61,14 @@ def names(text: str, subject: str) -> bool:
     terms = tokenize(subject)
     if terms:
         return terms[0] in set(tokenize(text))
-    bare = _folded(subject).strip(" `'\"")
-    if not bare:
-        return True
+    bare = subject.strip(" `'\"")
+    return not bare or writes(text, bare)
+
+
+def writes(text: str, word: str) -> bool:
+    """Whether `text` writes `word` whole, as a word of its own (case and Unicode forms
+    aside): "zstd" in "zstd(1), zstdcat(1)", not "192.168/24" in "192.168.0/24"."""
+    bare = _folded(word).strip()
     return re.search(rf"(?<!\w){re.escape(bare)}(?!\w)", _folded(text)) is not None
 
 
