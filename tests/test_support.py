@@ -24,6 +24,7 @@ from crag_edge.answer.pointing import fails_in_place
 from crag_edge.answer.support import (
     candidates,
     cited_numbers,
+    cited_passage,
     claim_text,
     literals,
     refers_back,
@@ -241,13 +242,19 @@ def test_a_sentence_is_located_where_one_passage_holds_its_facts_and_most_of_its
         assert wrong.located == ()
 
 
-def test_a_located_sentence_needs_less_of_the_judge_and_only_from_its_passage() -> None:
+def test_a_located_sentence_needs_less_of_the_judge_and_is_cited_where_it_is_located() -> None:
     runs = "A checkpoint runs by default once the log holds 1000 pages."
     terms = term_support(runs, context(), question="When does a checkpoint run?")
-    assert stated(terms, (2, 0.7), 0.77, 0.65)
-    assert not stated(terms, (1, 0.7), 0.77, 0.65)  # passage 1 does not hold its facts
+    assert terms.located == (2,)
+    assert stated(terms, (2, 0.7), 0.77, 0.65) and cited_passage(terms, (2, 0.7), 0.77) == 2
+    # The judge's score on another passage counts, but the passage holding its facts is cited.
+    assert stated(terms, (1, 0.7), 0.77, 0.65) and cited_passage(terms, (1, 0.7), 0.77) == 2
+    assert cited_passage(terms, (1, 0.8), 0.77) == 1  # passed on its own score
     assert not stated(terms, (2, 0.6), 0.77, 0.65)
     assert stated(terms, (1, 0.8), 0.77, 0.65) and not stated(terms, None, 0.77, 0.65)
+    nowhere = term_support("A checkpoint runs when the server decides.", context())
+    assert nowhere.located == ()
+    assert not stated(nowhere, (1, 0.7), 0.77, 0.65) and stated(nowhere, (1, 0.8), 0.77, 0.65)
     wrong = term_support("A checkpoint runs at 5000 pages.", context())
     assert not stated(wrong, (2, 0.99), 0.77, 0.65)  # a number no passage holds: never
 

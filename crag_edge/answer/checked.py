@@ -52,6 +52,7 @@ from crag_edge.answer.support import (
     TermSupport,
     candidates,
     cited_numbers,
+    cited_passage,
     claim_text,
     facts,
     held_words,
@@ -456,8 +457,11 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             n, share = sentence.terms.best()
             ok = share >= self._settings.support_terms_accept and not sentence.terms.missing
             return _verdict(sentence, n, share, "budget", supported=ok)
+        supported = self._passes(sentence.terms, scored)
         n, score = scored
-        return _verdict(sentence, n, score, "llm", supported=self._passes(sentence.terms, scored))
+        if supported:
+            n = cited_passage(sentence.terms, scored, self._settings.support_threshold)
+        return _verdict(sentence, n, score, "llm", supported=supported)
 
     def _show(self, sentence: _HeldSentence) -> Generator[str, None, None]:
         verdict = sentence.verdict

@@ -360,16 +360,29 @@ def stated(
 ) -> bool:
     """The rule a checked sentence passes by: a passage's own words, or the LLM's support
     score for passage n (`scored`: n and its score) of at least `threshold`, or of at least
-    `located` for a passage the sentence is located in; never with a number or a name no
-    passage holds."""
+    `located` once the sentence is located in some passage; never with a number or a name
+    no passage holds. The located passage need not be the one scored: every check shows the
+    judge the whole context, and its P(yes) for one sentence moves from passage to passage
+    by position more than by content (the largest ROWID, written out in one passage, scored
+    under 0.65 there and 0.68 on another), so the cheap tier says where, and the judge's best score over the
+    passages asked says only that it does not doubt the sentence."""
     if terms.missing:
         return False
     if terms.quoted is not None:
         return True
     if scored is None:
         return False
+    _, score = scored
+    return score >= threshold or (bool(terms.located) and score >= located)
+
+
+def cited_passage(terms: TermSupport, scored: tuple[int, float], threshold: float) -> int:
+    """The passage a stated sentence is cited to: the one scored, unless it passed only for
+    being located elsewhere; then the located passage, which holds its facts."""
     n, score = scored
-    return score >= threshold or (n in terms.located and score >= located)
+    if score >= threshold or n in terms.located or not terms.located:
+        return n
+    return terms.located[0]
 
 
 def names(claim: str) -> list[str]:
