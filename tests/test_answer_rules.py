@@ -191,6 +191,20 @@ def test_a_question_asking_how_many_is_answered_by_a_number() -> None:
     assert read_against("What is the default?", "Readers continue while a writer appends.").answers
 
 
+def test_a_question_asking_who_is_answered_by_someone_named() -> None:
+    approver = "Who has to approve a rollback of the database migration?"
+    window = "The rollback window for the migration is two hours [1]."
+    assert read_against(approver, window).addresses and not read_against(approver, window).answers
+    assert read_against(approver, "Ana approves a rollback of the migration [1].").answers
+    assert read_against(approver, "The database owner approves a rollback [1].").answers
+    assert read_against(approver, "A rollback is approved by ops@example.org [1].").answers
+    dns = "Who switches the DNS in the cutover?"
+    assert read_against(dns, "Lena switches the DNS in the cutover [1].").answers
+    # The question's own names are not an answer: "DNS" is what was asked about.
+    assert not read_against(dns, "The DNS is switched in the cutover [1].").answers
+    assert read_against("To whom is the report sent?", "The report is sent to Ana [2].").answers
+
+
 @pytest.mark.models
 def test_a_quote_pointing_back_to_another_passages_sentence_is_not_shown(
     smollm: LlamaRuntime,

@@ -17,7 +17,8 @@ Cheap signals only (the numbers are in docs/answer-quality.md, "Answers that ans
   `SIMILAR`: the quotes of CREATE RULE's notes hold the DELETE question's words and mean
   something else;
 - **answer type**: a question asking how many, how long, how old … is answered by a number
-  (in digits or words) the question does not state.
+  (in digits or words) the question does not state; one asking who, by someone the
+  question does not name (a name, an email address, a word for a person or a group).
 A sentence that points back ("This limit is set to 10 by default.") borrows its subject from
 the one before it (`answer.pointing`), so it never answers alone: it supports the sentence it
 points to. A sentence that answers nothing supports one that does when it points back to it
@@ -56,6 +57,19 @@ FREQUENCY_WORDS = frozenset(
     | {"annually", "every", "each"}
 )
 ASKS_HOW_OFTEN = re.compile(r"\bhow often\b", re.IGNORECASE)
+# A question asking who: the sentence that answers it names someone.
+ASKS_WHO = re.compile(r"^\W*(?:(?:to|by|for|from|with) )?(?:who|whom|whose)\b", re.IGNORECASE)
+# Words that name a person or a group in lower case: a role answers "who" as a name does.
+PERSON_WORDS = frozenset(
+    tokenize(
+        "person people someone anyone everyone nobody user owner author administrator admin "
+        "maintainer committer contributor reviewer approver operator manager engineer "
+        "developer customer client staff member team group department committee board "
+        "lead chair superuser root vendor supplier"
+    )
+)
+CAPITALISED = re.compile(r"\b[A-Z][\w-]*")
+EMAIL = re.compile(r"\S+@\S+\.\w+")
 WORD = re.compile(r"\w+")
 # The cosine (all-MiniLM-L6-v2) from which a sentence holding the question's terms addresses it.
 SIMILAR = 0.55
@@ -95,7 +109,9 @@ def _kind_stated(question: str, claim: str) -> bool:
     """Whether the claim states what the question's form asks for: a number the question
     does not state (in digits, or a number or place in an order in words), when it asks
     how many, how long …, or how often it happens ("every second Tuesday", "weekly");
-    anything otherwise."""
+    someone, when it asks who; anything otherwise."""
+    if ASKS_WHO.search(question):
+        return _names_someone(question, claim)
     if not WANTS_NUMBER.search(question):
         return True
     given = {m.group() for m in NUMBER.finditer(question)}
@@ -105,6 +121,17 @@ def _kind_stated(question: str, claim: str) -> bool:
         quantities |= FREQUENCY_WORDS
     words = {w.lower() for w in WORD.findall(claim)} & quantities
     return bool(stated or words)
+
+
+def _names_someone(question: str, claim: str) -> bool:
+    """Whether the claim names someone the question does not: a capitalised content word
+    (the first word too: "Lena switches the DNS"), an email address, or a word for a person
+    or a group ("the maintainer"). Asked who approves a rollback, "The rollback window is two
+    hours" quotes its page and names no one."""
+    asked = set(tokenize(question))
+    capitalised = {t for m in CAPITALISED.finditer(claim) for t in tokenize(m.group())}
+    named = (capitalised | (set(tokenize(claim)) & PERSON_WORDS)) - asked
+    return bool(named) or EMAIL.search(claim) is not None
 
 
 @dataclass
