@@ -22,6 +22,7 @@ from crag_edge.evaluation.qa import (
     Reply,
     check_seconds,
     contains,
+    judge_calls,
     matches,
     outcome,
     read_questions,
@@ -171,12 +172,15 @@ def test_truthfulness_and_the_report_hand_computed() -> None:
     assert report["crag"]["truthfulness"] == 1.0 and report["crag"]["truthfulness_by_kind"] == {}
 
 
-def report_of(*sentences: tuple[bool, bool], seconds: float = 1.0) -> dict[str, Any]:
+def report_of(
+    *sentences: tuple[bool, bool], seconds: float = 1.0, judge_calls: int = 2
+) -> dict[str, Any]:
     """A support report as `SupportReport.to_dict` writes it: (shown, supported) per sentence."""
     return {
         "mode": "flag",
         "seconds": seconds,
         "held_s": seconds + 1,
+        "judge_calls": judge_calls,
         "sentences": [{"shown": shown, "supported": ok} for shown, ok in sentences],
     }
 
@@ -191,6 +195,12 @@ def test_supported_share_pools_the_shown_sentences_and_check_times_are_medians()
     assert supported_share([record("right", support=report_of((False, False)))]) is None
     assert check_seconds(records, "seconds") == 2.0
     assert check_seconds(records, "held_s") == 3.0
+    assert judge_calls(records) == 2.0
+    many = record("right", support=report_of((True, True), judge_calls=5))
+    assert judge_calls([*records, many]) == 3.0
+    older = report_of((True, True))
+    del older["judge_calls"]  # a record written before the count was kept
+    assert judge_calls([record("right", support=older)]) is None
 
 
 def test_reused_records_are_scored_against_the_questions_as_they_are_now(

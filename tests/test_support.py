@@ -147,6 +147,7 @@ def test_a_quote_is_shown_without_asking_the_llm(smollm: LlamaRuntime) -> None:
     assert "".join(pieces) == words
     (sentence,) = answer.support.sentences
     assert sentence.checked_by == "quote" and sentence.passage == 1 and sentence.supported
+    assert answer.support.judge_calls == 0 and answer.support.to_dict()["judge_calls"] == 0
 
 
 def test_a_pointer_followed_only_by_words_about_the_passages_says_nothing() -> None:
@@ -272,6 +273,8 @@ def test_a_sentence_is_checked_against_the_passage_holding_its_terms_and_cites_i
     pieces, answer = checked(smollm, words)
     (sentence,) = answer.support.sentences
     assert sentence.checked_by == "llm" and sentence.passage == 2
+    # One pair asked, and a second only for a sentence the first left unsupported.
+    assert answer.support.judge_calls == (1 if sentence.supported else 2)
     if sentence.supported:  # the small judge's call; the citation follows it either way
         assert "".join(pieces) == words[:-1] + " [2]." and answer.finish_reason == "stop"
     else:

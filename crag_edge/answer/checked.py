@@ -85,11 +85,13 @@ class SupportReport:
     checking (model calls included), `mode` the `support_check` setting it ran under,
     `held_s` from the model's first word to the first shown sentence (None: none shown),
     `reread` whether the answer shown was written again from the top hits read whole
-    (`support_reread`)."""
+    (`support_reread`), `judge_calls` the (sentence, passage) pairs the LLM was asked about:
+    the check's cost in model calls, which the cheaper tiers exist to save."""
 
     mode: str
     sentences: list[SentenceSupport] = field(default_factory=list)
     seconds: float = 0.0
+    judge_calls: int = 0
     held_s: float | None = None
     reread: bool = False
 
@@ -136,6 +138,7 @@ class SupportReport:
             "seconds": round(self.seconds, 3),
             "held_s": None if self.held_s is None else round(self.held_s, 3),
             "reread": self.reread,
+            "judge_calls": self.judge_calls,
             "sentences": [s.to_dict() for s in self.sentences],
         }
 
@@ -411,6 +414,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             yield piece
         self.support.sentences += again.support.sentences
         self.support.seconds += again.support.seconds
+        self.support.judge_calls += again.support.judge_calls
         if wrote:
             self._again = again
         else:  # the second answer wrote nothing: the first one's verdict stands
@@ -437,6 +441,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
                 and not best.get(i, (False,))[0]
             ]
             scores = tier.scores(self._context, [(t, n) for _, t, n in asks], deadline)
+            self.support.judge_calls += len(asks)
             for (i, _, n), score in zip(asks, scores, strict=True):
                 if score is None:
                     continue

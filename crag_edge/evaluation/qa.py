@@ -299,6 +299,14 @@ def check_seconds(records: Sequence[QaRecord], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+def judge_calls(records: Sequence[QaRecord]) -> float | None:
+    """The mean over answers the check read of the (sentence, passage) pairs it asked the
+    LLM about; None when no record carries the count."""
+    counts = [int(r.support["judge_calls"]) for r in records
+              if r.support and r.support["sentences"] and "judge_calls" in r.support]  # fmt: skip
+    return statistics.fmean(counts) if counts else None
+
+
 def summarise(records: Sequence[QaRecord], systems: Sequence[str]) -> dict[str, dict[str, Any]]:
     """One entry per system: the count of each outcome, truthfulness (overall, and per
     `kind` when questions carry one), the supported share and seconds per question."""
@@ -319,6 +327,7 @@ def summarise(records: Sequence[QaRecord], systems: Sequence[str]) -> dict[str, 
             "supported_share": _rounded(supported_share(mine)),
             "check_s_median": _rounded(check_seconds(mine, "seconds"), 2),
             "first_sentence_held_s_median": _rounded(check_seconds(mine, "held_s"), 2),
+            "judge_calls_per_answer": _rounded(judge_calls(mine), 2),
             "seconds_per_question": _rounded(
                 sum(r.seconds for r in mine) / len(mine) if mine else None, 1
             ),
