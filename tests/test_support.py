@@ -196,7 +196,9 @@ def test_a_number_the_question_states_is_the_readers_and_never_missing() -> None
     ("text", "found"),
     [
         ("The format string is %(process)d, as stated in the table.", ["%(process)d"]),
-        ("abbrev() gives 192.168.0/24 for (192.168/24).", ["192.168.0/24", "192.168/24"]),
+        ("abbrev() gives 192.168.0/24 for (192.168/24).", ["abbrev", "192.168.0/24", "192.168/24"]),
+        ("The dense_rank() function ranks rows without gaps.", ["dense_rank"]),  # a call
+        ("Call it with () or [].", []),  # brackets alone name nothing
         ("It is -a (from the passage).", []),  # brackets and punctuation around words
         ("Its config lives in ~/.aptitude/config, e.g. on x86-64.", ["~/.aptitude/config"]),
     ],

@@ -245,12 +245,15 @@ def facts(text: str) -> set[str]:
 
 def literals(text: str) -> list[str]:
     """The tokens of `text` written with symbols inside (`LITERAL_SYMBOLS`), without the
-    quotes and punctuation around them; a call's empty brackets aside (`abbrev()` names the
-    function `abbrev` of a passage writing `abbrev(cidr)`)."""
+    quotes and punctuation around them, and the functions it writes as calls: a call's
+    empty brackets aside, `abbrev()` names the function `abbrev` of a passage writing
+    `abbrev(cidr)`, and `dense_rank()` is a fact a passage must hold as a number is."""
     found = []
     for token in text.split():
-        token = _token(token).removesuffix("()")
-        if any(c.isalnum() for c in token) and LITERAL_SYMBOLS.intersection(token):
+        token = _token(token)
+        call = len(token) > 2 and token.endswith("()")
+        token = token.removesuffix("()")
+        if any(c.isalnum() for c in token) and (call or LITERAL_SYMBOLS.intersection(token)):
             found.append(token)
     return found
 
