@@ -515,8 +515,9 @@ class AnswerSettings(_Section):
         0.65,
         ge=0.0,
         le=1.0,
-        description="The LLM's P(yes) from which a sentence counts as supported by a passage "
-        "that holds every number, name and option it states and most of its words.",
+        description="The LLM's P(yes), on any passage asked, from which a sentence counts as "
+        "supported once a passage holds every number, name and option it states and most of "
+        "its words (it is cited to that passage).",
     )
     support_terms_accept: float = Field(
         1.0,
