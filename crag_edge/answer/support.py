@@ -127,8 +127,8 @@ Mentioned = Callable[[str], bool] | None
 # the sentence's terms that the best passage holds: a cited page holding a few of its terms
 # beside the page that states it is not asked first (the case in docs/answer-quality.md).
 CITED_SHARE = 0.5
-# Two passages at most per sentence located somewhere: where it is located, then the cited
-# one or the best other; each costs a prompt of the LLM (timed in docs/answer-quality.md).
+# Two passages at most per sentence: its cited one (or the one with most of its terms), then
+# the best other; each costs a prompt of the LLM (timed in docs/answer-quality.md).
 MAX_CANDIDATES = 2
 
 
@@ -417,20 +417,16 @@ def pointer_terms(claim: str) -> set[str]:
 def candidates(terms: TermSupport, cited: Sequence[int]) -> list[int]:
     """The passages to ask about, in order: the ones the sentence is located in (a cited one
     first), the cited ones that exist and hold at least half the share of its terms the best
-    passage holds, then the rest by that share; at most `MAX_CANDIDATES`, and one for a
-    sentence located nowhere. Where its facts and words are outranks where the model
-    pointed: a small model cites one passage for what another states, the judge passes a
-    sentence nearly alike on any passage, and the first passage that passes is the one cited
-    to the reader. A sentence located nowhere needs `support_threshold` on the first
-    passage asked, and over the four question sets a second passage never gave it that
-    (0 of 47 asked): the second call is kept for a located sentence, which passes on the
-    judge's best score over both (`stated`)."""
+    passage holds, then the rest by that share; at most `MAX_CANDIDATES`. Where its facts and
+    words are outranks where the model pointed: a small model cites one passage for what
+    another states, the judge passes a sentence nearly alike on any passage, and the first
+    passage that passes is the one cited to the reader."""
     ranked = sorted(terms.shares, key=lambda n: -terms.shares[n])
     best = terms.shares[ranked[0]] if ranked else 0.0
     cited_here = [n for n in cited if terms.shares.get(n, -1.0) >= best * CITED_SHARE]
     located = sorted(terms.located, key=lambda n: n not in cited_here)
     ordered = located + cited_here + ranked
-    return list(dict.fromkeys(ordered))[: MAX_CANDIDATES if located else 1]
+    return list(dict.fromkeys(ordered))[:MAX_CANDIDATES]
 
 
 def check_messages(
