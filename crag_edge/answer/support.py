@@ -366,9 +366,9 @@ def stated(
     `located` once the sentence is located in some passage; never with a number or a name
     no passage holds. The located passage need not be the one scored: every check shows the
     judge the whole context, and its P(yes) for one sentence moves from passage to passage
-    by position more than by content (the largest ROWID, written out in one passage, scored
-    under 0.65 there and 0.68 on another), so the cheap tier says where, and the judge's
-    best score over the passages asked says only that it does not doubt the sentence."""
+    whatever they hold (the largest ROWID, written out in one passage, scored under 0.65
+    there and 0.68 on another), so the cheap tier says where, and the judge's best score
+    over the passages asked says only that it does not doubt the sentence."""
     if terms.missing:
         return False
     if terms.quoted is not None:
