@@ -9,11 +9,8 @@ the expected errors too. Shared by `crag_edge.cli` and `crag_edge.training.cli`.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -21,6 +18,7 @@ import typer
 
 from crag_edge.config import SettingsError
 from crag_edge.console.output import err, tell
+from crag_edge.console.termination import TERMINATED_EXIT, Terminated, sigterm_as_interrupt
 from crag_edge.evaluation import EvalDataError
 from crag_edge.grading.corpus_calibration import CalibrationError
 from crag_edge.models.chat_model import LlmServerError
@@ -51,7 +49,6 @@ EXPECTED_ERRORS: tuple[type[Exception], ...] = (
 # What was typed or set is wrong (exit 2), rather than something the command met (exit 1).
 USAGE_ERRORS = (SettingsError, QuestionError, UnknownModelError)
 SETTINGS_EXIT, FAILURE_EXIT, INTERRUPTED_EXIT = 2, 1, 130
-TERMINATED_EXIT = 128 + signal.SIGTERM
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Set by the root `--debug` option (which also reads CRAG_EDGE_DEBUG) for the command it runs.
@@ -79,33 +76,6 @@ def fail(exc: Exception) -> typer.Exit:
     said = file_access_message(exc) if isinstance(exc, OSError) else str(exc)
     tell(("error:", "bold red"), f" {said}")
     return typer.Exit(SETTINGS_EXIT if isinstance(exc, USAGE_ERRORS) else FAILURE_EXIT)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a service manager stopping the command, `kill`), raised where Ctrl+C would
-    be: it is a KeyboardInterrupt so that every path that stops cleanly on Ctrl+C (an
-    ingest's embedding part in flight, a write transaction) stops the same way."""
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """While a command runs, SIGTERM stops it like Ctrl+C instead of killing the process
-    mid-write without a word. Only the main thread may set handlers, and a handler someone
-    else set (a server's own) is left alone."""
-    if threading.current_thread() is not threading.main_thread() or (
-        signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
-    ):
-        yield
-        return
-    signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def friendly_errors(command: F) -> F:
