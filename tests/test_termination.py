@@ -1,55 +1,64 @@
-"""SIGTERM during an import is put off until the import is done, then stops the command."""
+"""SIGTERM and Ctrl+C during an import are put off until the import is done, then stop the
+command; outside an import they stop it at once."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-# A module that is sent SIGTERM while its own body runs (as a native extension's
-# initialisation runs Python code), then finishes importing only if nothing was raised there.
+import pytest
+
+# A module sent a signal while its own body runs (as a native extension's initialisation
+# runs Python code), which finishes importing only if nothing was raised there.
 SLOW_MODULE = """
-import os, signal, time
-os.kill(os.getpid(), signal.SIGTERM)
+import os, signal, sys, time
+os.kill(os.getpid(), int(sys.argv[2]))
 for _ in range(20):
     time.sleep(0.01)
 FINISHED = True
 """
 
 RUNNER = """
-import sys, time
-from crag_edge.console.termination import Terminated, sigterm_as_interrupt
+import os, sys, time
+from crag_edge.console.termination import Terminated, stops_as_interrupts
 sys.path.insert(0, sys.argv[1])
 try:
-    with sigterm_as_interrupt():
-        import slow_module
+    with stops_as_interrupts():
+        if sys.argv[3] == "import":
+            import slow_module
+        else:
+            os.kill(os.getpid(), int(sys.argv[2]))
         time.sleep(5)
     print("not stopped")
 except Terminated:
-    print("stopped after import" if "slow_module" in sys.modules else "stopped inside import")
+    print("terminated", "after import" if "slow_module" in sys.modules else "at once")
+except KeyboardInterrupt:
+    print("interrupted", "after import" if "slow_module" in sys.modules else "at once")
 """
 
+SIGNALS = [(signal.SIGTERM, "terminated"), (signal.SIGINT, "interrupted")]
 
-def test_sigterm_inside_an_import_stops_the_command_after_the_import(tmp_path: Path) -> None:
+
+def run(tmp_path: Path, signum: int, where: str) -> str:
     (tmp_path / "slow_module.py").write_text(textwrap.dedent(SLOW_MODULE))
-    ran = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(tmp_path)], capture_output=True, text=True, timeout=60
-    )
-    assert ran.stdout.strip() == "stopped after import", ran.stderr
+    command = [sys.executable, "-c", RUNNER, str(tmp_path), str(int(signum)), where]
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    return ran.stdout.strip()
 
 
-def test_sigterm_outside_an_import_stops_the_command_at_once() -> None:
-    runner = (
-        "import os, signal, time\n"
-        "from crag_edge.console.termination import Terminated, sigterm_as_interrupt\n"
-        "try:\n"
-        "    with sigterm_as_interrupt():\n"
-        "        os.kill(os.getpid(), signal.SIGTERM)\n"
-        "        time.sleep(5)\n"
-        "    print('not stopped')\n"
-        "except Terminated:\n"
-        "    print('stopped')\n"
-    )
-    ran = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, timeout=60)
-    assert ran.stdout.strip() == "stopped", ran.stderr
+@pytest.mark.parametrize(("signum", "said"), SIGNALS)
+def test_a_signal_inside_an_import_stops_the_command_after_the_import(
+    tmp_path: Path, signum: int, said: str
+) -> None:
+    assert run(tmp_path, signum, "import") == f"{said} after import"
+
+
+@pytest.mark.parametrize(("signum", "said"), SIGNALS)
+def test_a_signal_outside_an_import_stops_the_command_at_once(
+    tmp_path: Path, signum: int, said: str
+) -> None:
+    assert run(tmp_path, signum, "now") == f"{said} at once"

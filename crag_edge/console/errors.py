@@ -18,7 +18,7 @@ import typer
 
 from crag_edge.config import SettingsError
 from crag_edge.console.output import err, tell
-from crag_edge.console.termination import TERMINATED_EXIT, Terminated, sigterm_as_interrupt
+from crag_edge.console.termination import TERMINATED_EXIT, Terminated, stops_as_interrupts
 from crag_edge.evaluation import EvalDataError
 from crag_edge.grading.corpus_calibration import CalibrationError
 from crag_edge.models.chat_model import LlmServerError
@@ -85,7 +85,7 @@ def friendly_errors(command: F) -> F:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            with sigterm_as_interrupt():
+            with stops_as_interrupts():
                 return command(*args, **kwargs)
         except EXPECTED_ERRORS as exc:
             raise fail(exc) from None

@@ -1,4 +1,4 @@
-"""SIGTERM stops a command the way Ctrl+C does, but never from inside an import.
+"""SIGTERM stops a command the way Ctrl+C does, and neither stops it inside an import.
 
 A service manager (or `kill`) sends SIGTERM; by default the process dies mid-write without a
 word. While a command runs, the signal instead raises `Terminated`, a KeyboardInterrupt, so
@@ -7,9 +7,10 @@ every path that stops cleanly on Ctrl+C stops the same way.
 Python runs a signal handler at the next bytecode, wherever that is. Inside an import that
 can be Python code a native extension's initialisation called (onnx's enums are built from
 C++ during `import onnx`): an exception raised there unwinds through C++ that cannot pass
-it on, and the process aborts (SIGABRT) instead of stopping. So while any import is under
-way the signal is put off: the handler asks for it again a moment later, by which time the
-import has finished and the exception can be raised where Python code alone is running.
+it on, and the process aborts (SIGABRT, "terminate called …") instead of stopping. So while
+an import is under way either signal is put off: the handler asks for it again a moment
+later, by which time the import has finished and the exception is raised where Python code
+alone is running.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import signal
 import threading
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 TERMINATED_EXIT = 128 + signal.SIGTERM
-RETRY_AFTER_IMPORT_S = 0.05  # how soon a put-off SIGTERM is delivered again
+RETRY_AFTER_IMPORT_S = 0.05  # how soon a put-off signal is delivered again
 _IMPORT_MACHINERY = "<frozen importlib"  # the file name every import's frames carry
 
 
@@ -47,24 +49,33 @@ def _redeliver(signum: int) -> None:
     timer.start()
 
 
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     if inside_import(frame):
         _redeliver(signum)
         return
-    raise Terminated
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+# Each signal taken over, with the handler it must still have: one someone else set (a
+# server's own) is left alone.
+_TAKEN_OVER: dict[signal.Signals, Any] = {
+    signal.SIGTERM: signal.SIG_DFL,
+    signal.SIGINT: signal.default_int_handler,
+}
 
 
 @contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """While a command runs, SIGTERM raises `Terminated`. Only the main thread may set
-    handlers, and a handler someone else set (a server's own) is left alone."""
-    if threading.current_thread() is not threading.main_thread() or (
-        signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
-    ):
+def stops_as_interrupts() -> Iterator[None]:
+    """While a command runs, SIGTERM raises `Terminated` and Ctrl+C KeyboardInterrupt, both
+    put off while an import runs. Only the main thread may set handlers."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    taken = [s for s, usual in _TAKEN_OVER.items() if signal.getsignal(s) is usual]
+    for signum in taken:
+        signal.signal(signum, _interrupt)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for signum in taken:
+            signal.signal(signum, _TAKEN_OVER[signum])
