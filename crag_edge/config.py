@@ -76,6 +76,9 @@ TIERS: tuple[Tier, ...] = get_args(Tier)  # the cascade's model tiers, cheapest 
 ProviderName = Literal["local", "searxng", "tavily"]
 PROVIDER_NAMES: tuple[ProviderName, ...] = get_args(ProviderName)
 FastPathRule = Literal["read_file", "few_context", "high_vector_score"]
+# What the support judge is shown of the context: all of it, or the asked passage's lines
+# holding the sentence's words (`answer.support.judged_part`).
+JudgeReads = Literal["context", "piece"]
 
 # Older variable names (`KB_AGENT_*`) that still set these settings, winning over `CRAG_EDGE_*`.
 OLDER_ENV_NAMES = {
@@ -518,6 +521,12 @@ class AnswerSettings(_Section):
         description="The LLM's P(yes), on any passage asked, from which a sentence counts as "
         "supported once a passage holds every number, name and option it states and most of "
         "its words (it is cited to that passage).",
+    )
+    support_judge_reads: JudgeReads = Field(
+        "context",
+        description="What the LLM is shown when it checks a sentence against passage n: "
+        "`context` (every passage, as the answer was written from them) or `piece` (passage "
+        "n's sentence or row holding most of the sentence's words, with its neighbours).",
     )
     support_terms_accept: float = Field(
         1.0,

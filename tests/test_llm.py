@@ -402,3 +402,18 @@ def test_rating_grammar_and_parser_agree() -> None:
     assert parse_ratings("[1] 3\n[2] x", 2) is None
     with pytest.raises(ValueError):
         rating_grammar(0)
+
+
+def test_a_cache_kept_around_other_prompts_is_back_whole_after_them(model_path: Path) -> None:
+    """An answer paused for its checks: the checks' prompts replace it in the KV cache, and
+    after `cache_kept` it carries on with nothing evaluated again but what is new, and the
+    same logits a fresh evaluation gives."""
+    fresh_runtime = LlamaRuntime(model_path, model_id=MODEL_ID, n_ctx=2048, n_threads=1)
+    answer = _answer_prompt(QUERY)
+    "".join(fresh_runtime.stream_chat(answer, max_tokens=4))
+    with fresh_runtime.cache_kept():
+        fresh_runtime.next_token_logprobs([LONG_REPLY], [1])  # another prompt, no shared part
+    carried = fresh_runtime.answer_logprobs([answer], ["yes", "no"])
+    assert carried.evaluated_tokens == 1  # the last position, evaluated for its logits
+    cold = LlamaRuntime(model_path, model_id=MODEL_ID, n_ctx=2048, n_threads=1)
+    assert carried.rows[0] == pytest.approx(cold.answer_logprobs([answer], ["yes", "no"]).rows[0])

@@ -23,9 +23,11 @@ from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish, answer_messag
 from crag_edge.answer.pointing import fails_in_place
 from crag_edge.answer.support import (
     candidates,
+    check_messages,
     cited_numbers,
     cited_passage,
     claim_text,
+    judged_part,
     literals,
     refers_back,
     stated,
@@ -462,3 +464,38 @@ def test_evidence_is_read_again_only_when_trusted_and_when_the_setting_allows(
         assert len(answer.support.sentences) >= 2
         shown = [s for s in answer.support.sentences if s.shown]
         assert all(s.supported and s.passage == 3 for s in shown)
+
+
+REFLOG = (
+    "The setting gc.reflogExpire says how long entries are kept. "
+    "Reflog entries older than this time are removed; it defaults to 90 days. "
+    "The setting gc.reflogExpireUnreachable covers the entries no tip reaches. "
+    "It defaults to 30 days. "
+    "Records of resolved merges are kept for 60 days."
+)
+
+
+def test_the_judge_reads_the_lines_holding_the_sentences_words() -> None:
+    """The part of a passage the judge reads is the sentence holding most of the checked
+    sentence's words, with one on either side; nothing beyond them."""
+    item = ContextItem(3, 1, 1, "git-gc.html", "", 0, len(REFLOG), REFLOG, "corpus", 0.9)
+    part = judged_part(item, "Reflog entries older than 90 days are removed.")
+    assert part.text == (
+        "The setting gc.reflogExpire says how long entries are kept. "
+        "Reflog entries older than this time are removed; it defaults to 90 days. "
+        "The setting gc.reflogExpireUnreachable covers the entries no tip reaches."
+    )
+    assert (part.n, part.title) == (3, item.title)
+
+
+def test_the_judge_asked_about_one_passage_reads_only_its_part() -> None:
+    first = ContextItem(1, 1, 1, "doc1.md", "", 0, len(PASSAGES[0]), PASSAGES[0], "corpus", 0.9)
+    third = ContextItem(3, 1, 1, "git-gc.html", "", 0, len(REFLOG), REFLOG, "corpus", 0.9)
+    statement = "Records of resolved merges are kept for 60 days."
+    whole = check_messages([first, third], statement, 3)[1]["content"]
+    piece = check_messages([first, third], statement, 3, reads="piece")[1]["content"]
+    assert PASSAGES[0] in whole and REFLOG in whole
+    assert PASSAGES[0] not in piece and "[1]" not in piece
+    assert "It defaults to 30 days. Records of resolved merges" in piece
+    assert "Reflog entries older than this time" not in piece
+    assert "Does passage [3] state" in piece

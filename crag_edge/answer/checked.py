@@ -248,7 +248,9 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         question and the answer so far (timed in docs/answer-quality.md)."""
         self._inner.close()
         started = time.monotonic()
-        self._judge(pending[:1])
+        assert self._llm is not None
+        with self._llm.cache_kept():
+            self._judge(pending[:1])
         self.support.seconds += time.monotonic() - started
         yield from self._release(pending)
         assert self._resume is not None
@@ -431,7 +433,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         by; what the deadline leaves unchecked is decided by terms."""
         deadline = time.monotonic() + self._settings.support_budget_s
         assert self._llm is not None
-        tier = LlmSupport(self._llm)
+        tier = LlmSupport(self._llm, self._settings.support_judge_reads)
         best: dict[int, tuple[bool, float, int]] = {}  # (passes, score, passage)
         for round_ in range(2):
             asks = [

@@ -39,14 +39,16 @@ import re
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from crag_edge.answer.generation import CONTEXT_OPENING, SYSTEM, passages_text
 from crag_edge.answer.table_rows import misplaced, restates_row
+from crag_edge.config import JudgeReads
 from crag_edge.grading.keywords import STOPWORDS, tokenize
 from crag_edge.ingest.formats.builder import record_values
 from crag_edge.models.chat_model import ChatModel, LlmCallError, Message
 from crag_edge.result import ContextItem
+from crag_edge.sentences import sentence_spans
 
 CHECK_USER = CONTEXT_OPENING + (
     "{passages}\n\nStatement: {statement}\n\n"
@@ -430,19 +432,44 @@ def candidates(terms: TermSupport, cited: Sequence[int]) -> list[int]:
 
 
 def check_messages(
-    question_context: Sequence[ContextItem], statement: str, n: int
+    question_context: Sequence[ContextItem],
+    statement: str,
+    n: int,
+    reads: JudgeReads = "context",
 ) -> list[Message]:
-    """The support question for passage `n`, opening as the answer prompt does."""
-    user = CHECK_USER.format(passages=passages_text(question_context), statement=statement, n=n)
+    """The support question for passage `n`, opening as the answer prompt does: over the
+    whole context, or (`reads="piece"`) over passage `n`'s part holding the statement's
+    words (`judged_part`)."""
+    shown = question_context
+    if reads == "piece":
+        shown = [judged_part(item, statement) for item in question_context if item.n == n]
+    user = CHECK_USER.format(passages=passages_text(shown), statement=statement, n=n)
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def judged_part(item: ContextItem, statement: str) -> ContextItem:
+    """`item` cut to its sentence (a table's row) holding the largest share of
+    `statement`'s content terms, the first on a tie, with one sentence either side. Asked
+    about a passage inside the whole context, the small judge rates how plausible a sentence
+    is more than whether that passage states it; shown the few lines where the sentence's
+    words are, it reads them (measured in docs/answer-quality.md, "The judge reading where
+    the words are")."""
+    spans = sentence_spans(item.text) or [(0, len(item.text))]
+    terms = set(tokenize(claim_text(statement)))
+    shares = [term_share(terms, set(tokenize(item.text[a:b]))) for a, b in spans]
+    best = shares.index(max(shares))
+    kept = spans[max(0, best - 1) : best + 2]
+    return replace(item, text=" ".join(item.text[a:b] for a, b in kept))
 
 
 class LlmSupport:
     """The LLM tier: P(yes) that passage n states a statement, for many (statement, n) at
-    once, within a deadline; None for a pair not scored in time or when the call failed."""
+    once, within a deadline; None for a pair not scored in time or when the call failed.
+    `reads` is what of the context the judge is shown (`check_messages`)."""
 
-    def __init__(self, runtime: ChatModel) -> None:
+    def __init__(self, runtime: ChatModel, reads: JudgeReads = "context") -> None:
         self._runtime = runtime
+        self._reads = reads
 
     def scores(
         self,
@@ -455,7 +482,7 @@ class LlmSupport:
         left = deadline - time.monotonic()
         if left <= 0:
             return [None] * len(pairs)
-        prompts = [check_messages(context, statement, n) for statement, n in pairs]
+        prompts = [check_messages(context, statement, n, self._reads) for statement, n in pairs]
         try:
             result = self._runtime.answer_logprobs(prompts, ANSWERS, timeout_s=left)
         except LlmCallError:

@@ -9,6 +9,7 @@ values the calls return live here too, so neither runtime depends on the other.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -171,6 +172,11 @@ class ChatModel(ABC):
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
         self.stall_timeout_s = stall_timeout_s
+
+    def cache_kept(self) -> contextlib.AbstractContextManager[None]:
+        """The model's cache as it is now, put back after the block, where the runtime keeps
+        one (an in-process model); nothing to keep for a server."""
+        return contextlib.nullcontext()
 
     @abstractmethod
     def count_tokens(self, text: str) -> int:

@@ -25,13 +25,14 @@ so `chat` renders the model's own chat template and calls `create_completion` wi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import math
 import os
 import threading
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -422,6 +423,20 @@ class LlamaRuntime(ChatModel):
                 self._fixed_parts.clear()
             self._fixed_parts[key] = self.chat_tokens([*opening, {"role": "user", "content": ""}])
         return prompt, _common_prefix(self._fixed_parts[key], prompt), len(opening) == 1
+
+    @contextlib.contextmanager
+    def cache_kept(self) -> Iterator[None]:
+        """The KV cache as it is now, put back after the block: the checks asked while an
+        answer is paused read other text, and the answer then carries on without evaluating
+        its prompt again."""
+        with self._lock:
+            kept = self._prefix_states.snapshot()
+        try:
+            yield
+        finally:
+            if kept is not None:
+                with self._lock:
+                    self._prefix_states.put_back(kept)
 
     # -- internals; callers hold the lock --------------------------------------------------
 

@@ -23,6 +23,7 @@ import hashlib
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +91,14 @@ class StateFiles:
             stale.unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class CacheSnapshot:
+    """The tokens a cache held and its KV state after them (`PrefixStates.snapshot`)."""
+
+    tokens: tuple[int, ...]
+    state: Any
+
+
 class PrefixStates:
     """A few prompt prefixes and the KV state after each, least recently used dropped first.
     Callers hold the runtime's lock: the states are the context's."""
@@ -127,14 +136,40 @@ class PrefixStates:
     def save(self, prefix: Sequence[int], *, persist: bool = False) -> None:
         """Remember the cache's state, which must hold exactly `prefix`; with `persist`, on
         disk too."""
-        ctx = self._llm.ctx
-        size = self._lib.llama_state_seq_get_size(ctx, _SEQUENCE)
-        buffer = (ctypes.c_uint8 * size)()
-        if self._lib.llama_state_seq_get_data(ctx, buffer, size, _SEQUENCE) != size:
+        buffer = self._copy()
+        if buffer is None:
             return  # llama.cpp could not copy it: the prefix is evaluated again next time
         self._remember(tuple(prefix), buffer)
         if persist and self._files is not None:
             self._files.write(prefix, bytes(buffer))
+
+    def snapshot(self) -> CacheSnapshot | None:
+        """The cache as it is, whatever it holds: its tokens and its state (None if llama.cpp
+        could not copy it). Kept by the caller, not here: it is put back once (`put_back`)."""
+        buffer = self._copy()
+        if buffer is None:
+            return None
+        held = self._llm.input_ids[: self._llm.n_tokens]
+        return CacheSnapshot(tuple(int(t) for t in held), buffer)
+
+    def put_back(self, snapshot: CacheSnapshot) -> None:
+        """Bring the cache back to `snapshot`; empty it if llama.cpp refused (it is then
+        evaluated again from the start, never trusted half restored)."""
+        buffer = snapshot.state
+        if self._lib.llama_state_seq_set_data(self._llm.ctx, buffer, len(buffer), _SEQUENCE) == 0:
+            self._llm.reset()
+            return
+        n = len(snapshot.tokens)
+        self._llm.input_ids[:n] = snapshot.tokens
+        self._llm.n_tokens = n
+
+    def _copy(self) -> Any:
+        ctx = self._llm.ctx
+        size = self._lib.llama_state_seq_get_size(ctx, _SEQUENCE)
+        buffer = (ctypes.c_uint8 * size)()
+        if self._lib.llama_state_seq_get_data(ctx, buffer, size, _SEQUENCE) != size:
+            return None
+        return buffer
 
     def _remember(self, key: tuple[int, ...], buffer: Any) -> None:
         self._states[key] = buffer
