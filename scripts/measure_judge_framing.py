@@ -158,6 +158,13 @@ def framing_report(rows: Scored) -> dict[str, Any]:
             for label in labels
             if label != "stated"
         },
+        "auc_stated_unstated_by_corpus": {
+            corpus: auc_of(
+                [v for it, v in rows if it["corpus"] == corpus and it["label"] == "stated"],
+                [v for it, v in rows if it["corpus"] == corpus and it["label"] == "unstated"],
+            )
+            for corpus in sorted({it["corpus"] for it, _ in rows})
+        },
         "shown_at_thresholds": {
             label: f"{shown[label]} of {sum(it['label'] == label for it, _ in rows)}"
             for label in labels
