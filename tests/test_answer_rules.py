@@ -191,6 +191,25 @@ def test_a_question_asking_how_many_is_answered_by_a_number() -> None:
     assert read_against("What is the default?", "Readers continue while a writer appends.").answers
 
 
+def test_a_question_asking_for_a_price_length_or_weight_is_not_answered_by_another_kind() -> None:
+    """A number with a unit of another kind answers something else: the haul-out's
+    default length is not what it costs."""
+    cost = "How much does a slipway haul-out cost?"
+    assert not read_against(cost, "The slipway haul-out cost is 8 metres [1].").answers
+    assert read_against(cost, "A slipway haul-out costs 120 euros [1].").answers
+    assert read_against(cost, "A slipway haul-out costs €120 [1].").answers
+    assert read_against(cost, "A slipway haul-out costs 120 [1].").answers  # no unit: left alone
+    depth = "How deep is the water at berth B7?"
+    assert read_against(depth, "The water at berth B7 is 4.4 m deep [1].").answers
+    assert not read_against(depth, "Berth B7 takes boats up to 12 tonnes of water [1].").answers
+    # Sizes in bytes or bits are not a length: the width of a C type is its bits.
+    width = "What is the width in bits of long int in the LP64 data model?"
+    assert read_against(width, "The width of long int in LP64 is 64 bits [1].").answers
+    # A quantity of the kind asked answers, whatever it is counted per.
+    per_metre = "What is the price per metre of mooring rope?"
+    assert read_against(per_metre, "Mooring rope is 3 euros per metre [1].").answers
+
+
 def test_a_question_asking_who_is_answered_by_someone_named() -> None:
     approver = "Who has to approve a rollback of the database migration?"
     window = "The rollback window for the migration is two hours [1]."

@@ -17,8 +17,10 @@ Cheap signals only (the numbers are in docs/answer-quality.md, "Answers that ans
   `SIMILAR`: the quotes of CREATE RULE's notes hold the DELETE question's words and mean
   something else;
 - **answer type**: a question asking how many, how long, how old … is answered by a number
-  (in digits or words) the question does not state; one asking who, by someone the
-  question does not name (a name, an email address, a word for a person or a group).
+  (in digits or words) the question does not state, and one asking for a price, a length
+  or a weight not by a quantity of another kind ("8 metres" for a cost: `answer.measures`);
+  one asking who, by someone the question does not name (a name, an email address, a word
+  for a person or a group).
 A sentence that points back ("This limit is set to 10 by default.") borrows its subject from
 the one before it (`answer.pointing`), so it never answers alone: it supports the sentence it
 points to. A sentence that answers nothing supports one that does when it points back to it
@@ -31,6 +33,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from crag_edge.answer.measures import of_another_kind
 from crag_edge.answer.support import NUMBER, NUMBER_WORDS, claim_text, refers_back
 from crag_edge.grading.keywords import tokenize
 
@@ -108,10 +111,13 @@ def read_against(question: str, sentence: str, similarity: Similarity = None) ->
 def _kind_stated(question: str, claim: str) -> bool:
     """Whether the claim states what the question's form asks for: a number the question
     does not state (in digits, or a number or place in an order in words), when it asks
-    how many, how long …, or how often it happens ("every second Tuesday", "weekly");
+    how many, how long …, or how often it happens ("every second Tuesday", "weekly"), and
+    never only quantities of another kind than a price, length or weight asked for;
     someone, when it asks who; anything otherwise."""
     if ASKS_WHO.search(question):
         return _names_someone(question, claim)
+    if of_another_kind(question, claim):
+        return False
     if not WANTS_NUMBER.search(question):
         return True
     given = {m.group() for m in NUMBER.finditer(question)}
