@@ -499,3 +499,15 @@ def test_the_judge_asked_about_one_passage_reads_only_its_part() -> None:
     assert "It defaults to 30 days. Records of resolved merges" in piece
     assert "Reflog entries older than this time" not in piece
     assert "Does passage [3] state" in piece
+
+
+def test_the_judge_reads_a_table_row_alone_and_not_by_its_reference() -> None:
+    """A row with its column names is whole: its neighbours' cells are what a judge mixes
+    up; and "Table 8.20" says where a value is, so it picks no row."""
+    rows = (
+        "Geometric Types: Name: path; Storage Size: 16+16n bytes; Description: Open path\n\n"
+        "Table 8.20. Geometric Types: Name: circle; Storage Size: 24 bytes; Description: Circle"
+    )
+    item = ContextItem(1, 1, 1, "types.epub", "", 0, len(rows), rows, "corpus", 0.9)
+    part = judged_part(item, "The PostgreSQL circle takes 24 bytes, as stated in Table 8.20.")
+    assert part.text == "Geometric Types: Name: circle; Storage Size: 24 bytes; Description: Circle"

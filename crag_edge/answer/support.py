@@ -26,10 +26,13 @@ checked against the passages before a reader sees it, cheapest signal first:
   (`support_threshold_located`).
 - **llm**: the local LLM asked whether one passage states the sentence, scored as the
   judge scores relevance, P(yes) / (P(yes) + P(no)) over its first token, no generation.
-  The prompt opens with the answer prompt's own system turn and context passages, so the
+  The prompt opens with the answer prompt's own system turn; the judge then reads passage
+  n's sentence (a table's row) holding most of the sentence's terms with its neighbours
+  (`judged_part`), where a small judge reads whether the lines state the sentence instead of
+  how plausible it sounds (`support_judge_reads`; with `context` it reads every passage, the
   KV cache the answer left behind is reused and each check evaluates only the statement and
-  the question (~50 tokens). The cited passage is asked first, then the passage holding most
-  of the sentence's terms.
+  the question). The located passage is asked first, then the cited one, then the one
+  holding most of the sentence's terms.
 """
 
 from __future__ import annotations
@@ -448,16 +451,21 @@ def check_messages(
 
 
 def judged_part(item: ContextItem, statement: str) -> ContextItem:
-    """`item` cut to its sentence (a table's row) holding the largest share of
-    `statement`'s content terms, the first on a tie, with one sentence either side. Asked
+    """`item` cut to its sentence holding the largest share of `statement`'s content terms
+    (the first on a tie; a reference such as "Table 8.20" says where, not what, and is not
+    counted), with one sentence either side; a table's row alone, since a row with its
+    column names is whole and its neighbours' cells are what a judge mixes up. Asked
     about a passage inside the whole context, the small judge rates how plausible a sentence
     is more than whether that passage states it; shown the few lines where the sentence's
     words are, it reads them (measured in docs/answer-quality.md, "The judge reading where
     the words are")."""
     spans = sentence_spans(item.text) or [(0, len(item.text))]
-    terms = set(tokenize(claim_text(statement)))
+    terms = set(tokenize(claim_text(REFERENCE.sub(" ", statement))))
     shares = [term_share(terms, set(tokenize(item.text[a:b]))) for a, b in spans]
     best = shares.index(max(shares))
+    start, end = spans[best]
+    if record_values(item.text[start:end]) != item.text[start:end]:  # a table's row
+        return replace(item, text=item.text[start:end])
     kept = spans[max(0, best - 1) : best + 2]
     return replace(item, text=" ".join(item.text[a:b] for a, b in kept))
 
