@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from crag_edge.answer.checked import CheckedAnswer
-from crag_edge.answer.generation import AnswerFinish
+from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish
 from crag_edge.answer.support import facts, held_words, stated, term_support
 from crag_edge.answer.table_rows import row_cells_asked
 from crag_edge.config import AnswerSettings, Settings
@@ -360,6 +360,23 @@ def test_a_removed_sentence_gives_way_to_the_row_it_misstates(
     )  # fmt: skip
     assert (row.shown, row.checked_by, row.supported) == (True, "row-cells", True)
     assert answer.finish_reason == "stop"
+
+
+@pytest.mark.models
+def test_a_value_from_a_column_the_sentence_does_not_name_is_removed_whoever_passed_it(
+    manual_tables: dict[str, str], smollm: LlamaRuntime, embedder: OnnxEmbedder
+) -> None:
+    """The judge read the cidr row and passed "abbrev() returns 192.168.0.0/24", the row's
+    cidr Output: with the judge passing everything (threshold 0), the row's columns still
+    remove it."""
+    passage = context_item(manual_tables["cidr"])
+    written = "The abbrev() function returns 192.168.0.0/24 for the cidr input 192.168/24 [1]."
+    settings = AnswerSettings(support_budget_s=120.0, support_threshold=0.0)
+    answer = checked(written, CIDR_QUESTION, passage, smollm, embedder, settings)
+    assert "".join(answer) == UNSUPPORTED
+    (sentence,) = answer.support.sentences
+    assert (sentence.shown, sentence.checked_by) == (False, "row"), sentence
+    assert "from a column it does not name" in sentence.reason
 
 
 @pytest.mark.models

@@ -50,6 +50,7 @@ from crag_edge.answer.support import (
     Mentioned,
     SentenceSupport,
     TermSupport,
+    answer_facts,
     candidates,
     cited_numbers,
     cited_passage,
@@ -60,7 +61,7 @@ from crag_edge.answer.support import (
     stated,
     term_support,
 )
-from crag_edge.answer.table_rows import RowCells, row_cells_asked, unnamed_row
+from crag_edge.answer.table_rows import RowCells, misplaced, row_cells_asked, unnamed_row
 from crag_edge.citations import locator
 from crag_edge.config import AnswerSettings
 from crag_edge.models.chat_model import ChatModel, FinishReason, TextStream
@@ -328,12 +329,19 @@ class CheckedAnswer(TextStream[AnswerFinish]):
 
     def _row_fault(self, text: str, passage: int | None) -> tuple[str, str] | None:
         """A sentence that takes a table row's value for something the row is not about
-        (`table_rows.unnamed_row`)."""
+        (`table_rows.unnamed_row`), or for a column it does not stand under
+        (`table_rows.misplaced`: "abbrev() returns 192.168.0.0/24" of a row whose
+        `abbrev(cidr)` is 192.168.0/24), whichever tier passed it."""
         if passage is None or passage not in self._passages:
             return None
-        if not unnamed_row(text, self._question, self._passages[passage]):
+        rows, claim = self._passages[passage], claim_text(text)
+        if unnamed_row(text, self._question, rows):
+            why = "from a row of passage [{}] without naming its subject"
+        elif misplaced(claim, answer_facts(claim, self._question), rows, facts, held_words):
+            why = "of passage [{}] from a column it does not name"
+        else:
             return None
-        return "row", f"takes a value from a row of passage [{passage}] without naming its subject"
+        return "row", "takes a value " + why.format(passage)
 
     def _waits(self, sentence: _HeldSentence, before: Said | None) -> bool:
         """Whether a passed sentence is held back: it does not answer, and nothing shown yet

@@ -301,8 +301,7 @@ def located(
     (`table_rows.misplaced`); or a passage holding its every fact and a table row it
     restates with the row's column names (`table_rows.restates_row`)."""
     stated_facts = facts(claim)
-    asked = facts(question) | {w.lower() for w in WORD.findall(question)}
-    answered = facts(REFERENCE.sub(" ", claim)) - asked
+    answered = answer_facts(claim, question)
     needed = stated_facts | (_plain_words(claim) & TURNING_WORDS)
     return tuple(
         item.n
@@ -317,6 +316,13 @@ def located(
             or restates_row(claim, question, item.text, facts, held_words)
         )
     )
+
+
+def answer_facts(claim: str, question: str) -> set[str]:
+    """The facts `claim` states beyond the question's own words: what it answers with (a
+    reference such as "Table 8.22" says where, not what)."""
+    asked = facts(question) | {w.lower() for w in WORD.findall(question)}
+    return facts(REFERENCE.sub(" ", claim)) - asked
 
 
 def held_words(text: str) -> set[str]:
