@@ -524,8 +524,8 @@ class AnswerSettings(_Section):
     )
     # `piece` by measurement (docs/answer-quality.md, "The judge reading where the words
     # are"): on the labelled items it tells stated from unstated sentences better on every
-    # corpus (AUC 0.80 → 0.90), and on the question sets CRAG answered as many right as
-    # plain RAG; each check then reads its own short prompt instead of the cached context.
+    # corpus, and on the question sets CRAG answered as many right as plain RAG; each check
+    # then reads its own short prompt instead of the cached context.
     support_judge_reads: JudgeReads = Field(
         "piece",
         description="What the LLM is shown when it checks a sentence against passage n: "
