@@ -44,14 +44,14 @@ ASKS: dict[str, re.Pattern[str]] = {
     ),
     "mass": re.compile(r"\bhow heavy\b|\bweigh(?:s|t)?\b", re.I),
 }
-# A quantity: a currency sign before a number, or a word right after it ("8 metres", "5t").
+# A quantity: a currency sign before a number, or a word right after it ("8 metres", "5kg").
 _SIGN_BEFORE = re.compile(r"([€$£¥])\s?\d")
 _UNIT_AFTER = re.compile(r"\d(?:[.,]\d+)*\s?([^\W\d_]+)")
 
 
 def kind_asked(question: str) -> str | None:
     """The one kind of quantity the question asks for; None when it asks for none or for
-    more than one ("the price per metre")."""
+    more than one ("what does the rope cost by weight")."""
     kinds = [kind for kind, pattern in ASKS.items() if pattern.search(question)]
     return kinds[0] if len(kinds) == 1 else None
 
