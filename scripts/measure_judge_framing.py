@@ -1,10 +1,12 @@
-"""The support judge asked three ways, on the sentences read by hand: ROC-AUC of stated
+"""The support judge asked four ways, on the sentences read by hand: ROC-AUC of stated
 against each other label, and what the check's thresholds show.
 
 - `check`: the check's own question ("Does passage [1] state what this statement says?")
   on the item's whole passage, as the check asks it;
 - `piece`: the same question on the passage's sentence (a table's row) holding most of the
   sentence's terms, with one either side (`support_judge_reads = "piece"`);
+- `line`: the same without the neighbours: that sentence or row alone (`judged_part` with
+  `around=0`);
 - `qa`: the question and the sentence as its answer ("Does passage [1] state this answer
   to the question?"), on the whole passage.
 
@@ -29,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from crag_edge.answer.generation import CONTEXT_OPENING, SYSTEM, passages_text
-from crag_edge.answer.support import ANSWERS, check_messages, claim_text, term_support
+from crag_edge.answer.support import (
+    ANSWERS,
+    check_messages,
+    claim_text,
+    judged_part,
+    term_support,
+)
 from crag_edge.config import Settings
 from crag_edge.grading.auc import roc_auc
 from crag_edge.models.chat_model import Message
@@ -60,6 +68,12 @@ def piece_prompt(item: dict[str, Any]) -> list[Message]:
     return check_messages([passage], claim_text(item["sentence"]), 1, reads="piece")
 
 
+def line_prompt(item: dict[str, Any]) -> list[Message]:
+    passage = passage_item(item["passage"], title=item.get("passage_title", ""))
+    statement = claim_text(item["sentence"])
+    return check_messages([judged_part(passage, statement, around=0)], statement, 1)
+
+
 def qa_prompt(item: dict[str, Any]) -> list[Message]:
     user = QA_USER.format(
         passages=passages_text(
@@ -71,7 +85,12 @@ def qa_prompt(item: dict[str, Any]) -> list[Message]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-FRAMINGS: dict[str, Prompt] = {"check": check_prompt, "piece": piece_prompt, "qa": qa_prompt}
+FRAMINGS: dict[str, Prompt] = {
+    "check": check_prompt,
+    "piece": piece_prompt,
+    "line": line_prompt,
+    "qa": qa_prompt,
+}
 
 
 def labelled_items(labels: Path, located_only: bool) -> list[dict[str, Any]]:

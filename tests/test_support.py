@@ -32,6 +32,7 @@ from crag_edge.answer.support import (
     refers_back,
     stated,
     term_support,
+    unheld_options,
 )
 from crag_edge.config import AnswerSettings, SupportMode
 from crag_edge.models.chat_model import TextStream
@@ -511,3 +512,30 @@ def test_the_judge_reads_a_table_row_alone_and_not_by_its_reference() -> None:
     item = ContextItem(1, 1, 1, "types.epub", "", 0, len(rows), rows, "corpus", 0.9)
     part = judged_part(item, "The PostgreSQL circle takes 24 bytes, as stated in Table 8.20.")
     assert part.text == "Geometric Types: Name: circle; Storage Size: 24 bytes; Description: Circle"
+
+
+RESET_EXAMPLE = "You can remove the file from the index while keeping your changes with git reset."
+RM_CACHED = "Use git rm --cached to unstage and remove paths only from the index."
+
+
+@pytest.mark.parametrize(
+    ("question", "sentence", "passage", "unheld"),
+    [
+        # git rm's option, credited to git reset's example: the lines never name it.
+        ("How do I remove a file from the index only, keeping it in the working tree?",
+         "Use the `git reset` command with the `--cached` option.", RESET_EXAMPLE,
+         ["--cached"]),
+        ("How do I remove a file from the index only, keeping it in the working tree?",
+         "Use `git rm --cached` to remove it from the index only.", RM_CACHED, []),
+        # The question's own option is the reader's, not a fact the answer adds.
+        ("What does git rm --cached do?", "With --cached, git rm keeps the working tree file.",
+         RESET_EXAMPLE, []),
+        # A short option is not found inside a long one ("-d" in "--dry-run").
+        ("Which option makes git clean remove directories?", "The -d option does.",
+         "Use --dry-run to see what would be removed.", ["-d"]),
+    ],
+)  # fmt: skip
+def test_an_option_is_held_by_the_passage_credited_with_it(
+    question: str, sentence: str, passage: str, unheld: list[str]
+) -> None:
+    assert unheld_options(sentence, question, passage) == unheld

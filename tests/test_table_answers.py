@@ -376,7 +376,42 @@ def test_a_value_from_a_column_the_sentence_does_not_name_is_removed_whoever_pas
     assert "".join(answer) == UNSUPPORTED
     (sentence,) = answer.support.sentences
     assert (sentence.shown, sentence.checked_by) == (False, "row"), sentence
-    assert "from a column it does not name" in sentence.reason
+    assert "from a row or column it does not name" in sentence.reason
+
+
+@pytest.mark.models
+@pytest.mark.parametrize(
+    ("section", "question", "written", "reason"),
+    [
+        # The table's own words, about another row than the one asked.
+        ("Numeric Types", "How many bytes does a bigint take?",
+         "An integer takes 4 bytes [1].", "speaks of integer"),
+        # "Its" is berth A1, the sentence it follows; the depth is B7's.
+        ("Berths", "How long is berth A1?",
+         "Berth A1 is 12 m long [1]. Its depth is 4.4 m [1].",
+         "from a row or column it does not name"),
+    ],
+)  # fmt: skip
+def test_a_sentence_is_read_of_the_row_it_names_or_points_back_to(
+    manual_tables: dict[str, str],
+    smollm: LlamaRuntime,
+    embedder: OnnxEmbedder,
+    section: str,
+    question: str,
+    written: str,
+    reason: str,
+) -> None:
+    """With the judge passing everything (threshold 0), a row's value stated of another row
+    is still removed: the question's row is not the one the sentence speaks of, or a
+    sentence pointing back takes its subject from the sentence before it."""
+    passage = context_item(manual_tables[section])
+    settings = AnswerSettings(support_budget_s=120.0, support_threshold=0.0)
+    answer = checked(written, question, passage, smollm, embedder, settings)
+    "".join(answer)
+    removed = answer.support.sentences[-1]
+    assert (removed.shown, removed.checked_by) == (False, "row"), answer.support
+    assert reason in removed.reason
+    assert all(s.shown for s in answer.support.sentences[:-1])
 
 
 @pytest.mark.models

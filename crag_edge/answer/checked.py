@@ -58,10 +58,18 @@ from crag_edge.answer.support import (
     facts,
     held_words,
     quoted_row,
+    refers_back,
     stated,
     term_support,
+    unheld_options,
 )
-from crag_edge.answer.table_rows import RowCells, misplaced, row_cells_asked, unnamed_row
+from crag_edge.answer.table_rows import (
+    RowCells,
+    misplaced,
+    other_row,
+    row_cells_asked,
+    unnamed_row,
+)
 from crag_edge.citations import locator
 from crag_edge.config import AnswerSettings
 from crag_edge.models.chat_model import ChatModel, FinishReason, TextStream
@@ -317,31 +325,44 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         """Fail a passed sentence that the pointer rules fail where it stands
         (`pointing.pointer_fault`): a quote's "This feature" after a sentence its passage
         does not state, a pointer after a removed sentence, one pointing forward; or one
-        that takes a table row's value for what the row is not about (`_row_fault`)."""
+        whose facts its passage does not hold where the sentence puts them (`_fact_fault`)."""
         verdict = sentence.verdict
         if verdict is None or not verdict.supported:
             return
-        fault = pointer_fault(sentence.said(), before, self._passages) or self._row_fault(
-            sentence.text, verdict.passage
+        fault = pointer_fault(sentence.said(), before, self._passages) or self._fact_fault(
+            sentence.text, verdict.passage, before
         )
         if fault is not None:
             sentence.verdict = _failed(verdict, *fault)
 
-    def _row_fault(self, text: str, passage: int | None) -> tuple[str, str] | None:
-        """A sentence that takes a table row's value for something the row is not about
-        (`table_rows.unnamed_row`), or for a column it does not stand under
-        (`table_rows.misplaced`: "abbrev() returns 192.168.0.0/24" of a row whose
-        `abbrev(cidr)` is 192.168.0/24), whichever tier passed it."""
+    def _fact_fault(
+        self, text: str, passage: int | None, before: Said | None
+    ) -> tuple[str, str] | None:
+        """Whichever tier passed it, a sentence that names an option its passage does not
+        hold (`support.unheld_options`), or takes a table row's value for something the row
+        is not about: naming no row (`table_rows.unnamed_row`), another row or a column it
+        does not stand under (`table_rows.misplaced`: "abbrev() returns 192.168.0.0/24" of
+        a row whose `abbrev(cidr)` is 192.168.0/24), or speaks of another row than the
+        question asks about (`table_rows.other_row`). A sentence pointing back names what
+        the sentence before it names: "Its range is …" after "An integer takes 4 bytes." is
+        stated of the integer row."""
         if passage is None or passage not in self._passages:
             return None
         rows, claim = self._passages[passage], claim_text(text)
-        if unnamed_row(text, self._question, rows):
-            why = "from a row of passage [{}] without naming its subject"
-        elif misplaced(claim, answer_facts(claim, self._question), rows, facts, held_words):
-            why = "of passage [{}] from a column it does not name"
+        if options := unheld_options(claim, self._question, rows):
+            return "option", f"names {', '.join(options)}, which passage [{passage}] does not hold"
+        naming = claim
+        if before is not None and refers_back(claim):
+            naming = f"{claim_text(before.text)} {claim}"
+        if unnamed_row(naming, self._question, rows):
+            why = "takes a value from a row of passage [{}] without naming its subject"
+        elif misplaced(naming, answer_facts(claim, self._question), rows, facts, held_words):
+            why = "takes a value of passage [{}] from a row or column it does not name"
+        elif subject := other_row(naming, self._question, rows):
+            why = f"speaks of {subject} in passage [{{}}], not of what was asked"
         else:
             return None
-        return "row", "takes a value " + why.format(passage)
+        return "row", why.format(passage)
 
     def _waits(self, sentence: _HeldSentence, before: Said | None) -> bool:
         """Whether a passed sentence is held back: it does not answer, and nothing shown yet

@@ -325,6 +325,17 @@ def answer_facts(claim: str, question: str) -> set[str]:
     return facts(REFERENCE.sub(" ", claim)) - asked
 
 
+def unheld_options(claim: str, question: str, passage: str) -> list[str]:
+    """The command-line options `claim` names that neither the question nor `passage` (the
+    one it is credited to) holds. An option is the fact a small model most often pairs with
+    the wrong command ("git reset with the --cached option", `--cached` being git rm's), and
+    a judge shown the few lines about the command passes it: the lines never name it."""
+    asked = {option.lower() for option in OPTION.findall(question)}
+    held = held_words(passage)
+    named = dict.fromkeys(option.lower() for option in OPTION.findall(claim))
+    return [option for option in named if option not in asked and option not in held]
+
+
 def held_words(text: str) -> set[str]:
     """What a fact of a sentence is matched against in a passage (or a row of one): its
     facts and its words, whole (so "10" is not found in "100", nor "-d" in "--dry-run"),
@@ -456,10 +467,10 @@ def check_messages(
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def judged_part(item: ContextItem, statement: str) -> ContextItem:
+def judged_part(item: ContextItem, statement: str, around: int = 1) -> ContextItem:
     """`item` cut to its sentence holding the largest share of `statement`'s content terms
     (the first on a tie; a reference such as "Table 8.20" says where, not what, and is not
-    counted), with one sentence either side; a table's row alone, since a row with its
+    counted), with `around` sentences either side; a table's row alone, since a row with its
     column names is whole and its neighbours' cells are what a judge mixes up. Asked
     about a passage inside the whole context, the small judge rates how plausible a sentence
     is more than whether that passage states it; shown the few lines where the sentence's
@@ -472,7 +483,7 @@ def judged_part(item: ContextItem, statement: str) -> ContextItem:
     start, end = spans[best]
     if record_values(item.text[start:end]) != item.text[start:end]:  # a table's row
         return replace(item, text=item.text[start:end])
-    kept = spans[max(0, best - 1) : best + 2]
+    kept = spans[max(0, best - around) : best + around + 1]
     return replace(item, text=" ".join(item.text[a:b] for a, b in kept))
 
 

@@ -43,6 +43,19 @@ def unnamed_row(sentence: str, question: str, passage: str) -> bool:
     return not any(names(asked, cell) for cells in rows for cell in _naming_cells(cells))
 
 
+def other_row(sentence: str, question: str, passage: str) -> str | None:
+    """The subject of a row of `passage`'s tables that `sentence` speaks of when the
+    question asks about other rows of them: asked how many bytes a bigint takes, "A smallint
+    takes 2 bytes" is the table's own words and answers nothing asked. None when the
+    question names no row whole, or the sentence names one it names (or none)."""
+    subjects = [cells[0] for line in passage.split("\n") if (cells := record_cells(line))]
+    asked = {subject for subject in subjects if names_whole(question, subject)}
+    said = [subject for subject in subjects if names_whole(sentence, subject)]
+    if not asked or not said or asked.intersection(said):
+        return None
+    return said[0]
+
+
 def _naming_cells(cells: list[str]) -> list[str]:
     """The cells that can say which row a sentence is about: its subject, and any cell that
     is a name rather than a quantity (no digit: "Baltic Steel" names its row, "8 bytes" is
