@@ -18,8 +18,8 @@ import pytest
 
 from crag_edge.answer.checked import CheckedAnswer
 from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish
-from crag_edge.answer.support import facts, held_words, stated, term_support
-from crag_edge.answer.table_rows import row_cells_asked
+from crag_edge.answer.support import answer_facts, facts, held_words, stated, term_support
+from crag_edge.answer.table_rows import misplaced, row_cells_asked
 from crag_edge.config import AnswerSettings, Settings
 from crag_edge.engine import Engine
 from crag_edge.ingest import load_file
@@ -436,3 +436,32 @@ def test_a_sentence_stating_part_of_a_rows_list_is_followed_by_the_whole_cell(
         "The negative binomial distribution takes the additional arguments size, prob and mu [1]."
     )
     assert "".join(checked(whole, question, passage, smollm, embedder, settings)) == whole
+
+
+NUMERIC_TYPES = """8.1. Numeric Types
+
+Table 8.2. Numeric Types
+
+Name | Storage Size | Description | Range
+
+Table 8.2. Numeric Types: Name: integer; Storage Size: 4 bytes; Description: typical choice for integer; Range: -2147483648 to +2147483647
+
+Table 8.2. Numeric Types: Name: bigint; Storage Size: 8 bytes; Description: large-range integer; Range: -9223372036854775808 to +9223372036854775807"""  # noqa: E501
+
+
+@pytest.mark.parametrize(
+    ("question", "sentence", "misplaced_value"),
+    [
+        # The heading's "8.1." and the caption's "Table 8.2" are no row's 8 bytes.
+        ("What is the range of the PostgreSQL integer type?",
+         "integer is stored in 8 bytes and ranges from -2147483648 to +2147483647.", True),
+        # "large-range" is the description the sentence states, not the Range column named.
+        ("How many bytes does a bigint take in PostgreSQL?",
+         "bigint is the large-range integer type, stored in 8 bytes.", False),
+    ],
+)  # fmt: skip
+def test_a_value_is_read_in_its_row_whatever_the_caption_numbers(
+    question: str, sentence: str, misplaced_value: bool
+) -> None:
+    answered = answer_facts(sentence, question)
+    assert misplaced(sentence, answered, NUMERIC_TYPES, facts, held_words) is misplaced_value

@@ -104,19 +104,28 @@ def misplaced(
     rows = [columns for line in passage.split("\n") if (columns := record_columns(line))]
     prose = [line for line in passage.split("\n") if not record_columns(line)]
     named_rows = [columns for columns in rows if names(claim, columns[0][1])]
-    in_prose = held("\n".join(prose))
-    for fact in set(answered) - in_prose:
+    for fact in set(answered) - _in_prose("\n".join(prose), facts, held):
         holding = [columns for columns in rows if any(fact in held(v) for _, v in columns)]
         if holding and not any(_placed(fact, c, read) for c in named_rows or rows):
             return True
     return False
 
 
+def _in_prose(prose: str, facts: Reading, held: Reading) -> set[str]:
+    """What the passage's prose holds of a sentence's facts: its words, and its numbers
+    whole, so that a caption's "Table 8.2" or a heading's "8.1." is not a row's 8 bytes."""
+    return {word for word in held(prose) if not word.isdigit()} | facts(prose)
+
+
 def _placed(fact: str, columns: list[tuple[str, str]], claim: _Claim) -> bool:
     """Whether a row holds `fact` where the claim puts it: under a column it names, or
-    anywhere when every column it names holds a value it states."""
+    anywhere when every column it names holds a value it states. A column's name is not
+    named by words of a cell the claim states ("large-range integer", the description,
+    does not name the Range column)."""
     cells = [fact in claim.holds(value) for _, value in columns]
-    named = [claim.names_column(name) for name, _ in columns]
+    stated = {term for _, value in columns if claim.says(value) for term in tokenize(value)}
+    naming = _Claim(claim.terms - stated, claim.held, claim.facts, claim.holds)
+    named = [naming.names_column(name) for name, _ in columns]
     if any(n and c for n, c in zip(named, cells, strict=True)):
         return True
     unsaid = any(n and not claim.says(v) for n, (_, v) in zip(named, columns, strict=True))
