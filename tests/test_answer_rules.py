@@ -19,7 +19,7 @@ import pytest
 from crag_edge.answer.answering import read_against
 from crag_edge.answer.checked import CheckedAnswer
 from crag_edge.answer.generation import UNSUPPORTED, AnswerFinish
-from crag_edge.answer.pointing import Said, pointer_fault, points_forward
+from crag_edge.answer.pointing import Said, pointer_fault, points_forward, statement_read
 from crag_edge.answer.table_rows import unnamed_row
 from crag_edge.config import AnswerSettings
 from crag_edge.grading.rows import names
@@ -236,6 +236,24 @@ def test_a_quote_pointing_back_to_another_passages_sentence_is_not_shown(
     assert first.checked_by == "quote" and first.shown
     assert second.checked_by == "pointer" and not second.shown
     assert second.reason == "points back to a sentence that passage [3] does not state"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "before", "read"),
+    [
+        ("Its range is -9223372036854775808 to +9223372036854775807 [1].",
+         "An integer takes 4 bytes [1].",
+         "An integer takes 4 bytes. Its range is -9223372036854775808 to +9223372036854775807."),
+        ("A bigint takes 8 bytes [1].", "An integer takes 4 bytes [1].",
+         "A bigint takes 8 bytes."),
+        ("This feature is known as parallel vacuum [3].", None,
+         "This feature is known as parallel vacuum."),
+    ],
+)  # fmt: skip
+def test_the_judge_reads_a_pointer_after_what_it_points_to(
+    sentence: str, before: str | None, read: str
+) -> None:
+    assert statement_read(sentence, before) == read
 
 
 @pytest.mark.models

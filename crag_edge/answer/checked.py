@@ -43,7 +43,7 @@ from crag_edge.answer.generation import (
     stream_answer,
 )
 from crag_edge.answer.narrowing import passage_places, sentence_locator
-from crag_edge.answer.pointing import Said, pointer_fault
+from crag_edge.answer.pointing import Said, pointer_fault, statement_read
 from crag_edge.answer.support import (
     CITATION,
     LlmSupport,
@@ -161,6 +161,7 @@ class _HeldSentence:
     terms: TermSupport
     verdict: SentenceSupport | None = None
     read: Asked | None = None  # how it stands to the question, once asked
+    judged: str = ""  # what the judge is asked about (`pointing.statement_read`)
 
     def said(self) -> Said:
         assert self.verdict is not None
@@ -276,7 +277,10 @@ class CheckedAnswer(TextStream[AnswerFinish]):
                 continue  # a stray citation or punctuation: nothing to show or check
             terms = term_support(text, self._context, self._mentioned, self._question)
             sentence = _HeldSentence(gap, text, terms)
-            self._read_by_terms(sentence, [*self._seen_sentences, *pending])
+            before = [*self._seen_sentences, *pending]
+            self._read_by_terms(sentence, before)
+            spoken = [s for s in before if s.verdict is None or s.verdict.checked_by not in SILENT]
+            sentence.judged = statement_read(text, spoken[-1].text if spoken else None)
             pending.append(sentence)
         return taken
 
@@ -466,7 +470,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         best: dict[int, tuple[bool, float, int]] = {}  # (passes, score, passage)
         for round_ in range(2):
             asks = [
-                (i, claim_text(s.text), c[round_])
+                (i, s.judged, c[round_])
                 for i, s in enumerate(waiting)
                 if len(c := candidates(s.terms, cited_numbers(s.text))) > round_
                 and not best.get(i, (False,))[0]

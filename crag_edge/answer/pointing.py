@@ -6,8 +6,9 @@ A pointer borrows its subject from where it stands. A passage's own words, "This
 known as parallel vacuum.", are stated by a passage where "this feature" is parallel index
 vacuuming; written after "VACUUM FULL rewrites the entire contents of the table into a new
 disk file [4].", the same words name VACUUM FULL. So a sentence that points back is read with
-the sentence it points to: the passage that states it must state that one too, or the
-sentence its words follow in that passage must be about the same thing. A sentence that
+the sentence it points to: the judge is asked about both together (`statement_read`), and
+the passage that states it must state that one too, or the sentence its words follow in that
+passage must be about the same thing. A sentence that
 points forward ("For example, note the differences here.") points at text its passage holds
 and the answer does not: shown, it is a dangling promise.
 """
@@ -71,6 +72,19 @@ def pointer_fault(
             f"points back to a sentence that passage [{sentence.passage}] does not state"
         )
     return None
+
+
+def statement_read(sentence: str, before: str | None) -> str:
+    """What a sentence says, as the judge is asked about it: its claim, or, when it points
+    back, its claim after the one it points to (`before`, the sentence a reader sees before
+    it): "Its range is -9223372036854775808 to +9223372036854775807." after "An integer
+    takes 4 bytes." is a claim about integers, which the judge reading the bigint row alone
+    passes and reading both doubts (measured in docs/answer-quality.md, "The whole check on
+    the labelled items")."""
+    claim = claim_text(sentence)
+    if before is None or not refers_back(claim):
+        return claim
+    return f"{claim_text(before)} {claim}"
 
 
 def fails_in_place(sentences: Sequence[tuple[str, bool]]) -> list[int]:
