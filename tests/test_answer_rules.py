@@ -224,6 +224,18 @@ def test_a_question_asking_who_is_answered_by_someone_named() -> None:
     assert read_against("To whom is the report sent?", "The report is sent to Ana [2].").answers
 
 
+def test_a_question_asking_which_option_is_answered_by_an_option() -> None:
+    blame = "Which option makes git blame ignore whitespace changes?"
+    digits = "By default git blame uses 7+1 hexadecimal digits as the abbreviated object name [1]."
+    assert read_against(blame, digits).addresses and not read_against(blame, digits).answers
+    assert read_against(blame, "The -w option makes git blame ignore whitespace [1].").answers
+    # The question's own option is what was asked about, not the answer.
+    clean = "What does the -d option of git clean do?"
+    assert read_against(clean, "With -d, git clean recurses into directories [1].").answers
+    cached = "Which flag goes with -d to make git clean remove directories?"
+    assert not read_against(cached, "Use -d to make git clean remove directories [1].").answers
+
+
 @pytest.mark.models
 def test_a_quote_pointing_back_to_another_passages_sentence_is_not_shown(
     smollm: LlamaRuntime,

@@ -20,7 +20,7 @@ Cheap signals only (the numbers are in docs/answer-quality.md, "Answers that ans
   (in digits or words) the question does not state, and one asking for a price, a length
   or a weight not by a quantity of another kind ("8 metres" for a cost: `answer.measures`);
   one asking who, by someone the question does not name (a name, an email address, a word
-  for a person or a group).
+  for a person or a group); one asking which option, by an option it does not name.
 A sentence that points back ("This limit is set to 10 by default.") borrows its subject from
 the one before it (`answer.pointing`), so it never answers alone: it supports the sentence it
 points to. A sentence that answers nothing supports one that does when it points back to it
@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from crag_edge.answer.measures import of_another_kind
-from crag_edge.answer.support import NUMBER, NUMBER_WORDS, claim_text, refers_back
+from crag_edge.answer.support import NUMBER, NUMBER_WORDS, OPTION, claim_text, refers_back
 from crag_edge.grading.keywords import tokenize
 
 # Words that say how a question asks, not what it asks about; stemmed as the terms are.
@@ -60,6 +60,10 @@ FREQUENCY_WORDS = frozenset(
     | {"annually", "every", "each"}
 )
 ASKS_HOW_OFTEN = re.compile(r"\bhow often\b", re.IGNORECASE)
+# A question asking which option does something: the sentence that answers it names one.
+ASKS_OPTION = re.compile(
+    r"\b(?:which|what) (?:command[- ]line )?(?:option|flag|switch)e?s?\b", re.IGNORECASE
+)
 # A question asking who: the sentence that answers it names someone.
 ASKS_WHO = re.compile(r"^\W*(?:(?:to|by|for|from|with) )?(?:who|whom|whose)\b", re.IGNORECASE)
 # Words that name a person or a group in lower case: a role answers "who" as a name does.
@@ -113,9 +117,12 @@ def _kind_stated(question: str, claim: str) -> bool:
     does not state (in digits, or a number or place in an order in words), when it asks
     how many, how long …, or how often it happens ("every second Tuesday", "weekly"), and
     never only quantities of another kind than a price, length or weight asked for;
-    someone, when it asks who; anything otherwise."""
+    someone, when it asks who; an option, when it asks which option; anything otherwise."""
     if ASKS_WHO.search(question):
         return _names_someone(question, claim)
+    if ASKS_OPTION.search(question):
+        asked = {option.lower() for option in OPTION.findall(question)}
+        return any(option.lower() not in asked for option in OPTION.findall(claim))
     if of_another_kind(question, claim):
         return False
     if not WANTS_NUMBER.search(question):
