@@ -156,6 +156,8 @@ def test_a_quote_is_shown_without_asking_the_llm(smollm: LlamaRuntime) -> None:
 def test_a_pointer_followed_only_by_words_about_the_passages_says_nothing() -> None:
     assert term_support("This option is described in [1].", context()).meta
     assert term_support("It is found in the context passage.", context()).meta
+    # Read after the sentence it points to, a pointer saying only where is still nothing.
+    assert term_support("This function is defined in [1].", context()).meta
     assert not term_support("This option copies the log [2].", context()).meta
 
 

@@ -123,7 +123,7 @@ META_WORDS = (
     "evidence passage context document documentation source stated statement mention "
     "information provided sufficient insufficient answer question cite citation according "
     "refer based given described explained text said specified found shown following noted "
-    "section manual"
+    "section manual defined located listed"
 )
 META_TERMS = frozenset(tokenize(META_WORDS))
 # Whether the corpus (as the caller may see it) names a word anywhere.
