@@ -31,6 +31,7 @@ from crag_edge.answer.support import (
     literals,
     refers_back,
     stated,
+    swapped_options,
     term_support,
     unheld_options,
 )
@@ -541,3 +542,40 @@ def test_an_option_is_held_by_the_passage_credited_with_it(
     question: str, sentence: str, passage: str, unheld: list[str]
 ) -> None:
     assert unheld_options(sentence, question, passage) == unheld
+
+
+BLAME_OPTIONS = (
+    "-s\nSuppress the author name and timestamp from the output.\n\n"
+    "-e\nShow the author email instead of the author name (default off).\n\n"
+    "-w\nIgnore whitespace when comparing the parent's version and the child's to find where "
+    "the lines came from.\n\n"
+    "--abbrev=<n>\nInstead of using the default 7+1 hexadecimal digits as the abbreviated "
+    "object name, use <m>+1 digits."
+)
+CLONE_DEPTH = (
+    "--single-branch\nClone only the history leading to the tip of a single branch. "
+    "Further fetches will only update the remote-tracking branch. This is implied by "
+    "--depth unless --no-single-branch is given."
+)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "passage", "swapped"),
+    [
+        # -s is in the passage, but the lines about ignoring whitespace are -w's.
+        ("The -s option makes git blame ignore whitespace when comparing versions.",
+         BLAME_OPTIONS, ["-s"]),
+        ("The -w option makes git blame ignore whitespace when comparing versions.",
+         BLAME_OPTIONS, []),
+        # One of the options named is in the lines: the judge reads how they relate.
+        ("--depth implies --single-branch unless --no-single-branch is given.",
+         CLONE_DEPTH, []),
+    ],
+)  # fmt: skip
+def test_an_option_is_named_by_the_lines_where_the_sentences_words_are(
+    sentence: str, passage: str, swapped: list[str]
+) -> None:
+    item = ContextItem(1, 1, 0, "git-blame(1)", "", 0, len(passage), passage, "corpus", 0.9)
+    assert swapped_options(sentence, "Which option makes git blame ignore whitespace?", item) == (
+        swapped
+    )

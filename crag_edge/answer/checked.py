@@ -60,6 +60,7 @@ from crag_edge.answer.support import (
     quoted_row,
     refers_back,
     stated,
+    swapped_options,
     term_support,
     unheld_options,
 )
@@ -342,19 +343,34 @@ class CheckedAnswer(TextStream[AnswerFinish]):
     def _fact_fault(
         self, text: str, passage: int | None, before: Said | None
     ) -> tuple[str, str] | None:
-        """Whichever tier passed it, a sentence that names an option its passage does not
-        hold (`support.unheld_options`), or takes a table row's value for something the row
-        is not about: naming no row (`table_rows.unnamed_row`), another row or a column it
-        does not stand under (`table_rows.misplaced`: "abbrev() returns 192.168.0.0/24" of
-        a row whose `abbrev(cidr)` is 192.168.0/24), or speaks of another row than the
-        question asks about (`table_rows.other_row`). A sentence pointing back names what
-        the sentence before it names: "Its range is …" after "An integer takes 4 bytes." is
-        stated of the integer row."""
+        """Whichever tier passed it, a sentence whose options or table values its passage
+        does not hold where the sentence puts them (`_option_fault`, `_row_fault`)."""
         if passage is None or passage not in self._passages:
             return None
-        rows, claim = self._passages[passage], claim_text(text)
-        if options := unheld_options(claim, self._question, rows):
+        claim = claim_text(text)
+        return self._option_fault(claim, passage) or self._row_fault(claim, passage, before)
+
+    def _option_fault(self, claim: str, passage: int) -> tuple[str, str] | None:
+        """An option the passage does not hold (`support.unheld_options`), or one its
+        lines about the sentence do not name where they name others
+        (`support.swapped_options`)."""
+        if options := unheld_options(claim, self._question, self._passages[passage]):
             return "option", f"names {', '.join(options)}, which passage [{passage}] does not hold"
+        item = next(item for item in self._context if item.n == passage)
+        if options := swapped_options(claim, self._question, item):
+            where = f"passage [{passage}]'s lines about it name other options"
+            return "option", f"names {', '.join(options)}, where {where}"
+        return None
+
+    def _row_fault(self, claim: str, passage: int, before: Said | None) -> tuple[str, str] | None:
+        """A table row's value taken for something the row is not about: naming no row
+        (`table_rows.unnamed_row`), another row or a column it does not stand under
+        (`table_rows.misplaced`: "abbrev() returns 192.168.0.0/24" of a row whose
+        `abbrev(cidr)` is 192.168.0/24), or speaking of another row than the question asks
+        about (`table_rows.other_row`). A sentence pointing back names what the sentence
+        before it names: "Its range is …" after "An integer takes 4 bytes." is stated of
+        the integer row."""
+        rows = self._passages[passage]
         naming = claim
         if before is not None and refers_back(claim):
             naming = f"{claim_text(before.text)} {claim}"

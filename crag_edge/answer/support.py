@@ -330,10 +330,25 @@ def unheld_options(claim: str, question: str, passage: str) -> list[str]:
     one it is credited to) holds. An option is the fact a small model most often pairs with
     the wrong command ("git reset with the --cached option", `--cached` being git rm's), and
     a judge shown the few lines about the command passes it: the lines never name it."""
-    asked = {option.lower() for option in OPTION.findall(question)}
     held = held_words(passage)
-    named = dict.fromkeys(option.lower() for option in OPTION.findall(claim))
-    return [option for option in named if option not in asked and option not in held]
+    return sorted(option for option in _options(claim) - _options(question) if option not in held)
+
+
+def swapped_options(claim: str, question: str, item: ContextItem) -> list[str]:
+    """The options `claim` names (the question's aside) when the lines of `item` where its
+    words are (`judged_part`) name other options and none of its own: "The -s option makes
+    git blame ignore whitespace" of the lines about `-w`. The judge reading those lines
+    passes the description and misses the option; a sentence naming several options, one
+    of them in the lines ("--depth implies --single-branch"), is left to it."""
+    own = _options(claim) - _options(question)
+    lines = judged_part(item, claim).text
+    if not own or not _options(lines) or own & held_words(lines):
+        return []
+    return sorted(own)
+
+
+def _options(text: str) -> set[str]:
+    return {option.lower() for option in OPTION.findall(text)}
 
 
 def held_words(text: str) -> set[str]:
