@@ -191,6 +191,20 @@ def test_a_question_asking_how_many_is_answered_by_a_number() -> None:
     assert read_against("What is the default?", "Readers continue while a writer appends.").answers
 
 
+def test_a_question_naming_a_quantity_is_answered_by_a_number() -> None:
+    longest = "What is the default maximum length of a string or BLOB in SQLite?"
+    advice = "Applications should not increase the maximum string and blob length [1]."
+    assert read_against(longest, advice).addresses and not read_against(longest, advice).answers
+    assert read_against(longest, "The default maximum length is 1,000,000,000 bytes [1].").answers
+    wal = "At what WAL file size does SQLite run a checkpoint automatically?"
+    named = "Moving the WAL file transactions back into the database is called a checkpoint [1]."
+    assert not read_against(wal, named).answers
+    assert read_against(wal, "A checkpoint runs when the WAL file reaches 1000 pages.").answers
+    # A function named for a quantity asks what it does, not how much.
+    counting = "What is the count function used for in SQLite?"
+    assert read_against(counting, "count() returns the number of rows in a group [1].").answers
+
+
 def test_a_question_asking_for_a_price_length_or_weight_is_not_answered_by_another_kind() -> None:
     """A number with a unit of another kind answers something else: the haul-out's
     default length is not what it costs."""

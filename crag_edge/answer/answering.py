@@ -44,7 +44,10 @@ FRAME_TERMS = frozenset(
 # A question whose answer is a quantity: the sentence that answers it states one.
 WANTS_NUMBER = re.compile(
     r"\bhow (?:many|much|long|old|often|large|big|far|few|high|low|deep|wide|soon)\b"
-    r"|\bwhat (?:size|year|port|number|percentage|age)\b",
+    r"|\bwhat (?:size|year|port|number|percentage|age)\b"
+    # "What is the default maximum length of a string?", "At what WAL file size …?"
+    r"|\bwhat is the (?:[\w-]+ ){0,3}?(?:size|length|limit|number|count)(?: of| for| in|\?|$)"
+    r"|\bat what (?:[\w-]+ ){0,3}?(?:size|length|age|count|number)\b",
     re.IGNORECASE,
 )
 # A place in an order ("every second Tuesday", "the third row"): a quantity as a number is.
