@@ -191,20 +191,6 @@ def test_a_question_asking_how_many_is_answered_by_a_number() -> None:
     assert read_against("What is the default?", "Readers continue while a writer appends.").answers
 
 
-def test_a_question_naming_a_quantity_is_answered_by_a_number() -> None:
-    longest = "What is the default maximum length of a string or BLOB in SQLite?"
-    advice = "Applications should not increase the maximum string and blob length [1]."
-    assert read_against(longest, advice).addresses and not read_against(longest, advice).answers
-    assert read_against(longest, "The default maximum length is 1,000,000,000 bytes [1].").answers
-    wal = "At what WAL file size does SQLite run a checkpoint automatically?"
-    named = "Moving the WAL file transactions back into the database is called a checkpoint [1]."
-    assert not read_against(wal, named).answers
-    assert read_against(wal, "A checkpoint runs when the WAL file reaches 1000 pages.").answers
-    # A function named for a quantity asks what it does, not how much.
-    counting = "What is the count function used for in SQLite?"
-    assert read_against(counting, "count() returns the number of rows in a group [1].").answers
-
-
 def test_a_question_asking_for_a_price_length_or_weight_is_not_answered_by_another_kind() -> None:
     """A number with a unit of another kind answers something else: the haul-out's
     default length is not what it costs."""
@@ -238,16 +224,40 @@ def test_a_question_asking_who_is_answered_by_someone_named() -> None:
     assert read_against("To whom is the report sent?", "The report is sent to Ana [2].").answers
 
 
-def test_a_question_asking_which_option_is_answered_by_an_option() -> None:
-    blame = "Which option makes git blame ignore whitespace changes?"
-    digits = "By default git blame uses 7+1 hexadecimal digits as the abbreviated object name [1]."
-    assert read_against(blame, digits).addresses and not read_against(blame, digits).answers
-    assert read_against(blame, "The -w option makes git blame ignore whitespace [1].").answers
-    # The question's own option is what was asked about, not the answer.
-    clean = "What does the -d option of git clean do?"
-    assert read_against(clean, "With -d, git clean recurses into directories [1].").answers
-    cached = "Which flag goes with -d to make git clean remove directories?"
-    assert not read_against(cached, "Use -d to make git clean remove directories [1].").answers
+LONGEST = "What is the default maximum length of a string or BLOB in SQLite?"
+WAL_SIZE = "At what WAL file size does SQLite run a checkpoint automatically?"
+BLAME = "Which option makes git blame ignore whitespace changes?"
+
+
+@pytest.mark.parametrize(
+    ("question", "sentence", "answers"),
+    [
+        # A question naming a quantity is answered by a number.
+        (LONGEST, "Applications should not increase the maximum string and blob length [1].",
+         False),
+        (LONGEST, "The default maximum length is 1,000,000,000 bytes [1].", True),
+        (WAL_SIZE,
+         "Moving the WAL file transactions back into the database is called a checkpoint [1].",
+         False),
+        (WAL_SIZE, "A checkpoint runs when the WAL file reaches 1000 pages.", True),
+        # A function named for a quantity asks what it does, not how much.
+        ("What is the count function used for in SQLite?",
+         "count() returns the number of rows in a group [1].", True),
+        # A question asking which option is answered by an option it does not name.
+        (BLAME, "By default git blame uses 7+1 hexadecimal digits as the abbreviated object name.",
+         False),
+        (BLAME, "The -w option makes git blame ignore whitespace [1].", True),
+        ("What does the -d option of git clean do?",
+         "With -d, git clean recurses into directories [1].", True),
+        ("Which flag goes with -d to make git clean remove directories?",
+         "Use -d to make git clean remove directories [1].", False),
+    ],
+)  # fmt: skip
+def test_a_question_asking_for_a_quantity_or_an_option_is_answered_by_one(
+    question: str, sentence: str, answers: bool
+) -> None:
+    read = read_against(question, sentence)
+    assert read.addresses and read.answers is answers
 
 
 @pytest.mark.models
