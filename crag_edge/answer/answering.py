@@ -34,7 +34,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from crag_edge.answer.measures import of_another_kind
-from crag_edge.answer.support import NUMBER, NUMBER_WORDS, OPTION, claim_text, refers_back
+from crag_edge.answer.support import (
+    NUMBER,
+    NUMBER_WORDS,
+    claim_text,
+    options_named,
+    refers_back,
+)
 from crag_edge.grading.keywords import tokenize
 
 # Words that say how a question asks, not what it asks about; stemmed as the terms are.
@@ -124,8 +130,7 @@ def _kind_stated(question: str, claim: str) -> bool:
     if ASKS_WHO.search(question):
         return _names_someone(question, claim)
     if ASKS_OPTION.search(question):
-        asked = {option.lower() for option in OPTION.findall(question)}
-        return any(option.lower() not in asked for option in OPTION.findall(claim))
+        return bool(options_named(claim) - options_named(question))
     if of_another_kind(question, claim):
         return False
     if not WANTS_NUMBER.search(question):

@@ -58,7 +58,6 @@ from crag_edge.answer.support import (
     facts,
     held_words,
     quoted_row,
-    refers_back,
     stated,
     swapped_options,
     term_support,
@@ -371,9 +370,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         before it names: "Its range is …" after "An integer takes 4 bytes." is stated of
         the integer row."""
         rows = self._passages[passage]
-        naming = claim
-        if before is not None and refers_back(claim):
-            naming = f"{claim_text(before.text)} {claim}"
+        naming = statement_read(claim, None if before is None else before.text)
         if unnamed_row(naming, self._question, rows):
             why = "takes a value from a row of passage [{}] without naming its subject"
         elif misplaced(naming, answer_facts(claim, self._question), rows, facts, held_words):

@@ -330,8 +330,7 @@ def unheld_options(claim: str, question: str, passage: str) -> list[str]:
     one it is credited to) holds. An option is the fact a small model most often pairs with
     the wrong command ("git reset with the --cached option", `--cached` being git rm's), and
     a judge shown the few lines about the command passes it: the lines never name it."""
-    held = held_words(passage)
-    return sorted(option for option in _options(claim) - _options(question) if option not in held)
+    return sorted(options_named(claim) - options_named(question) - held_words(passage))
 
 
 def swapped_options(claim: str, question: str, item: ContextItem) -> list[str]:
@@ -340,14 +339,15 @@ def swapped_options(claim: str, question: str, item: ContextItem) -> list[str]:
     git blame ignore whitespace" of the lines about `-w`. The judge reading those lines
     passes the description and misses the option; a sentence naming several options, one
     of them in the lines ("--depth implies --single-branch"), is left to it."""
-    own = _options(claim) - _options(question)
+    own = options_named(claim) - options_named(question)
     lines = judged_part(item, claim).text
-    if not own or not _options(lines) or own & held_words(lines):
+    if not own or not options_named(lines) or own & held_words(lines):
         return []
     return sorted(own)
 
 
-def _options(text: str) -> set[str]:
+def options_named(text: str) -> set[str]:
+    """The command-line options `text` names, in lower case."""
     return {option.lower() for option in OPTION.findall(text)}
 
 
