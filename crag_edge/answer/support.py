@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from crag_edge.answer.generation import CONTEXT_OPENING, SYSTEM, passages_text
+from crag_edge.answer.subject import unnamed_subject
 from crag_edge.answer.table_rows import misplaced, restates_row
 from crag_edge.config import JudgeReads
 from crag_edge.grading.keywords import STOPWORDS, tokenize
@@ -204,7 +205,9 @@ def term_support(
 ) -> TermSupport:
     """Per passage, the share of the sentence's content terms it holds; the numbers and
     names the sentence states that appear in no passage (a version, a size, a year, another
-    product the model supplied); and the passages it is located in (`located`).
+    product the model supplied), and the question's subject words it repeats that neither a
+    passage nor the corpus names (`subject.unnamed_subject`: "a sailing vessel" of a manual
+    that never speaks of sailing); and the passages it is located in (`located`).
     `mentioned` tells whether the corpus names a word anywhere: a name it does (its own
     subject, "SQLite", beside a passage that does not repeat it) is left to the LLM tier; one
     it never names ("Fossil" in a git manual) is the model's."""
@@ -222,6 +225,8 @@ def term_support(
         for name in names(claim)
         if name.lower() not in words and not (mentioned is not None and mentioned(name))
     ]
+    if mentioned is not None:
+        missing += unnamed_subject(claim, question, set(tokenize(everywhere)), mentioned)
     unique: dict[str, str] = {}
     for word in missing:  # once each, as first written
         unique.setdefault(word.lower(), word)
@@ -485,21 +490,46 @@ def check_messages(
 def judged_part(item: ContextItem, statement: str, around: int = 1) -> ContextItem:
     """`item` cut to its sentence holding the largest share of `statement`'s content terms
     (the first on a tie; a reference such as "Table 8.20" says where, not what, and is not
-    counted), with `around` sentences either side; a table's row alone, since a row with its
+    counted; a table row holding the statement's values comes first: `_part_key`), with
+    `around` sentences either side; a table's row alone, since a row with its
     column names is whole and its neighbours' cells are what a judge mixes up. Asked
     about a passage inside the whole context, the small judge rates how plausible a sentence
     is more than whether that passage states it; shown the few lines where the sentence's
     words are, it reads them (measured in docs/answer-quality.md, "The judge reading where
     the words are")."""
     spans = sentence_spans(item.text) or [(0, len(item.text))]
-    terms = set(tokenize(claim_text(REFERENCE.sub(" ", statement))))
-    shares = [term_share(terms, set(tokenize(item.text[a:b]))) for a, b in spans]
-    best = shares.index(max(shares))
+    claim = claim_text(REFERENCE.sub(" ", statement))
+    terms, values = set(tokenize(claim)), _values(claim)
+    keys = [_part_key(item.text[a:b], terms, values) for a, b in spans]
+    best = keys.index(max(keys))
     start, end = spans[best]
-    if record_values(item.text[start:end]) != item.text[start:end]:  # a table's row
+    if _is_row(item.text[start:end]):
         return replace(item, text=item.text[start:end])
     kept = spans[max(0, best - around) : best + around + 1]
     return replace(item, text=" ".join(item.text[a:b] for a, b in kept))
+
+
+def _values(claim: str) -> set[str]:
+    """The values a sentence states as a table's cells write them: its numbers and its
+    literals, in lower case."""
+    return {m.group().lower() for m in NUMBER.finditer(claim)} | {
+        value.lower() for value in literals(claim)
+    }
+
+
+def _part_key(part: str, terms: set[str], values: set[str]) -> tuple[int, float]:
+    """How well `part` (a sentence or a row of a passage) holds a statement: a table row by
+    the statement's values it holds first, then any part by its share of the statement's
+    terms. A row's words are mostly its column names, which every row repeats; asked about
+    "%(process)d", the row of the format string passed to the logging call holds more of
+    "the format string that puts the process ID into a log record's message" than the row
+    holding `%(process)d` does."""
+    held = len(values & held_words(part)) if _is_row(part) else 0
+    return held, term_share(terms, set(tokenize(part)))
+
+
+def _is_row(part: str) -> bool:
+    return record_values(part) != part
 
 
 class LlmSupport:
