@@ -517,6 +517,26 @@ def test_the_judge_reads_a_table_row_alone_and_not_by_its_reference() -> None:
     assert part.text == "Geometric Types: Name: circle; Storage Size: 24 bytes; Description: Circle"
 
 
+def test_the_judge_reads_the_row_holding_the_sentences_value() -> None:
+    """Every row repeats its column names, so the row sharing most words with a sentence
+    can be another's; the row holding the value the sentence states is the one it speaks
+    of."""
+    rows = (
+        "LogRecord attributes: Attribute name: msg; Format: You shouldn't need to format this "
+        "yourself.; Description: The format string passed in the original logging call.\n\n"
+        "LogRecord attributes: Attribute name: process; Format: %(process)d; "
+        "Description: Process ID (if available)."
+    )
+    item = ContextItem(1, 1, 1, "logging.html", "", 0, len(rows), rows, "corpus", 0.9)
+    statement = (
+        "The format string that puts the process ID into a log record's message is "
+        "%(process)d [1]."
+    )
+    part = judged_part(item, statement)
+    assert "Attribute name: process; Format: %(process)d" in part.text
+    assert "msg" not in part.text
+
+
 RESET_EXAMPLE = "You can remove the file from the index while keeping your changes with git reset."
 RM_CACHED = "Use git rm --cached to unstage and remove paths only from the index."
 

@@ -17,7 +17,8 @@ The subject is read from the question's form:
 
 - after its auxiliary ("What fuel does *the harbour crane* run on?", "Which crew member is
   *the cook*?", "How high is *Mount Everest*?"), less each word right after a modal (a verb:
-  "can *hold*");
+  "can *hold*"), in the question or in the sentence ("Which value can a smallint hold?" is
+  answered "A smallint can hold …");
 - in "What is the A of B?" (nothing between the question word and "is"), B alone ("What is
   the lead time for *stainless steel shackles*?"); "What is the largest value …?" names none.
 
@@ -61,10 +62,15 @@ def subject_words(question: str) -> list[str]:
         parts = OF_SUBJECT.split(rest, maxsplit=1)
         rest = parts[1] if len(parts) == 2 else ""
     words = WORD.findall(rest)
-    verbs = {after.lower() for word, after in pairwise(words) if word.lower() in MODALS}
+    verbs = _after_modals([word.lower() for word in words])
     return [
         word for word in words if word.lower() not in STOPWORDS | MODALS | verbs and tokenize(word)
     ]
+
+
+def _after_modals(words: list[str]) -> set[str]:
+    """The words (lower case) right after a modal: verbs ("can *hold*")."""
+    return {after for word, after in pairwise(words) if word in MODALS}
 
 
 def unnamed_subject(
@@ -73,7 +79,8 @@ def unnamed_subject(
     """The question's subject words `claim` writes as the question does that no passage
     holds (`held`: the passages' terms, stemmed as `tokenize` stems them) and the corpus
     never names (`mentioned`): the sentence speaks of something the documents do not."""
-    written = {word.lower() for word in WORD.findall(claim)}
+    said = [word.lower() for word in WORD.findall(claim)]
+    written = set(said) - _after_modals(said)
     return [
         word
         for word in subject_words(question)
