@@ -227,6 +227,7 @@ def test_a_question_asking_who_is_answered_by_someone_named() -> None:
 LONGEST = "What is the default maximum length of a string or BLOB in SQLite?"
 WAL_SIZE = "At what WAL file size does SQLite run a checkpoint automatically?"
 BLAME = "Which option makes git blame ignore whitespace changes?"
+PRUNE = "How long does git gc keep unreachable loose objects before pruning them?"
 
 
 @pytest.mark.parametrize(
@@ -251,6 +252,14 @@ BLAME = "Which option makes git blame ignore whitespace changes?"
          "With -d, git clean recurses into directories [1].", True),
         ("Which flag goes with -d to make git clean remove directories?",
          "Use -d to make git clean remove directories [1].", False),
+        # "How long" asks for a time or a length: a bare number says neither.
+        (PRUNE, "The number of loose objects git gc keeps before pruning them is 6700 [4].",
+         False),
+        (PRUNE, "Git gc keeps unreachable loose objects for 2 weeks before pruning them [2].",
+         True),
+        ("How long is the rollback window of the migration?",
+         "The rollback window of the migration is two hours [1].", True),
+        ("How long is berth A1?", "Berth A1 is 12 m long [1].", True),
     ],
 )  # fmt: skip
 def test_a_question_asking_for_a_quantity_or_an_option_is_answered_by_one(

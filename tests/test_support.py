@@ -529,8 +529,7 @@ def test_the_judge_reads_the_row_holding_the_sentences_value() -> None:
     )
     item = ContextItem(1, 1, 1, "logging.html", "", 0, len(rows), rows, "corpus", 0.9)
     statement = (
-        "The format string that puts the process ID into a log record's message is "
-        "%(process)d [1]."
+        "The format string that puts the process ID into a log record's message is %(process)d [1]."
     )
     part = judged_part(item, statement)
     assert "Attribute name: process; Format: %(process)d" in part.text

@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from crag_edge.answer.measures import of_another_kind
+from crag_edge.answer.measures import of_another_kind, unmeasured
 from crag_edge.answer.support import (
     NUMBER,
     NUMBER_WORDS,
@@ -131,7 +131,7 @@ def _kind_stated(question: str, claim: str) -> bool:
         return _names_someone(question, claim)
     if ASKS_OPTION.search(question):
         return bool(options_named(claim) - options_named(question))
-    if of_another_kind(question, claim):
+    if of_another_kind(question, claim) or unmeasured(question, claim):
         return False
     if not WANTS_NUMBER.search(question):
         return True

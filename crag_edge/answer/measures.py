@@ -7,6 +7,12 @@ and the passage states it. A sentence whose every quantity is of another kind (m
 price, litres for a depth) states no answer of the kind asked. A bare number, or one whose
 unit is not known here, is left to the other rules: only a unit that names another kind
 tells that it answers something else.
+
+"How long" is the exception: it asks for a time or a length, and a number
+with no unit does not say one. Asked how long git gc keeps unreachable objects, a small model
+took gc.auto's "The default value is 6700" for the answer ("… the number of loose objects that
+git gc keeps before pruning them is 6700"); every right answer to such a question in the
+question sets' runs names its unit ("2 weeks", "90 days", "two hours", "12 meters").
 """
 
 from __future__ import annotations
@@ -35,6 +41,11 @@ UNITS: dict[str, frozenset[str]] = {
         "ml l litre litres liter liters millilitre millilitres milliliter milliliters gallon "
         "gallons"
     ),
+    "time": _words(
+        "ns us µs ms s sec secs h hr hrs min mins nanosecond nanoseconds microsecond "
+        "microseconds millisecond milliseconds second seconds minute minutes hour hours day "
+        "days week weeks month months year years decade decades century centuries"
+    ),
 }
 # What a question asking for a kind of quantity says.
 ASKS: dict[str, re.Pattern[str]] = {
@@ -44,9 +55,16 @@ ASKS: dict[str, re.Pattern[str]] = {
     ),
     "mass": re.compile(r"\bhow heavy\b|\bweigh(?:s|t)?\b", re.I),
 }
-# A quantity: a currency sign before a number, or a word right after it ("8 metres", "5kg").
+# A question asking for a time or a length, which a bare number does not say.
+ASKS_DURATION = re.compile(r"\bhow long\b", re.I)
+# A quantity: a currency sign before a number, or a word right after it ("8 metres", "5kg",
+# "two hours").
 _SIGN_BEFORE = re.compile(r"([€$£¥])\s?\d")
-_UNIT_AFTER = re.compile(r"\d(?:[.,]\d+)*\s?([^\W\d_]+)")
+_UNIT_AFTER = re.compile(
+    r"(?:\d(?:[.,]\d+)*|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+    r"|fifteen|twenty|thirty|forty|fifty|sixty|ninety|hundred|thousand))[\s-]?([^\W\d_]+)",
+    re.I,
+)
 
 
 def kind_asked(question: str) -> str | None:
@@ -61,6 +79,14 @@ def kinds_stated(sentence: str) -> set[str]:
     units = {m.group(1) for m in _SIGN_BEFORE.finditer(sentence)}
     units |= {m.group(1).lower() for m in _UNIT_AFTER.finditer(sentence)}
     return {kind for kind, known in UNITS.items() if units & known}
+
+
+def unmeasured(question: str, sentence: str) -> bool:
+    """Whether the question asks how long and the sentence writes no time or length (a
+    number with its unit). ("How old" is left alone: "She is 45." answers it.)"""
+    return ASKS_DURATION.search(question) is not None and not (
+        kinds_stated(sentence) & {"time", "length"}
+    )
 
 
 def of_another_kind(question: str, sentence: str) -> bool:
