@@ -417,31 +417,3 @@ def test_sqlite_menus_and_table_of_contents_are_left_out() -> None:
     <a>Table Of Contents</a><div class="fancy-toc1"><a href="#syntax">1. Syntax</a></div>
     </div></div><h1 id="syntax"><span>1. </span>Syntax</h1><p>The CREATE TABLE command.</p>"""
     assert read_html(page).text == "CREATE TABLE\n\n1. Syntax\n\nThe CREATE TABLE command."
-
-
-def test_a_definition_is_read_on_its_terms_line(tmp_path: Path) -> None:
-    """A manual's option list (`<dl>`) shows each option heading its description: the
-    reader reads them together, so the text keeps them on one line ("-a, --annotate —
-    Make …"); a description's later paragraphs stay paragraphs of their own."""
-    page = """<title>git-tag(1)</title><h2>OPTIONS</h2><div class="dlist"><dl>
-    <dt class="hdlist1">
-    -a
-    </dt>
-    <dt class="hdlist1">
-    --annotate
-    </dt>
-    <dd>
-    <p>
-            Make an unsigned, annotated tag object
-    </p>
-    </dd>
-    <dt class="hdlist1"><code>git sparse-checkout disable</code></dt>
-    <dd><p>Repopulate the working directory with all files.</p>
-    <div class="paragraph"><p>Sparse checkouts are disabled.</p></div></dd>
-    </dl></div><p>After the list.</p>"""
-    text, _ = html_document(tmp_path / "git-tag.html", page)
-    assert "-a, --annotate \u2014 Make an unsigned, annotated tag object\n" in text
-    assert (
-        "git sparse-checkout disable \u2014 Repopulate the working directory with all files."
-        "\n\nSparse checkouts are disabled.\n\nAfter the list."
-    ) in text

@@ -27,11 +27,6 @@ from crag_edge.ingest.loaders import LoadedDocument, decode_text
 from crag_edge.ingest.outline import Heading, Outline, short_title
 from crag_edge.types import NAVIGATION
 
-# Between a definition list's term and its description, on one line: "disable — Disable
-# the core.sparseCheckout config setting …" reads as the page shows it, the term heading its
-# description; apart on lines of their own, a small judge did not join them (measured in
-# docs/answer-quality.md, "Definitions on their term's line").
-DEFINES = " — "
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 
 
@@ -96,22 +91,6 @@ class _Output:
             self.length -= len(last) - len(self.parts[-1])
         if count > self.newlines:
             self.write("\n" * (count - self.newlines))
-
-    def at_space(self) -> bool:
-        """Whether the text so far is empty or ends in white space: a space more would be
-        one too many, as a browser collapses it."""
-        return not self.parts or self.newlines > 0 or self.parts[-1].endswith(" ")
-
-    def run_on(self, separator: str) -> None:
-        """`separator` after the text so far, its trailing spaces dropped: what follows goes
-        on the same line."""
-        while self.parts and self.parts[-1].endswith(" "):
-            last = self.parts.pop()
-            kept = last.rstrip(" ")
-            self.length -= len(last) - len(kept)
-            if kept:
-                self.parts.append(kept)
-        self.write(separator)
 
     def page(self, number: int | None) -> None:
         self.page_starts.append(self.length)
@@ -179,8 +158,6 @@ class _HtmlText(HTMLParser):
         {"br", "div", "li", "tr", "dt", "dd", "figcaption", "summary", "address", "option",
          "legend"}
     )  # fmt: skip
-    # What opens a definition's description, read on its term's line.
-    _DESCRIPTION = frozenset({"dd", "p", "div"})
     _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
     _BOLD = frozenset({"b", "strong"})
     _VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "wbr", "col", "source"})
@@ -207,7 +184,6 @@ class _HtmlText(HTMLParser):
         self._link_chars = 0
         self._text_chars = 0
         self._targets: set[str] = set()  # where the links within the site lead
-        self._after_term = False  # a definition list's term ended; its description is next
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._close_title()
@@ -247,7 +223,7 @@ class _HtmlText(HTMLParser):
             self._bold += 1
         if self._table_tag(tag, attrs):
             return
-        self._block(tag, opening=True)
+        self._block(tag)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._chrome is None:
@@ -266,9 +242,6 @@ class _HtmlText(HTMLParser):
             self._chrome.depth -= tag == self._chrome.tag
             if self._chrome.depth <= 0:
                 self._chrome = None
-            return
-        if tag == "dt" and not self._tables and not self._skip:
-            self._after_term = True  # the description follows on the same line
             return
         if tag == "title":
             self._close_title()
@@ -291,7 +264,7 @@ class _HtmlText(HTMLParser):
             self._table_end(tag)
         elif tag == "thead" and self._tables:  # rows after it are the body's, tbody or not
             self._tables[-1].in_head = False
-        self._block(tag, opening=False)
+        self._block(tag)
 
     def handle_data(self, data: str) -> None:
         if self._title is not None:
@@ -305,15 +278,12 @@ class _HtmlText(HTMLParser):
             return
         if not self._pre:
             data = re.sub(r"\s+", " ", data)
-            if not self._tables and self._out.at_space():
+            if not self._tables and (self._out.newlines or not self._out.parts):
                 data = data.lstrip(" ")
         self._count(data)
         if self._tables:
             self._tables[-1].add(data)
             return
-        if self._after_term and data.strip():
-            self._out.run_on(DEFINES)
-            data, self._after_term = data.lstrip(" "), False
         if self._heading is not None and data.strip():
             if self._heading.offset is None:
                 self._heading.offset = self._out.length + len(data) - len(data.lstrip())
@@ -348,17 +318,9 @@ class _HtmlText(HTMLParser):
         if self._links:
             self._link_chars += visible
 
-    def _block(self, tag: str, opening: bool) -> None:
+    def _block(self, tag: str) -> None:
         if (tag not in self._PARAGRAPH and tag not in self._LINE) or self._skip:
             return
-        if self._after_term and opening and not self._tables:
-            if tag in self._DESCRIPTION:
-                return
-            if tag == "dt":  # another name for the same description: "-a, --annotate"
-                self._out.run_on(", ")
-                self._after_term = False
-                return
-        self._after_term = False
         if self._tables:
             self._tables[-1].add("\n")
         else:
