@@ -8,8 +8,8 @@ price, litres for a depth) states no answer of the kind asked. A bare number, or
 unit is not known here, is left to the other rules: only a unit that names another kind
 tells that it answers something else.
 
-"How long" is the exception: it asks for a time or a length, and a number
-with no unit does not say one. Asked how long git gc keeps unreachable objects, a small model
+"How long" is the exception: it asks for a time or a length, and a number with no unit does
+not say one. Asked how long git gc keeps unreachable objects, a small model
 took gc.auto's "The default value is 6700" for the answer ("… the number of loose objects that
 git gc keeps before pruning them is 6700"); every right answer to such a question in the
 question sets' runs names its unit ("2 weeks", "90 days", "two hours", "12 meters").
@@ -18,6 +18,8 @@ question sets' runs names its unit ("2 weeks", "90 days", "two hours", "12 meter
 from __future__ import annotations
 
 import re
+
+from crag_edge.answer.support import NUMBER_WORDS
 
 
 def _words(text: str) -> frozenset[str]:
@@ -61,9 +63,7 @@ ASKS_DURATION = re.compile(r"\bhow long\b", re.I)
 # "two hours").
 _SIGN_BEFORE = re.compile(r"([€$£¥])\s?\d")
 _UNIT_AFTER = re.compile(
-    r"(?:\d(?:[.,]\d+)*|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
-    r"|fifteen|twenty|thirty|forty|fifty|sixty|ninety|hundred|thousand))[\s-]?([^\W\d_]+)",
-    re.I,
+    rf"(?:\d(?:[.,]\d+)*|\b(?:{'|'.join(sorted(NUMBER_WORDS))}))[\s-]?([^\W\d_]+)", re.I
 )
 
 
