@@ -44,6 +44,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
+from crag_edge.answer.definitions import pairs_with_definition
 from crag_edge.answer.generation import CONTEXT_OPENING, SYSTEM, passages_text
 from crag_edge.answer.subject import unnamed_subject
 from crag_edge.answer.table_rows import misplaced, restates_row
@@ -304,7 +305,8 @@ def located(
     located nowhere: the answer is what the passage must hold; a reference such as "Table
     8.22" says where, not what), and a table row holds its answer under a column it names
     (`table_rows.misplaced`); or a passage holding its every fact and a table row it
-    restates with the row's column names (`table_rows.restates_row`)."""
+    restates with the row's column names (`table_rows.restates_row`), or a term it defines
+    with the words the sentence pairs the term with (`definitions.pairs_with_definition`)."""
     stated_facts = facts(claim)
     answered = answer_facts(claim, question)
     needed = stated_facts | (_plain_words(claim) & TURNING_WORDS)
@@ -319,6 +321,7 @@ def located(
                 and not misplaced(claim, answered, item.text, facts, held_words)
             )
             or restates_row(claim, question, item.text, facts, held_words)
+            or pairs_with_definition(claim, question, item.text)
         )
     )
 

@@ -1,0 +1,65 @@
+"""A term a passage defines, and a sentence that pairs it with its own definition.
+
+Reference manuals list subcommands, options and settings as definition lists: a short term
+on a paragraph of its own ("disable"), its definition in the paragraph after ("Disable the
+core.sparseCheckout config setting, and restore the working directory to include all
+files."). A sentence answering "Which git sparse-checkout subcommand restores the working
+directory to include all files?" with `git sparse-checkout disable` adds only the term to
+the question's words, so no fact of its own locates it, and the small judge, reading the
+term's line among its neighbours, doubts it. The sentence is stated where the term it names
+is defined by the words it pairs the term with; another term's definition (`init`, the next
+one) does not state it.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+from crag_edge.grading.keywords import tokenize
+
+# A term is a short paragraph that does not end as a sentence does ("disable", "-l\n--list",
+# "--format=<fmt>"); a longer one is prose.
+TERM_MAX_CHARS = 40
+SENTENCE_END = ".:;?!"
+# The share of what a sentence says of its term that the term's definition must hold, as a
+# located sentence's passage holds its content terms.
+DEFINED_SHARE = 0.75
+
+
+def defined_terms(passage: str) -> list[tuple[str, str]]:
+    """The (term, definition) pairs of `passage`: a term's paragraph and the prose one after it."""
+    paragraphs = _paragraphs(passage)
+    return [
+        (term, definition)
+        for term, definition in pairwise(paragraphs)
+        if _is_term(term) and not _is_term(definition)
+    ]
+
+
+def _paragraphs(passage: str) -> list[str]:
+    return [part.strip() for part in passage.split("\n\n") if part.strip()]
+
+
+def _is_term(paragraph: str) -> bool:
+    return len(paragraph) <= TERM_MAX_CHARS and paragraph[-1] not in SENTENCE_END
+
+
+def pairs_with_definition(claim: str, question: str, passage: str) -> bool:
+    """Whether `claim` names a term `passage` defines, one the question does not name, and
+    says of it what the term's definition says: `DEFINED_SHARE` of the words it adds to the
+    term, the question's words held by the prose around the list left out (the subject
+    every term of the list shares, "git sparse-checkout")."""
+    claim_terms, asked = set(tokenize(claim)), set(tokenize(question))
+    pairs = defined_terms(passage)
+    listed = {part for pair in pairs for part in pair}
+    prose = " ".join(part for part in _paragraphs(passage) if part not in listed)
+    subject = asked & set(tokenize(prose))
+    for term, definition in pairs:
+        named = set(tokenize(term))
+        if not named or not named <= claim_terms or named <= asked:
+            continue
+        described = claim_terms - named - subject
+        held = described & set(tokenize(definition))
+        if described and len(held) >= DEFINED_SHARE * len(described):
+            return True
+    return False
