@@ -14,6 +14,7 @@ capital ("Fig. 2", "Dr. Smith") still split early, which costs a strip, not a fa
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 _TERMINATORS = ".!?\u3002\uff01\uff1f"
 _CLOSERS = "\"'\u201d\u2019)\\]"
@@ -27,6 +28,9 @@ MAX_LABEL_WORDS = 12
 # ("- INCORRECT: nothing relevant was found. ... it reports insufficient evidence"), and kept
 # alone they say something else. A longer item is split into sentences like any paragraph.
 MAX_ITEM_WORDS = 64
+# A definition list's term is at most this long and does not end with one of these.
+TERM_MAX_CHARS = 40
+TERM_ENDS = ".:;?!"
 _ITEM_MARKER = r"[ \t]*(?:[-*+\u2022]|\d{1,3}[.)])"
 # `gap`: the whitespace after a terminator and its closers; the other branches: a blank line,
 # a line break before a list item.
@@ -130,22 +134,77 @@ def sentence_strips(text: str, *, mid_document: bool) -> list[tuple[int, int]]:
 def _whole_items(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """`spans` with the sentences of each list item of up to `MAX_ITEM_WORDS` words merged
     into one span (a chunk that starts inside an item keeps that item's sentences in it)."""
-    whole = [
-        item
-        for item in list_item_spans(text)
-        if len(text[item[0] : item[1]].split()) <= MAX_ITEM_WORDS
-    ]
+    return _merged_within(spans, _short(text, list_item_spans(text)))
+
+
+def whole_definitions(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`spans` with each definition of up to `MAX_ITEM_WORDS` words merged with its term into
+    one span, as a list item is: "--format=<fmt>" then "Format of the resulting archive.
+    Possible values are tar, zip, tar.gz, tgz, …" is one option's entry, and its second
+    sentence, kept alone, neither names the option nor shares the question's words."""
+    return _merged_within(spans, _short(text, definition_spans(text)))
+
+
+def _short(text: str, items: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    return [item for item in items if len(text[item[0] : item[1]].split()) <= MAX_ITEM_WORDS]
+
+
+def _merged_within(
+    spans: list[tuple[int, int]], items: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """`spans` (in order) with each span that starts inside one of `items` (in order, not
+    overlapping) merged into the span before it when that one reaches into the same item."""
     merged: list[tuple[int, int]] = []
-    items = iter(whole)
-    item = next(items, None)
+    remaining = iter(items)
+    item = next(remaining, None)
     for start, end in spans:
         while item is not None and item[1] <= start:
-            item = next(items, None)
-        if item is not None and merged and merged[-1][0] >= item[0]:  # the item goes on
-            merged[-1] = (merged[-1][0], end)
+            item = next(remaining, None)
+        if item is not None and item[0] <= start and merged and merged[-1][1] > item[0]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
         else:
             merged.append((start, end))
     return merged
+
+
+def definition_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every definition-list entry of `text`: its term through its definition."""
+    return [(term[0], definition[1]) for term, definition in definition_pairs(text)]
+
+
+def definition_pairs(text: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(term, definition) spans of `text`'s definition lists: a term's paragraph (`is_term`)
+    and the paragraph of prose after it."""
+    paragraphs = paragraph_spans(text)
+    return [
+        (term, definition)
+        for term, definition in pairwise(paragraphs)
+        if is_term(text[term[0] : term[1]]) and not is_term(text[definition[0] : definition[1]])
+    ]
+
+
+def paragraph_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every paragraph of `text` (blank lines between), trimmed."""
+    spans, begin = [], 0
+    for blank in [*_BLANK_LINE.finditer(text), None]:
+        end = blank.start() if blank else len(text)
+        span = _trimmed(text, begin, end)
+        if span[0] < span[1]:
+            spans.append(span)
+        begin = blank.end() if blank else end
+    return spans
+
+
+def is_term(paragraph: str) -> bool:
+    """A definition list's term: a short paragraph that does not end as a sentence does
+    ("disable", "-l\n--list", "--format=<fmt>"); a longer one is prose, and a Markdown
+    heading ("# Results") heads a section, not an entry."""
+    paragraph = paragraph.strip()
+    return (
+        0 < len(paragraph) <= TERM_MAX_CHARS
+        and paragraph[-1] not in TERM_ENDS
+        and not paragraph.startswith("#")
+    )
 
 
 def _join_short(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -55,3 +55,8 @@ def test_a_term_the_question_names_is_not_what_the_sentence_answers_with() -> No
     asked = "What does git sparse-checkout disable do?"
     said = "It restores the working directory to include all files."
     assert not pairs_with_definition(f"disable {said}", asked, SPARSE)
+
+
+def test_a_markdown_heading_is_not_a_term() -> None:
+    assert defined_terms("# Results\n\nThe assay measured binding affinity.") == []
+    assert defined_terms("Results\n\nThe assay measured binding affinity.") != []

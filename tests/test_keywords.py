@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crag_edge.grading.keywords import batch_terms, query_terms, stem, term_id, tokenize
+from crag_edge.grading.keywords import (
+    batch_terms,
+    query_terms,
+    rarity_coverage,
+    stem,
+    term_id,
+    tokenize,
+)
 from crag_edge.kernels import keyword_coverage
 
 
@@ -90,3 +97,17 @@ def test_a_word_of_any_length_is_stemmed_by_the_same_rules(length: int) -> None:
     on the letter before it): it is stemmed like a short one, and the passage still graded."""
     assert stem("y" * length + "ing") == "y" * (length - 1) + "i"
     assert coverage("bees", f"Bees dance. {'y' * length}ing") == [1.0]
+
+
+def test_rarity_coverage_weighs_a_word_every_text_shares_least() -> None:
+    """On git-archive's page "git" and "archive" fill most sentences: plain coverage ties the
+    one naming the formats with those holding only the page's name, rarity ranks it first."""
+    page = [f"git archive {option} is an option." for option in ("--prefix", "-o", "-v")]
+    formats = "It can write these formats: tar, zip, tar.gz and tgz."
+    texts = [*page, "git archive behaves differently when given a tree ID.", formats]
+    question = "Which archive formats can git archive write?"
+    assert coverage(question, *texts) == [0.5] * len(texts)
+    weighted = rarity_coverage(question, texts).tolist()
+    assert weighted[-1] > weighted[0] == weighted[1] == weighted[3]
+    assert rarity_coverage(question, ["tar and zip"]).tolist() == [0.0]
+    assert rarity_coverage("the of and", texts).tolist() == [0.0] * len(texts)

@@ -13,14 +13,9 @@ one) does not state it.
 
 from __future__ import annotations
 
-from itertools import pairwise
-
 from crag_edge.grading.keywords import tokenize
+from crag_edge.sentences import definition_pairs, paragraph_spans
 
-# A term is a short paragraph that does not end as a sentence does ("disable", "-l\n--list",
-# "--format=<fmt>"); a longer one is prose.
-TERM_MAX_CHARS = 40
-SENTENCE_END = ".:;?!"
 # The share of what a sentence says of its term that the term's definition must hold, as a
 # located sentence's passage holds its content terms.
 DEFINED_SHARE = 0.75
@@ -28,20 +23,14 @@ DEFINED_SHARE = 0.75
 
 def defined_terms(passage: str) -> list[tuple[str, str]]:
     """The (term, definition) pairs of `passage`: a term's paragraph and the prose one after it."""
-    paragraphs = _paragraphs(passage)
     return [
-        (term, definition)
-        for term, definition in pairwise(paragraphs)
-        if _is_term(term) and not _is_term(definition)
+        (passage[term[0] : term[1]], passage[definition[0] : definition[1]])
+        for term, definition in definition_pairs(passage)
     ]
 
 
 def _paragraphs(passage: str) -> list[str]:
-    return [part.strip() for part in passage.split("\n\n") if part.strip()]
-
-
-def _is_term(paragraph: str) -> bool:
-    return len(paragraph) <= TERM_MAX_CHARS and paragraph[-1] not in SENTENCE_END
+    return [passage[start:end] for start, end in paragraph_spans(passage)]
 
 
 def pairs_with_definition(claim: str, question: str, passage: str) -> bool:

@@ -1,16 +1,19 @@
 """Knowledge refinement (CRAG's decompose → filter → recompose).
 
 Kept evidence is split into strips (`sentences.sentence_strips`: whole sentences that stand
-alone, or fixed windows of words as in the CRAG paper's `fixed_num` mode), strips that
+alone, a short list item or definition-list entry whole, or fixed windows of words as in the
+CRAG paper's `fixed_num` mode), strips that
 overlapping chunks share are scored once, each strip is scored against the question, strips
 below the threshold are dropped, and the rest are recomposed in document order within a token
 budget, neighbouring strips of one document joined into one context piece.
 Offsets stay absolute (into the document's text), so citations point into the original
 documents.
 
-The default scorer is the cheapest one that separates strips: keyword coverage. On SciFact's
-rationale sentences it separates them about as well as embedding cosine blended with coverage,
-at a small fraction of its cost: measured in docs/correction.md.
+The default scorer is the cheapest one that separates strips: keyword coverage, each of the
+question's words weighted by how few of the strips hold it (`keywords.rarity_coverage`). On
+SciFact's rationale sentences it separates them about as well as embedding cosine blended with
+coverage, at a small fraction of its cost, and on reference manuals it keeps the sentence
+that answers where the page's own name fills every strip: measured in docs/correction.md.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from typing import Literal
 
 import numpy as np
 
-from crag_edge.grading.keywords import coverage
-from crag_edge.sentences import sentence_strips
+from crag_edge.grading.keywords import coverage, rarity_coverage
+from crag_edge.sentences import sentence_strips, whole_definitions
 from crag_edge.types import Chunk, Embedder, PairScorer, Span
 
 StripMode = Literal["sentences", "fixed_num", "selection"]
@@ -37,7 +40,9 @@ def decompose(chunk: Chunk, mode: StripMode, words_per_strip: int = 50) -> list[
     if mode == "selection":
         spans = [(0, len(chunk.text))]
     elif mode == "sentences":
-        spans = sentence_strips(chunk.text, mid_document=chunk.ordinal > 0)
+        spans = whole_definitions(
+            chunk.text, sentence_strips(chunk.text, mid_document=chunk.ordinal > 0)
+        )
     else:
         words = [(m.start(), m.end()) for m in _WORD.finditer(chunk.text)]
         spans = [
@@ -62,17 +67,17 @@ def score_strips(
     embedder: Embedder,
     cross_encoder: PairScorer | None = None,
 ) -> list[float]:
-    """Relevance of each strip: keyword coverage (`coverage`), its mean with embedding cosine
-    clipped at 0 (`embedding`), or the cross-encoder's probability (`cross_encoder`; coverage
-    when none is installed)."""
+    """Relevance of each strip: keyword coverage weighted by rarity among `strips`
+    (`coverage`), plain coverage's mean with embedding cosine clipped at 0 (`embedding`), or
+    the cross-encoder's probability (`cross_encoder`; the first when none is installed)."""
     if not strips:
         return []
     texts = [s.text for s in strips]
     if scorer == "cross_encoder" and cross_encoder is not None:
         return [float(x) for x in cross_encoder.score(question, texts).scores]
-    covered = coverage(question, texts)
     if scorer != "embedding":
-        return [float(x) for x in covered]
+        return [float(x) for x in rarity_coverage(question, texts)]
+    covered = coverage(question, texts)
     vectors = embedder.embed([question, *texts])
     cosine = np.clip(vectors[1:] @ vectors[0], 0.0, 1.0).astype(np.float64)
     return [float(x) for x in (cosine + covered) / 2.0]
@@ -234,7 +239,7 @@ def refine(
     *,
     mode: StripMode = "sentences",
     scorer: StripScorer = "coverage",
-    threshold: float = 0.1,
+    threshold: float = 0.05,
     budget_tokens: int = 4096,
     cross_encoder: PairScorer | None = None,
     anchor: Chunk | None = None,

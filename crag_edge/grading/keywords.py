@@ -19,6 +19,7 @@ index's, while the grading signals' weights and calibration were fitted on these
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -28,7 +29,16 @@ import numpy.typing as npt
 
 from crag_edge.kernels import keyword_coverage
 
-__all__ = ["STOPWORDS", "batch_terms", "coverage", "query_terms", "stem", "term_id", "tokenize"]
+__all__ = [
+    "STOPWORDS",
+    "batch_terms",
+    "coverage",
+    "query_terms",
+    "rarity_coverage",
+    "stem",
+    "term_id",
+    "tokenize",
+]
 
 _WORD = re.compile(r"[^\W_]+")
 _ASCII_WORD = re.compile(r"[a-z]+")
@@ -182,3 +192,21 @@ def coverage(query: str, texts: Sequence[str]) -> npt.NDArray[np.float64]:
     """Share of the query's terms each text holds (the keyword-coverage kernel's score)."""
     offsets, ids = batch_terms(texts)
     return keyword_coverage(query_terms(query), offsets, ids)
+
+
+def rarity_coverage(query: str, texts: Sequence[str]) -> npt.NDArray[np.float64]:
+    """Share of the query's terms each text holds, each term weighted by how few of `texts`
+    hold it (log(1 + n / (1 + texts holding it)), n the number of texts).
+
+    Ranking the sentences of the evidence kept for one question, a word most of them share
+    (the page's subject: "git", "archive" on git-archive's page) says nothing about which one
+    answers, while plain coverage counts it like the word that does ("formats"); on a short
+    question a few words make a few score levels, and the subject's sentences fill them."""
+    asked = set(tokenize(query))
+    held = [set(tokenize(text)) & asked for text in texts]
+    n = len(texts)
+    weight = {term: math.log1p(n / (1 + sum(term in terms for terms in held))) for term in asked}
+    total = sum(weight.values())
+    if not total:
+        return np.zeros(n, dtype=np.float64)
+    return np.array([sum(weight[t] for t in terms) / total for terms in held], dtype=np.float64)

@@ -1,0 +1,67 @@
+"""How often the answer's context still holds the evidence that grading kept, on a question set.
+
+Each answerable question of a set (`docs/data/<set>-qa.jsonl`) carries `evidence`, a pattern
+of the words that state its answer. The corrective loop runs once per question (no answer is
+written; model scores come from the corpus file's evaluation cache where a run left them),
+and two things are counted: questions whose kept chunks hold the evidence, and questions
+whose final context (refined strips within `context_budget_tokens`, or whole chunks on the
+fast path) still holds it. The gap is what refinement and the budget lose before the model
+reads a word; the questions lost are listed by id.
+
+    python scripts/measure_context_evidence.py --db git-set.db \
+        --questions docs/data/git-doc-qa.jsonl --json evidence.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from crag_edge.config import Settings
+from crag_edge.engine import Engine
+
+
+def _holds(pattern: re.Pattern[str], texts: list[str]) -> bool:
+    return any(pattern.search(" ".join(text.split())) for text in texts)
+
+
+def measure(engine: Engine, questions: list[dict[str, Any]]) -> dict[str, Any]:
+    kept_held, context_held, lost = 0, 0, []
+    for item in questions:
+        pattern = re.compile(item["evidence"], re.IGNORECASE)
+        result = engine.query(item["question"])
+        kept = [hit.chunk.text for hit, grade in result.hits if grade.kept]
+        in_context = _holds(pattern, [piece.text for piece in result.context])
+        in_kept = _holds(pattern, kept)
+        kept_held += in_kept
+        context_held += in_context
+        if in_kept and not in_context:
+            lost.append(item["id"])
+    return {
+        "answerable": len(questions),
+        "kept_holds_evidence": kept_held,
+        "context_holds_evidence": context_held,
+        "lost_by_refinement": lost,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, required=True)
+    parser.add_argument("--questions", type=Path, required=True)
+    parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
+    args = parser.parse_args()
+    lines = args.questions.read_text(encoding="utf-8").splitlines()
+    questions = [q for q in map(json.loads, lines) if q["in_corpus"] and q.get("evidence")]
+    with Engine.open(args.db, Settings.load()) as engine:
+        report = measure(engine, questions)
+    print(json.dumps(report, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
