@@ -87,6 +87,7 @@ def answered(
     passages: dict[int, str],
     sentences: list[str],
     embedder: OnnxEmbedder | None = None,
+    settings: AnswerSettings | None = None,
 ) -> tuple[str, CheckedAnswer]:
     """The text a reader sees of `sentences` written from `passages`, and the check."""
     result = CragResult(
@@ -98,7 +99,7 @@ def answered(
             yield from (f" {word}" if i or j else word for j, word in enumerate(sentence.split()))
         return "stop"
 
-    settings = AnswerSettings(support_budget_s=120.0)
+    settings = settings or AnswerSettings(support_budget_s=120.0)
     answer = CheckedAnswer(TextStream(pieces()), result, llm, settings, embedder=embedder)
     return "".join(answer), answer
 
@@ -407,3 +408,28 @@ def test_a_row_value_borrowed_for_another_subject_is_not_shown(smollm: LlamaRunt
     assert text == UNSUPPORTED
     [record] = answer.support.sentences
     assert record.checked_by == "row" and "without naming its subject" in record.reason
+
+
+def test_a_passages_words_restated_of_another_subject_are_not_shown(
+    smollm: LlamaRuntime, minilm: OnnxEmbedder
+) -> None:
+    """Whatever the judge says (here it passes everything), the generator's sentence said of
+    the crane is not shown, and the sentence pointing back to it goes with it."""
+    handbook = (
+        "Power\n\nThe harbour\u2019s emergency generator runs on biodiesel and is tested every "
+        "second Tuesday. Fuel for it is kept in the locked shed behind the crane."
+    )
+    sentences = [
+        "The harbour crane runs on biodiesel and is tested every second Tuesday [1].",
+        "Fuel for it is kept in the locked shed behind the crane [1].",
+    ]
+    lenient = AnswerSettings(
+        support_budget_s=120.0, support_threshold=0.0, support_threshold_located=0.0
+    )
+    question = "What fuel does the harbour crane run on?"
+    text, answer = answered(smollm, question, {1: handbook}, sentences, minilm, lenient)
+    assert text == UNSUPPORTED
+    swapped, pointing = answer.support.sentences
+    assert swapped.checked_by == "subject" and not swapped.shown
+    assert "the harbour's emergency generator" in swapped.reason
+    assert not pointing.shown

@@ -44,6 +44,7 @@ from crag_edge.answer.generation import (
 )
 from crag_edge.answer.narrowing import passage_places, sentence_locator
 from crag_edge.answer.pointing import Said, pointer_fault, statement_read
+from crag_edge.answer.restated import other_subject
 from crag_edge.answer.support import (
     CITATION,
     LlmSupport,
@@ -343,11 +344,24 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         self, text: str, passage: int | None, before: Said | None
     ) -> tuple[str, str] | None:
         """Whichever tier passed it, a sentence whose options or table values its passage
-        does not hold where the sentence puts them (`_option_fault`, `_row_fault`)."""
+        does not hold where the sentence puts them (`_option_fault`, `_row_fault`), or
+        whose words its passage says of another subject (`_subject_fault`)."""
         if passage is None or passage not in self._passages:
             return None
         claim = claim_text(text)
-        return self._option_fault(claim, passage) or self._row_fault(claim, passage, before)
+        return (
+            self._option_fault(claim, passage)
+            or self._row_fault(claim, passage, before)
+            or self._subject_fault(claim, passage)
+        )
+
+    def _subject_fault(self, claim: str, passage: int) -> tuple[str, str] | None:
+        """The passage's words restated of another subject (`restated.other_subject`):
+        "The harbour crane runs on biodiesel …" of "The harbour's emergency generator runs
+        on biodiesel …"."""
+        if (theirs := other_subject(claim, self._passages[passage])) is None:
+            return None
+        return "subject", f"says what passage [{passage}] says of {theirs}"
 
     def _option_fault(self, claim: str, passage: int) -> tuple[str, str] | None:
         """An option the passage does not hold (`support.unheld_options`), or one its

@@ -112,8 +112,10 @@ TURNING_WORDS = frozenset(
 PLAIN_WORD = re.compile(r"\w+(?:'\w+)*")
 MIN_QUOTE_WORDS = 5
 # A sentence that opens by pointing back ("This command …", "It …", "For example, …", "The
-# former …") leans on the one before.
+# former …"), or whose opening phrase holds the pointer ("Fuel for it …", "Most of them …"),
+# leans on the one before.
 BACK_REFERENCE = re.compile(
+    r"(?P<holder>(?:(?:the|a|an)\s+)?[^\W\d_][\w-]*\s+(?:for|of|in|on|from|with|to|about)\s+)?"
     r"(?:this|that|these|those|it|its|they|their|them|such|here|for (?:example|instance)"
     r"|the (?:former|latter|same))\b",
     re.IGNORECASE,
@@ -445,18 +447,24 @@ def names(claim: str) -> list[str]:
 
 def refers_back(sentence: str) -> bool:
     """Whether the sentence opens by pointing at the one before it ("This command is
-    described in [1].", "It also removes …"): shown without it, it would lend its subject to
-    a claim the reader cannot see."""
-    return BACK_REFERENCE.match(claim_text(sentence).lstrip("`*\"'(")) is not None
+    described in [1].", "It also removes …", "Fuel for it is kept …"): shown without it, it
+    would lend its subject to a claim the reader cannot see."""
+    return _back_reference(sentence) is not None
 
 
 def pointer_terms(claim: str) -> set[str]:
     """The terms of the words a sentence points back with ("This option", "These
     formats"): what they name is the sentence before, not something this one says. So "This
-    option is described in [1]." only speaks of the passages."""
-    if not refers_back(claim):
+    option is described in [1]." only speaks of the passages. In "Fuel for it" the pointer
+    is "it" alone: the fuel is this sentence's own."""
+    pointer = _back_reference(claim)
+    if pointer is None or pointer.group("holder"):
         return set()
     return set(tokenize(" ".join(claim.split()[:2])))
+
+
+def _back_reference(sentence: str) -> re.Match[str] | None:
+    return BACK_REFERENCE.match(claim_text(sentence).lstrip("`*\"'("))
 
 
 def candidates(terms: TermSupport, cited: Sequence[int]) -> list[int]:
