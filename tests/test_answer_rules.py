@@ -104,6 +104,7 @@ def answered(
     return "".join(answer), answer
 
 
+CLONE = "What name does git clone give the remote that tracks the upstream repository?"
 FEATURE = Said("This feature is known as parallel vacuum [3].", 3, True)
 RESTATED = "Index vacuum phases run in parallel using background workers."
 
@@ -261,6 +262,14 @@ PRUNE = "How long does git gc keep unreachable loose objects before pruning them
         ("How long is the rollback window of the migration?",
          "The rollback window of the migration is two hours [1].", True),
         ("How long is berth A1?", "Berth A1 is 12 m long [1].", True),
+        # What a thing is, answered only by what sets it: the name is never said.
+        (CLONE, "The name of the remote that tracks the upstream repository is given by the "
+         "`-o` or `--origin` option [3].", False),
+        (CLONE, "The remote is named origin; the `-o` option gives it another name [3].", True),
+        (CLONE, "The remote is origin, which is set by clone.defaultRemoteName [3].", True),
+        ("Which setting determines the fractional precision of the money type?",
+         "The fractional precision of the money type is determined by the database's "
+         "lc_monetary setting [1].", True),
     ],
 )  # fmt: skip
 def test_a_question_asking_for_a_quantity_or_an_option_is_answered_by_one(

@@ -20,7 +20,9 @@ Cheap signals only (the numbers are in docs/answer-quality.md, "Answers that ans
   (in digits or words) the question does not state, and one asking for a price, a length
   or a weight not by a quantity of another kind ("8 metres" for a cost: `answer.measures`);
   one asking who, by someone the question does not name (a name, an email address, a word
-  for a person or a group); one asking which option, by an option it does not name.
+  for a person or a group); one asking which option, by an option it does not name; and
+  one asking what a thing is, not by a sentence only saying what sets it ("The name of the
+  remote … is given by the `-o` option").
 A sentence that points back ("This limit is set to 10 by default.") borrows its subject from
 the one before it (`answer.pointing`), so it never answers alone: it supports the sentence it
 points to. A sentence that answers nothing supports one that does when it points back to it
@@ -84,6 +86,21 @@ PERSON_WORDS = frozenset(
         "lead chair superuser root vendor supplier"
     )
 )
+# A sentence whose predicate only names what sets the thing asked about ("The name of the
+# remote … is given by the `-o` option"): it says how the value is chosen, not what it is.
+SET_BY = re.compile(
+    r"\b(?:is|are) (?:given|specified|set|determined|controlled|configured|defined|chosen"
+    r"|selected|governed) (?:by|with|using|via|through)\b",
+    re.IGNORECASE,
+)
+EARLIER_PREDICATE = re.compile(r"\b(?:is|are|was|were|has|have)\b|\d", re.IGNORECASE)
+# A question asking what sets something ("Which setting determines …?", "Which variable
+# controls …?") is answered by what sets it.
+ASKS_WHAT_SETS = re.compile(
+    r"\b(?:determin|control|specif|configur|select|decid|chos|choos|govern)\w*"
+    r"|\b(?:which|what) (?:[\w-]+ )?(?:setting|variable|parameter|option|pragma|flag|key)s?\b",
+    re.IGNORECASE,
+)
 CAPITALISED = re.compile(r"\b[A-Z][\w-]*")
 EMAIL = re.compile(r"\S+@\S+\.\w+")
 WORD = re.compile(r"\w+")
@@ -133,6 +150,8 @@ def _kind_stated(question: str, claim: str) -> bool:
         return bool(options_named(claim) - options_named(question))
     if of_another_kind(question, claim) or unmeasured(question, claim):
         return False
+    if _only_says_what_sets_it(question, claim):
+        return False
     if not WANTS_NUMBER.search(question):
         return True
     given = {m.group() for m in NUMBER.finditer(question)}
@@ -142,6 +161,17 @@ def _kind_stated(question: str, claim: str) -> bool:
         quantities |= FREQUENCY_WORDS
     words = {w.lower() for w in WORD.findall(claim)} & quantities
     return bool(stated or words)
+
+
+def _only_says_what_sets_it(question: str, claim: str) -> bool:
+    """Whether the claim's predicate names only what sets the thing asked about ("… is given
+    by the `-o` or `--origin` option") where the question asks what the thing is ("What
+    name does git clone give the remote …?"): no value comes before it, and the question
+    does not ask what sets it ("Which setting determines the precision?")."""
+    setter = SET_BY.search(claim)
+    if setter is None or ASKS_WHAT_SETS.search(question):
+        return False
+    return EARLIER_PREDICATE.search(claim, 0, setter.start()) is None
 
 
 def _names_someone(question: str, claim: str) -> bool:
