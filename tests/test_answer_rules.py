@@ -267,6 +267,9 @@ PRUNE = "How long does git gc keep unreachable loose objects before pruning them
          "`-o` or `--origin` option [3].", False),
         (CLONE, "The remote is named origin; the `-o` option gives it another name [3].", True),
         (CLONE, "The remote is origin, which is set by clone.defaultRemoteName [3].", True),
+        ("What is the default maximum number of bytes in a string or BLOB?",
+         "The default maximum number of bytes in a string or BLOB is defined by the macro "
+         "SQLITE_MAX_LENGTH, which defaults to 1 billion [7].", True),
         ("Which setting determines the fractional precision of the money type?",
          "The fractional precision of the money type is determined by the database's "
          "lc_monetary setting [1].", True),

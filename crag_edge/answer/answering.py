@@ -93,7 +93,8 @@ SET_BY = re.compile(
     r"|selected|governed) (?:by|with|using|via|through)\b",
     re.IGNORECASE,
 )
-EARLIER_PREDICATE = re.compile(r"\b(?:is|are|was|were|has|have)\b|\d", re.IGNORECASE)
+# A value said beside it: a predicate of its own or a number ("…, which defaults to 1 billion").
+VALUE_SAID = re.compile(r"\b(?:is|are|was|were|has|have|defaults?)\b|\d", re.IGNORECASE)
 # A question asking what sets something ("Which setting determines …?", "Which variable
 # controls …?") is answered by what sets it.
 ASKS_WHAT_SETS = re.compile(
@@ -166,12 +167,14 @@ def _kind_stated(question: str, claim: str) -> bool:
 def _only_says_what_sets_it(question: str, claim: str) -> bool:
     """Whether the claim's predicate names only what sets the thing asked about ("… is given
     by the `-o` or `--origin` option") where the question asks what the thing is ("What
-    name does git clone give the remote …?"): no value comes before it, and the question
+    name does git clone give the remote …?"): no value is said before or after it ("… is
+    defined by SQLITE_MAX_LENGTH, which defaults to 1 billion" answers), and the question
     does not ask what sets it ("Which setting determines the precision?")."""
     setter = SET_BY.search(claim)
     if setter is None or ASKS_WHAT_SETS.search(question):
         return False
-    return EARLIER_PREDICATE.search(claim, 0, setter.start()) is None
+    beside = claim[: setter.start()] + " " + claim[setter.end() :]
+    return VALUE_SAID.search(beside) is None
 
 
 def _names_someone(question: str, claim: str) -> bool:
