@@ -45,3 +45,8 @@ def test_a_sentence_ending_as_a_passage_sentence_about_another_subject(
 )
 def test_the_passages_own_subject_or_another_shape_is_left_alone(claim: str) -> None:
     assert other_subject(claim, f"{HANDBOOK}\n\n{INVOICE}") is None
+
+
+def test_a_closing_phrase_pointing_at_the_passages_is_set_aside() -> None:
+    claim = "The harbour crane runs on biodiesel, as stated in the passage."
+    assert other_subject(claim, HANDBOOK) == "the harbour's emergency generator"

@@ -370,7 +370,7 @@ def held_words(text: str) -> set[str]:
 
 
 def _plain_words(text: str) -> set[str]:
-    return set(_words(text))
+    return set(plain_words(text))
 
 
 def quotes(claim: str, passage: str) -> bool:
@@ -379,13 +379,22 @@ def quotes(claim: str, passage: str) -> bool:
     fragment ("It is two hours.") is not read as a quote. A table row's words are its cells'
     values as the table shows them, without the column names its record adds
     (`record_values`): "boolean 1 byte state of true or false" quotes the row."""
-    words = _words(claim)
-    while words and (words[-1] in STOPWORDS or set(tokenize(words[-1])) <= META_TERMS):
-        words.pop()
+    words = closing_trimmed(plain_words(claim))
     if len(words) < MIN_QUOTE_WORDS:
         return False
     said = f" {' '.join(words)} "
-    return any(said in f" {' '.join(_words(text))} " for text in (passage, record_values(passage)))
+    return any(
+        said in f" {' '.join(plain_words(text))} " for text in (passage, record_values(passage))
+    )
+
+
+def closing_trimmed(words: list[str]) -> list[str]:
+    """`words` (`plain_words`) without a closing phrase that only points at the passages
+    ("…, as stated in the passage")."""
+    end = len(words)
+    while end and (words[end - 1] in STOPWORDS or set(tokenize(words[end - 1])) <= META_TERMS):
+        end -= 1
+    return words[:end]
 
 
 def quoted_row(claim: str, passage: str) -> str | None:
@@ -400,7 +409,9 @@ def quoted_row(claim: str, passage: str) -> str | None:
     return None
 
 
-def _words(text: str) -> list[str]:
+def plain_words(text: str) -> list[str]:
+    """The words of `text` as a quote is compared: case-folded, an apostrophe kept inside a
+    word."""
     folded = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
     return PLAIN_WORD.findall(folded)
 
