@@ -270,6 +270,9 @@ PRUNE = "How long does git gc keep unreachable loose objects before pruning them
         ("What is the default maximum number of bytes in a string or BLOB?",
          "The default maximum number of bytes in a string or BLOB is defined by the macro "
          "SQLITE_MAX_LENGTH, which defaults to 1 billion [7].", True),
+        ("Which git stash subcommand applies a stashed state and removes it from the list?",
+         "The default behaviour of git stash show is given by the stash.showStat and "
+         "stash.showPatch config variables [1].", False),
         ("Which setting determines the fractional precision of the money type?",
          "The fractional precision of the money type is determined by the database's "
          "lc_monetary setting [1].", True),

@@ -94,7 +94,7 @@ SET_BY = re.compile(
     re.IGNORECASE,
 )
 # A value said beside it: a predicate of its own or a number ("…, which defaults to 1 billion").
-VALUE_SAID = re.compile(r"\b(?:is|are|was|were|has|have|defaults?)\b|\d", re.IGNORECASE)
+VALUE_SAID = re.compile(r"\b(?:is|are|was|were|has|have|defaults? to)\b|\d", re.IGNORECASE)
 # A question asking what sets something ("Which setting determines …?", "Which variable
 # controls …?") is answered by what sets it.
 ASKS_WHAT_SETS = re.compile(
