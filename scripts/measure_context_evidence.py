@@ -6,7 +6,8 @@ written; model scores come from the corpus file's evaluation cache where a run l
 and two things are counted: questions whose kept chunks hold the evidence, and questions
 whose final context (refined strips within `context_budget_tokens`, or whole chunks on the
 fast path) still holds it. The gap is what refinement and the budget lose before the model
-reads a word; the questions lost are listed by id.
+reads a word; the questions lost are listed by id, and so are those whose retrieved chunks
+held the evidence that grading then discarded.
 
     python scripts/measure_context_evidence.py --db git-set.db \
         --questions docs/data/git-doc-qa.jsonl --json evidence.json
@@ -29,7 +30,7 @@ def _holds(pattern: re.Pattern[str], texts: list[str]) -> bool:
 
 
 def measure(engine: Engine, questions: list[dict[str, Any]]) -> dict[str, Any]:
-    kept_held, context_held, lost = 0, 0, []
+    kept_held, context_held, lost, discarded = 0, 0, [], []
     for item in questions:
         pattern = re.compile(item["evidence"], re.IGNORECASE)
         result = engine.query(item["question"])
@@ -40,11 +41,14 @@ def measure(engine: Engine, questions: list[dict[str, Any]]) -> dict[str, Any]:
         context_held += in_context
         if in_kept and not in_context:
             lost.append(item["id"])
+        if not in_kept and _holds(pattern, [hit.chunk.text for hit, _ in result.hits]):
+            discarded.append(item["id"])
     return {
         "answerable": len(questions),
         "kept_holds_evidence": kept_held,
         "context_holds_evidence": context_held,
         "lost_by_refinement": lost,
+        "discarded_by_grading": discarded,
     }
 
 

@@ -273,6 +273,13 @@ PRUNE = "How long does git gc keep unreachable loose objects before pruning them
         ("Which git stash subcommand applies a stashed state and removes it from the list?",
          "The default behaviour of git stash show is given by the stash.showStat and "
          "stash.showPatch config variables [1].", False),
+        ("What is the default maximum host parameter number (SQLITE_MAX_VARIABLE_NUMBER) "
+         "for SQLite versions after 3.32.0?",
+         "The maximum host parameter number can be lowered at run-time using the "
+         "sqlite3_limit(db,SQLITE_LIMIT_VARIABLE_NUMBER,size) interface [4].", False),
+        ("What is the default maximum host parameter number (SQLITE_MAX_VARIABLE_NUMBER) "
+         "for SQLite versions after 3.32.0?",
+         "The maximum host parameter number is 32766 for SQLite versions after 3.32.0.", True),
         ("Which setting determines the fractional precision of the money type?",
          "The fractional precision of the money type is determined by the database's "
          "lc_monetary setting [1].", True),
@@ -448,3 +455,29 @@ def test_a_passages_words_restated_of_another_subject_are_not_shown(
     assert swapped.checked_by == "subject" and not swapped.shown
     assert "the harbour's emergency generator" in swapped.reason
     assert not pointing.shown
+
+
+def test_a_neighbouring_entrys_definition_said_of_a_term_is_not_shown(
+    smollm: LlamaRuntime, minilm: OnnxEmbedder
+) -> None:
+    """Whatever the judge says (here it passes everything), pop's definition said of apply,
+    the entry beside it, is not shown."""
+    passages = {
+        1: "pop [--index] [<stash>]\n\nRemove a single stashed state from the stash list and "
+        "apply it on top of the current working tree state.",
+        2: "apply [--index] [<stash>]\n\nLike pop, but do not remove the state from the stash "
+        "list.",
+    }
+    sentence = (
+        "The git stash apply command applies a stashed state and removes it from the stash "
+        "list [1]."
+    )
+    lenient = AnswerSettings(
+        support_budget_s=120.0, support_threshold=0.0, support_threshold_located=0.0
+    )
+    question = "Which git stash subcommand applies a stashed state and removes it from the list?"
+    text, answer = answered(smollm, question, passages, [sentence], minilm, lenient)
+    assert text == UNSUPPORTED
+    (record,) = answer.support.sentences
+    assert record.checked_by == "entry" and not record.shown
+    assert record.reason == "says of apply what passage [1] says of pop"

@@ -53,8 +53,10 @@ FRAME_TERMS = frozenset(
 WANTS_NUMBER = re.compile(
     r"\bhow (?:many|much|long|old|often|large|big|far|few|high|low|deep|wide|soon)\b"
     r"|\bwhat (?:size|year|port|number|percentage|age)\b"
-    # "What is the default maximum length of a string?", "At what WAL file size …?"
-    r"|\bwhat is the (?:[\w-]+ ){0,3}?(?:size|length|limit|number|count)(?: of| for| in|\?|$)"
+    # "What is the default maximum length of a string?", "At what WAL file size …?", "What is
+    # the default maximum host parameter number (SQLITE_MAX_VARIABLE_NUMBER) …?"
+    r"|\bwhat is the (?:[\w-]+ ){0,4}?(?:size|length|limit|number|count)"
+    r"(?: of| for| in| \(|\?|$)"
     r"|\bat what (?:[\w-]+ ){0,3}?(?:size|length|age|count|number)\b",
     re.IGNORECASE,
 )

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 
 from crag_edge.answer.answering import Answering, Asked, read_against
 from crag_edge.answer.attribution import drawn_from, drawn_from_note
+from crag_edge.answer.entries import said_of_neighbour
 from crag_edge.answer.generation import (
     UNSUPPORTED,
     AnswerFinish,
@@ -353,6 +354,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             self._option_fault(claim, passage)
             or self._row_fault(claim, passage, before)
             or self._subject_fault(claim, passage)
+            or self._neighbour_fault(claim, passage)
         )
 
     def _subject_fault(self, claim: str, passage: int) -> tuple[str, str] | None:
@@ -362,6 +364,15 @@ class CheckedAnswer(TextStream[AnswerFinish]):
         if (theirs := other_subject(claim, self._passages[passage])) is None:
             return None
         return "subject", f"says what passage [{passage}] says of {theirs}"
+
+    def _neighbour_fault(self, claim: str, passage: int) -> tuple[str, str] | None:
+        """A definition entry's words said of the term beside it
+        (`entries.said_of_neighbour`): "The git stash apply command applies a stashed state
+        and removes it …" of pop's entry."""
+        item = next(item for item in self._context if item.n == passage)
+        if (names := said_of_neighbour(claim, self._question, item, self._context)) is None:
+            return None
+        return "entry", f"says of {names[0]} what passage [{passage}] says of {names[1]}"
 
     def _option_fault(self, claim: str, passage: int) -> tuple[str, str] | None:
         """An option the passage does not hold (`support.unheld_options`), or one its

@@ -1,0 +1,96 @@
+"""A definition entry's words said of the term beside it.
+
+Reference manuals list subcommands side by side, and neighbours are described through each
+other: git stash's `pop` entry ("Remove a single stashed state from the stash list and apply
+it …") and `apply`'s ("Like pop, but do not remove the state from the stash list"). Asked
+which subcommand applies a stash and removes it, a small model wrote "The git stash apply
+command applies a stashed state and removes it from the stash list", credited to pop's
+entry: every word but the name is pop's definition, and the small judge, reading words and
+not the negation in apply's entry, passed it at 0.86.
+
+So a sentence is not stated by an entry whose definition holds what it says (the share of
+its words beyond the names that a term's definition must hold for the term to be paired
+with it, `definitions.DEFINED_SHARE`) when it names another term the context defines and not
+the entry's own, unless that other term's definition holds as much of it. A term is named
+when the sentence writes its first word as a name: in code, after a word of the question
+("git stash apply"), or before the word for what it is ("the apply subcommand"); a verb
+that happens to spell a neighbour's name ("… and applies it") names nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from crag_edge.answer.definitions import DEFINED_SHARE, defined_terms
+from crag_edge.grading.keywords import STOPWORDS, tokenize
+from crag_edge.result import ContextItem
+
+# What a manual calls an entry of its lists, written after its name ("the pop subcommand").
+KINDS = r"(?:sub)?commands?|options?|flags?|modes?|settings?|actions?|verbs?"
+KIND_TERMS = frozenset(tokenize("subcommand command option flag mode setting action verb"))
+# An entry's name: a lower-case word opening its term ("pop [--index]", "set"); a term
+# opening with a capital is a heading ("NAME", "Notes") or a label, not a list's entry.
+NAME = re.compile(r"^[a-z][\w-]*")
+# A negation and the rest of its clause: words a definition says are not so ("Like pop, but
+# do not remove the state from the stash list") are not what it holds.
+NEGATED = re.compile(r"\b(?:not|never|no|without|cannot)\b[^,.;:]*", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A defined term: its name (the term's first word, lower-cased) and its definition."""
+
+    name: str
+    definition: str
+
+
+def entries(passage: str) -> list[Entry]:
+    """The entries `passage` defines, each named by its term's first word."""
+    found = []
+    for term, definition in defined_terms(passage):
+        if (first := NAME.search(term.strip())) is not None and first.group() not in STOPWORDS:
+            found.append(Entry(first.group(), definition))
+    return found
+
+
+def said_of_neighbour(
+    claim: str, question: str, item: ContextItem, context: Sequence[ContextItem]
+) -> tuple[str, str] | None:
+    """(the term named, the entry's own term) when `claim` says what one of `item`'s entries
+    defines of a neighbouring term the context defines, or None. What the claim says is its
+    words less the names it writes, the words for what an entry is and the page's title
+    (every entry of git-remote(1) is about a remote: those words tell no entry apart)."""
+    neighbours = {entry.name: entry for other in context for entry in entries(other.text)}
+    asked = set(re.findall(r"[\w-]+", question.lower()))
+    named = [n for n in neighbours if n not in asked and _names(claim, question, n)]
+    claim_terms = set(tokenize(claim))
+    shared = {term for name in named for term in tokenize(name)} | set(tokenize(item.title))
+    described = claim_terms - shared - KIND_TERMS
+    for entry in entries(item.text):
+        if set(tokenize(entry.name)) & claim_terms or not _holds(described, entry):
+            continue
+        for name in named:
+            if not _holds(described, neighbours[name]):
+                return name, entry.name
+    return None
+
+
+def _names(claim: str, question: str, name: str) -> bool:
+    """Whether the claim writes `name` as a name (module docstring), not as a word."""
+    word = re.escape(name)
+    asked = "|".join(
+        re.escape(w) for w in re.findall(r"[\w-]+", question.lower()) if w not in STOPWORDS
+    )
+    forms = [rf"`[^`]*\b{word}\b[^`]*`", rf"\b{word}\s+(?:{KINDS})\b"]
+    if asked:
+        forms.append(rf"\b(?:{asked})\s+{word}\b")
+    return any(re.search(form, claim, re.IGNORECASE) for form in forms)
+
+
+def _holds(described: set[str], entry: Entry) -> bool:
+    """Whether the entry's definition holds `DEFINED_SHARE` of the claim's words beyond the
+    names it writes."""
+    held = described & set(tokenize(NEGATED.sub(" ", entry.definition)))
+    return bool(described) and len(held) >= DEFINED_SHARE * len(described)
