@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from crag_edge.answer.entries import said_of_neighbour
+from crag_edge.answer.entries import said_of_neighbour, value_of_unnamed
 from crag_edge.answer.restated import other_subject
 from crag_edge.answer.support import claim_text
 from crag_edge.result import ContextItem
@@ -30,6 +30,7 @@ RULES: dict[str, Rule] = {
     "entry": lambda claim, question, item, context: said_of_neighbour(
         claim, question, item, context
     ),
+    "unnamed": lambda claim, question, item, _c: value_of_unnamed(claim, question, item),
 }
 
 

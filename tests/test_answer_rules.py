@@ -481,3 +481,24 @@ def test_a_neighbouring_entrys_definition_said_of_a_term_is_not_shown(
     (record,) = answer.support.sentences
     assert record.checked_by == "entry" and not record.shown
     assert record.reason == "says of apply what passage [1] says of pop"
+
+
+def test_an_entrys_value_given_to_a_subject_its_passage_never_names_is_not_shown(
+    smollm: LlamaRuntime, minilm: OnnxEmbedder
+) -> None:
+    passages = {
+        1: "gc.rerereResolved\n\nRecords of conflicted merge you resolved earlier are kept for "
+        "this many days when git rerere gc is run. The default is 60 days."
+    }
+    lenient = AnswerSettings(
+        support_budget_s=120.0, support_threshold=0.0, support_threshold_located=0.0
+    )
+    question = "How long are reflog entries kept by default?"
+    sentence = "Reflog entries are kept for 60 days by default [1]."
+    text, answer = answered(smollm, question, passages, [sentence], minilm, lenient)
+    assert text == UNSUPPORTED
+    (record,) = answer.support.sentences
+    assert record.checked_by == "entry" and not record.shown
+    assert record.reason == (
+        "gives gc.rerereResolved's value in passage [1] to reflog, which it never names"
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crag_edge.answer.entries import entries, said_of_neighbour
+from crag_edge.answer.entries import entries, said_of_neighbour, value_of_unnamed
 from crag_edge.result import ContextItem
 
 POP = (
@@ -68,3 +68,31 @@ def test_the_entrys_own_name_a_verb_or_shared_words_are_left_alone(
     claim: str, question: str, context: list[ContextItem]
 ) -> None:
     assert said_of_neighbour(claim, question, context[0], context) is None
+
+
+RERERE = (
+    "gc.rerereResolved\n\nRecords of conflicted merge you resolved earlier are kept for this "
+    "many days when git rerere gc is run. The default is 60 days. See git-rerere(1)."
+)
+REFLOG_Q = "How long are reflog entries kept by default?"
+
+
+def test_an_entrys_value_said_of_a_subject_the_passage_never_names() -> None:
+    claim = "Reflog entries are kept for 60 days by default."
+    found = value_of_unnamed(claim, REFLOG_Q, item(1, RERERE, "git-gc(1)"))
+    assert found == ("reflog", "gc.rerereResolved")
+
+
+@pytest.mark.parametrize(
+    ("claim", "passage"),
+    [  # the passage names the subject; the sentence names the entry; no value of its own
+        ("Reflog entries are kept for 60 days by default.",
+         RERERE + " Reflog entries are kept as long as gc.reflogExpire says."),
+        ("Reflog entries are kept for 60 days, as gc.rerereResolved sets.", RERERE),
+        ("Reflog entries are kept by default.", RERERE),
+    ],
+)  # fmt: skip
+def test_a_subject_the_passage_names_or_the_entry_named_is_left_alone(
+    claim: str, passage: str
+) -> None:
+    assert value_of_unnamed(claim, REFLOG_Q, item(1, passage, "git-gc(1)")) is None

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 
 from crag_edge.answer.answering import Answering, Asked, read_against
 from crag_edge.answer.attribution import drawn_from, drawn_from_note
-from crag_edge.answer.entries import said_of_neighbour
+from crag_edge.answer.entries import said_of_neighbour, value_of_unnamed
 from crag_edge.answer.generation import (
     UNSUPPORTED,
     AnswerFinish,
@@ -354,7 +354,7 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             self._option_fault(claim, passage)
             or self._row_fault(claim, passage, before)
             or self._subject_fault(claim, passage)
-            or self._neighbour_fault(claim, passage)
+            or self._entry_fault(claim, passage)
         )
 
     def _subject_fault(self, claim: str, passage: int) -> tuple[str, str] | None:
@@ -365,14 +365,20 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             return None
         return "subject", f"says what passage [{passage}] says of {theirs}"
 
-    def _neighbour_fault(self, claim: str, passage: int) -> tuple[str, str] | None:
+    def _entry_fault(self, claim: str, passage: int) -> tuple[str, str] | None:
         """A definition entry's words said of the term beside it
-        (`entries.said_of_neighbour`): "The git stash apply command applies a stashed state
-        and removes it …" of pop's entry."""
+        (`entries.said_of_neighbour`: "The git stash apply command … removes it …" of pop's
+        entry), or its value said of a subject the passage never names
+        (`entries.value_of_unnamed`: "Reflog entries are kept for 60 days" of
+        gc.rerereResolved's)."""
         item = next(item for item in self._context if item.n == passage)
-        if (names := said_of_neighbour(claim, self._question, item, self._context)) is None:
-            return None
-        return "entry", f"says of {names[0]} what passage [{passage}] says of {names[1]}"
+        if names := said_of_neighbour(claim, self._question, item, self._context):
+            return "entry", f"says of {names[0]} what passage [{passage}] says of {names[1]}"
+        if unnamed := value_of_unnamed(claim, self._question, item):
+            subject, term = unnamed
+            why = f"gives {term}'s value in passage [{passage}] to {subject}, which it never names"
+            return "entry", why
+        return None
 
     def _option_fault(self, claim: str, passage: int) -> tuple[str, str] | None:
         """An option the passage does not hold (`support.unheld_options`), or one its

@@ -15,6 +15,14 @@ the entry's own, unless that other term's definition holds as much of it. A term
 when the sentence writes its first word as a name: in code, after a word of the question
 ("git stash apply"), or before the word for what it is ("the apply subcommand"); a verb
 that happens to spell a neighbour's name ("… and applies it") names nothing.
+
+The same list lends its values to subjects it never names. Asked how long reflog entries are
+kept, the model wrote "Reflog entries are kept for 60 days by default [1]" from
+gc.rerereResolved's entry ("Records of conflicted merge you resolved earlier are kept for
+this many days … The default is 60 days."), and the judge passed it at 0.81. A sentence whose
+answer (its facts beyond the question's) an entry's definition holds, that does not name the
+entry, and whose first content word is one of the question's that neither the passage nor
+its page's title writes, states that value of a subject the passage never speaks of.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from crag_edge.answer.definitions import DEFINED_SHARE, defined_terms
+from crag_edge.answer.support import WORD, answer_facts, held_words, plain_words
 from crag_edge.grading.keywords import STOPWORDS, tokenize
 from crag_edge.result import ContextItem
 
@@ -43,6 +52,7 @@ class Entry:
     """A defined term: its name (the term's first word, lower-cased) and its definition."""
 
     name: str
+    term: str
     definition: str
 
 
@@ -51,7 +61,7 @@ def entries(passage: str) -> list[Entry]:
     found = []
     for term, definition in defined_terms(passage):
         if (first := NAME.search(term.strip())) is not None and first.group() not in STOPWORDS:
-            found.append(Entry(first.group(), definition))
+            found.append(Entry(first.group(), term.splitlines()[0], definition))
     return found
 
 
@@ -74,6 +84,24 @@ def said_of_neighbour(
         for name in named:
             if not _holds(described, neighbours[name]):
                 return name, entry.name
+    return None
+
+
+def value_of_unnamed(claim: str, question: str, item: ContextItem) -> tuple[str, str] | None:
+    """(the subject's word, the entry's term) when `claim` states an entry's value of a
+    subject `item` never names (module docstring), or None."""
+    answer = answer_facts(claim, question)
+    opening = [w for w in plain_words(claim) if w not in STOPWORDS and WORD.fullmatch(w)][:1]
+    if not answer or not opening:
+        return None
+    subject = set(tokenize(opening[0]))
+    written = set(tokenize(item.text)) | set(tokenize(item.title))
+    if not subject or not subject <= set(tokenize(question)) or subject & written:
+        return None
+    said = set(tokenize(claim))
+    for entry in entries(item.text):
+        if answer <= held_words(entry.definition) and not set(tokenize(entry.name)) & said:
+            return opening[0], entry.term
     return None
 
 
