@@ -7,7 +7,13 @@ and two things are counted: questions whose kept chunks hold the evidence, and q
 whose final context (refined strips within `context_budget_tokens`, or whole chunks on the
 fast path) still holds it. The gap is what refinement and the budget lose before the model
 reads a word; the questions lost are listed by id, and so are those whose retrieved chunks
-held the evidence that grading then discarded.
+held the evidence that grading then discarded. Grading itself is scored too: the ROC-AUC of
+every graded hit's final score against whether it holds its question's evidence, and the
+decisions the loop reached on the set's off-corpus questions.
+
+`--without-diversity` holds the signals tier's source diversity at 1 for every hit (as in
+the pair measurements of docs/grading.md, where each pair is a source of its own), to
+measure what the penalty on a page with many hits does.
 
     python scripts/measure_context_evidence.py --db git-set.db \
         --questions docs/data/git-doc-qa.jsonl --json evidence.json
@@ -18,22 +24,41 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from crag_edge.config import Settings
 from crag_edge.engine import Engine
+from crag_edge.grading import signals
+from crag_edge.grading.auc import roc_auc
 
 
 def _holds(pattern: re.Pattern[str], texts: list[str]) -> bool:
     return any(pattern.search(" ".join(text.split())) for text in texts)
 
 
+def _no_diversity(source_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    return np.ones(len(source_ids), dtype=np.float64)
+
+
 def measure(engine: Engine, questions: list[dict[str, Any]]) -> dict[str, Any]:
     kept_held, context_held, lost, discarded = 0, 0, [], []
+    scores: list[float] = []
+    relevant: list[int] = []
+    off_corpus: Counter[str] = Counter()
     for item in questions:
-        pattern = re.compile(item["evidence"], re.IGNORECASE)
         result = engine.query(item["question"])
+        if not item["in_corpus"]:
+            off_corpus[str(result.decision)] += 1
+            continue
+        pattern = re.compile(item["evidence"], re.IGNORECASE)
+        for hit, grade in result.hits:
+            scores.append(grade.score)
+            relevant.append(int(_holds(pattern, [hit.chunk.text])))
         kept = [hit.chunk.text for hit, grade in result.hits if grade.kept]
         in_context = _holds(pattern, [piece.text for piece in result.context])
         in_kept = _holds(pattern, kept)
@@ -44,11 +69,13 @@ def measure(engine: Engine, questions: list[dict[str, Any]]) -> dict[str, Any]:
         if not in_kept and _holds(pattern, [hit.chunk.text for hit, _ in result.hits]):
             discarded.append(item["id"])
     return {
-        "answerable": len(questions),
+        "answerable": len(questions) - off_corpus.total(),
         "kept_holds_evidence": kept_held,
         "context_holds_evidence": context_held,
         "lost_by_refinement": lost,
         "discarded_by_grading": discarded,
+        "hit_auc": round(roc_auc(scores, relevant), 3),
+        "off_corpus_decisions": dict(off_corpus),
     }
 
 
@@ -57,9 +84,12 @@ def main() -> None:
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--questions", type=Path, required=True)
     parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
+    parser.add_argument("--without-diversity", action="store_true")
     args = parser.parse_args()
+    if args.without_diversity:
+        signals.source_uniqueness = _no_diversity  # type: ignore[assignment]
     lines = args.questions.read_text(encoding="utf-8").splitlines()
-    questions = [q for q in map(json.loads, lines) if q["in_corpus"] and q.get("evidence")]
+    questions = [q for q in map(json.loads, lines) if not q["in_corpus"] or q.get("evidence")]
     with Engine.open(args.db, Settings.load()) as engine:
         report = measure(engine, questions)
     print(json.dumps(report, indent=2))
