@@ -96,3 +96,10 @@ def test_a_subject_the_passage_names_or_the_entry_named_is_left_alone(
     claim: str, passage: str
 ) -> None:
     assert value_of_unnamed(claim, REFLOG_Q, item(1, passage, "git-gc(1)")) is None
+
+
+def test_a_word_that_only_frames_the_question_is_no_subject() -> None:
+    listen = "listen\n\nThe TCP port the server accepts connections on; 5432 unless changed."
+    claim = "Default port is 5432."
+    question = "What is the default port of the server?"
+    assert value_of_unnamed(claim, question, item(1, listen, "server(1)")) is None

@@ -21,8 +21,9 @@ kept, the model wrote "Reflog entries are kept for 60 days by default [1]" from
 gc.rerereResolved's entry ("Records of conflicted merge you resolved earlier are kept for
 this many days … The default is 60 days."), and the judge passed it at 0.81. A sentence whose
 answer (its facts beyond the question's) an entry's definition holds, that does not name the
-entry, and whose first content word is one of the question's that neither the passage nor
-its page's title writes, states that value of a subject the passage never speaks of.
+entry, and whose first content word is one the question asks about (not a word that only
+frames it, such as "default") that neither the passage nor its page's title writes, states
+that value of a subject the passage never speaks of.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from crag_edge.answer.answering import focus_terms
 from crag_edge.answer.definitions import DEFINED_SHARE, defined_terms
 from crag_edge.answer.support import WORD, answer_facts, held_words, plain_words
 from crag_edge.grading.keywords import STOPWORDS, tokenize
@@ -96,7 +98,7 @@ def value_of_unnamed(claim: str, question: str, item: ContextItem) -> tuple[str,
         return None
     subject = set(tokenize(opening[0]))
     written = set(tokenize(item.text)) | set(tokenize(item.title))
-    if not subject or not subject <= set(tokenize(question)) or subject & written:
+    if not subject or not subject <= focus_terms(question) or subject & written:
         return None
     said = set(tokenize(claim))
     for entry in entries(item.text):
