@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from crag_edge.answer.entries import said_of_neighbour, value_of_unnamed
+from crag_edge.answer.entries import passed_over, said_of_neighbour, value_of_unnamed
 from crag_edge.answer.restated import other_subject
 from crag_edge.answer.support import claim_text
 from crag_edge.result import ContextItem
@@ -31,6 +31,7 @@ RULES: dict[str, Rule] = {
         claim, question, item, context
     ),
     "unnamed": lambda claim, question, item, _c: value_of_unnamed(claim, question, item),
+    "passed-over": lambda claim, question, item, _c: passed_over(claim, question, item.text),
 }
 
 

@@ -502,3 +502,23 @@ def test_an_entrys_value_given_to_a_subject_its_passage_never_names_is_not_shown
     assert record.reason == (
         "gives gc.rerereResolved's value in passage [1] to reflog, which it never names"
     )
+
+
+def test_a_command_named_over_the_sibling_the_question_names_is_not_shown(
+    smollm: LlamaRuntime, minilm: OnnxEmbedder
+) -> None:
+    passages = {
+        1: "If a working tree is deleted without using git worktree remove, then its "
+        "administrative files will eventually be removed automatically, or you can run git "
+        "worktree prune to clean up any stale administrative files."
+    }
+    lenient = AnswerSettings(
+        support_budget_s=120.0, support_threshold=0.0, support_threshold_located=0.0
+    )
+    question = "Which command removes a linked working tree?"
+    sentence = "The command to remove a linked working tree is `git worktree prune` [1]."
+    text, answer = answered(smollm, question, passages, [sentence], minilm, lenient)
+    assert text == UNSUPPORTED
+    (record,) = answer.support.sentences
+    assert record.checked_by == "entry" and not record.shown
+    assert record.reason == "names git worktree prune where passage [1] names git worktree remove"

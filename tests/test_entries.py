@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crag_edge.answer.entries import entries, said_of_neighbour, value_of_unnamed
+from crag_edge.answer.entries import entries, passed_over, said_of_neighbour, value_of_unnamed
 from crag_edge.result import ContextItem
 
 POP = (
@@ -103,3 +103,29 @@ def test_a_word_that_only_frames_the_question_is_no_subject() -> None:
     claim = "Default port is 5432."
     question = "What is the default port of the server?"
     assert value_of_unnamed(claim, question, item(1, listen, "server(1)")) is None
+
+
+WORKTREE = (
+    "If a working tree is deleted without using git worktree remove, then its administrative "
+    "files will eventually be removed automatically, or you can run git worktree prune in "
+    "the main or any linked worktree to clean up any stale administrative files."
+)
+WORKTREE_Q = "Which command removes a linked working tree?"
+
+
+def test_a_command_named_over_the_sibling_the_question_names() -> None:
+    claim = "The command to remove a linked working tree is `git worktree prune`."
+    found = passed_over(claim, WORKTREE_Q, WORKTREE)
+    assert found == ("git worktree prune", "git worktree remove")
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [  # the sibling the question names; a name in words; a two-word name
+        "The command to remove a linked working tree is `git worktree remove`.",
+        "The command to remove a linked working tree is git worktree prune.",
+        "The command to remove a linked working tree is `worktree prune`.",
+    ],
+)
+def test_the_question_named_command_or_another_shape_is_left_alone(claim: str) -> None:
+    assert passed_over(claim, WORKTREE_Q, WORKTREE) is None

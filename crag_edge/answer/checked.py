@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 
 from crag_edge.answer.answering import Answering, Asked, read_against
 from crag_edge.answer.attribution import drawn_from, drawn_from_note
-from crag_edge.answer.entries import said_of_neighbour, value_of_unnamed
+from crag_edge.answer.entries import passed_over, said_of_neighbour, value_of_unnamed
 from crag_edge.answer.generation import (
     UNSUPPORTED,
     AnswerFinish,
@@ -368,9 +368,10 @@ class CheckedAnswer(TextStream[AnswerFinish]):
     def _entry_fault(self, claim: str, passage: int) -> tuple[str, str] | None:
         """A definition entry's words said of the term beside it
         (`entries.said_of_neighbour`: "The git stash apply command … removes it …" of pop's
-        entry), or its value said of a subject the passage never names
+        entry), its value said of a subject the passage never names
         (`entries.value_of_unnamed`: "Reflog entries are kept for 60 days" of
-        gc.rerereResolved's)."""
+        gc.rerereResolved's), or a command named over the sibling the question names
+        (`entries.passed_over`: `git worktree prune` asked what removes a worktree)."""
         item = next(item for item in self._context if item.n == passage)
         if names := said_of_neighbour(claim, self._question, item, self._context):
             return "entry", f"says of {names[0]} what passage [{passage}] says of {names[1]}"
@@ -378,6 +379,8 @@ class CheckedAnswer(TextStream[AnswerFinish]):
             subject, term = unnamed
             why = f"gives {term}'s value in passage [{passage}] to {subject}, which it never names"
             return "entry", why
+        if over := passed_over(claim, self._question, item.text):
+            return "entry", f"names {over[0]} where passage [{passage}] names {over[1]}"
         return None
 
     def _option_fault(self, claim: str, passage: int) -> tuple[str, str] | None:

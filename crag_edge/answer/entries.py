@@ -24,6 +24,15 @@ answer (its facts beyond the question's) an entry's definition holds, that does 
 entry, and whose first content word is one the question asks about (not a word that only
 frames it, such as "default") that neither the passage nor its page's title writes, states
 that value of a subject the passage never speaks of.
+
+Manuals name commands by what they do, and a family's names share all words but the last
+(`git worktree add`, `git worktree remove`, `git worktree prune`). Asked "Which command
+removes a linked working tree?", the model answered "`git worktree prune`" from a passage
+naming both ("If a working tree is deleted without using git worktree remove, … you can run
+git worktree prune … to clean up any stale administrative files"); the judge passed it at
+0.81. A name written in code of at least three words whose last word is not one the question
+asks about, where the passage names a sibling whose last word is ("remove" for "removes"),
+passes over the command the question names.
 """
 
 from __future__ import annotations
@@ -38,6 +47,9 @@ from crag_edge.answer.support import WORD, answer_facts, held_words, plain_words
 from crag_edge.grading.keywords import STOPWORDS, tokenize
 from crag_edge.result import ContextItem
 
+# A command's name in code with its family ("git worktree") before its own last word.
+CODE = re.compile(r"`([^`]+)`")
+FAMILY_WORDS = 3
 # What a manual calls an entry of its lists, written after its name ("the pop subcommand").
 KINDS = r"(?:sub)?commands?|options?|flags?|modes?|settings?|actions?|verbs?"
 KIND_TERMS = frozenset(tokenize("subcommand command option flag mode setting action verb"))
@@ -104,6 +116,21 @@ def value_of_unnamed(claim: str, question: str, item: ContextItem) -> tuple[str,
     for entry in entries(item.text):
         if answer <= held_words(entry.definition) and not set(tokenize(entry.name)) & said:
             return opening[0], entry.term
+    return None
+
+
+def passed_over(claim: str, question: str, passage: str) -> tuple[str, str] | None:
+    """(the name written, its sibling the question names) when `claim` names a command
+    in code whose sibling in `passage` the question's own word names (module docstring)."""
+    asked = focus_terms(question)
+    for code in CODE.findall(claim):
+        words = code.lower().split()
+        if len(words) < FAMILY_WORDS or set(tokenize(words[-1])) & asked:
+            continue
+        family = " ".join(words[:-1])
+        for sibling in re.findall(rf"\b{re.escape(family)} ([a-z][\w-]*)", passage.lower()):
+            if sibling != words[-1] and set(tokenize(sibling)) & asked:
+                return code, f"{family} {sibling}"
     return None
 
 
