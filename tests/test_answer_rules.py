@@ -104,6 +104,10 @@ def answered(
     return "".join(answer), answer
 
 
+# A judge that passes every sentence: what a test asserts is decided by the rules after it.
+LENIENT = AnswerSettings(
+    support_budget_s=120.0, support_threshold=0.0, support_threshold_located=0.0
+)
 CLONE = "What name does git clone give the remote that tracks the upstream repository?"
 FEATURE = Said("This feature is known as parallel vacuum [3].", 3, True)
 RESTATED = "Index vacuum phases run in parallel using background workers."
@@ -445,11 +449,8 @@ def test_a_passages_words_restated_of_another_subject_are_not_shown(
         "The harbour crane runs on biodiesel and is tested every second Tuesday [1].",
         "Fuel for it is kept in the locked shed behind the crane [1].",
     ]
-    lenient = AnswerSettings(
-        support_budget_s=120.0, support_threshold=0.0, support_threshold_located=0.0
-    )
     question = "What fuel does the harbour crane run on?"
-    text, answer = answered(smollm, question, {1: handbook}, sentences, minilm, lenient)
+    text, answer = answered(smollm, question, {1: handbook}, sentences, minilm, LENIENT)
     assert text == UNSUPPORTED
     swapped, pointing = answer.support.sentences
     assert swapped.checked_by == "subject" and not swapped.shown
@@ -457,68 +458,46 @@ def test_a_passages_words_restated_of_another_subject_are_not_shown(
     assert not pointing.shown
 
 
-def test_a_neighbouring_entrys_definition_said_of_a_term_is_not_shown(
-    smollm: LlamaRuntime, minilm: OnnxEmbedder
+@pytest.mark.parametrize(
+    ("question", "passage", "sentence", "reason"),
+    [
+        (  # pop's definition said of apply, the entry beside it
+            "Which git stash subcommand applies a stashed state and removes it from the list?",
+            "pop [--index] [<stash>]\n\nRemove a single stashed state from the stash list and "
+            "apply it on top of the current working tree state.\n\napply [--index] [<stash>]"
+            "\n\nLike pop, but do not remove the state from the stash list.",
+            "The git stash apply command applies a stashed state and removes it from the "
+            "stash list [1].",
+            "says of apply what passage [1] says of pop",
+        ),
+        (  # rerere's value given to the reflog, which the passage never names
+            "How long are reflog entries kept by default?",
+            "gc.rerereResolved\n\nRecords of conflicted merge you resolved earlier are kept "
+            "for this many days when git rerere gc is run. The default is 60 days.",
+            "Reflog entries are kept for 60 days by default [1].",
+            "gives gc.rerereResolved's value in passage [1] to reflog, which it never names",
+        ),
+        (  # prune named over remove, the sibling the question's verb names
+            "Which command removes a linked working tree?",
+            "If a working tree is deleted without using git worktree remove, then its "
+            "administrative files will eventually be removed automatically, or you can run "
+            "git worktree prune to clean up any stale administrative files.",
+            "The command to remove a linked working tree is `git worktree prune` [1].",
+            "names git worktree prune where passage [1] names git worktree remove",
+        ),
+    ],
+)
+def test_a_definition_lists_words_misread_by_the_answer_are_not_shown(
+    smollm: LlamaRuntime,
+    minilm: OnnxEmbedder,
+    question: str,
+    passage: str,
+    sentence: str,
+    reason: str,
 ) -> None:
-    """Whatever the judge says (here it passes everything), pop's definition said of apply,
-    the entry beside it, is not shown."""
-    passages = {
-        1: "pop [--index] [<stash>]\n\nRemove a single stashed state from the stash list and "
-        "apply it on top of the current working tree state.",
-        2: "apply [--index] [<stash>]\n\nLike pop, but do not remove the state from the stash "
-        "list.",
-    }
-    sentence = (
-        "The git stash apply command applies a stashed state and removes it from the stash "
-        "list [1]."
-    )
-    lenient = AnswerSettings(
-        support_budget_s=120.0, support_threshold=0.0, support_threshold_located=0.0
-    )
-    question = "Which git stash subcommand applies a stashed state and removes it from the list?"
-    text, answer = answered(smollm, question, passages, [sentence], minilm, lenient)
+    """Whatever the judge says (here it passes everything), the sentence is not shown."""
+    text, answer = answered(smollm, question, {1: passage}, [sentence], minilm, LENIENT)
     assert text == UNSUPPORTED
     (record,) = answer.support.sentences
     assert record.checked_by == "entry" and not record.shown
-    assert record.reason == "says of apply what passage [1] says of pop"
-
-
-def test_an_entrys_value_given_to_a_subject_its_passage_never_names_is_not_shown(
-    smollm: LlamaRuntime, minilm: OnnxEmbedder
-) -> None:
-    passages = {
-        1: "gc.rerereResolved\n\nRecords of conflicted merge you resolved earlier are kept for "
-        "this many days when git rerere gc is run. The default is 60 days."
-    }
-    lenient = AnswerSettings(
-        support_budget_s=120.0, support_threshold=0.0, support_threshold_located=0.0
-    )
-    question = "How long are reflog entries kept by default?"
-    sentence = "Reflog entries are kept for 60 days by default [1]."
-    text, answer = answered(smollm, question, passages, [sentence], minilm, lenient)
-    assert text == UNSUPPORTED
-    (record,) = answer.support.sentences
-    assert record.checked_by == "entry" and not record.shown
-    assert record.reason == (
-        "gives gc.rerereResolved's value in passage [1] to reflog, which it never names"
-    )
-
-
-def test_a_command_named_over_the_sibling_the_question_names_is_not_shown(
-    smollm: LlamaRuntime, minilm: OnnxEmbedder
-) -> None:
-    passages = {
-        1: "If a working tree is deleted without using git worktree remove, then its "
-        "administrative files will eventually be removed automatically, or you can run git "
-        "worktree prune to clean up any stale administrative files."
-    }
-    lenient = AnswerSettings(
-        support_budget_s=120.0, support_threshold=0.0, support_threshold_located=0.0
-    )
-    question = "Which command removes a linked working tree?"
-    sentence = "The command to remove a linked working tree is `git worktree prune` [1]."
-    text, answer = answered(smollm, question, passages, [sentence], minilm, lenient)
-    assert text == UNSUPPORTED
-    (record,) = answer.support.sentences
-    assert record.checked_by == "entry" and not record.shown
-    assert record.reason == "names git worktree prune where passage [1] names git worktree remove"
+    assert record.reason == reason

@@ -43,16 +43,16 @@ from dataclasses import dataclass
 
 from crag_edge.answer.answering import focus_terms
 from crag_edge.answer.definitions import DEFINED_SHARE, defined_terms
-from crag_edge.answer.support import WORD, answer_facts, held_words, plain_words
+from crag_edge.answer.support import CODE, WORD, answer_facts, held_words, plain_words
 from crag_edge.grading.keywords import STOPWORDS, tokenize
 from crag_edge.result import ContextItem
 
-# A command's name in code with its family ("git worktree") before its own last word.
-CODE = re.compile(r"`([^`]+)`")
+# The words of a command's name in code at the least: its family ("git worktree") and its own.
 FAMILY_WORDS = 3
 # What a manual calls an entry of its lists, written after its name ("the pop subcommand").
-KINDS = r"(?:sub)?commands?|options?|flags?|modes?|settings?|actions?|verbs?"
-KIND_TERMS = frozenset(tokenize("subcommand command option flag mode setting action verb"))
+KIND_WORDS = ("subcommand", "command", "option", "flag", "mode", "setting", "action", "verb")
+KINDS = f"(?:{'|'.join(KIND_WORDS)})s?"
+KIND_TERMS = frozenset(tokenize(" ".join(KIND_WORDS)))
 # An entry's name: a lower-case word opening its term ("pop [--index]", "set"); a term
 # opening with a capital is a heading ("NAME", "Notes") or a label, not a list's entry.
 NAME = re.compile(r"^[a-z][\w-]*")
@@ -63,11 +63,16 @@ NEGATED = re.compile(r"\b(?:not|never|no|without|cannot)\b[^,.;:]*", re.IGNORECA
 
 @dataclass(frozen=True)
 class Entry:
-    """A defined term: its name (the term's first word, lower-cased) and its definition."""
+    """A defined term: its name (the term's first word), the term's first line and its
+    definition."""
 
     name: str
     term: str
     definition: str
+
+    def named_in(self, terms: set[str]) -> bool:
+        """Whether `terms` (a sentence's, stemmed) hold the entry's name."""
+        return bool(set(tokenize(self.name)) & terms)
 
 
 def entries(passage: str) -> list[Entry]:
@@ -87,13 +92,13 @@ def said_of_neighbour(
     words less the names it writes, the words for what an entry is and the page's title
     (every entry of git-remote(1) is about a remote: those words tell no entry apart)."""
     neighbours = {entry.name: entry for other in context for entry in entries(other.text)}
-    asked = set(re.findall(r"[\w-]+", question.lower()))
-    named = [n for n in neighbours if n not in asked and _names(claim, question, n)]
+    asked = _question_words(question)
+    named = [n for n in neighbours if n not in asked and _names(claim, asked, n)]
     claim_terms = set(tokenize(claim))
     shared = {term for name in named for term in tokenize(name)} | set(tokenize(item.title))
     described = claim_terms - shared - KIND_TERMS
     for entry in entries(item.text):
-        if set(tokenize(entry.name)) & claim_terms or not _holds(described, entry):
+        if entry.named_in(claim_terms) or not _holds(described, entry):
             continue
         for name in named:
             if not _holds(described, neighbours[name]):
@@ -114,7 +119,7 @@ def value_of_unnamed(claim: str, question: str, item: ContextItem) -> tuple[str,
         return None
     said = set(tokenize(claim))
     for entry in entries(item.text):
-        if answer <= held_words(entry.definition) and not set(tokenize(entry.name)) & said:
+        if answer <= held_words(entry.definition) and not entry.named_in(said):
             return opening[0], entry.term
     return None
 
@@ -134,15 +139,19 @@ def passed_over(claim: str, question: str, passage: str) -> tuple[str, str] | No
     return None
 
 
-def _names(claim: str, question: str, name: str) -> bool:
-    """Whether the claim writes `name` as a name (module docstring), not as a word."""
+def _question_words(question: str) -> set[str]:
+    """The question's words as written, lower-cased."""
+    return set(re.findall(r"[\w-]+", question.lower()))
+
+
+def _names(claim: str, asked: set[str], name: str) -> bool:
+    """Whether the claim writes `name` as a name (module docstring), not as a word; `asked`
+    is the question's words."""
     word = re.escape(name)
-    asked = "|".join(
-        re.escape(w) for w in re.findall(r"[\w-]+", question.lower()) if w not in STOPWORDS
-    )
-    forms = [rf"`[^`]*\b{word}\b[^`]*`", rf"\b{word}\s+(?:{KINDS})\b"]
-    if asked:
-        forms.append(rf"\b(?:{asked})\s+{word}\b")
+    before = "|".join(re.escape(w) for w in sorted(asked - STOPWORDS))
+    forms = [rf"`[^`]*\b{word}\b[^`]*`", rf"\b{word}\s+{KINDS}\b"]
+    if before:
+        forms.append(rf"\b(?:{before})\s+{word}\b")
     return any(re.search(form, claim, re.IGNORECASE) for form in forms)
 
 
